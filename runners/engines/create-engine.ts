@@ -1,0 +1,39 @@
+import { join } from "node:path";
+import type { ModelSpec } from "../../lib/catalog/model-spec.js";
+import type { Logger } from "../../lib/log.js";
+import type { Engine } from "./engine.js";
+import { LlamaEngine } from "./llama/llama-engine.js";
+import { resolveModelFile } from "./llama/model-source.js";
+import { SimEngine } from "./sim/sim-engine.js";
+
+export interface EngineEnvironment {
+  /** Where Hugging Face downloads are kept. */
+  modelCache: string;
+  hfToken: string | undefined;
+  log: Logger;
+}
+
+export function createEngine(spec: ModelSpec, env: EngineEnvironment): Engine {
+  if (spec.engine === "sim") return new SimEngine(spec);
+  const log = env.log.child({ model: spec.id });
+  return new LlamaEngine(spec, {
+    log,
+    modelPath: () =>
+      resolveModelFile(spec.source, {
+        cacheDir: env.modelCache,
+        expectedSha256: spec.sha256,
+        hfToken: env.hfToken,
+        log,
+        onProgress: (done, total) =>
+          log.info("model download progress", {
+            mb: Math.round(done / 1e6),
+            totalMb: total ? Math.round(total / 1e6) : undefined,
+            percent: total ? Math.floor((done / total) * 100) : undefined,
+          }),
+      }),
+  });
+}
+
+export function defaultModelCache(home: string): string {
+  return join(home, "models");
+}

@@ -1,0 +1,46 @@
+import type { FinishReason, GenerateRequest, ToolCallDelta } from "../../proto/gen/tributary/v1/inference.js";
+import type { ErrorCode } from "../../proto/gen/tributary/v1/inference.js";
+
+/** What an engine emits while it decodes one choice. Calls happen on the runner's event loop. */
+export interface ChoiceSink {
+  text(text: string, tokens: number): void;
+  toolCall(delta: ToolCallDelta): void;
+}
+
+export interface ChoiceOutcome {
+  finishReason: FinishReason;
+  completionTokens: number;
+}
+
+/** A request the engine has checked and tokenized, ready to be scheduled. */
+export interface PreparedRequest {
+  readonly request: GenerateRequest;
+  readonly promptTokens: number;
+  /** Output budget per choice after defaults and limits. */
+  readonly maxTokens: number;
+  readonly choices: number;
+}
+
+/** A request the engine refuses (bad parameter, too long): the runner rejects it at admission. */
+export class EngineRequestError extends Error {
+  override name = "EngineRequestError";
+  constructor(readonly code: ErrorCode, message: string, readonly param = "") {
+    super(message);
+  }
+}
+
+/**
+ * An engine turns prepared requests into tokens, many sequences at once. It owns `slots`
+ * decoding sequences; the scheduler decides which choice runs in which slot and when.
+ */
+export interface Engine {
+  readonly kind: "llama" | "sim";
+  readonly slots: number;
+  /** Loads weights (or whatever the engine needs) before the runner reports ready. */
+  load(): Promise<void>;
+  /** Validates and tokenizes; throws EngineRequestError for requests that can never run. */
+  prepare(request: GenerateRequest): Promise<PreparedRequest>;
+  /** Decodes one choice in slot `slot` until a finish condition or until `signal` aborts. */
+  runChoice(prepared: PreparedRequest, choiceIndex: number, slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome>;
+  dispose(): Promise<void>;
+}

@@ -1,0 +1,249 @@
+import { LlamaGrammarEvaluationState, type LlamaGrammar, type LlamaModel, type SequenceEvaluateOptions, type Token } from "node-llama-cpp";
+import { FinishReason } from "../../../proto/gen/tributary/v1/inference.js";
+import { newId } from "../../../lib/ids.js";
+import { JsonCompletionTracker } from "../../text/json-completion.js";
+import { TriggerMatcher } from "../../text/trigger-matcher.js";
+import type { ChoiceOutcome, ChoiceSink } from "../engine.js";
+import type { CallSyntax } from "./chat-prompt.js";
+import { IncrementalDetokenizer } from "./incremental-detokenizer.js";
+import type { SlotSequence } from "./slot-sequence.js";
+
+/** Everything needed to decode the choices of one request, computed once at admission. */
+export interface DecodePlan {
+  prompt: Token[];
+  maxTokens: number;
+  /** Text after which generation stops (user stop strings, template and grammar triggers). */
+  stopTexts: string[];
+  /** Special tokens after which generation stops (end-of-turn markers of the template). */
+  stopTokens: ReadonlySet<Token>;
+  sampling: SequenceEvaluateOptions;
+  /** Base seed; choice i samples with seed + i. */
+  seed: number;
+  penalties: { frequency: number; presence: number } | undefined;
+  /** Constrains the whole reply (response_format json_object / json_schema). */
+  responseGrammar: LlamaGrammar | undefined;
+  tools: ToolPlan | undefined;
+}
+
+export interface ToolPlan {
+  mode: "auto" | "required" | "function";
+  /** Set in "function" mode. */
+  functionName: string | undefined;
+  /** Grammar of each tool's arguments. */
+  argumentGrammars: ReadonlyMap<string, LlamaGrammar>;
+  /** Grammar that picks one of the tool names. */
+  nameGrammar: LlamaGrammar;
+  syntax: CallSyntax;
+  parallel: boolean;
+}
+
+const MAX_CALLS_PER_CHOICE = 16;
+const PENALTY_WINDOW = 256;
+/** Tokens the model may spend after a call to show whether another call follows. */
+const CONTINUATION_LOOKAHEAD = 8;
+
+type Kind = "stop" | "call" | "result";
+
+class Finished extends Error {
+  constructor(readonly reason: FinishReason) {
+    super("finished");
+  }
+}
+
+/**
+ * Decodes one choice in one slot. Plain replies stream as text; tool calls are produced in two
+ * grammar-constrained phases (the function name, then arguments valid for its schema) in the
+ * template's own call syntax, and stream as tool-call deltas.
+ */
+export class ChoiceDecoder {
+  private produced = 0;
+  private readonly generated: Token[] = [];
+  private readonly options: SequenceEvaluateOptions;
+  private callIndex = 0;
+  private unreportedTokens = 0;
+
+  constructor(
+    private readonly model: LlamaModel,
+    private readonly slot: SlotSequence,
+    private readonly plan: DecodePlan,
+    choiceIndex: number,
+    private readonly sink: ChoiceSink,
+    private readonly signal: AbortSignal,
+  ) {
+    const penalties = plan.penalties;
+    this.options = {
+      ...plan.sampling,
+      seed: (plan.seed + choiceIndex) >>> 0,
+      repeatPenalty: penalties
+        ? {
+            punishTokens: () => this.generated.slice(-PENALTY_WINDOW),
+            maxPunishTokens: PENALTY_WINDOW,
+            penalty: 1,
+            frequencyPenalty: penalties.frequency,
+            presencePenalty: penalties.presence,
+          }
+        : undefined,
+    };
+  }
+
+  async run(): Promise<ChoiceOutcome> {
+    try {
+      const input = await this.slot.reset(this.plan.prompt);
+      const tools = this.plan.tools;
+      if (tools && tools.mode !== "auto") {
+        await this.callLoop(tools, this.tokenize(tools.syntax.prefix), tools.functionName);
+        return this.outcome(FinishReason.FINISH_REASON_TOOL_CALLS);
+      }
+      return this.outcome(await this.textPhase(input, tools));
+    } catch (err) {
+      if (err instanceof Finished) return this.outcome(err.reason);
+      throw err;
+    }
+  }
+
+  private outcome(finishReason: FinishReason): ChoiceOutcome {
+    return { finishReason: this.signal.aborted ? FinishReason.FINISH_REASON_CANCELLED : finishReason, completionTokens: this.produced };
+  }
+
+  /** Counts a generated token and enforces the budget and cancellation. */
+  private count(token: Token): void {
+    if (this.signal.aborted) throw new Finished(FinishReason.FINISH_REASON_CANCELLED);
+    this.produced++;
+    this.unreportedTokens++;
+    this.generated.push(token);
+  }
+
+  private get budgetLeft(): boolean {
+    return this.produced < this.plan.maxTokens;
+  }
+
+  private emitText(text: string): void {
+    if (!text) return;
+    this.sink.text(text, this.unreportedTokens);
+    this.unreportedTokens = 0;
+  }
+
+  private tokenize(text: import("node-llama-cpp").LlamaText | string): Token[] {
+    return typeof text === "string" ? this.model.tokenize(text, false) : text.tokenize(this.model.tokenizer);
+  }
+
+  private async textPhase(input: Token[], tools: ToolPlan | undefined): Promise<FinishReason> {
+    const triggers: Array<{ text: string; kind: Kind }> = this.plan.stopTexts.map((text) => ({ text, kind: "stop" }));
+    if (tools) for (const text of tools.syntax.prefixes) triggers.push({ text, kind: "call" });
+    const matcher = new TriggerMatcher<Kind>(triggers);
+    const detok = new IncrementalDetokenizer(this.model, this.plan.prompt);
+    const grammar = this.plan.responseGrammar;
+    const json = grammar ? new JsonCompletionTracker() : undefined;
+    const promptLength = this.plan.prompt.length;
+    let content = "";
+
+    const options: SequenceEvaluateOptions = grammar
+      ? { ...this.options, grammarEvaluationState: new LlamaGrammarEvaluationState({ model: this.model, grammar }) }
+      : this.options;
+    for await (const token of this.slot.generate(input, options)) {
+      this.count(token);
+      if (this.plan.stopTokens.has(token)) break;
+      let text = detok.push(token);
+      if (json) {
+        const end = json.push(text);
+        if (end >= 0) text = text.slice(0, end);
+      }
+      const m = matcher.push(text);
+      this.emitText(m.emit);
+      content += m.emit;
+      if (m.hit?.kind === "stop") return FinishReason.FINISH_REASON_STOP;
+      if (m.hit?.kind === "call" && tools) {
+        // Rewrite the context as content + the canonical call prefix, then decode the call under grammars.
+        await this.slot.truncate(promptLength);
+        const prefix = this.tokenize(tools.syntax.prefix);
+        await this.callLoop(tools, content ? [...this.tokenize(content), ...prefix] : prefix, undefined);
+        return FinishReason.FINISH_REASON_TOOL_CALLS;
+      }
+      if (json?.complete) return FinishReason.FINISH_REASON_STOP;
+      if (!this.budgetLeft) {
+        this.emitText(matcher.flush());
+        return FinishReason.FINISH_REASON_LENGTH;
+      }
+    }
+    this.emitText(matcher.push(detok.flush()).emit + matcher.flush());
+    return FinishReason.FINISH_REASON_STOP;
+  }
+
+  /**
+   * Decodes calls; `input` ends with the call prefix. After each call, when parallel calls are
+   * allowed, the model gets a short look at whether it starts another one.
+   */
+  private async callLoop(tools: ToolPlan, input: Token[], forcedName: string | undefined): Promise<void> {
+    for (;;) {
+      let name = forcedName;
+      if (name === undefined) {
+        name = await this.generateName(tools, input);
+        input = [];
+      } else {
+        input = [...input, ...this.tokenize(name)];
+      }
+      input = [...input, ...this.tokenize(tools.syntax.paramsPrefix)];
+      await this.generateArguments(tools, name, input);
+      this.callIndex++;
+      if (!tools.parallel || this.callIndex >= MAX_CALLS_PER_CHOICE || !this.budgetLeft) return;
+      const next = await this.lookForAnotherCall(tools);
+      if (!next) return;
+      input = next;
+      forcedName = undefined;
+    }
+  }
+
+  private async generateName(tools: ToolPlan, input: Token[]): Promise<string> {
+    const state = new LlamaGrammarEvaluationState({ model: this.model, grammar: tools.nameGrammar });
+    const detok = new IncrementalDetokenizer(this.model, input);
+    let name = "";
+    for await (const token of this.slot.generate(input, { ...this.options, grammarEvaluationState: state })) {
+      this.count(token);
+      name += detok.push(token);
+      if (!this.budgetLeft) throw new Finished(FinishReason.FINISH_REASON_LENGTH);
+    }
+    name = (name + detok.flush()).trim();
+    if (!tools.argumentGrammars.has(name)) throw new Error(`the name grammar produced an unknown function "${name}"`);
+    return name;
+  }
+
+  private async generateArguments(tools: ToolPlan, name: string, input: Token[]): Promise<void> {
+    const grammar = tools.argumentGrammars.get(name)!;
+    const index = this.callIndex;
+    this.sink.toolCall({ index, id: newId("call_"), name, arguments: "" });
+    const state = new LlamaGrammarEvaluationState({ model: this.model, grammar });
+    const detok = new IncrementalDetokenizer(this.model, input);
+    const json = new JsonCompletionTracker();
+    for await (const token of this.slot.generate(input, { ...this.options, grammarEvaluationState: state })) {
+      this.count(token);
+      let text = detok.push(token);
+      const end = json.push(text);
+      if (end >= 0) text = text.slice(0, end);
+      if (text) this.sink.toolCall({ index, id: "", name: "", arguments: text });
+      if (json.complete) return;
+      if (!this.budgetLeft) throw new Finished(FinishReason.FINISH_REASON_LENGTH);
+    }
+  }
+
+  /** Returns the input that starts the next call, or undefined when the model is done calling. */
+  private async lookForAnotherCall(tools: ToolPlan): Promise<Token[] | undefined> {
+    const before = this.slot.length;
+    const suffix = this.tokenize(tools.syntax.suffix);
+    const triggers: Array<{ text: string; kind: Kind }> = tools.syntax.prefixes.map((text) => ({ text, kind: "call" }));
+    if (tools.syntax.resultPrefix) triggers.push({ text: tools.syntax.resultPrefix, kind: "result" });
+    const matcher = new TriggerMatcher<Kind>(triggers);
+    const detok = new IncrementalDetokenizer(this.model, suffix);
+    let seen = 0;
+    for await (const token of this.slot.generate(suffix, this.options)) {
+      this.count(token);
+      if (this.plan.stopTokens.has(token)) return undefined;
+      const m = matcher.push(detok.push(token));
+      if (m.hit?.kind === "call") {
+        await this.slot.truncate(before);
+        return [...suffix, ...this.tokenize(tools.syntax.prefix)];
+      }
+      if (m.hit || m.emit.trim().length > 0 || ++seen >= CONTINUATION_LOOKAHEAD || !this.budgetLeft) return undefined;
+    }
+    return undefined;
+  }
+}

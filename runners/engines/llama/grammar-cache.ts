@@ -1,0 +1,42 @@
+import { LlamaGrammar, LlamaJsonSchemaGrammar, type Llama } from "node-llama-cpp";
+import { toGrammarSchema } from "./json-schema-subset.js";
+
+/**
+ * Grammars are compiled once per distinct schema: clients send the same tool definitions and
+ * response formats with every request. Least recently used entries are evicted.
+ */
+export class GrammarCache {
+  private readonly entries = new Map<string, LlamaGrammar>();
+
+  constructor(private readonly llama: Llama, private readonly capacity = 256) {}
+
+  /** Grammar for a JSON value matching `schemaJson` (JSON text of a JSON Schema). */
+  forJsonSchema(schemaJson: string): LlamaGrammar {
+    return this.memo(`schema:${schemaJson}`, () => new LlamaJsonSchemaGrammar(this.llama, toGrammarSchema(JSON.parse(schemaJson)) as never));
+  }
+
+  /** Grammar for any JSON object (response_format json_object). */
+  forAnyJsonObject(): LlamaGrammar {
+    return this.memo("json-object", () => new LlamaJsonSchemaGrammar(this.llama, { type: "object", additionalProperties: true } as never));
+  }
+
+  /** Grammar that produces exactly one of `names`. */
+  forOneOf(names: readonly string[]): LlamaGrammar {
+    const key = `names:${names.join("\u0000")}`;
+    return this.memo(key, () => new LlamaGrammar(this.llama, {
+      grammar: `root ::= ${names.map((n) => JSON.stringify(n)).join(" | ")}`,
+    }));
+  }
+
+  private memo(key: string, make: () => LlamaGrammar): LlamaGrammar {
+    let grammar = this.entries.get(key);
+    if (grammar) {
+      this.entries.delete(key);
+    } else {
+      grammar = make();
+      if (this.entries.size >= this.capacity) this.entries.delete(this.entries.keys().next().value!);
+    }
+    this.entries.set(key, grammar);
+    return grammar;
+  }
+}

@@ -1,0 +1,204 @@
+import { getLlama, LlamaLogLevel, LlamaText, SpecialToken, TokenBias, type ChatModelFunctions, type ChatWrapper, type Llama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
+import { ErrorCode, ResponseFormat_Type, ToolChoice_Mode, type GenerateRequest } from "../../../proto/gen/tributary/v1/inference.js";
+import type { ModelSpec } from "../../../lib/catalog/model-spec.js";
+import type { Logger } from "../../../lib/log.js";
+import { EngineRequestError, type ChoiceOutcome, type ChoiceSink, type Engine, type PreparedRequest } from "../engine.js";
+import { resolveOutputBudget } from "../output-budget.js";
+import { callSyntaxOf, chooseChatWrapper, renderPrompt, type CallSyntax } from "./chat-prompt.js";
+import { ChoiceDecoder, type DecodePlan, type ToolPlan } from "./choice-decoder.js";
+import { GrammarCache } from "./grammar-cache.js";
+import { UnsupportedSchemaError } from "./json-schema-subset.js";
+import { SlotSequence } from "./slot-sequence.js";
+
+interface LlamaPrepared extends PreparedRequest {
+  plan: DecodePlan;
+}
+
+const NO_PARAMETERS = JSON.stringify({ type: "object", properties: {}, additionalProperties: false });
+
+export interface LlamaEngineOptions {
+  /** Resolves the catalog source to a local GGUF path (downloading it when needed). */
+  modelPath: () => Promise<string>;
+  log: Logger;
+}
+
+/**
+ * node-llama-cpp engine: one model, one context with a sequence per slot. node-llama-cpp
+ * batches the pending evaluations of all sequences into one decode per event-loop cycle, so
+ * every active choice advances together and a new one joins at the next step.
+ */
+export class LlamaEngine implements Engine {
+  readonly kind = "llama" as const;
+  readonly slots: number;
+  private llama!: Llama;
+  private model!: LlamaModel;
+  private context!: LlamaContext;
+  private sequences: SlotSequence[] = [];
+  private wrapper!: ChatWrapper;
+  private callSyntax!: CallSyntax;
+  private grammars!: GrammarCache;
+  private vocabularySize = 0;
+
+  constructor(private readonly spec: ModelSpec, private readonly options: LlamaEngineOptions) {
+    this.slots = spec.slots;
+  }
+
+  async load(): Promise<void> {
+    const path = await this.options.modelPath();
+    const gpu = this.spec.gpuLayers !== 0;
+    this.llama = await getLlama({ gpu: gpu ? "auto" : false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false });
+    this.model = await this.llama.loadModel({ modelPath: path, gpuLayers: this.spec.gpuLayers as number | "auto" | "max" });
+    this.context = await this.model.createContext({
+      sequences: this.slots,
+      contextSize: this.spec.contextLength,
+      threads: this.spec.threads,
+      batchSize: this.spec.batchSize,
+      failedCreationRemedy: false,
+    });
+    this.sequences = Array.from({ length: this.slots }, () => new SlotSequence(this.context.getSequence()));
+    this.wrapper = chooseChatWrapper(this.model, this.spec.chatTemplate);
+    this.callSyntax = callSyntaxOf(this.wrapper);
+    this.grammars = new GrammarCache(this.llama);
+    const vocabulary = (this.model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly unknown[] } } }).tokenizer?.ggml?.tokens;
+    this.vocabularySize = vocabulary?.length ?? [...this.model.iterateAllTokens()].length;
+    this.options.log.info("model loaded", {
+      path,
+      template: this.wrapper.wrapperName,
+      contextPerSlot: this.context.contextSize,
+      slots: this.slots,
+      threads: this.spec.threads,
+      gpu: this.llama.gpu,
+    });
+  }
+
+  async prepare(request: GenerateRequest): Promise<LlamaPrepared> {
+    const sampling = request.sampling;
+    const choices = Math.max(1, sampling?.n ?? 1);
+    if (choices > this.slots)
+      throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `n (${choices}) exceeds this model's ${this.slots} decoding slots`, "n");
+
+    const tools = this.toolPlan(request);
+    const functions: ChatModelFunctions | undefined = tools
+      ? Object.fromEntries(request.tools.map((t) => [t.name, { description: t.description || undefined, params: t.parametersJson ? JSON.parse(t.parametersJson) : undefined }]))
+      : undefined;
+
+    let prompt: Token[];
+    const stopTexts = [...(sampling?.stop ?? [])];
+    const stopTokens = new Set<Token>();
+    if (request.messages.length > 0) {
+      const rendered = renderPrompt(this.wrapper, request.messages, functions);
+      prompt = rendered.text.tokenize(this.model.tokenizer);
+      this.collectTemplateStops(rendered.stopTriggers, stopTexts, stopTokens);
+    } else {
+      prompt = LlamaText([this.model.tokens.shouldPrependBosToken ? new SpecialToken("BOS") : "", request.prompt]).tokenize(this.model.tokenizer);
+    }
+    if (prompt.length === 0) throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, "the prompt is empty", "messages");
+
+    const responseGrammar = this.responseGrammar(request);
+    if (responseGrammar) for (const t of responseGrammar.stopGenerationTriggers) if (typeof t === "string") stopTexts.push(t);
+
+    const maxTokens = resolveOutputBudget(this.spec, prompt.length, sampling?.maxTokens ?? 0);
+    const temperature = sampling?.temperature ?? 1;
+    const plan: DecodePlan = {
+      prompt,
+      maxTokens,
+      stopTexts: stopTexts.filter((s) => s.length > 0),
+      stopTokens,
+      sampling: {
+        temperature,
+        topP: sampling?.topP ?? 1,
+        topK: 0,
+        minP: 0,
+        tokenBias: this.tokenBias(request),
+      },
+      seed: sampling?.seed !== undefined ? Number(BigInt.asUintN(32, BigInt(Math.trunc(sampling.seed)))) : (Math.random() * 2 ** 32) >>> 0,
+      penalties: sampling && (sampling.frequencyPenalty !== 0 || sampling.presencePenalty !== 0)
+        ? { frequency: sampling.frequencyPenalty, presence: sampling.presencePenalty }
+        : undefined,
+      responseGrammar,
+      tools,
+    };
+    return { request, promptTokens: prompt.length, maxTokens, choices, plan };
+  }
+
+  runChoice(prepared: PreparedRequest, choiceIndex: number, slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome> {
+    const plan = (prepared as LlamaPrepared).plan;
+    return new ChoiceDecoder(this.model, this.sequences[slot]!, plan, choiceIndex, sink, signal).run();
+  }
+
+  async dispose(): Promise<void> {
+    await this.context?.dispose();
+    await this.model?.dispose();
+    await this.llama?.dispose();
+  }
+
+  private toolPlan(request: GenerateRequest): ToolPlan | undefined {
+    const choice = request.toolChoice?.mode ?? ToolChoice_Mode.MODE_AUTO;
+    if (request.tools.length === 0 || choice === ToolChoice_Mode.MODE_NONE) return undefined;
+    const argumentGrammars = new Map<string, import("node-llama-cpp").LlamaGrammar>();
+    request.tools.forEach((tool, i) => {
+      try {
+        argumentGrammars.set(tool.name, this.grammars.forJsonSchema(tool.parametersJson || NO_PARAMETERS));
+      } catch (err) {
+        const why = err instanceof UnsupportedSchemaError || err instanceof SyntaxError ? err.message : "it cannot be compiled to a grammar";
+        throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `Invalid schema for function '${tool.name}': ${why}`, `tools[${i}].function.parameters`);
+      }
+    });
+    let mode: ToolPlan["mode"] = "auto";
+    let functionName: string | undefined;
+    if (choice === ToolChoice_Mode.MODE_REQUIRED) mode = "required";
+    if (choice === ToolChoice_Mode.MODE_FUNCTION) {
+      functionName = request.toolChoice!.functionName;
+      if (!argumentGrammars.has(functionName))
+        throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `tool_choice names function '${functionName}', which is not in tools`, "tool_choice");
+      mode = "function";
+    }
+    return {
+      mode,
+      functionName,
+      argumentGrammars,
+      nameGrammar: this.grammars.forOneOf(request.tools.map((t) => t.name)),
+      syntax: this.callSyntax,
+      parallel: request.parallelToolCalls,
+    };
+  }
+
+  private responseGrammar(request: GenerateRequest) {
+    const format = request.responseFormat;
+    if (!format || format.type === ResponseFormat_Type.TYPE_TEXT) return undefined;
+    if (format.type === ResponseFormat_Type.TYPE_JSON_OBJECT) return this.grammars.forAnyJsonObject();
+    try {
+      return this.grammars.forJsonSchema(format.schemaJson);
+    } catch (err) {
+      const why = err instanceof UnsupportedSchemaError || err instanceof SyntaxError ? err.message : "it cannot be compiled to a grammar";
+      throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `Invalid schema for response_format '${format.name}': ${why}`, "response_format");
+    }
+  }
+
+  private tokenBias(request: GenerateRequest): TokenBias | undefined {
+    const entries = request.sampling?.logitBias ?? [];
+    if (entries.length === 0) return undefined;
+    const vocabulary = this.vocabularySize;
+    const bias = new TokenBias(this.model.tokenizer);
+    for (const { token, bias: value } of entries) {
+      if (token < 0 || token >= vocabulary)
+        throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `logit_bias names token ${token}, outside this model's vocabulary of ${vocabulary}`, "logit_bias");
+      bias.set(token as Token, value <= -100 ? "never" : { logit: value });
+    }
+    return bias;
+  }
+
+  /** Template stop triggers: plain text goes to the text matcher, special tokens to a token set. */
+  private collectTemplateStops(triggers: readonly LlamaText[], texts: string[], tokens: Set<Token>): void {
+    for (const trigger of triggers) {
+      const plain = trigger.values.every((v) => typeof v === "string");
+      if (plain) {
+        const text = trigger.toString();
+        if (text.trim()) texts.push(text);
+        continue;
+      }
+      const ids = trigger.tokenize(this.model.tokenizer);
+      if (ids.length === 1) tokens.add(ids[0]!);
+    }
+  }
+}

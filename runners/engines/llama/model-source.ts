@@ -1,0 +1,120 @@
+import { createHash } from "node:crypto";
+import { createReadStream, createWriteStream, existsSync } from "node:fs";
+import { mkdir, rename, rm, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { Logger } from "../../../lib/log.js";
+
+// A GGUF source is a local path or a Hugging Face reference "hf:<owner>/<repo>/<path/in/repo.gguf>[@revision]".
+// Hugging Face files are downloaded once into the cache (resuming a partial download), checked
+// against a sha256 (the catalog's, else the one Hugging Face publishes for LFS files), and then
+// moved into place atomically, so a half-written file is never loaded.
+
+export interface HfReference {
+  repo: string;
+  file: string;
+  revision: string;
+}
+
+export class ModelSourceError extends Error {
+  override name = "ModelSourceError";
+}
+
+export function parseHfReference(source: string): HfReference {
+  const m = /^hf:([^/\s]+\/[^/\s]+)\/([^@\s]+\.gguf)(?:@([^\s]+))?$/.exec(source);
+  if (!m) throw new ModelSourceError(`not a Hugging Face reference (hf:<owner>/<repo>/<file.gguf>[@revision]): ${source}`);
+  return { repo: m[1]!, file: m[2]!, revision: m[3] ?? "main" };
+}
+
+export async function sha256File(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  await pipeline(createReadStream(path), hash);
+  return hash.digest("hex");
+}
+
+export interface ResolveOptions {
+  cacheDir: string;
+  expectedSha256: string | undefined;
+  hfToken: string | undefined;
+  log: Logger;
+  /** Called with bytes done and total (total 0 when unknown). */
+  onProgress?: (done: number, total: number) => void;
+  signal?: AbortSignal;
+}
+
+/** Returns a local path to the model file, downloading it first when needed. */
+export async function resolveModelFile(source: string, opts: ResolveOptions): Promise<string> {
+  if (!source.startsWith("hf:")) {
+    if (!existsSync(source)) throw new ModelSourceError(`model file not found: ${source}`);
+    if (opts.expectedSha256) {
+      const actual = await sha256File(source);
+      if (actual !== opts.expectedSha256)
+        throw new ModelSourceError(`sha256 mismatch for ${source}: expected ${opts.expectedSha256}, got ${actual}`);
+    }
+    return source;
+  }
+  const ref = parseHfReference(source);
+  const dir = join(opts.cacheDir, "hf", ref.repo.replace("/", "--"), ref.revision);
+  const target = join(dir, ref.file.replaceAll("/", "--"));
+  if (existsSync(target)) return target;
+  await mkdir(dir, { recursive: true });
+  await download(ref, target, opts);
+  return target;
+}
+
+function hfUrl(ref: HfReference): string {
+  const file = ref.file.split("/").map(encodeURIComponent).join("/");
+  return `https://huggingface.co/${ref.repo}/resolve/${encodeURIComponent(ref.revision)}/${file}`;
+}
+
+async function download(ref: HfReference, target: string, opts: ResolveOptions): Promise<void> {
+  const partial = `${target}.partial`;
+  const url = hfUrl(ref);
+  const headers: Record<string, string> = { "user-agent": "tributary" };
+  if (opts.hfToken) headers.authorization = `Bearer ${opts.hfToken}`;
+
+  // Hugging Face answers a HEAD on resolve/ with the LFS object's sha256 as X-Linked-Etag.
+  const head = await fetch(url, { method: "HEAD", headers, redirect: "manual", signal: opts.signal }).catch((err: Error) => {
+    throw new ModelSourceError(`cannot reach Hugging Face for ${url}: ${err.message}`);
+  });
+  if (head.status === 401 || head.status === 403)
+    throw new ModelSourceError(`Hugging Face refused ${url} (${head.status}): set HF_TOKEN for gated or private models`);
+  if (head.status === 404) throw new ModelSourceError(`Hugging Face has no file at ${url}`);
+  const published = (head.headers.get("x-linked-etag") ?? "").replaceAll('"', "").toLowerCase();
+  const expected = opts.expectedSha256 ?? (/^[0-9a-f]{64}$/.test(published) ? published : undefined);
+  if (!expected) opts.log.warn("no sha256 known for this model file; it is downloaded unchecked", { url });
+
+  let offset = existsSync(partial) ? (await stat(partial)).size : 0;
+  const res = await fetch(url, {
+    headers: offset > 0 ? { ...headers, range: `bytes=${offset}-` } : headers,
+    signal: opts.signal,
+  });
+  if (!res.ok || !res.body) throw new ModelSourceError(`download of ${url} failed: HTTP ${res.status}`);
+  if (offset > 0 && res.status !== 206) offset = 0; // the server ignored the range: start over
+  const total = offset + Number(res.headers.get("content-length") ?? 0);
+  let done = offset;
+  let lastReport = 0;
+  opts.log.info("downloading model", { url, resumeFrom: offset, bytes: total });
+  const body = Readable.fromWeb(res.body as import("node:stream/web").ReadableStream<Uint8Array>);
+  body.on("data", (chunk: Buffer) => {
+    done += chunk.length;
+    const now = Date.now();
+    if (now - lastReport >= 1000) {
+      lastReport = now;
+      opts.onProgress?.(done, total);
+    }
+  });
+  await pipeline(body, createWriteStream(partial, { flags: offset > 0 ? "a" : "w" }));
+  opts.onProgress?.(done, total);
+
+  if (expected) {
+    const actual = await sha256File(partial);
+    if (actual !== expected) {
+      await rm(partial, { force: true });
+      throw new ModelSourceError(`sha256 mismatch for ${url}: expected ${expected}, got ${actual}; the download was discarded`);
+    }
+  }
+  await rename(partial, target);
+  opts.log.info("model downloaded", { path: target, sha256: expected ?? "unchecked" });
+}

@@ -1,0 +1,112 @@
+import { ErrorCode, FinishReason, type GenerateRequest } from "../../../proto/gen/tributary/v1/inference.js";
+import { MinHeap } from "../../../lib/collections/min-heap.js";
+import type { ModelSpec } from "../../../lib/catalog/model-spec.js";
+import { TriggerMatcher } from "../../text/trigger-matcher.js";
+import { EngineRequestError, type ChoiceOutcome, type ChoiceSink, type Engine, type PreparedRequest } from "../engine.js";
+import { resolveOutputBudget } from "../output-budget.js";
+
+// A token simulator for load tests of everything around the engine: it emits words at the
+// catalog's rate after the configured first-token latency, with no model behind it.
+// It is never the default engine and never used to test model behaviour.
+
+const WORDS = ("the river runs past old mills and quiet towns where children play by the water " +
+  "while boats drift slowly toward the sea carrying stories from one bank to another").split(" ");
+const DEFAULT_LENGTH = 32;
+
+interface Ticking {
+  due: number;
+  fire(): void;
+}
+
+export class SimEngine implements Engine {
+  readonly kind = "sim" as const;
+  readonly slots: number;
+  private readonly heap = new MinHeap<Ticking>((t) => t.due);
+  private timer: NodeJS.Timeout | undefined;
+  private armedFor = Infinity;
+  private readonly intervalMs: number;
+
+  constructor(private readonly spec: ModelSpec) {
+    this.slots = spec.slots;
+    this.intervalMs = 1000 / spec.sim.tokensPerSecond;
+  }
+
+  async load(): Promise<void> {}
+
+  async prepare(request: GenerateRequest): Promise<PreparedRequest> {
+    const text = request.messages.length > 0 ? request.messages.map((m) => m.content).join("\n") : request.prompt;
+    // Roughly four characters a token, like common BPE vocabularies on English text.
+    const promptTokens = Math.max(1, Math.ceil(text.length / 4));
+    const choices = Math.max(1, request.sampling?.n ?? 1);
+    if (choices > this.slots)
+      throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `n (${choices}) exceeds this model's ${this.slots} slots`, "n");
+    const maxTokens = resolveOutputBudget(this.spec, promptTokens, request.sampling?.maxTokens ?? 0);
+    return { request, promptTokens, maxTokens, choices };
+  }
+
+  runChoice(prepared: PreparedRequest, choiceIndex: number, _slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome> {
+    const explicitMax = (prepared.request.sampling?.maxTokens ?? 0) > 0;
+    const target = explicitMax ? prepared.maxTokens : Math.min(DEFAULT_LENGTH, prepared.maxTokens);
+    const stops = new TriggerMatcher((prepared.request.sampling?.stop ?? []).map((text) => ({ text, kind: "stop" as const })));
+    let word = (Number(prepared.request.sampling?.seed ?? 0) + choiceIndex * 7) % WORDS.length;
+    let produced = 0;
+    return new Promise<ChoiceOutcome>((resolve) => {
+      const done = (finishReason: FinishReason) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve({ finishReason, completionTokens: produced });
+      };
+      const onAbort = () => {
+        ticking.due = Infinity; // ignored when it surfaces in the heap
+        done(FinishReason.FINISH_REASON_CANCELLED);
+      };
+      const ticking: Ticking = {
+        due: performance.now() + this.spec.sim.firstTokenLatencyMs,
+        fire: () => {
+          if (signal.aborted) return;
+          produced++;
+          const piece = (produced === 1 ? "" : " ") + WORDS[word]!;
+          word = (word + 1) % WORDS.length;
+          const m = stops.push(piece);
+          if (m.emit) sink.text(m.emit, 1);
+          if (m.hit) return done(FinishReason.FINISH_REASON_STOP);
+          if (produced >= target) {
+            const rest = stops.flush();
+            if (rest) sink.text(rest, 0);
+            return done(explicitMax || produced >= prepared.maxTokens ? FinishReason.FINISH_REASON_LENGTH : FinishReason.FINISH_REASON_STOP);
+          }
+          ticking.due += this.intervalMs;
+          this.schedule(ticking);
+        },
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.schedule(ticking);
+    });
+  }
+
+  async dispose(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+  }
+
+  private schedule(t: Ticking): void {
+    this.heap.push(t);
+    if (t.due < this.armedFor) this.arm(t.due);
+  }
+
+  private arm(due: number): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.armedFor = due;
+    this.timer = setTimeout(() => this.tick(), Math.max(0, due - performance.now()));
+  }
+
+  private tick(): void {
+    this.timer = undefined;
+    this.armedFor = Infinity;
+    const now = performance.now();
+    for (let top = this.heap.peek(); top && top.due <= now + 0.5; top = this.heap.peek()) {
+      this.heap.pop();
+      if (top.due !== Infinity) top.fire();
+    }
+    const next = this.heap.peek();
+    if (next) this.arm(next.due === Infinity ? now : next.due);
+  }
+}

@@ -1,0 +1,50 @@
+// The runner process: one runner actor per model it serves, under a supervisor.
+//   node dist/runners/main.js            (TRIBUTARY_RUNNER_MODELS picks the models; default: all)
+import { hostname } from "node:os";
+import { loadCatalog } from "../lib/catalog/load.js";
+import { commonConfig, optionToUndefined, readConfig, runnerConfig } from "../lib/config.js";
+import { createLogger } from "../lib/log.js";
+import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
+import { Supervisor } from "../actors/runtime/supervisor.js";
+import { createEngine, defaultModelCache } from "./engines/create-engine.js";
+import { RunnerActor } from "./runner-actor.js";
+
+const log = createLogger("runner", { pid: process.pid });
+
+async function main(): Promise<void> {
+  const common = readConfig(commonConfig);
+  const config = readConfig(runnerConfig);
+  const catalog = loadCatalog(common.catalogPath);
+  const wanted = config.models ? new Set(config.models.split(",").map((s) => s.trim()).filter(Boolean)) : undefined;
+  if (wanted) for (const id of wanted) if (!catalog.some((m) => m.id === id)) throw new Error(`TRIBUTARY_RUNNER_MODELS names ${id}, which is not in ${common.catalogPath}`);
+  const models = catalog.filter((m) => (wanted ? wanted.has(m.id) : m.replicas > 0));
+  if (models.length === 0) throw new Error("this runner has no model to serve");
+
+  const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-runner-${hostname()}-${process.pid}`, log);
+  const supervisor = new Supervisor(nc, log);
+  const engineEnv = {
+    modelCache: optionToUndefined(config.modelCache) ?? defaultModelCache(common.home),
+    hfToken: optionToUndefined(config.hfToken),
+    log,
+  };
+  for (const spec of models)
+    await supervisor.spawn(() => new RunnerActor(spec, createEngine(spec, engineEnv), { heartbeatMs: config.heartbeatMs, drainTimeoutMs: config.drainTimeoutMs }));
+
+  let shuttingDown = false;
+  const shutdown = async (signal: string) => {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    log.info("draining", { signal });
+    await supervisor.stopAll();
+    await nc.drain().catch(() => {});
+    log.info("stopped");
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  process.on("SIGINT", () => void shutdown("SIGINT"));
+}
+
+main().catch((err: unknown) => {
+  log.error("runner failed to start", { err });
+  process.exit(1);
+});

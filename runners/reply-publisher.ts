@@ -1,0 +1,41 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import {
+  RunnerEvent,
+  type Error as ProtoError,
+  type FinishReason,
+  type ToolCallDelta,
+} from "../proto/gen/tributary/v1/inference.js";
+import type { RequestObserver } from "./scheduler/scheduler.js";
+
+/** Publishes one request's events, numbered from 1, on the reply subject its gateway named. */
+export class ReplyPublisher implements RequestObserver {
+  private seq = 0;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly subject: string,
+    private readonly requestId: string,
+    private readonly runnerId: string,
+  ) {}
+
+  delta(choiceIndex: number, text: string, tokens: number): void {
+    this.send({ $case: "delta", value: { choiceIndex, text, toolCalls: [], tokens } });
+  }
+
+  toolCall(choiceIndex: number, delta: ToolCallDelta): void {
+    this.send({ $case: "delta", value: { choiceIndex, text: "", toolCalls: [delta], tokens: 0 } });
+  }
+
+  choiceEnd(choiceIndex: number, finishReason: FinishReason, completionTokens: number): void {
+    this.send({ $case: "choiceEnd", value: { choiceIndex, finishReason, completionTokens } });
+  }
+
+  final(promptTokens: number, completionTokens: number, error?: ProtoError): void {
+    this.send({ $case: "final", value: { usage: { promptTokens, completionTokens }, error } });
+  }
+
+  private send(event: RunnerEvent["event"]): void {
+    const bytes = RunnerEvent.encode({ requestId: this.requestId, seq: ++this.seq, runnerId: this.runnerId, event }).finish();
+    this.nc.publish(this.subject, bytes);
+  }
+}

@@ -1,0 +1,167 @@
+import type { Msg, Subscription } from "@nats-io/transport-node";
+import {
+  Admission,
+  Cancel,
+  ErrorCode,
+  GenerateRequest,
+  RunnerHeartbeat,
+  RunnerHeartbeat_State as State,
+} from "../proto/gen/tributary/v1/inference.js";
+import { queues, subjects } from "../lib/nats/subjects.js";
+import { randomToken } from "../lib/ids.js";
+import type { ModelSpec } from "../lib/catalog/model-spec.js";
+import type { Actor, ActorContext } from "../actors/runtime/actor.js";
+import { openMailbox } from "../actors/runtime/mailbox.js";
+import { EngineRequestError, type Engine } from "./engines/engine.js";
+import { AdmissionError, Scheduler } from "./scheduler/scheduler.js";
+import { ReplyPublisher } from "./reply-publisher.js";
+
+export interface RunnerActorOptions {
+  heartbeatMs: number;
+  drainTimeoutMs: number;
+  /** Delay before retrying a failed model load; doubles up to a minute. */
+  loadRetryMs?: number;
+}
+
+/**
+ * The runner actor of one model: admits generate requests into its scheduler, streams each
+ * request's events to the reply subject the gateway named, honours cancels, and announces its
+ * state and load in heartbeats that gateways use for routing and for detecting its loss.
+ *
+ * Mailboxes: runner.<id>.generate and runner.<id>.cancel (addressed by gateways that chose it),
+ * generate.<model> in the model's queue group (gateways that know no runner yet), and
+ * cancel.<model> (cancels for requests whose runner the gateway had not learned yet).
+ */
+export class RunnerActor implements Actor {
+  readonly name: string;
+  readonly runnerId = `r${randomToken(12)}`;
+  private ctx!: ActorContext;
+  private state = State.STATE_LOADING;
+  private detail = "";
+  private scheduler: Scheduler | undefined;
+  private readonly subscriptions: Subscription[] = [];
+  private directSubscription: Subscription | undefined;
+  private queueSubscription: Subscription | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly spec: ModelSpec,
+    private readonly engine: Engine,
+    private readonly options: RunnerActorOptions,
+  ) {
+    this.name = `runner:${spec.id}:${this.runnerId}`;
+  }
+
+  async start(ctx: ActorContext): Promise<void> {
+    this.ctx = ctx;
+    this.directSubscription = openMailbox(ctx, subjects.runnerGenerate(this.runnerId), (m) => this.onGenerate(m));
+    this.subscriptions.push(
+      openMailbox(ctx, subjects.runnerCancel(this.runnerId), (m) => this.onCancel(m)),
+      openMailbox(ctx, subjects.cancel(this.spec.id), (m) => this.onCancel(m)),
+    );
+    this.heartbeatTimer = setInterval(() => this.heartbeat(), this.options.heartbeatMs);
+    this.heartbeat();
+    void this.loadWithRetry();
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.state = State.STATE_DRAINING;
+    // New work goes elsewhere at once; in-flight requests keep streaming while we drain.
+    this.queueSubscription?.unsubscribe();
+    this.directSubscription?.unsubscribe();
+    this.heartbeat();
+    await this.scheduler?.drain(this.options.drainTimeoutMs);
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    for (const s of this.subscriptions) s.unsubscribe();
+    await this.ctx.nc.flush().catch(() => {});
+    await this.engine.dispose().catch(() => {});
+  }
+
+  private async loadWithRetry(): Promise<void> {
+    let delay = this.options.loadRetryMs ?? 2_000;
+    while (!this.stopped) {
+      try {
+        this.state = State.STATE_LOADING;
+        this.detail = "";
+        await this.engine.load();
+        if (this.stopped) return;
+        this.scheduler = new Scheduler(this.engine, this.spec.queueLimit, this.ctx.log);
+        this.queueSubscription = openMailbox(this.ctx, subjects.generate(this.spec.id), (m) => this.onGenerate(m), {
+          queue: queues.runners(this.spec.id),
+        });
+        this.state = State.STATE_READY;
+        this.ctx.log.info("runner ready", { model: this.spec.id, runnerId: this.runnerId, engine: this.engine.kind, slots: this.engine.slots });
+        this.heartbeat();
+        return;
+      } catch (err) {
+        this.state = State.STATE_FAILED;
+        this.detail = err instanceof Error ? err.message : String(err);
+        this.ctx.log.error("model load failed; retrying", { model: this.spec.id, err, retryInMs: delay });
+        this.heartbeat();
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(delay * 2, 60_000);
+      }
+    }
+  }
+
+  private async onGenerate(msg: Msg): Promise<void> {
+    let request: GenerateRequest;
+    try {
+      request = GenerateRequest.decode(msg.data);
+    } catch {
+      this.reject(msg, ErrorCode.ERROR_CODE_INVALID_REQUEST, "malformed GenerateRequest");
+      return;
+    }
+    const scheduler = this.scheduler;
+    if (this.state === State.STATE_DRAINING) return this.reject(msg, ErrorCode.ERROR_CODE_DRAINING, "runner is shutting down");
+    if (!scheduler || this.state !== State.STATE_READY)
+      return this.reject(msg, ErrorCode.ERROR_CODE_MODEL_LOADING, this.detail ? `model unavailable: ${this.detail}` : "the model is still loading");
+    if (request.model !== this.spec.id)
+      return this.reject(msg, ErrorCode.ERROR_CODE_MODEL_NOT_SERVED, `this runner serves ${this.spec.id}, not ${request.model}`);
+    try {
+      const prepared = await this.engine.prepare(request);
+      const observer = new ReplyPublisher(this.ctx.nc, request.replySubject, request.requestId, this.runnerId);
+      const queuePosition = scheduler.submit(prepared, observer);
+      msg.respond(Admission.encode({
+        result: { $case: "accepted", value: { runnerId: this.runnerId, promptTokens: prepared.promptTokens, queuePosition, maxTokens: prepared.maxTokens } },
+      }).finish());
+    } catch (err) {
+      if (err instanceof EngineRequestError || err instanceof AdmissionError)
+        return this.reject(msg, err.code, err.message, err instanceof EngineRequestError ? err.param : "");
+      this.ctx.log.error("admission failed", { requestId: request.requestId, err });
+      this.reject(msg, ErrorCode.ERROR_CODE_ENGINE_FAILURE, "the runner failed to admit the request");
+    }
+  }
+
+  private onCancel(msg: Msg): void {
+    try {
+      this.scheduler?.cancel(Cancel.decode(msg.data).requestId);
+    } catch {
+      this.ctx.log.warn("malformed Cancel ignored");
+    }
+  }
+
+  private reject(msg: Msg, code: ErrorCode, message: string, param = ""): void {
+    msg.respond(Admission.encode({ result: { $case: "rejected", value: { code, message, param } } }).finish());
+  }
+
+  private heartbeat(): void {
+    const stats = this.scheduler?.stats;
+    const beat = RunnerHeartbeat.encode({
+      runnerId: this.runnerId,
+      model: this.spec.id,
+      state: this.state,
+      slotsTotal: stats?.slotsTotal ?? this.engine.slots,
+      slotsBusy: stats?.slotsBusy ?? 0,
+      queueLength: stats?.queueLength ?? 0,
+      queueLimit: stats?.queueLimit ?? this.spec.queueLimit,
+      sentUnixMs: Date.now(),
+      intervalMs: this.options.heartbeatMs,
+      detail: this.detail,
+    }).finish();
+    this.ctx.nc.publish(subjects.heartbeat(this.spec.id), beat);
+  }
+}

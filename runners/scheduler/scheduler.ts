@@ -1,0 +1,220 @@
+import {
+  ErrorCode,
+  FinishReason,
+  Priority,
+  type Error as ProtoError,
+  type ToolCallDelta,
+} from "../../proto/gen/tributary/v1/inference.js";
+import type { Logger } from "../../lib/log.js";
+import type { Engine, PreparedRequest } from "../engines/engine.js";
+import { PriorityFifo } from "./job-queue.js";
+
+/** Receives everything that happens to one request, in order. */
+export interface RequestObserver {
+  delta(choiceIndex: number, text: string, tokens: number): void;
+  toolCall(choiceIndex: number, delta: ToolCallDelta): void;
+  choiceEnd(choiceIndex: number, finishReason: FinishReason, completionTokens: number): void;
+  /** Called once, last. `error` is set when the request failed or was abandoned. */
+  final(promptTokens: number, completionTokens: number, error?: ProtoError): void;
+}
+
+export class AdmissionError extends Error {
+  override name = "AdmissionError";
+  constructor(readonly code: ErrorCode, message: string) {
+    super(message);
+  }
+}
+
+interface RequestState {
+  readonly id: string;
+  readonly prepared: PreparedRequest;
+  readonly observer: RequestObserver;
+  readonly controller: AbortController;
+  readonly deadlineTimer: NodeJS.Timeout | undefined;
+  choicesLeft: number;
+  /** Choices holding a slot right now. */
+  running: number;
+  completionTokens: number;
+  error: ProtoError | undefined;
+  /** True once any choice holds a slot: the request no longer counts against the queue bound. */
+  started: boolean;
+  finished: boolean;
+}
+
+interface ChoiceJob {
+  readonly request: RequestState;
+  readonly choiceIndex: number;
+  readonly cancelled: boolean;
+}
+
+export interface SchedulerStats {
+  slotsTotal: number;
+  slotsBusy: number;
+  queueLength: number;
+  queueLimit: number;
+}
+
+/**
+ * Continuous batching over the engine's slots: a choice takes a free slot as soon as one frees
+ * (between decode steps, since the engine batches whatever sequences are active each step),
+ * otherwise it waits in a bounded FIFO queue. Cancels and deadlines abort running choices,
+ * which free their slot within one decode step.
+ */
+export class Scheduler {
+  private readonly freeSlots: number[] = [];
+  private readonly queue = new PriorityFifo<ChoiceJob>();
+  private readonly requests = new Map<string, RequestState>();
+  private queuedRequests = 0;
+  private draining = false;
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly queueLimit: number,
+    private readonly log: Logger,
+  ) {
+    for (let s = engine.slots - 1; s >= 0; s--) this.freeSlots.push(s);
+  }
+
+  get stats(): SchedulerStats {
+    return {
+      slotsTotal: this.engine.slots,
+      slotsBusy: this.engine.slots - this.freeSlots.length,
+      queueLength: this.queuedRequests,
+      queueLimit: this.queueLimit,
+    };
+  }
+
+  get inFlight(): number {
+    return this.requests.size;
+  }
+
+  /**
+   * Admits a prepared request: it starts at once when slots are free, else it queues.
+   * Returns its queue position (0 = started). Throws AdmissionError when the queue is full.
+   */
+  submit(prepared: PreparedRequest, observer: RequestObserver): number {
+    const id = prepared.request.requestId;
+    if (this.draining) throw new AdmissionError(ErrorCode.ERROR_CODE_DRAINING, "runner is shutting down");
+    if (this.requests.has(id)) throw new AdmissionError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `request ${id} is already running`);
+    const mustQueue = this.freeSlots.length < 1 || this.queuedRequests > 0;
+    if (mustQueue && this.queuedRequests >= this.queueLimit)
+      throw new AdmissionError(ErrorCode.ERROR_CODE_QUEUE_FULL, `the model's queue is full (${this.queueLimit} waiting requests)`);
+
+    const deadline = prepared.request.deadlineUnixMs;
+    const state: RequestState = {
+      id,
+      prepared,
+      observer,
+      controller: new AbortController(),
+      deadlineTimer: deadline > 0
+        ? setTimeout(() => this.abort(id, ErrorCode.ERROR_CODE_DEADLINE_EXCEEDED, "the request's deadline passed"), Math.max(0, deadline - Date.now()))
+        : undefined,
+      choicesLeft: prepared.choices,
+      running: 0,
+      completionTokens: 0,
+      error: undefined,
+      started: false,
+      finished: false,
+    };
+    state.deadlineTimer?.unref();
+    this.requests.set(id, state);
+    const lane = prepared.request.priority === Priority.PRIORITY_BATCH ? 1 : 0;
+    for (let c = 0; c < prepared.choices; c++) {
+      const job: ChoiceJob = { request: state, choiceIndex: c, get cancelled() { return state.finished || state.controller.signal.aborted; } };
+      this.queue.push(job, lane);
+    }
+    this.queuedRequests++;
+    const position = this.queuedRequests;
+    this.pump();
+    return state.started ? 0 : position;
+  }
+
+  /** Cancels a request wherever it is; unknown ids are ignored (it may have just finished). */
+  cancel(requestId: string): boolean {
+    return this.abort(requestId, ErrorCode.ERROR_CODE_CANCELLED, "the request was cancelled");
+  }
+
+  /** Stops admitting; waits for in-flight work up to `timeoutMs`, then aborts what is left. */
+  async drain(timeoutMs: number): Promise<void> {
+    this.draining = true;
+    if (this.requests.size === 0) return;
+    const idle = new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs)));
+    const expired = await Promise.race([idle.then(() => false), timedOut]);
+    clearTimeout(timer);
+    if (expired) {
+      this.log.warn("drain timeout: aborting in-flight requests", { requests: this.requests.size });
+      for (const id of [...this.requests.keys()]) this.abort(id, ErrorCode.ERROR_CODE_DRAINING, "the runner shut down before the request finished");
+      await idle;
+    }
+  }
+
+  private abort(requestId: string, code: ErrorCode, message: string): boolean {
+    const state = this.requests.get(requestId);
+    if (!state || state.finished) return false;
+    state.error ??= { code, message, param: "" };
+    state.controller.abort();
+    // Queued choices of an aborted request are skipped lazily by the queue.
+    if (!state.started) {
+      state.started = true;
+      this.queuedRequests--;
+    }
+    // Running choices see the signal and settle the request when the last one returns.
+    if (state.running === 0) this.finish(state);
+    return true;
+  }
+
+  private pump(): void {
+    while (this.freeSlots.length > 0) {
+      const job = this.queue.shift();
+      if (!job) return;
+      const state = job.request;
+      if (!state.started) {
+        state.started = true;
+        this.queuedRequests--;
+      }
+      const slot = this.freeSlots.pop()!;
+      state.running++;
+      void this.run(job, slot);
+    }
+  }
+
+  private async run(job: ChoiceJob, slot: number): Promise<void> {
+    const state = job.request;
+    const choice = job.choiceIndex;
+    const sink = {
+      text: (text: string, tokens: number) => state.observer.delta(choice, text, tokens),
+      toolCall: (delta: ToolCallDelta) => state.observer.toolCall(choice, delta),
+    };
+    try {
+      const outcome = await this.engine.runChoice(state.prepared, choice, slot, sink, state.controller.signal);
+      state.completionTokens += outcome.completionTokens;
+      if (!state.controller.signal.aborted) state.observer.choiceEnd(choice, outcome.finishReason, outcome.completionTokens);
+    } catch (err) {
+      this.log.error("engine failed while decoding", { requestId: state.id, err });
+      state.error ??= { code: ErrorCode.ERROR_CODE_ENGINE_FAILURE, message: "the engine failed while generating", param: "" };
+      state.controller.abort();
+    } finally {
+      this.freeSlots.push(slot);
+      state.running--;
+      state.choicesLeft--;
+      if (state.choicesLeft === 0 || (state.controller.signal.aborted && state.running === 0)) this.finish(state);
+      this.pump();
+    }
+  }
+
+  private finish(state: RequestState): void {
+    if (state.finished) return;
+    state.finished = true;
+    if (state.deadlineTimer) clearTimeout(state.deadlineTimer);
+    this.requests.delete(state.id);
+    state.observer.final(state.prepared.promptTokens, state.completionTokens, state.error);
+    if (this.requests.size === 0 && this.idleWaiters.length > 0) {
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const w of waiters) w();
+    }
+  }
+}
