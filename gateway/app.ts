@@ -1,0 +1,106 @@
+import uWS from "uWebSockets.js";
+import type { Logger } from "../lib/log.js";
+import type { Authenticator } from "./auth/authenticator.js";
+import { ApiError, errors } from "./http/api-error.js";
+import { HttpExchange } from "./http/exchange.js";
+import type { Match, Router } from "./http/router.js";
+
+/**
+ * The uWebSockets.js server: every request goes through one dispatcher that matches the route
+ * (404/405), authenticates (unless the route is public), runs the handler and turns any thrown
+ * ApiError into an OpenAI error response. Unexpected errors become a 500 without internals.
+ */
+export class GatewayServer {
+  private readonly app: uWS.TemplatedApp;
+  private listenSocket: uWS.us_listen_socket | undefined;
+  private readonly open = new Set<HttpExchange>();
+  private idleWaiters: Array<() => void> = [];
+  port = 0;
+
+  constructor(private readonly router: Router, private readonly authenticator: Authenticator, private readonly log: Logger) {
+    assertNativeUws();
+    this.app = uWS.App();
+    this.app.any("/*", (res, req) => this.dispatch(res, req));
+  }
+
+  /** Requests in flight (streams included). */
+  get inFlight(): number {
+    return this.open.size;
+  }
+
+  listen(host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.app.listen(host, port, (socket) => {
+        if (!socket) return reject(new Error(`cannot listen on ${host}:${port}`));
+        this.listenSocket = socket;
+        this.port = uWS.us_socket_local_port(socket);
+        resolve(this.port);
+      });
+    });
+  }
+
+  /** Stops accepting connections; resolves when in-flight requests are done or `timeoutMs` passed. */
+  async close(timeoutMs: number): Promise<boolean> {
+    if (this.listenSocket) uWS.us_listen_socket_close(this.listenSocket);
+    this.listenSocket = undefined;
+    if (this.open.size === 0) return true;
+    let timer: NodeJS.Timeout | undefined;
+    const idle = new Promise<boolean>((resolve) => this.idleWaiters.push(() => resolve(true)));
+    const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+    const drained = await Promise.race([idle, late]);
+    clearTimeout(timer);
+    return drained;
+  }
+
+  /** Closes every remaining connection (after the drain timeout). */
+  closeAll(): void {
+    for (const ex of this.open) ex.close();
+  }
+
+  private dispatch(res: uWS.HttpResponse, req: uWS.HttpRequest): void {
+    const ex = new HttpExchange(res, req);
+    let match: Match;
+    try {
+      match = this.router.match(ex.method, ex.path);
+    } catch (err) {
+      ex.error(err as ApiError);
+      return;
+    }
+    this.open.add(ex);
+    void this.run(ex, match)
+      .then(() => ex.finished)
+      .finally(() => {
+        this.open.delete(ex);
+        if (this.open.size === 0 && this.idleWaiters.length > 0) for (const w of this.idleWaiters.splice(0)) w();
+      });
+  }
+
+  private async run(ex: HttpExchange, match: Match): Promise<void> {
+    try {
+      if (!match.public) ex.principal = await this.authenticator.authenticate(ex.headers.authorization);
+      await match.handler(ex, match.params);
+      if (!ex.responded && !ex.aborted) {
+        // A handler that returned without answering and without a stream is a bug: say so.
+        throw new Error(`handler for ${ex.method} ${ex.path} did not respond`);
+      }
+    } catch (err) {
+      if (ex.aborted) return;
+      if (err instanceof ApiError) {
+        if (ex.responded) return; // streamed responses report their own errors
+        ex.error(err);
+        return;
+      }
+      this.log.error("request failed", { requestId: ex.requestId, method: ex.method, path: ex.path, err });
+      if (!ex.responded) ex.error(errors.internal(ex.requestId));
+    }
+  }
+}
+
+/**
+ * The npm build of uWebSockets.js falls back to a slow pure-JS server when its native binary
+ * does not load. Tributary refuses to run on that fallback rather than silently lose throughput.
+ */
+function assertNativeUws(): void {
+  if (typeof (uWS as { getParts?: unknown }).getParts !== "function")
+    throw new Error("uWebSockets.js native binary did not load (unsupported Node.js ABI or glibc); refusing the JS fallback");
+}

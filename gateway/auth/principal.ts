@@ -1,0 +1,7 @@
+/** Who is calling: every resource a request creates or reads is scoped to its project. */
+export interface Principal {
+  organizationId: string;
+  projectId: string;
+  /** Id of the API key used (never the key itself). */
+  keyId: string;
+}

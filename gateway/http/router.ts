@@ -1,0 +1,82 @@
+import { errors } from "./api-error.js";
+import type { HttpExchange } from "./exchange.js";
+
+export type Params = Record<string, string>;
+export type Handler = (ex: HttpExchange, params: Params) => void | Promise<void>;
+
+interface Route {
+  method: string;
+  /** Segments; ":name" captures one segment, "*name" captures the rest (slashes included). */
+  segments: string[];
+  handler: Handler;
+  /** Runs without authentication (probes, the dashboard's static page). */
+  public: boolean;
+}
+
+export interface Match {
+  handler: Handler;
+  params: Params;
+  public: boolean;
+}
+
+/** A small method + path router. Knows enough about its routes to answer 404 and 405 correctly. */
+export class Router {
+  private readonly routes: Route[] = [];
+
+  on(method: string, pattern: string, handler: Handler, options: { public?: boolean } = {}): this {
+    this.routes.push({ method, segments: pattern.split("/").filter(Boolean), handler, public: options.public ?? false });
+    return this;
+  }
+
+  get(pattern: string, handler: Handler, options?: { public?: boolean }): this {
+    return this.on("GET", pattern, handler, options);
+  }
+
+  post(pattern: string, handler: Handler, options?: { public?: boolean }): this {
+    return this.on("POST", pattern, handler, options);
+  }
+
+  delete(pattern: string, handler: Handler, options?: { public?: boolean }): this {
+    return this.on("DELETE", pattern, handler, options);
+  }
+
+  /** The matching route, or throws the 404/405 ApiError for the request. */
+  match(method: string, path: string): Match {
+    const parts = path.split("/").filter(Boolean);
+    const allowed: string[] = [];
+    for (const route of this.routes) {
+      const params = matchSegments(route.segments, parts);
+      if (!params) continue;
+      if (route.method === method || (method === "HEAD" && route.method === "GET"))
+        return { handler: route.handler, params, public: route.public };
+      if (!allowed.includes(route.method)) allowed.push(route.method);
+    }
+    if (allowed.length > 0) throw errors.methodNotAllowed(method, path, allowed);
+    throw errors.unknownRoute(method, path);
+  }
+}
+
+function matchSegments(pattern: string[], parts: string[]): Params | undefined {
+  const params: Params = {};
+  for (let i = 0; i < pattern.length; i++) {
+    const seg = pattern[i]!;
+    if (seg.startsWith("*")) {
+      if (i >= parts.length) return undefined;
+      params[seg.slice(1)] = parts.slice(i).map(decodeSegment).join("/");
+      return params;
+    }
+    const part = parts[i];
+    if (part === undefined) return undefined;
+    if (seg.startsWith(":")) params[seg.slice(1)] = decodeSegment(part);
+    else if (seg !== part) return undefined;
+  }
+  return pattern.length === parts.length ? params : undefined;
+}
+
+function decodeSegment(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}

@@ -1,0 +1,120 @@
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import { RunnerHeartbeat, RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
+import { subjects } from "../../lib/nats/subjects.js";
+
+export interface RunnerView {
+  runnerId: string;
+  model: string;
+  state: State;
+  slotsTotal: number;
+  slotsBusy: number;
+  queueLength: number;
+  queueLimit: number;
+  detail: string;
+  /** performance.now() of the last heartbeat or event from this runner. */
+  lastSeen: number;
+  intervalMs: number;
+}
+
+/**
+ * What this gateway knows about runners, from their heartbeats: which runners serve a model,
+ * how loaded they are (for routing), and when each was last heard from (for loss detection).
+ * Load figures are updated locally on each admission, so a burst between two heartbeats
+ * spreads across runners instead of piling onto the one that looked idlest.
+ */
+export class RunnerDirectory {
+  private readonly runners = new Map<string, RunnerView>();
+  private readonly byModel = new Map<string, Set<string>>();
+  private subscription: Subscription | undefined;
+
+  constructor(private readonly nc: NatsConnection, private readonly forgetAfterMs: number) {}
+
+  start(): void {
+    this.subscription = this.nc.subscribe(subjects.heartbeatAll, {
+      callback: (err, msg) => {
+        if (err) return;
+        try {
+          this.record(RunnerHeartbeat.decode(msg.data));
+        } catch {
+          // a malformed heartbeat is ignored; the runner will look silent
+        }
+      },
+    });
+  }
+
+  stop(): void {
+    this.subscription?.unsubscribe();
+  }
+
+  get(runnerId: string): RunnerView | undefined {
+    return this.runners.get(runnerId);
+  }
+
+  /** Marks a runner as alive (an event from it arrived). */
+  touch(runnerId: string): void {
+    const r = this.runners.get(runnerId);
+    if (r) r.lastSeen = performance.now();
+  }
+
+  /** Counts an admission locally until the next heartbeat brings the runner's own figures. */
+  noteAdmitted(runnerId: string, queued: boolean): void {
+    const r = this.runners.get(runnerId);
+    if (!r) return;
+    if (queued || r.slotsBusy >= r.slotsTotal) r.queueLength++;
+    else r.slotsBusy++;
+  }
+
+  /** Runners of a model that are alive, in the order to try them: most spare capacity first. */
+  candidates(model: string): RunnerView[] {
+    this.expire();
+    const ids = this.byModel.get(model);
+    if (!ids) return [];
+    const ready: RunnerView[] = [];
+    for (const id of ids) {
+      const r = this.runners.get(id)!;
+      if (r.state === State.STATE_READY) ready.push(r);
+    }
+    const load = (r: RunnerView) => (r.slotsBusy + r.queueLength) / Math.max(1, r.slotsTotal);
+    // Shuffle first so equally loaded runners share the work, then order by load.
+    for (let i = ready.length - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      [ready[i], ready[j]] = [ready[j]!, ready[i]!];
+    }
+    return ready.sort((a, b) => load(a) - load(b));
+  }
+
+  /** Live runners of a model in any state (to explain why none is ready). */
+  all(model: string): RunnerView[] {
+    this.expire();
+    return [...(this.byModel.get(model) ?? [])].map((id) => this.runners.get(id)!);
+  }
+
+  private record(beat: RunnerHeartbeat): void {
+    const now = performance.now();
+    const view: RunnerView = {
+      runnerId: beat.runnerId,
+      model: beat.model,
+      state: beat.state,
+      slotsTotal: beat.slotsTotal,
+      slotsBusy: beat.slotsBusy,
+      queueLength: beat.queueLength,
+      queueLimit: beat.queueLimit,
+      detail: beat.detail,
+      lastSeen: now,
+      intervalMs: beat.intervalMs,
+    };
+    this.runners.set(beat.runnerId, view);
+    let set = this.byModel.get(beat.model);
+    if (!set) this.byModel.set(beat.model, (set = new Set()));
+    set.add(beat.runnerId);
+  }
+
+  private expire(): void {
+    const cutoff = performance.now() - this.forgetAfterMs;
+    for (const [id, r] of this.runners) {
+      if (r.lastSeen >= cutoff) continue;
+      this.runners.delete(id);
+      this.byModel.get(r.model)?.delete(id);
+    }
+  }
+}

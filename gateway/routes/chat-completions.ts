@@ -1,0 +1,77 @@
+import type { ModelSpec } from "../../lib/catalog/model-spec.js";
+import { newId } from "../../lib/ids.js";
+import type { Usage } from "../../proto/gen/tributary/v1/inference.js";
+import { ApiError, errors } from "../http/api-error.js";
+import type { HttpExchange } from "../http/exchange.js";
+import type { Router } from "../http/router.js";
+import { apiErrorFromRunner } from "../inference/error-mapping.js";
+import type { GenerationClient } from "../inference/generation-client.js";
+import type { GenerationStream } from "../inference/generation-stream.js";
+import { decodeBody } from "../schemas/common.js";
+import { ChatCompletionRequestSchema, type ChatCompletionRequest } from "../schemas/chat-completions.js";
+import { SseWriter } from "../sse/sse-writer.js";
+import { chatToGenerateRequest } from "../translate/chat-request.js";
+import { ChatCompletionAccumulator } from "../translate/chat-response.js";
+import { ChatChunkStream } from "../translate/chat-stream.js";
+
+export interface ChatRouteDeps {
+  catalog: ReadonlyMap<string, ModelSpec>;
+  client: GenerationClient;
+  maxBodyBytes: number;
+  requestTimeoutMs: number;
+  maxPendingStreamBytes: number;
+}
+
+/** POST /v1/chat/completions: streamed (SSE) or not, n choices, tool calls. */
+export function registerChatRoutes(router: Router, deps: ChatRouteDeps): void {
+  router.post("/v1/chat/completions", async (ex) => {
+    const body = decodeBody(ChatCompletionRequestSchema, await ex.readJson(deps.maxBodyBytes));
+    const spec = deps.catalog.get(body.model);
+    if (!spec) throw errors.modelNotFound(body.model);
+    const request = chatToGenerateRequest(body, spec, { requestId: ex.requestId, deadlineUnixMs: Date.now() + deps.requestTimeoutMs });
+    const stream = await deps.client.generate(request);
+    if (ex.aborted) return stream.cancel();
+    ex.onAbort(() => stream.cancel());
+    const id = newId("chatcmpl-");
+    const created = Math.floor(Date.now() / 1000);
+    if (body.stream) streamCompletion(ex, stream, body, { id, created, maxPendingBytes: deps.maxPendingStreamBytes });
+    else await collectCompletion(ex, stream, body, { id, created });
+  });
+}
+
+function collectCompletion(ex: HttpExchange, stream: GenerationStream, body: ChatCompletionRequest, ids: { id: string; created: number }): Promise<void> {
+  const acc = new ChatCompletionAccumulator(body.n ?? 1);
+  return new Promise<Usage | undefined>((resolve, reject) => {
+    stream.listen({
+      delta: (d) => acc.delta(d),
+      choiceEnd: (e) => acc.choiceEnd(e),
+      final: (f) => (f.error ? reject(apiErrorFromRunner(f.error, ex.requestId)) : resolve(f.usage)),
+      failure: reject,
+    });
+  }).then((usage) => ex.json(200, acc.toCompletion(ids.id, ids.created, body.model, usage)));
+}
+
+function streamCompletion(
+  ex: HttpExchange,
+  stream: GenerationStream,
+  body: ChatCompletionRequest,
+  opts: { id: string; created: number; maxPendingBytes: number },
+): void {
+  const writer = new SseWriter(ex);
+  writer.open();
+  const chunks = new ChatChunkStream(writer, {
+    id: opts.id,
+    created: opts.created,
+    model: body.model,
+    choices: body.n ?? 1,
+    includeUsage: body.stream_options?.include_usage === true,
+    maxPendingBytes: opts.maxPendingBytes,
+    onOverflow: () => stream.cancel(),
+  });
+  stream.listen({
+    delta: (d) => chunks.delta(d),
+    choiceEnd: (e) => chunks.choiceEnd(e),
+    final: (f) => (f.error ? chunks.fail(apiErrorFromRunner(f.error, ex.requestId)) : chunks.complete(f.usage)),
+    failure: (err: ApiError) => chunks.fail(err),
+  });
+}
