@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import { Cause, Config, Effect, Exit, Option } from "effect";
+import { Cause, Config, Effect, Exit, Option, Schema } from "effect";
 import { repoRoot } from "./paths.js";
 
 // Every environment variable the processes read, with its default. The README lists them.
@@ -15,11 +15,12 @@ export const commonConfig = Config.all({
 });
 
 export const gatewayConfig = Config.all({
-  port: Config.Port("TRIBUTARY_PORT").pipe(Config.withDefault(8080)),
+  /** 0 picks a free port (the gateway logs the one it got). */
+  port: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 })), "TRIBUTARY_PORT").pipe(Config.withDefault(8080)),
   host: str("TRIBUTARY_HOST", "127.0.0.1"),
   /** A bearer key the stack accepts (local use and tests). */
   apiKey: Config.option(Config.String("TRIBUTARY_API_KEY")),
-  maxBodyBytes: int("TRIBUTARY_MAX_BODY_BYTES", 16 * 1024 * 1024),
+  maxBodyBytes: int("TRIBUTARY_MAX_BODY_BYTES", 8 * 1024 * 1024),
   /** A runner that sends neither a delta nor a heartbeat for this long is declared lost. */
   runnerTimeoutMs: int("TRIBUTARY_RUNNER_TIMEOUT_MS", 5_000),
   /** How long a gateway waits for a runner to admit or reject a request. */

@@ -123,7 +123,7 @@ export class RunnerActor implements Actor {
       return this.reject(msg, ErrorCode.ERROR_CODE_MODEL_NOT_SERVED, `this runner serves ${this.spec.id}, not ${request.model}`);
     try {
       const prepared = await this.engine.prepare(request);
-      const observer = new ReplyPublisher(this.ctx.nc, request.replySubject, request.requestId, this.runnerId);
+      const observer = new ReplyPublisher(this.ctx.nc, request.replySubject, request.requestId, this.runnerId, this.ctx.log);
       const queuePosition = scheduler.submit(prepared, observer);
       msg.respond(Admission.encode({
         result: { $case: "accepted", value: { runnerId: this.runnerId, promptTokens: prepared.promptTokens, queuePosition, maxTokens: prepared.maxTokens } },

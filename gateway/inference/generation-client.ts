@@ -88,6 +88,9 @@ export class GenerationClient {
 
   private async admit(request: GenerateRequest, stream: GenerationStream): Promise<void> {
     const bytes = GenerateRequest.encode(request).finish();
+    const limit = this.nc.info?.max_payload ?? Infinity;
+    if (bytes.length > limit)
+      throw new ApiError(413, `The request is too large to send to a runner (${bytes.length} bytes encoded; the limit is ${limit}).`, "invalid_request_error", "request_too_large");
     const targets = this.directory.candidates(request.model).slice(0, MAX_ATTEMPTS).map((r) => subjects.runnerGenerate(r.runnerId));
     // A gateway that has not heard a heartbeat yet still reaches runners through the model's queue group.
     if (targets.length === 0) targets.push(subjects.generate(request.model));
@@ -144,7 +147,7 @@ export class GenerationClient {
       const seen = Math.max(stream.lastEventAt, this.directory.get(runnerId)?.lastSeen ?? 0);
       if (now - seen > limit) {
         this.log.warn("runner lost mid-request", { requestId: stream.requestId, runnerId, silentMs: Math.round(now - seen) });
-        stream.fail(new ApiError(502, `The model runner stopped responding (nothing heard for ${Math.round((now - seen) / 1000)} s). Please retry the request.`, "server_error", "runner_lost"));
+        stream.fail(new ApiError(502, `The model runner stopped responding (nothing heard for ${((now - seen) / 1000).toFixed(1)} s). Please retry the request.`, "server_error", "runner_lost"));
       }
     }
   }

@@ -7,8 +7,7 @@ import type { Router } from "../http/router.js";
 import { apiErrorFromRunner } from "../inference/error-mapping.js";
 import type { GenerationClient } from "../inference/generation-client.js";
 import type { GenerationStream } from "../inference/generation-stream.js";
-import { decodeBody } from "../schemas/common.js";
-import { ChatCompletionRequestSchema, type ChatCompletionRequest } from "../schemas/chat-completions.js";
+import { parseChatCompletionRequest, type ChatCompletionRequest } from "../schemas/chat-completions.js";
 import { SseWriter } from "../sse/sse-writer.js";
 import { chatToGenerateRequest } from "../translate/chat-request.js";
 import { ChatCompletionAccumulator } from "../translate/chat-response.js";
@@ -25,13 +24,14 @@ export interface ChatRouteDeps {
 /** POST /v1/chat/completions: streamed (SSE) or not, n choices, tool calls. */
 export function registerChatRoutes(router: Router, deps: ChatRouteDeps): void {
   router.post("/v1/chat/completions", async (ex) => {
-    const body = decodeBody(ChatCompletionRequestSchema, await ex.readJson(deps.maxBodyBytes));
+    const body = parseChatCompletionRequest(await ex.readJson(deps.maxBodyBytes));
     const spec = deps.catalog.get(body.model);
     if (!spec) throw errors.modelNotFound(body.model);
     const request = chatToGenerateRequest(body, spec, { requestId: ex.requestId, deadlineUnixMs: Date.now() + deps.requestTimeoutMs });
     const stream = await deps.client.generate(request);
     if (ex.aborted) return stream.cancel();
     ex.onAbort(() => stream.cancel());
+    ex.responseHeaders["x-tributary-runner"] = stream.admitted!.runnerId;
     const id = newId("chatcmpl-");
     const created = Math.floor(Date.now() / 1000);
     if (body.stream) streamCompletion(ex, stream, body, { id, created, maxPendingBytes: deps.maxPendingStreamBytes });

@@ -1,5 +1,6 @@
 import { Schema } from "effect";
-import { Anything, FunctionName, IntAtLeast, IntBetween, JsonSchemaObject, Metadata, Nullable, ReasoningEffort, between } from "./common.js";
+import { errors } from "../http/api-error.js";
+import { Anything, FunctionName, IntAtLeast, IntBetween, JsonSchemaObject, Metadata, Nullable, ReasoningEffort, between, decodeBody, decodeTagged } from "./common.js";
 
 // POST /v1/chat/completions, as in ../shared/openai-reference.md §1.1.
 
@@ -34,6 +35,7 @@ const FunctionMessage = Schema.Struct({ role: Schema.Literal("function"), name: 
 
 export const ChatMessageSchema = Schema.Union([SystemMessage, UserMessage, AssistantMessage, ToolMessage, FunctionMessage]);
 export type ChatMessageInput = typeof ChatMessageSchema.Type;
+const messageByRole = { system: SystemMessage, developer: SystemMessage, user: UserMessage, assistant: AssistantMessage, tool: ToolMessage, function: FunctionMessage };
 
 export const FunctionToolSchema = Schema.Struct({
   type: Schema.Literal("function"),
@@ -66,7 +68,8 @@ const ResponseFormatSchema = Schema.Union([
 
 export const ChatCompletionRequestSchema = Schema.Struct({
   model: Schema.String.check(Schema.isMinLength(1)),
-  messages: Schema.Array(ChatMessageSchema).check(Schema.isMinLength(1)),
+  /** Decoded per element by role in parseChatCompletionRequest (clearer errors than a union). */
+  messages: Schema.Array(Schema.Unknown).check(Schema.isMinLength(1)),
   stream: Nullable(Schema.Boolean),
   stream_options: Nullable(Schema.Struct({ include_usage: Schema.optionalKey(Schema.Boolean), include_obfuscation: Schema.optionalKey(Schema.Boolean) })),
   max_completion_tokens: Nullable(IntAtLeast(1)),
@@ -77,7 +80,7 @@ export const ChatCompletionRequestSchema = Schema.Struct({
   stop: Nullable(Schema.Union([Schema.String, Schema.Array(Schema.String).check(Schema.isMaxLength(4))])),
   presence_penalty: Nullable(between(-2, 2)),
   frequency_penalty: Nullable(between(-2, 2)),
-  logit_bias: Nullable(Schema.Record(Schema.String.check(Schema.isPattern(/^-?\d+$/, { message: "logit_bias keys must be token ids" })), between(-100, 100))),
+  logit_bias: Nullable(Schema.Record(Schema.String, between(-100, 100))),
   logprobs: Nullable(Schema.Boolean),
   top_logprobs: Nullable(IntBetween(0, 20)),
   seed: Nullable(Schema.Int),
@@ -105,4 +108,12 @@ export const ChatCompletionRequestSchema = Schema.Struct({
   function_call: Anything,
 });
 
-export type ChatCompletionRequest = typeof ChatCompletionRequestSchema.Type;
+export type ChatCompletionRequest = Omit<typeof ChatCompletionRequestSchema.Type, "messages"> & { messages: ChatMessageInput[] };
+
+export function parseChatCompletionRequest(json: unknown): ChatCompletionRequest {
+  const body = decodeBody(ChatCompletionRequestSchema, json);
+  const messages = body.messages.map((m, i) => decodeTagged<ChatMessageInput>(m, `messages[${i}]`, "role", messageByRole));
+  for (const key of Object.keys(body.logit_bias ?? {}))
+    if (!/^\d+$/.test(key)) throw errors.invalidParam("logit_bias", `Invalid key in 'logit_bias': '${key}' is not a token id.`);
+  return { ...body, messages };
+}

@@ -43,6 +43,32 @@ export function decodeBody<S extends Schema.Top & { readonly fields: Record<stri
   throw schemaError(firstIssue(result.failure));
 }
 
+/**
+ * Decodes one element of a tagged union (chat messages by role, tools by type) with the member
+ * its tag selects, so errors speak about that member rather than the union as a whole.
+ */
+export function decodeTagged<T>(value: unknown, path: string, tag: string, members: Record<string, Schema.Top>): T {
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw errors.invalidParam(path, `Invalid type for '${path}': expected an object.`, "invalid_type");
+  const selector = (value as Record<string, unknown>)[tag];
+  if (selector === undefined) throw errors.missingParam(`${path}.${tag}`);
+  const schema = typeof selector === "string" && Object.hasOwn(members, selector) ? members[selector] : undefined;
+  if (!schema)
+    throw errors.invalidParam(
+      `${path}.${tag}`,
+      `Invalid value for '${path}.${tag}': expected one of ${Object.keys(members).map((k) => `'${k}'`).join(", ")}, got ${JSON.stringify(selector)}.`,
+    );
+  const result = Schema.decodeUnknownResult(schema as unknown as Schema.Codec<T, unknown>)(value, { errors: "first", onExcessProperty: "ignore" });
+  if (result._tag === "Success") return result.success;
+  const issue = firstIssue(result.failure);
+  return throwWithPrefix(path, issue);
+}
+
+function throwWithPrefix(prefix: string, issue: { path: string; message: string }): never {
+  const path = issue.path ? (issue.path.startsWith("[") ? prefix + issue.path : `${prefix}.${issue.path}`) : prefix;
+  throw schemaError({ path, message: issue.message });
+}
+
 export function schemaError(issue: { path: string; message: string }): ApiError {
   const param = issue.path;
   if (issue.message === "Missing key") return errors.missingParam(param);

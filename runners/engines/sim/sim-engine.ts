@@ -15,6 +15,8 @@ const DEFAULT_LENGTH = 32;
 
 interface Ticking {
   due: number;
+  /** Set on cancel: the entry is dropped when it surfaces (within one token interval). */
+  cancelled: boolean;
   fire(): void;
 }
 
@@ -56,11 +58,12 @@ export class SimEngine implements Engine {
         resolve({ finishReason, completionTokens: produced });
       };
       const onAbort = () => {
-        ticking.due = Infinity; // ignored when it surfaces in the heap
+        ticking.cancelled = true;
         done(FinishReason.FINISH_REASON_CANCELLED);
       };
       const ticking: Ticking = {
         due: performance.now() + this.spec.sim.firstTokenLatencyMs,
+        cancelled: false,
         fire: () => {
           if (signal.aborted) return;
           produced++;
@@ -104,9 +107,9 @@ export class SimEngine implements Engine {
     const now = performance.now();
     for (let top = this.heap.peek(); top && top.due <= now + 0.5; top = this.heap.peek()) {
       this.heap.pop();
-      if (top.due !== Infinity) top.fire();
+      if (!top.cancelled) top.fire();
     }
     const next = this.heap.peek();
-    if (next) this.arm(next.due === Infinity ? now : next.due);
+    if (next) this.arm(next.due);
   }
 }

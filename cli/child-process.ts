@@ -1,0 +1,89 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import { Duration, Effect, Schedule } from "effect";
+import type { Logger } from "../lib/log.js";
+
+export interface ChildSpec {
+  name: string;
+  command: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  /** Grace period after SIGTERM before SIGKILL. */
+  stopTimeoutMs: number;
+  /** Each line the child writes on stderr (its JSON logs). */
+  onLine?: (line: string) => void;
+}
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** Children still running: killed if this process exits without stopping them (uncaught error). */
+const live = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const child of live) child.kill("SIGKILL");
+});
+
+function waitForExit(child: ChildProcess): Effect.Effect<Exit> {
+  return Effect.callback<Exit>((resume) => {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      resume(Effect.succeed({ code: child.exitCode, signal: child.signalCode }));
+      return;
+    }
+    child.once("exit", (code, signal) => resume(Effect.succeed({ code, signal })));
+  });
+}
+
+/** SIGTERM, then SIGKILL if the child has not exited within its grace period. */
+function terminate(child: ChildProcess, spec: ChildSpec, log: Logger): Effect.Effect<void> {
+  return Effect.gen(function* () {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill("SIGTERM");
+    const exited = yield* waitForExit(child).pipe(Effect.timeoutOption(Duration.millis(spec.stopTimeoutMs)));
+    if (exited._tag === "None") {
+      log.warn("child did not stop in time; killing it", { child: spec.name });
+      child.kill("SIGKILL");
+      yield* waitForExit(child);
+    }
+  });
+}
+
+/** Starts the child as a scoped resource: closing the scope stops it. */
+export function spawnScoped(spec: ChildSpec, log: Logger) {
+  return Effect.acquireRelease(
+    Effect.sync(() => {
+      // Own process group: a terminal's Ctrl-C reaches only the supervisor, which stops the
+      // children in order (nats-server must outlive the gateway's drain).
+      const child = spawn(spec.command, spec.args, { env: spec.env, stdio: ["ignore", "inherit", "pipe"], detached: true });
+      live.add(child);
+      child.once("exit", () => live.delete(child));
+      const lines = createInterface({ input: child.stderr! });
+      lines.on("line", (line) => {
+        process.stderr.write(line + "\n");
+        spec.onLine?.(line);
+      });
+      return child;
+    }),
+    (child) => terminate(child, spec, log),
+  );
+}
+
+/**
+ * Runs the child until the surrounding fiber is interrupted, restarting it with exponential
+ * backoff (1 s doubling to 30 s) whenever it exits on its own.
+ */
+export function supervise(spec: ChildSpec, log: Logger): Effect.Effect<never> {
+  const once = Effect.scoped(
+    Effect.gen(function* () {
+      const child = yield* spawnScoped(spec, log);
+      const exit = yield* waitForExit(child);
+      log.error("child exited unexpectedly; restarting", { child: spec.name, code: exit.code, signal: exit.signal });
+      return yield* Effect.fail(exit);
+    }),
+  );
+  const backoff = Schedule.exponential(Duration.seconds(1)).pipe(
+    Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(30)))),
+  );
+  return once.pipe(Effect.retry(backoff), Effect.flatMap(() => Effect.never)) as Effect.Effect<never>;
+}

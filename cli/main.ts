@@ -1,0 +1,44 @@
+#!/usr/bin/env node
+// The tributary command line.
+//   tributary start      the whole stack on this machine (see README)
+import { Effect, Exit, Fiber } from "effect";
+import { createLogger } from "../lib/log.js";
+import { startStack } from "./start.js";
+
+const log = createLogger("cli");
+const usage = `usage: tributary <command>
+
+commands:
+  start     run the whole stack on this machine (embedded nats-server, runners, gateway)
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command] = argv;
+  switch (command) {
+    case "start": {
+      const fiber = Effect.runFork(Effect.scoped(startStack()));
+      let signals = 0;
+      const stop = () => {
+        if (++signals > 1) {
+          log.warn("second signal: exiting without waiting");
+          process.exit(130);
+        }
+        log.info("stopping: draining gateway, then runners, then nats-server");
+        Effect.runFork(Fiber.interrupt(fiber));
+      };
+      process.on("SIGINT", stop);
+      process.on("SIGTERM", stop);
+      const exit = await Effect.runPromise(Fiber.await(fiber));
+      if (Exit.isFailure(exit) && !Exit.hasInterrupts(exit)) {
+        log.error("start failed", { err: String(exit.cause) });
+        return 1;
+      }
+      return 0;
+    }
+    default:
+      process.stderr.write(usage);
+      return command === undefined || command === "help" || command === "--help" ? 0 : 2;
+  }
+}
+
+main(process.argv.slice(2)).then((code) => process.exit(code));

@@ -1,0 +1,58 @@
+import { fileURLToPath } from "node:url";
+import { Effect } from "effect";
+import { loadCatalog } from "../lib/catalog/load.js";
+import { commonConfig, gatewayConfig, optionToUndefined, readConfig } from "../lib/config.js";
+import { createLogger } from "../lib/log.js";
+import { supervise, type ChildSpec } from "./child-process.js";
+import { embeddedNats } from "./embedded-nats.js";
+import { localApiKey } from "./local-key.js";
+
+const log = createLogger("supervisor", { pid: process.pid });
+const entry = (path: string) => fileURLToPath(new URL(path, import.meta.url));
+
+/**
+ * `tributary start`: the whole stack on one machine. An embedded nats-server (unless NATS_URL
+ * names one), the runner processes of every catalog model, and the gateway, each restarted when
+ * it dies. On SIGINT/SIGTERM the scope closes in reverse: the gateway drains its streams first,
+ * then the runners, then nats-server.
+ */
+export function startStack() {
+  return Effect.gen(function* () {
+    const common = readConfig(commonConfig);
+    const gateway = readConfig(gatewayConfig);
+    const catalog = loadCatalog(common.catalogPath);
+    const apiKey = optionToUndefined(gateway.apiKey) ?? localApiKey(common.home);
+    const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: Number(process.env.TRIBUTARY_NATS_PORT ?? 4222), log }));
+    const env = { ...process.env, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: common.catalogPath };
+    const stopTimeoutMs = gateway.drainTimeoutMs + 5_000;
+
+    const children: ChildSpec[] = [];
+    for (const model of catalog)
+      for (let r = 0; r < model.replicas; r++)
+        children.push({
+          name: `runner ${model.id}#${r}`,
+          command: process.execPath,
+          args: [entry("../runners/main.js")],
+          env: { ...env, TRIBUTARY_RUNNER_MODELS: model.id },
+          stopTimeoutMs,
+        });
+    children.push({
+      name: "gateway",
+      command: process.execPath,
+      args: [entry("../gateway/main.js")],
+      env,
+      stopTimeoutMs,
+      onLine: (line) => {
+        if (!line.includes('"gateway listening"')) return;
+        const port = (JSON.parse(line) as { port: number }).port;
+        process.stdout.write(
+          `\nTributary is up: http://${gateway.host}:${port}/v1  (API key: ${apiKey})\n` +
+            `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.\n\n`,
+        );
+      },
+    });
+    // Forked in order: the scope stops them in reverse (gateway first).
+    for (const child of children) yield* Effect.forkScoped(supervise(child, log));
+    return yield* Effect.never;
+  });
+}

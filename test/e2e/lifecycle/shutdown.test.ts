@@ -1,0 +1,137 @@
+import t from "tap";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import OpenAI from "openai";
+import { startGateway, startNats, startRunner, testCatalog, repoRoot, TEST_MODEL, TEST_KEY } from "../../harness/processes.js";
+
+const messages = [{ role: "user" as const, content: "Tell me a story." }];
+const overrides = JSON.stringify({ [TEST_MODEL]: { max_output_tokens: 1200 } });
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+t.test("tributary start: Ctrl-C lets in-flight streams finish, then every process exits", async (t) => {
+  const home = mkdtempSync(join(tmpdir(), "tributary-home-"));
+  t.teardown(() => rmSync(home, { recursive: true, force: true }));
+  const natsPort = await freePort();
+  const cli = spawn(process.execPath, [join(repoRoot, "dist/cli/main.js"), "start"], {
+    env: { ...process.env, TRIBUTARY_HOME: home, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_PORT: "0", TRIBUTARY_NATS_PORT: String(natsPort), TRIBUTARY_MODEL_OVERRIDES: overrides, NATS_URL: "" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  t.teardown(() => cli.kill("SIGKILL"));
+  const pids = new Set<number>();
+  createInterface({ input: cli.stderr }).on("line", (line) => {
+    const nats = /^\[(\d+)\]/.exec(line);
+    if (nats) pids.add(Number(nats[1]));
+    try {
+      const pid = (JSON.parse(line) as { pid?: number }).pid;
+      if (pid) pids.add(pid);
+    } catch {}
+  });
+  const banner = await new Promise<string>((resolve) => {
+    let out = "";
+    cli.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+      if (/Tributary is up: (\S+)/.test(out)) resolve(out);
+    });
+  });
+  const baseURL = /Tributary is up: (\S+)/.exec(banner)![1]!;
+  const key = /API key: (\S+)\)/.exec(banner)![1]!;
+  t.match(key, /^sk-local-/, "a local key was made and printed");
+  const client = new OpenAI({ apiKey: key, baseURL, maxRetries: 0 });
+  // The runner may still be loading: retry until it serves.
+  for (let i = 0; i < 50; i++) {
+    const ok = await client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: 1 }).then(() => true, () => false);
+    if (ok) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+
+  const stream = await client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: 1200, stream: true });
+  let text = "";
+  let finish: string | null = null;
+  let signalled = false;
+  const exit = new Promise<number | null>((resolve) => cli.once("exit", (code) => resolve(code)));
+  for await (const chunk of stream) {
+    if (!signalled) {
+      signalled = true;
+      cli.kill("SIGINT");
+    }
+    text += chunk.choices[0]?.delta.content ?? "";
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  t.equal(finish, "length", "the in-flight stream ran to its end");
+  t.ok(text.length > 100);
+  t.equal(await exit, 0, "the supervisor exits cleanly");
+  t.ok(pids.size >= 3, `saw the pids of nats-server, runner and gateway (${[...pids].join(", ")})`);
+  for (const pid of pids) t.notOk(alive(pid), `process ${pid} is gone`);
+});
+
+t.test("a gateway whose drain timeout passes ends open streams with a clear error", async (t) => {
+  const nats = await startNats();
+  t.teardown(() => nats.stop());
+  const runner = await startRunner(nats.url, { TRIBUTARY_MODEL_OVERRIDES: overrides });
+  t.teardown(() => runner.kill());
+  const gateway = await startGateway(nats.url, { TRIBUTARY_MODEL_OVERRIDES: overrides, TRIBUTARY_DRAIN_TIMEOUT_MS: "200" });
+  t.teardown(() => gateway.kill());
+  const client = new OpenAI({ apiKey: TEST_KEY, baseURL: gateway.baseURL, maxRetries: 0 });
+  const stream = await client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: 1200, stream: true });
+  const exited = gateway.exited;
+  let err: unknown;
+  try {
+    let first = true;
+    for await (const _ of stream) {
+      if (first) {
+        first = false;
+        gateway.child.kill("SIGTERM");
+      }
+    }
+  } catch (e) {
+    err = e;
+  }
+  t.ok(err instanceof OpenAI.APIError, "the client sees an error event");
+  t.match((err as Error).message, /shutting down/);
+  t.equal(await exited, 0, "the gateway exits");
+});
+
+t.test("a runner asked to stop finishes its in-flight request first", async (t) => {
+  const nats = await startNats();
+  t.teardown(() => nats.stop());
+  const runner = await startRunner(nats.url, { TRIBUTARY_MODEL_OVERRIDES: overrides });
+  t.teardown(() => runner.kill());
+  const gateway = await startGateway(nats.url, { TRIBUTARY_MODEL_OVERRIDES: overrides });
+  t.teardown(() => gateway.kill());
+  const client = new OpenAI({ apiKey: TEST_KEY, baseURL: gateway.baseURL, maxRetries: 0 });
+  const stream = await client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: 1200, stream: true });
+  let finish: string | null = null;
+  let first = true;
+  for await (const chunk of stream) {
+    if (first) {
+      first = false;
+      runner.child.kill("SIGTERM");
+    }
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  t.equal(finish, "length");
+  t.equal(await runner.exited, 0, "the runner exits after its drain");
+  const after = await client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: 2 }).catch((e: unknown) => e);
+  t.ok(after instanceof OpenAI.APIError && after.status === 503, "with no runner left, a clear 503");
+});

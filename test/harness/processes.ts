@@ -1,0 +1,148 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { natsServerConfig } from "../../cli/embedded-nats.js";
+
+// Real processes for tests: nats-server, runner and gateway processes started from dist/,
+// each waited for through what it logs. Every process is killed at the end of the test.
+
+export const repoRoot = fileURLToPath(new URL("../../..", import.meta.url));
+export const testCatalog = join(repoRoot, "catalog", "test.yaml");
+
+export interface Proc {
+  child: ChildProcess;
+  /** Log records (parsed JSON lines of stderr) seen so far. */
+  logs: Array<Record<string, unknown>>;
+  /** Resolves with the first log record matching `pred` (already seen or future). */
+  waitForLog(pred: (rec: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  /** SIGTERM and wait for exit. */
+  stop(timeoutMs?: number): Promise<number | null>;
+  /** SIGKILL and wait for exit. */
+  kill(): Promise<void>;
+  exited: Promise<number | null>;
+}
+
+const all = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const c of all) c.kill("SIGKILL");
+});
+
+export function startProcess(command: string, args: string[], env: NodeJS.ProcessEnv, name: string): Proc {
+  const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
+  all.add(child);
+  const logs: Array<Record<string, unknown>> = [];
+  const waiters: Array<{ pred: (r: Record<string, unknown>) => boolean; resolve: (r: Record<string, unknown>) => void }> = [];
+  const raw: string[] = [];
+  createInterface({ input: child.stderr! }).on("line", (line) => {
+    raw.push(line);
+    if (raw.length > 200) raw.shift();
+    if (process.env.TEST_VERBOSE) process.stderr.write(`[${name}] ${line}\n`);
+    let rec: Record<string, unknown>;
+    try {
+      rec = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      rec = { msg: line };
+    }
+    logs.push(rec);
+    for (const w of [...waiters]) if (w.pred(rec)) {
+      waiters.splice(waiters.indexOf(w), 1);
+      w.resolve(rec);
+    }
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => {
+    all.delete(child);
+    resolve(code);
+  }));
+  return {
+    child,
+    logs,
+    exited,
+    waitForLog(pred, timeoutMs = 30_000) {
+      const seen = logs.find(pred);
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`${name}: timed out waiting for a log line; last output:\n${raw.slice(-20).join("\n")}`)), timeoutMs);
+        const onExit = () => reject(new Error(`${name} exited while waiting for a log line; last output:\n${raw.slice(-20).join("\n")}`));
+        void exited.then(onExit);
+        waiters.push({ pred, resolve: (r) => {
+          clearTimeout(timer);
+          resolve(r);
+        } });
+      });
+    },
+    async stop(timeoutMs = 30_000) {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+    async kill() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill("SIGKILL");
+      await exited;
+    },
+  };
+}
+
+export interface NatsServer extends Proc {
+  url: string;
+  storeDir: string;
+}
+
+export async function startNats(): Promise<NatsServer> {
+  const storeDir = mkdtempSync(join(tmpdir(), "tributary-nats-"));
+  const config = join(storeDir, "nats-server.conf");
+  writeFileSync(config, natsServerConfig(-1, join(storeDir, "jetstream")));
+  const proc = startProcess("nats-server", ["-c", config], {}, "nats");
+  const rec = await proc.waitForLog((r) => typeof r.msg === "string" && r.msg.includes("Listening for client connections on"));
+  const port = /:(\d+)\s*$/.exec(rec.msg as string)![1];
+  const stop = proc.stop;
+  return {
+    ...proc,
+    url: `nats://127.0.0.1:${port}`,
+    storeDir,
+    async stop(timeoutMs) {
+      const code = await stop(timeoutMs);
+      rmSync(storeDir, { recursive: true, force: true });
+      return code;
+    },
+  };
+}
+
+const dist = (path: string) => join(repoRoot, "dist", path);
+
+export interface Runner extends Proc {
+  runnerId: string;
+}
+
+export async function startRunner(natsUrl: string, env: NodeJS.ProcessEnv = {}): Promise<Runner> {
+  const proc = startProcess(process.execPath, [dist("runners/main.js")], { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, ...env }, "runner");
+  const rec = await proc.waitForLog((r) => r.msg === "runner ready");
+  return { ...proc, runnerId: rec.runnerId as string };
+}
+
+export interface Gateway extends Proc {
+  port: number;
+  url: string;
+  baseURL: string;
+}
+
+export async function startGateway(natsUrl: string, env: NodeJS.ProcessEnv = {}): Promise<Gateway> {
+  const proc = startProcess(
+    process.execPath,
+    [dist("gateway/main.js")],
+    { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_PORT: "0", TRIBUTARY_API_KEY: TEST_KEY, ...env },
+    "gateway",
+  );
+  const rec = await proc.waitForLog((r) => r.msg === "gateway listening");
+  const port = rec.port as number;
+  return { ...proc, port, url: `http://127.0.0.1:${port}`, baseURL: `http://127.0.0.1:${port}/v1` };
+}
+
+export const TEST_KEY = "sk-test-tributary";
+export const TEST_MODEL = "test/stories-260k";

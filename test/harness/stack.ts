@@ -1,0 +1,54 @@
+import OpenAI from "openai";
+import type { Test } from "tap";
+import { startGateway, startNats, startRunner, TEST_KEY, type Gateway, type NatsServer, type Runner } from "./processes.js";
+
+export interface Stack {
+  nats: NatsServer;
+  runners: Runner[];
+  gateway: Gateway;
+  client: OpenAI;
+  /** Raw HTTP against the gateway with the test key (unless headers override it). */
+  fetch(path: string, init?: RequestInit): Promise<Response>;
+}
+
+export interface StackOptions {
+  runners?: number;
+  /** Environment for every process (catalog overrides must be seen by gateway and runners alike). */
+  env?: NodeJS.ProcessEnv;
+  /** Extra environment for runners (slots, queue limit, engine...). */
+  runnerEnv?: NodeJS.ProcessEnv;
+  gatewayEnv?: NodeJS.ProcessEnv;
+}
+
+/** nats-server + runner process(es) with the real tiny model + a gateway, torn down after the test. */
+export async function startStack(t: Test, options: StackOptions = {}): Promise<Stack> {
+  const nats = await startNats();
+  t.teardown(() => nats.stop());
+  const runners = await Promise.all(
+    Array.from({ length: options.runners ?? 1 }, () => startRunner(nats.url, { ...options.env, ...options.runnerEnv })),
+  );
+  for (const r of runners) t.teardown(() => r.kill());
+  const gateway = await startGateway(nats.url, { ...options.env, ...options.gatewayEnv });
+  t.teardown(() => gateway.kill());
+  const client = new OpenAI({ apiKey: TEST_KEY, baseURL: gateway.baseURL, maxRetries: 0 });
+  return {
+    nats,
+    runners,
+    gateway,
+    client,
+    fetch: (path, init = {}) =>
+      fetch(gateway.url + path, {
+        ...init,
+        headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json", ...(init.headers as Record<string, string>) },
+      }),
+  };
+}
+
+/** Reads an SSE response body into its `data:` payloads. */
+export async function readSse(res: Response): Promise<string[]> {
+  const text = await res.text();
+  return text
+    .split("\n\n")
+    .map((e) => e.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n"))
+    .filter((d) => d.length > 0);
+}

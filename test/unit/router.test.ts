@@ -1,0 +1,30 @@
+import t from "tap";
+import { ApiError } from "../../gateway/http/api-error.js";
+import { Router } from "../../gateway/http/router.js";
+
+const noop = () => {};
+const router = new Router()
+  .get("/v1/models", noop)
+  .get("/v1/models/*id", noop)
+  .post("/v1/chat/completions", noop)
+  .get("/v1/files/:id/content", noop)
+  .delete("/v1/files/:id", noop)
+  .get("/healthz", noop, { public: true });
+
+t.test("static, parameter and rest routes", async (t) => {
+  t.same(router.match("GET", "/v1/models").params, {});
+  t.same(router.match("GET", "/v1/models/test%2Fstories-260k").params, { id: "test/stories-260k" });
+  t.same(router.match("GET", "/v1/models/test/stories-260k").params, { id: "test/stories-260k" });
+  t.same(router.match("GET", "/v1/files/file-1/content").params, { id: "file-1" });
+  t.equal(router.match("GET", "/healthz").public, true);
+  t.equal(router.match("HEAD", "/v1/models").public, false, "HEAD is served by GET");
+});
+
+t.test("unknown path is 404, known path with another method is 405 with Allow", async (t) => {
+  const e404 = (() => { try { router.match("GET", "/v1/unknown"); } catch (e) { return e as ApiError; } })()!;
+  t.equal(e404.status, 404);
+  t.equal(e404.code, "unknown_url");
+  const e405 = (() => { try { router.match("PUT", "/v1/files/x"); } catch (e) { return e as ApiError; } })()!;
+  t.equal(e405.status, 405);
+  t.equal(e405.headers.allow, "DELETE");
+});
