@@ -12,9 +12,9 @@ const entry = (path: string) => fileURLToPath(new URL(path, import.meta.url));
 
 /**
  * `tributary start`: the whole stack on one machine. An embedded nats-server (unless NATS_URL
- * names one), the runner processes of every catalog model, and the gateway, each restarted when
- * it dies. On SIGINT/SIGTERM the scope closes in reverse: the gateway drains its streams first,
- * then the runners, then nats-server.
+ * names one), the platform actor host, the runner processes of every catalog model, and the
+ * gateway, each restarted when it dies. On SIGINT/SIGTERM the scope closes in reverse: the
+ * gateway drains its streams first, then the runners, the actor host, then nats-server.
  */
 export function startStack() {
   return Effect.gen(function* () {
@@ -26,7 +26,9 @@ export function startStack() {
     const env = { ...process.env, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: common.catalogPath };
     const stopTimeoutMs = gateway.drainTimeoutMs + 5_000;
 
-    const children: ChildSpec[] = [];
+    const children: ChildSpec[] = [
+      { name: "actor host", command: process.execPath, args: [entry("../actors/main.js")], env, stopTimeoutMs },
+    ];
     for (const model of catalog)
       for (let r = 0; r < model.replicas; r++)
         children.push({

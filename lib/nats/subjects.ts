@@ -37,3 +37,11 @@ export const queues = {
   /** Queue group shared by all runners of one model on `subjects.generate`. */
   runners: (modelId: string) => `runners.${modelToken(modelId)}`,
 } as const;
+
+/**
+ * JetStream KV buckets, Object Store buckets and streams. Each feature adds its own here, with a
+ * line on what it holds; the README's table lists them for operators.
+ */
+export const buckets = {} as const;
+
+export const streams = {} as const;

@@ -126,6 +126,13 @@ export async function startRunner(natsUrl: string, env: NodeJS.ProcessEnv = {}):
   return { ...proc, runnerId: rec.runnerId as string };
 }
 
+/** The platform actor host (budgets, coordinators, stores). */
+export async function startActorHost(natsUrl: string, env: NodeJS.ProcessEnv = {}): Promise<Proc> {
+  const proc = startProcess(process.execPath, [dist("actors/main.js")], { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, ...env }, "actors");
+  await proc.waitForLog((r) => r.msg === "actor host ready");
+  return proc;
+}
+
 export interface Gateway extends Proc {
   port: number;
   url: string;

@@ -1,9 +1,10 @@
 import OpenAI from "openai";
 import type { Test } from "tap";
-import { startGateway, startNats, startRunner, TEST_KEY, type Gateway, type NatsServer, type Runner } from "./processes.js";
+import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, type Gateway, type NatsServer, type Proc, type Runner } from "./processes.js";
 
 export interface Stack {
   nats: NatsServer;
+  actors: Proc;
   runners: Runner[];
   gateway: Gateway;
   client: OpenAI;
@@ -18,12 +19,15 @@ export interface StackOptions {
   /** Extra environment for runners (slots, queue limit, engine...). */
   runnerEnv?: NodeJS.ProcessEnv;
   gatewayEnv?: NodeJS.ProcessEnv;
+  actorsEnv?: NodeJS.ProcessEnv;
 }
 
 /** nats-server + runner process(es) with the real tiny model + a gateway, torn down after the test. */
 export async function startStack(t: Test, options: StackOptions = {}): Promise<Stack> {
   const nats = await startNats();
   t.teardown(() => nats.stop());
+  const actors = await startActorHost(nats.url, { ...options.env, ...options.actorsEnv });
+  t.teardown(() => actors.kill());
   const runners = await Promise.all(
     Array.from({ length: options.runners ?? 1 }, () => startRunner(nats.url, { ...options.env, ...options.runnerEnv })),
   );
@@ -33,6 +37,7 @@ export async function startStack(t: Test, options: StackOptions = {}): Promise<S
   const client = new OpenAI({ apiKey: TEST_KEY, baseURL: gateway.baseURL, maxRetries: 0 });
   return {
     nats,
+    actors,
     runners,
     gateway,
     client,

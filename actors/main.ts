@@ -1,0 +1,42 @@
+// The platform actor host: the process where the platform's actors live (rate-limit budgets,
+// batch coordinator, response store, ...). Several hosts may run at once: actors that must
+// have one owner at a time coordinate through JetStream, the rest share work through NATS
+// queue groups and JetStream consumers.
+//   node dist/actors/main.js
+import { hostname } from "node:os";
+import { loadCatalog } from "../lib/catalog/load.js";
+import { commonConfig, readConfig } from "../lib/config.js";
+import { createLogger } from "../lib/log.js";
+import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
+import { platformActors } from "./registry.js";
+import { Supervisor } from "./runtime/supervisor.js";
+
+const log = createLogger("actors", { pid: process.pid });
+
+async function main(): Promise<void> {
+  const common = readConfig(commonConfig);
+  const catalog = loadCatalog(common.catalogPath);
+  const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-actors-${hostname()}-${process.pid}`, log);
+  const supervisor = new Supervisor(nc, log);
+  const factories = platformActors({ catalog, home: common.home, env: process.env });
+  for (const make of factories) await supervisor.spawn(make);
+  log.info("actor host ready", { actors: supervisor.actors.map((a) => a.name) });
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info("draining", { signal });
+    await supervisor.stopAll();
+    await nc.drain().catch(() => {});
+    log.info("stopped");
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  process.on("SIGINT", () => void shutdown("SIGINT"));
+}
+
+main().catch((err: unknown) => {
+  log.error("actor host failed to start", { err });
+  process.exit(1);
+});
