@@ -1,4 +1,4 @@
-import type { NatsConnection } from "@nats-io/transport-node";
+import type { Outbox } from "../lib/nats/outbox.js";
 import {
   ErrorCode,
   RunnerEvent,
@@ -13,9 +13,10 @@ import type { RequestObserver } from "./scheduler/scheduler.js";
 export class ReplyPublisher implements RequestObserver {
   private seq = 0;
   private readonly startedAt = performance.now();
+  private firstDeltaAt = 0;
 
   constructor(
-    private readonly nc: NatsConnection,
+    private readonly outbox: Outbox,
     private readonly subject: string,
     private readonly requestId: string,
     private readonly runnerId: string,
@@ -23,6 +24,7 @@ export class ReplyPublisher implements RequestObserver {
   ) {}
 
   delta(choiceIndex: number, text: string, tokens: number): void {
+    if (this.firstDeltaAt === 0) this.firstDeltaAt = performance.now();
     this.send({ $case: "delta", value: { choiceIndex, text, toolCalls: [], tokens } });
   }
 
@@ -42,12 +44,13 @@ export class ReplyPublisher implements RequestObserver {
         promptTokens,
         completionTokens,
         error: error ? ErrorCode[error.code] : undefined,
+        firstDeltaMs: this.firstDeltaAt ? Math.round(this.firstDeltaAt - this.startedAt) : undefined,
         ms: Math.round(performance.now() - this.startedAt),
       });
   }
 
   private send(event: RunnerEvent["event"]): void {
     const bytes = RunnerEvent.encode({ requestId: this.requestId, seq: ++this.seq, runnerId: this.runnerId, event }).finish();
-    this.nc.publish(this.subject, bytes);
+    this.outbox.publish(this.subject, bytes);
   }
 }

@@ -9,6 +9,7 @@ import {
 } from "../proto/gen/tributary/v1/inference.js";
 import { queues, subjects } from "../lib/nats/subjects.js";
 import { randomToken } from "../lib/ids.js";
+import { Outbox } from "../lib/nats/outbox.js";
 import type { ModelSpec } from "../lib/catalog/model-spec.js";
 import type { Actor, ActorContext } from "../actors/runtime/actor.js";
 import { openMailbox } from "../actors/runtime/mailbox.js";
@@ -44,6 +45,7 @@ export class RunnerActor implements Actor {
   private queueSubscription: Subscription | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private stopped = false;
+  private outbox!: Outbox;
 
   constructor(
     private readonly spec: ModelSpec,
@@ -55,6 +57,7 @@ export class RunnerActor implements Actor {
 
   async start(ctx: ActorContext): Promise<void> {
     this.ctx = ctx;
+    this.outbox = new Outbox(ctx.nc);
     this.directSubscription = openMailbox(ctx, subjects.runnerGenerate(this.runnerId), (m) => this.onGenerate(m));
     this.subscriptions.push(
       openMailbox(ctx, subjects.runnerCancel(this.runnerId), (m) => this.onCancel(m)),
@@ -76,6 +79,7 @@ export class RunnerActor implements Actor {
     await this.scheduler?.drain(this.options.drainTimeoutMs);
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     for (const s of this.subscriptions) s.unsubscribe();
+    this.outbox.flush();
     await this.ctx.nc.flush().catch(() => {});
     await this.engine.dispose().catch(() => {});
   }
@@ -123,7 +127,7 @@ export class RunnerActor implements Actor {
       return this.reject(msg, ErrorCode.ERROR_CODE_MODEL_NOT_SERVED, `this runner serves ${this.spec.id}, not ${request.model}`);
     try {
       const prepared = await this.engine.prepare(request);
-      const observer = new ReplyPublisher(this.ctx.nc, request.replySubject, request.requestId, this.runnerId, this.ctx.log);
+      const observer = new ReplyPublisher(this.outbox, request.replySubject, request.requestId, this.runnerId, this.ctx.log);
       const queuePosition = scheduler.submit(prepared, observer);
       msg.respond(Admission.encode({
         result: { $case: "accepted", value: { runnerId: this.runnerId, promptTokens: prepared.promptTokens, queuePosition, maxTokens: prepared.maxTokens } },

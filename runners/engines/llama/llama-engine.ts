@@ -8,6 +8,7 @@ import { callSyntaxOf, chooseChatWrapper, renderPrompt, type CallSyntax } from "
 import { ChoiceDecoder, type DecodePlan, type ToolPlan } from "./choice-decoder.js";
 import { GrammarCache } from "./grammar-cache.js";
 import { UnsupportedSchemaError } from "./json-schema-subset.js";
+import { DecodeGate } from "./decode-gate.js";
 import { SlotSequence } from "./slot-sequence.js";
 
 interface LlamaPrepared extends PreparedRequest {
@@ -55,7 +56,8 @@ export class LlamaEngine implements Engine {
       batchSize: this.spec.batchSize,
       failedCreationRemedy: false,
     });
-    this.sequences = Array.from({ length: this.slots }, () => new SlotSequence(this.context.getSequence()));
+    const gate = new DecodeGate();
+    this.sequences = Array.from({ length: this.slots }, () => new SlotSequence(this.context.getSequence(), gate));
     this.wrapper = chooseChatWrapper(this.model, this.spec.chatTemplate);
     this.callSyntax = callSyntaxOf(this.wrapper);
     this.grammars = new GrammarCache(this.llama);

@@ -1,4 +1,5 @@
 import type { LlamaContextSequence, SequenceEvaluateOptions, Token } from "node-llama-cpp";
+import type { DecodeGate } from "./decode-gate.js";
 
 /**
  * One decoding slot: a context sequence plus the bookkeeping node-llama-cpp leaves to callers.
@@ -8,7 +9,7 @@ import type { LlamaContextSequence, SequenceEvaluateOptions, Token } from "node-
 export class SlotSequence {
   private pending: Token[] = [];
 
-  constructor(readonly sequence: LlamaContextSequence) {}
+  constructor(readonly sequence: LlamaContextSequence, private readonly gate: DecodeGate) {}
 
   /** Tokens in the context plus the pending one: what the model has "said" so far. */
   get length(): number {
@@ -27,8 +28,7 @@ export class SlotSequence {
     while (common < limit && held[common] === prompt[common]) common++;
     // The last prompt token must be evaluated again to get logits for the first new token.
     if (common === prompt.length) common--;
-    if (common < this.sequence.nextTokenIndex)
-      await this.sequence.eraseContextTokenRanges([{ start: common, end: this.sequence.nextTokenIndex }]);
+    if (common < this.sequence.nextTokenIndex) await this.erase(common);
     return prompt.slice(common);
   }
 
@@ -40,7 +40,11 @@ export class SlotSequence {
       return;
     }
     this.pending = [];
-    await this.sequence.eraseContextTokenRanges([{ start: length, end: inContext }]);
+    await this.erase(length);
+  }
+
+  private erase(from: number): Promise<void> {
+    return this.gate.during(() => this.sequence.eraseContextTokenRanges([{ start: from, end: this.sequence.nextTokenIndex }]));
   }
 
   /** Evaluates `input` (after any pending token) and yields generated tokens. */
@@ -52,13 +56,8 @@ export class SlotSequence {
       this.pending = [token];
       yield token;
       this.pending = [];
+      // Asking for the next token queues a decode: wait while a slot's cache is being edited.
+      if (this.gate.closed) await this.gate.wait();
     }
-  }
-
-  /** Feeds tokens into the context without generating (text the template requires). */
-  async feed(tokens: readonly Token[]): Promise<void> {
-    const all = this.pending.length > 0 ? [...this.pending, ...tokens] : [...tokens];
-    this.pending = [];
-    if (all.length > 0) await this.sequence.evaluateWithoutGeneratingNewTokens(all);
   }
 }

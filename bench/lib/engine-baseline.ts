@@ -1,0 +1,73 @@
+import { Priority, type GenerateRequest } from "../../proto/gen/tributary/v1/inference.js";
+import type { ModelSpec } from "../../lib/catalog/model-spec.js";
+import { createLogger } from "../../lib/log.js";
+import { LlamaEngine } from "../../runners/engines/llama/llama-engine.js";
+import { Scheduler } from "../../runners/scheduler/scheduler.js";
+
+// The engine called in-process, with the runner's own scheduler: the baseline the full stack
+// (HTTP, NATS, protobuf, SSE) is measured against.
+
+export interface InProcessResult {
+  ttftMs: number;
+  completionTokens: number;
+  gapsMs: number[];
+}
+
+export class InProcessEngine {
+  private readonly engine: LlamaEngine;
+  private scheduler!: Scheduler;
+  private nextId = 0;
+
+  constructor(private readonly spec: ModelSpec) {
+    this.engine = new LlamaEngine(spec, { modelPath: async () => spec.source, log: createLogger("bench") });
+  }
+
+  async load(): Promise<void> {
+    await this.engine.load();
+    this.scheduler = new Scheduler(this.engine, this.spec.queueLimit, createLogger("bench"));
+  }
+
+  async dispose(): Promise<void> {
+    await this.engine.dispose();
+  }
+
+  async chat(content: string, maxTokens: number, seed: number): Promise<InProcessResult> {
+    const started = performance.now();
+    const request: GenerateRequest = {
+      requestId: `bench-${this.nextId++}`,
+      model: this.spec.id,
+      messages: [{ role: "user", content, name: "", toolCalls: [], toolCallId: "" }],
+      prompt: "",
+      sampling: { temperature: 0.8, seed, stop: [], maxTokens, frequencyPenalty: 0, presencePenalty: 0, logitBias: [], n: 1 },
+      tools: [],
+      toolChoice: undefined,
+      parallelToolCalls: true,
+      responseFormat: undefined,
+      priority: Priority.PRIORITY_INTERACTIVE,
+      deadlineUnixMs: 0,
+      replySubject: "",
+      reasoningEffort: "",
+    };
+    const prepared = await this.engine.prepare(request);
+    return new Promise((resolve, reject) => {
+      const result: InProcessResult = { ttftMs: NaN, completionTokens: 0, gapsMs: [] };
+      let last = 0;
+      this.scheduler.submit(prepared, {
+        delta: (_c, text) => {
+          if (!text) return;
+          const now = performance.now();
+          if (Number.isNaN(result.ttftMs)) result.ttftMs = now - started;
+          else result.gapsMs.push(now - last);
+          last = now;
+        },
+        toolCall: () => {},
+        choiceEnd: () => {},
+        final: (_p, completion, error) => {
+          if (error) reject(new Error(error.message));
+          result.completionTokens = completion;
+          resolve(result);
+        },
+      });
+    });
+  }
+}
