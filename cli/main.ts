@@ -9,11 +9,25 @@ const log = createLogger("cli");
 const usage = `usage: tributary <command>
 
 commands:
-  start     run the whole stack on this machine (embedded nats-server, runners, gateway)
+  start     run the whole stack on this machine (embedded nats-server, actor host, runners, gateway)
+  gateway   run one gateway process (HTTP/SSE edge), as in a cluster
+  runner    run one runner process (the models in TRIBUTARY_RUNNER_MODELS, else all)
+  actors    run one platform actor host
 `;
+
+/** The single-process commands: each module starts its process when imported. */
+const processes: Record<string, string> = {
+  gateway: "../gateway/main.js",
+  runner: "../runners/main.js",
+  actors: "../actors/main.js",
+};
 
 async function main(argv: string[]): Promise<number> {
   const [command] = argv;
+  if (command && Object.hasOwn(processes, command)) {
+    await import(processes[command]!);
+    return new Promise<number>(() => {}); // the process runs until its own shutdown exits it
+  }
   switch (command) {
     case "start": {
       const fiber = Effect.runFork(Effect.scoped(startStack()));

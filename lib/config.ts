@@ -39,6 +39,9 @@ export const runnerConfig = Config.all({
   models: str("TRIBUTARY_RUNNER_MODELS", ""),
   modelCache: Config.option(Config.String("TRIBUTARY_MODEL_CACHE")),
   hfToken: Config.option(Config.String("HF_TOKEN")),
+  /** Probes and Prometheus metrics over HTTP (/healthz, /readyz, /metrics); 0 disables them. */
+  healthPort: int("TRIBUTARY_RUNNER_HEALTH_PORT", 0),
+  healthHost: str("TRIBUTARY_RUNNER_HEALTH_HOST", "0.0.0.0"),
 });
 
 export class ConfigurationError extends Error {

@@ -7,6 +7,7 @@ import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
 import { Supervisor } from "../actors/runtime/supervisor.js";
 import { createEngine, defaultModelCache } from "./engines/create-engine.js";
+import { startHealthServer } from "./health-server.js";
 import { RunnerActor } from "./runner-actor.js";
 
 const log = createLogger("runner", { pid: process.pid });
@@ -29,6 +30,10 @@ async function main(): Promise<void> {
   };
   for (const spec of models)
     await supervisor.spawn(() => new RunnerActor(spec, createEngine(spec, engineEnv), { heartbeatMs: config.heartbeatMs, drainTimeoutMs: config.drainTimeoutMs }));
+  if (config.healthPort > 0) {
+    await startHealthServer(config.healthPort, config.healthHost, () => supervisor.actors.map((a) => (a as RunnerActor).status()));
+    log.info("health server listening", { port: config.healthPort });
+  }
 
   let shuttingDown = false;
   const shutdown = async (signal: string) => {

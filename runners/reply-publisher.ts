@@ -21,6 +21,7 @@ export class ReplyPublisher implements RequestObserver {
     private readonly requestId: string,
     private readonly runnerId: string,
     private readonly log: Logger,
+    private readonly onFinished: (completionTokens: number) => void = () => {},
   ) {}
 
   delta(choiceIndex: number, text: string, tokens: number): void {
@@ -38,6 +39,7 @@ export class ReplyPublisher implements RequestObserver {
 
   final(promptTokens: number, completionTokens: number, error?: ProtoError): void {
     this.send({ $case: "final", value: { usage: { promptTokens, completionTokens }, error } });
+    this.onFinished(completionTokens);
     if (this.log.enabled("debug"))
       this.log.debug("request finished", {
         requestId: this.requestId,

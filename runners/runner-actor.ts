@@ -17,6 +17,21 @@ import { EngineRequestError, type Engine } from "./engines/engine.js";
 import { AdmissionError, Scheduler } from "./scheduler/scheduler.js";
 import { ReplyPublisher } from "./reply-publisher.js";
 
+/** What a runner reports to probes and metrics. */
+export interface RunnerStatus {
+  model: string;
+  runnerId: string;
+  state: keyof typeof State;
+  detail: string;
+  slotsTotal: number;
+  slotsBusy: number;
+  queueLength: number;
+  queueLimit: number;
+  admitted: number;
+  rejected: number;
+  completionTokens: number;
+}
+
 export interface RunnerActorOptions {
   heartbeatMs: number;
   drainTimeoutMs: number;
@@ -46,6 +61,7 @@ export class RunnerActor implements Actor {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private stopped = false;
   private outbox!: Outbox;
+  private readonly counters = { admitted: 0, rejected: 0, completionTokens: 0 };
 
   constructor(
     private readonly spec: ModelSpec,
@@ -66,6 +82,21 @@ export class RunnerActor implements Actor {
     this.heartbeatTimer = setInterval(() => this.heartbeat(), this.options.heartbeatMs);
     this.heartbeat();
     void this.loadWithRetry();
+  }
+
+  status(): RunnerStatus {
+    const stats = this.scheduler?.stats;
+    return {
+      model: this.spec.id,
+      runnerId: this.runnerId,
+      state: State[this.state] as keyof typeof State,
+      detail: this.detail,
+      slotsTotal: stats?.slotsTotal ?? this.engine.slots,
+      slotsBusy: stats?.slotsBusy ?? 0,
+      queueLength: stats?.queueLength ?? 0,
+      queueLimit: stats?.queueLimit ?? this.spec.queueLimit,
+      ...this.counters,
+    };
   }
 
   async stop(): Promise<void> {
@@ -127,8 +158,11 @@ export class RunnerActor implements Actor {
       return this.reject(msg, ErrorCode.ERROR_CODE_MODEL_NOT_SERVED, `this runner serves ${this.spec.id}, not ${request.model}`);
     try {
       const prepared = await this.engine.prepare(request);
-      const observer = new ReplyPublisher(this.outbox, request.replySubject, request.requestId, this.runnerId, this.ctx.log);
+      const observer = new ReplyPublisher(this.outbox, request.replySubject, request.requestId, this.runnerId, this.ctx.log, (tokens) => {
+        this.counters.completionTokens += tokens;
+      });
       const queuePosition = scheduler.submit(prepared, observer);
+      this.counters.admitted++;
       msg.respond(Admission.encode({
         result: { $case: "accepted", value: { runnerId: this.runnerId, promptTokens: prepared.promptTokens, queuePosition, maxTokens: prepared.maxTokens } },
       }).finish());
@@ -149,6 +183,7 @@ export class RunnerActor implements Actor {
   }
 
   private reject(msg: Msg, code: ErrorCode, message: string, param = ""): void {
+    this.counters.rejected++;
     msg.respond(Admission.encode({ result: { $case: "rejected", value: { code, message, param } } }).finish());
   }
 

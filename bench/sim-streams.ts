@@ -1,0 +1,111 @@
+// Benchmark 2 of the streaming spine: how many concurrent streams, each at the simulated
+// cadence of 20 tokens/s, the gateway + NATS + runner (sim engine, no model) carry while the
+// p99 gap between tokens stays within 5 ms of the cadence (50 ms) and nothing fails; and the
+// gateway's memory at that load.
+//   node dist/bench/sim-streams.js [--levels 500,1000,1500,2000] [--hold 20] [--rate 20]
+import { parseArgs } from "node:util";
+import { cpuMs, rssMiB, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
+import { SseLoadClient, type StreamResult } from "./lib/sse-client.js";
+import { fmt, percentile } from "./lib/stats.js";
+import { machineLine, markdownTable, writeResults } from "./lib/table.js";
+
+const { values } = parseArgs({
+  options: {
+    levels: { type: "string", default: "500,1000,1500,2000" },
+    hold: { type: "string", default: "20" },
+    rate: { type: "string", default: "20" },
+    ramp: { type: "string", default: "2" },
+    tolerance: { type: "string", default: "5" },
+  },
+});
+const levels = values.levels!.split(",").map(Number);
+const holdSeconds = Number(values.hold);
+const rate = Number(values.rate);
+const rampSeconds = Number(values.ramp);
+const toleranceMs = Number(values.tolerance);
+const cadenceMs = 1000 / rate;
+const tokens = Math.round(rate * holdSeconds);
+const maxLevel = Math.max(...levels);
+const env = {
+  TRIBUTARY_ENGINE: "sim",
+  TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
+    [TEST_MODEL]: { slots: maxLevel, queue_limit: maxLevel, context_length: 100_000, max_output_tokens: 100_000, sim: { tokens_per_second: rate, first_token_latency_ms: 50 } },
+  }),
+};
+
+async function main(): Promise<void> {
+  const nats = await startNats();
+  const runner = await startRunner(nats.url, env);
+  const gateway = await startGateway(nats.url, env);
+  const client = new SseLoadClient("127.0.0.1", gateway.port, TEST_KEY);
+  const pids = { gateway: gateway.child.pid!, runner: runner.child.pid!, nats: nats.child.pid! };
+  const rows: Array<Array<string | number>> = [];
+  let best = 0;
+  let bestRss = NaN;
+  try {
+    for (const streams of levels) {
+      process.stderr.write(`${streams} streams...\n`);
+      const cpuBefore = { gateway: cpuMs(pids.gateway), runner: cpuMs(pids.runner), nats: cpuMs(pids.nats), self: process.cpuUsage() };
+      let peakRss = rssMiB(pids.gateway);
+      const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMiB(pids.gateway))), 250);
+      const started = performance.now();
+      // Streams start spread over the ramp, as independent clients would.
+      const results: StreamResult[] = await Promise.all(
+        Array.from({ length: streams }, (_, i) =>
+          new Promise<StreamResult>((resolve) =>
+            setTimeout(() => resolve(client.streamChat({ model: TEST_MODEL, messages: [{ role: "user", content: "go" }], max_tokens: tokens, seed: i })), (i / streams) * rampSeconds * 1000),
+          ),
+        ),
+      );
+      const wall = (performance.now() - started) / 1000;
+      clearInterval(sampler);
+      const self = process.cpuUsage(cpuBefore.self);
+      const cpu = (pid: number, before: number) => fmt(((cpuMs(pid) - before) / 1000 / wall) * 100, 0);
+      const gaps: number[] = [];
+      let errors = 0;
+      let delivered = 0;
+      for (const r of results) {
+        if (!r.ok || r.deltas !== tokens) errors++;
+        delivered += r.deltas;
+        // The first gaps include the stream's start-up; keep the steady state.
+        for (let g = 2; g < r.gapsMs.length; g++) gaps.push(r.gapsMs[g]!);
+      }
+      const p50 = percentile(gaps, 50);
+      const p99 = percentile(gaps, 99);
+      const pass = errors === 0 && p99 <= cadenceMs + toleranceMs;
+      if (pass && streams > best) {
+        best = streams;
+        bestRss = peakRss;
+      }
+      rows.push([
+        streams,
+        fmt(delivered / wall, 0),
+        `${fmt(p50, 1)} / ${fmt(p99, 1)} / ${fmt(percentile(gaps, 99.9), 1)}`,
+        errors,
+        fmt(peakRss, 0),
+        `${cpu(pids.gateway, cpuBefore.gateway)} / ${cpu(pids.runner, cpuBefore.runner)} / ${cpu(pids.nats, cpuBefore.nats)} / ${fmt(((self.user + self.system) / 1000 / 1000 / wall) * 100, 0)}`,
+        pass ? "yes" : "no",
+      ]);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  } finally {
+    client.close();
+    await gateway.stop();
+    await runner.stop();
+    await nats.stop();
+  }
+  writeResults("sim-streams.md", "Concurrent streams at a simulated cadence (sim engine)", [
+    machineLine(),
+    `Sim engine at ${rate} tokens/s per stream (gap ${cadenceMs} ms), ${tokens} tokens per stream (${holdSeconds} s), streams started over ${rampSeconds} s. ` +
+      `Processes: nats-server, one runner process (sim), one gateway; the load generator is this process (SSE over HTTP keep-alive). ` +
+      `A level passes when no stream fails or loses tokens and the p99 gap between tokens is within ${toleranceMs} ms of the cadence.`,
+    markdownTable(["streams", "tokens/s delivered", "gap p50 / p99 / p99.9 ms", "failed streams", "gateway peak RSS MiB", "CPU % gateway / runner / nats / load generator", "pass"], rows),
+    `Largest passing level: **${best} streams** (target >= 1,000), gateway peak RSS there ${fmt(bestRss, 0)} MiB.`,
+    "Command: `npm run build && node dist/bench/sim-streams.js`",
+  ]);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
