@@ -56,7 +56,6 @@ export class GenerationStream {
     const pending = this.buffered;
     this.buffered = [];
     for (const item of pending) {
-      if (this.ended && !(item instanceof Error) && item.event?.$case !== "final") continue;
       if (item instanceof Error) listener.failure(item);
       else this.dispatch(item, listener);
     }
