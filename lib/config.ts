@@ -39,6 +39,8 @@ export const runnerConfig = Config.all({
   models: str("TRIBUTARY_RUNNER_MODELS", ""),
   modelCache: Config.option(Config.String("TRIBUTARY_MODEL_CACHE")),
   hfToken: Config.option(Config.String("HF_TOKEN")),
+  /** Hugging Face endpoint, for mirrors and proxies (same variable as huggingface_hub). */
+  hfEndpoint: Config.option(Config.String("HF_ENDPOINT")),
   /** Probes and Prometheus metrics over HTTP (/healthz, /readyz, /metrics); 0 disables them. */
   healthPort: int("TRIBUTARY_RUNNER_HEALTH_PORT", 0),
   healthHost: str("TRIBUTARY_RUNNER_HEALTH_HOST", "0.0.0.0"),

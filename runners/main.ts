@@ -26,6 +26,7 @@ async function main(): Promise<void> {
   const engineEnv = {
     modelCache: optionToUndefined(config.modelCache) ?? defaultModelCache(common.home),
     hfToken: optionToUndefined(config.hfToken),
+    hfEndpoint: optionToUndefined(config.hfEndpoint),
     log,
   };
   for (const spec of models)

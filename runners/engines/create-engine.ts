@@ -10,6 +10,7 @@ export interface EngineEnvironment {
   /** Where Hugging Face downloads are kept. */
   modelCache: string;
   hfToken: string | undefined;
+  hfEndpoint: string | undefined;
   log: Logger;
 }
 
@@ -23,6 +24,7 @@ export function createEngine(spec: ModelSpec, env: EngineEnvironment): Engine {
         cacheDir: env.modelCache,
         expectedSha256: spec.sha256,
         hfToken: env.hfToken,
+        hfEndpoint: env.hfEndpoint,
         log,
         onProgress: (done, total) =>
           log.info("model download progress", {

@@ -35,6 +35,8 @@ export async function sha256File(path: string): Promise<string> {
 
 export interface ResolveOptions {
   cacheDir: string;
+  /** Hugging Face endpoint (HF_ENDPOINT, as huggingface_hub reads it: mirrors, proxies). */
+  hfEndpoint?: string;
   expectedSha256: string | undefined;
   hfToken: string | undefined;
   log: Logger;
@@ -63,14 +65,14 @@ export async function resolveModelFile(source: string, opts: ResolveOptions): Pr
   return target;
 }
 
-function hfUrl(ref: HfReference): string {
+function hfUrl(ref: HfReference, endpoint = "https://huggingface.co"): string {
   const file = ref.file.split("/").map(encodeURIComponent).join("/");
-  return `https://huggingface.co/${ref.repo}/resolve/${encodeURIComponent(ref.revision)}/${file}`;
+  return `${endpoint.replace(/\/+$/, "")}/${ref.repo}/resolve/${encodeURIComponent(ref.revision)}/${file}`;
 }
 
 async function download(ref: HfReference, target: string, opts: ResolveOptions): Promise<void> {
   const partial = `${target}.partial`;
-  const url = hfUrl(ref);
+  const url = hfUrl(ref, opts.hfEndpoint);
   const headers: Record<string, string> = { "user-agent": "tributary" };
   if (opts.hfToken) headers.authorization = `Bearer ${opts.hfToken}`;
 
