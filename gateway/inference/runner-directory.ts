@@ -11,6 +11,10 @@ export interface RunnerView {
   queueLength: number;
   queueLimit: number;
   detail: string;
+  /** Of slotsBusy: batch choices (preemptible). */
+  batchRunning: number;
+  /** Of queueLength: waiting batch requests. */
+  batchQueueLength: number;
   /** performance.now() of the last heartbeat or event from this runner. */
   lastSeen: number;
   intervalMs: number;
@@ -100,6 +104,8 @@ export class RunnerDirectory {
       queueLength: beat.queueLength,
       queueLimit: beat.queueLimit,
       detail: beat.detail,
+      batchRunning: beat.batchRunning,
+      batchQueueLength: beat.batchQueueLength,
       lastSeen: now,
       intervalMs: beat.intervalMs,
     };
