@@ -44,8 +44,11 @@ export const filesConfig = Config.all({
   maxBatchRequests: int("TRIBUTARY_BATCH_MAX_REQUESTS", 50_000),
   /** A batch line or job held by a process that died is handed to another after this long. */
   batchAckWaitMs: int("TRIBUTARY_BATCH_ACK_WAIT_MS", 30_000),
-  /** Batch lines sent to a runner beyond its free slots (so a freed slot never waits for a round trip). */
-  batchQueueMargin: int("TRIBUTARY_BATCH_QUEUE_MARGIN", 2),
+  /**
+   * Batch lines sent to a runner beyond its free slots, so a freed slot never waits for a round
+   * trip; -1 (the default) means as many as the runner has slots (lines of equal length end together).
+   */
+  batchQueueMargin: int("TRIBUTARY_BATCH_QUEUE_MARGIN", -1),
   /** How often the actor host deletes expired files. */
   fileSweepMs: int("TRIBUTARY_FILE_SWEEP_MS", 60_000),
 });

@@ -15,6 +15,8 @@ export interface RunnerView {
   batchRunning: number;
   /** Of queueLength: waiting batch requests. */
   batchQueueLength: number;
+  /** slotsBusy and queueLength as the runner reported them (the fields above include local admissions since). */
+  reported: { slotsBusy: number; queueLength: number };
   /** performance.now() of the last heartbeat or event from this runner. */
   lastSeen: number;
   intervalMs: number;
@@ -106,6 +108,7 @@ export class RunnerDirectory {
       detail: beat.detail,
       batchRunning: beat.batchRunning,
       batchQueueLength: beat.batchQueueLength,
+      reported: { slotsBusy: beat.slotsBusy, queueLength: beat.queueLength },
       lastSeen: now,
       intervalMs: beat.intervalMs,
     };

@@ -47,6 +47,8 @@ const ORPHAN_AFTER_MS = 15 * 60_000;
 
 export interface UploadSpec {
   project: string;
+  /** A fixed id (files the platform writes, so a retried write replaces its earlier attempt); random when absent. */
+  id?: string;
   /** Refuse (and discard) contents beyond this many bytes. */
   maxBytes: number;
   /**
@@ -92,7 +94,7 @@ export class FileStore {
    * (the source throws: client gone, parse error; the limit; JetStream) leaves nothing behind.
    */
   async upload(spec: UploadSpec, source: AsyncIterable<Uint8Array>): Promise<FileObject> {
-    const id = newSortableId("file-");
+    const id = spec.id ?? newSortableId("file-");
     let bytes = 0;
     const iterator = source[Symbol.asyncIterator]();
     const stream = new ReadableStream<Uint8Array>({
