@@ -142,7 +142,7 @@ t.test("batch work has its own queue bound: it never makes an interactive reques
   await refused(t, () => submit(s, engine, order, request("b-over", { priority: Priority.PRIORITY_BATCH })), ErrorCode.ERROR_CODE_QUEUE_FULL);
   const i1 = await submit(s, engine, order, request("i1", { maxTokens: 3 }));
   const i2 = await submit(s, engine, order, request("i2", { maxTokens: 3 }));
-  t.same([i1.position, i2.position], [1, 2], "interactive requests are admitted past a full batch queue");
+  t.ok(i1.position <= 1 && i2.position <= 1, `interactive requests are admitted past a full batch queue, each waiting at most for a preemption (positions ${i1.position}, ${i2.position})`);
   await Promise.all([...batch.map((b) => b.done), i1.done, i2.done]);
   for (const b of batch) t.equal(b.result.tokens, 50, "every batch request completed in full");
 });
