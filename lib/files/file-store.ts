@@ -121,7 +121,7 @@ export class FileStore {
       );
     } catch (err) {
       // The Object Store purges the chunks of a failed put itself; make sure no metadata exists either.
-      await this.contents.delete(id).catch(() => {});
+      await this.deleteContents(id);
       throw err;
     }
     try {
@@ -140,7 +140,7 @@ export class FileStore {
       await this.meta.create(this.key(spec.project, id), JSON.stringify({ file, project: spec.project } satisfies StoredFile));
       return file;
     } catch (err) {
-      await this.contents.delete(id).catch(() => {});
+      await this.deleteContents(id);
       throw err;
     }
   }
@@ -203,7 +203,7 @@ export class FileStore {
     const entry = await this.meta.get(key);
     if (!entry || entry.operation !== "PUT") return false;
     await this.meta.purge(key);
-    await this.contents.delete(id).catch(() => {});
+    await this.deleteContents(id);
     return true;
   }
 
@@ -250,7 +250,7 @@ export class FileStore {
       const { file } = entry.json<StoredFile>();
       if (!isExpired(file, now)) continue;
       await this.meta.purge(key);
-      await this.contents.delete(file.id).catch(() => {});
+      await this.deleteContents(file.id);
       expired++;
     }
     const objects = await this.contents.list();
@@ -261,7 +261,7 @@ export class FileStore {
       if (!project || now - Date.parse(o.mtime) < ORPHAN_AFTER_MS) continue;
       const entry = await this.meta.get(this.key(project, o.name));
       if (!entry || entry.operation !== "PUT") {
-        await this.contents.delete(o.name).catch(() => {});
+        await this.deleteContents(o.name);
         orphans++;
       }
     }
@@ -279,6 +279,13 @@ export class FileStore {
       orphans++;
     }
     return { expired, orphans };
+  }
+
+  /** Deletes an object and its delete marker too: nothing of the file stays in the stream. */
+  private async deleteContents(id: string): Promise<void> {
+    await this.contents.delete(id).catch(() => {});
+    const stream = `OBJ_${buckets.fileContents}`;
+    await this.handles.jsm.streams.purge(stream, { filter: `$O.${buckets.fileContents}.M.${Buffer.from(id).toString("base64").replace(/\+/g, "-").replace(/\//g, "_")}` }).catch(() => {});
   }
 
   private key(project: string, id: string): string {
