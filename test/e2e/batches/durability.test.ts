@@ -5,6 +5,7 @@ import { batchResults, chatLine, createBatch, waitForBatch } from "../../harness
 
 // kill -9 of a runner and of the actor host (coordinator and workers) mid-batch: after restart
 // the batch completes, and every custom_id is in the output exactly once.
+const root = t;
 const ACK_WAIT = "3000";
 const stack = await startStack(t, { actorsEnv: { TRIBUTARY_BATCH_ACK_WAIT_MS: ACK_WAIT }, gatewayEnv: { TRIBUTARY_RUNNER_TIMEOUT_MS: "2000" } });
 const client = stack.client;
@@ -28,7 +29,7 @@ t.test("kill -9 of the runner mid-batch", async (t) => {
   await stack.runners[0]!.kill();
   await new Promise((r) => setTimeout(r, 1000));
   const runner = await startRunner(stack.nats.url);
-  t.teardown(() => runner.kill());
+  root.teardown(() => runner.kill()); // it serves the later tests too
   await checkComplete(t, created.id);
 });
 
