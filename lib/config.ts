@@ -46,7 +46,8 @@ export const filesConfig = Config.all({
   batchAckWaitMs: int("TRIBUTARY_BATCH_ACK_WAIT_MS", 30_000),
   /**
    * Batch lines sent to a runner beyond its free slots, so a freed slot never waits for a round
-   * trip; -1 (the default) means as many as the runner has slots (lines of equal length end together).
+   * trip; -1 (the default) means four times its slots, at most its queue bound (batch lines have
+   * their own bound and are preempted by interactive work, so the depth costs interactive nothing).
    */
   batchQueueMargin: int("TRIBUTARY_BATCH_QUEUE_MARGIN", -1),
   /** How often the actor host deletes expired files. */

@@ -17,7 +17,7 @@ import type { WorkItem } from "./work-item.js";
 export interface BatchWorkerOptions {
   catalog: ReadonlyMap<string, ModelSpec>;
   ackWaitMs: number;
-  /** Batch lines per runner beyond its free slots; -1: as many as it has slots. */
+  /** Batch lines per runner beyond its free slots; -1: four times its slots (at most its queue bound). */
   queueMargin: number;
   admissionTimeoutMs: number;
   runnerTimeoutMs: number;
@@ -130,7 +130,10 @@ export class BatchWorker implements Actor {
     let reportedBatch = 0;
     for (const r of this.directory.all(model)) {
       if (r.state !== State.STATE_READY) continue;
-      capacity += r.slotsTotal + (this.options.queueMargin < 0 ? r.slotsTotal : this.options.queueMargin);
+      // Auto margin: four rounds of slots (a line's round trip through JetStream, NATS and the
+      // result write is long next to a short generation), never past the runner's batch queue bound.
+      const margin = this.options.queueMargin < 0 ? Math.min(4 * r.slotsTotal, r.queueLimit) : Math.min(this.options.queueMargin, r.queueLimit);
+      capacity += r.slotsTotal + margin;
       interactive += Math.max(0, r.reported.slotsBusy - r.batchRunning) + Math.max(0, r.reported.queueLength - r.batchQueueLength);
       reportedBatch += r.batchRunning + r.batchQueueLength;
     }
