@@ -1,4 +1,8 @@
 import type { ModelSpec } from "../lib/catalog/model-spec.js";
+import { filesConfig, gatewayConfig, readConfig } from "../lib/config.js";
+import { BatchCoordinator } from "./batches/batch-coordinator.js";
+import { BatchWorker } from "./batches/batch-worker.js";
+import { FileSweeper } from "./files/file-sweeper.js";
 import type { Actor } from "./runtime/actor.js";
 
 export interface PlatformContext {
@@ -11,6 +15,25 @@ export interface PlatformContext {
  * The actors an actor host runs, as factories (the supervisor makes a fresh instance on each
  * restart). Each platform feature adds its actors here.
  */
-export function platformActors(_ctx: PlatformContext): Array<() => Actor> {
-  return [];
+export function platformActors(ctx: PlatformContext): Array<() => Actor> {
+  return [...fileAndBatchActors(ctx)];
+}
+
+/** Files and batches: the expiry sweeper, the batch coordinator and the batch worker. */
+function fileAndBatchActors(ctx: PlatformContext): Array<() => Actor> {
+  const files = readConfig(filesConfig);
+  const inference = readConfig(gatewayConfig);
+  const catalog = new Map(ctx.catalog.map((m) => [m.id, m]));
+  return [
+    () => new FileSweeper(files.fileSweepMs),
+    () => new BatchCoordinator({ catalog, maxBatchRequests: files.maxBatchRequests, maxBatchFileBytes: files.maxBatchFileBytes, ackWaitMs: files.batchAckWaitMs }),
+    () => new BatchWorker({
+      catalog,
+      ackWaitMs: files.batchAckWaitMs,
+      queueMargin: files.batchQueueMargin,
+      admissionTimeoutMs: inference.admissionTimeoutMs,
+      runnerTimeoutMs: inference.runnerTimeoutMs,
+      requestTimeoutMs: inference.requestTimeoutMs,
+    }),
+  ];
 }

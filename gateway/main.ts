@@ -2,17 +2,21 @@
 //   node dist/gateway/main.js
 import { hostname } from "node:os";
 import { loadCatalog } from "../lib/catalog/load.js";
-import { commonConfig, gatewayConfig, optionToUndefined, readConfig } from "../lib/config.js";
+import { commonConfig, filesConfig, gatewayConfig, optionToUndefined, readConfig } from "../lib/config.js";
+import { FileStore } from "../lib/files/file-store.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
 import { GatewayServer } from "./app.js";
-import { StaticKeyAuthenticator } from "./auth/authenticator.js";
+import { LOCAL_PRINCIPAL, parseExtraKeys, StaticKeyAuthenticator } from "./auth/authenticator.js";
 import { ApiError } from "./http/api-error.js";
 import { Router } from "./http/router.js";
 import { GenerationClient } from "./inference/generation-client.js";
 import { RunnerDirectory } from "./inference/runner-directory.js";
+import { BatchStore } from "../lib/batches/batch-store.js";
+import { registerBatchRoutes } from "./routes/batches.js";
 import { registerChatRoutes } from "./routes/chat-completions.js";
+import { registerFileRoutes } from "./routes/files.js";
 import { registerHealthRoutes } from "./routes/health.js";
 import { registerModelRoutes } from "./routes/models.js";
 
@@ -22,6 +26,7 @@ const log = createLogger("gateway", { pid: process.pid, gatewayId });
 async function main(): Promise<void> {
   const common = readConfig(commonConfig);
   const config = readConfig(gatewayConfig);
+  const files = readConfig(filesConfig);
   const apiKey = optionToUndefined(config.apiKey);
   if (!apiKey) throw new Error("TRIBUTARY_API_KEY is not set: the gateway needs a key to accept");
   const catalog = new Map(loadCatalog(common.catalogPath).map((m) => [m.id, m]));
@@ -35,6 +40,8 @@ async function main(): Promise<void> {
     runnerTimeoutMs: config.runnerTimeoutMs,
   }, log);
   client.start();
+  const fileStore = await FileStore.open(nc);
+  const batchStore = await BatchStore.open(nc);
 
   let draining = false;
   const router = new Router();
@@ -48,7 +55,10 @@ async function main(): Promise<void> {
     maxPendingStreamBytes: config.maxPendingStreamBytes,
   });
 
-  const server = new GatewayServer(router, new StaticKeyAuthenticator(apiKey), log);
+  registerFileRoutes(router, { store: fileStore, maxFileBytes: files.maxFileBytes, maxBatchFileBytes: files.maxBatchFileBytes, maxBodyBytes: config.maxBodyBytes });
+  registerBatchRoutes(router, { batches: batchStore, files: fileStore, maxBodyBytes: config.maxBodyBytes });
+
+  const server = new GatewayServer(router, new StaticKeyAuthenticator(apiKey, LOCAL_PRINCIPAL, parseExtraKeys(config.apiKeys)), log);
   const port = await server.listen(config.host, config.port);
   log.info("gateway listening", { host: config.host, port, models: [...catalog.keys()] });
 

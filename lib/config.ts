@@ -30,6 +30,28 @@ export const gatewayConfig = Config.all({
   drainTimeoutMs: int("TRIBUTARY_DRAIN_TIMEOUT_MS", 30_000),
   /** Bytes a slow SSE client may leave unread before the stream is ended (deltas coalesce below it). */
   maxPendingStreamBytes: int("TRIBUTARY_MAX_PENDING_STREAM_BYTES", 8 * 1024 * 1024),
+  /** More keys, each mapped to its own project: "key1=proj_a,key2=proj_b" (tests of project isolation). */
+  apiKeys: str("TRIBUTARY_API_KEYS", ""),
+});
+
+/** Files and batches (read by the gateway and the actor host alike). */
+export const filesConfig = Config.all({
+  /** Largest file of any purpose (OpenAI: 512 MB). */
+  maxFileBytes: int("TRIBUTARY_MAX_FILE_BYTES", 512 * 1024 * 1024),
+  /** Largest batch input file (OpenAI: 200 MB). */
+  maxBatchFileBytes: int("TRIBUTARY_MAX_BATCH_FILE_BYTES", 200 * 1024 * 1024),
+  /** Most request lines in one batch (OpenAI: 50,000). */
+  maxBatchRequests: int("TRIBUTARY_BATCH_MAX_REQUESTS", 50_000),
+  /** A batch line or job held by a process that died is handed to another after this long. */
+  batchAckWaitMs: int("TRIBUTARY_BATCH_ACK_WAIT_MS", 30_000),
+  /**
+   * Batch lines sent to a runner beyond its free slots, so a freed slot never waits for a round
+   * trip; -1 (the default) means four times its slots, at most its queue bound (batch lines have
+   * their own bound and are preempted by interactive work, so the depth costs interactive nothing).
+   */
+  batchQueueMargin: int("TRIBUTARY_BATCH_QUEUE_MARGIN", -1),
+  /** How often the actor host deletes expired files. */
+  fileSweepMs: int("TRIBUTARY_FILE_SWEEP_MS", 60_000),
 });
 
 export const runnerConfig = Config.all({

@@ -24,3 +24,18 @@ export function randomToken(length = 24): string {
 export function newId(prefix: string, length = 24): string {
   return prefix + randomToken(length);
 }
+
+/**
+ * An id whose characters after the prefix sort in creation order (8 base62 characters of the
+ * millisecond clock, then random ones): listings of files and batches page by id, newest first,
+ * without reading every record.
+ */
+export function newSortableId(prefix: string, length = 24): string {
+  let time = Date.now();
+  let stamp = "";
+  for (let i = 0; i < 8; i++) {
+    stamp = ALPHABET[time % 62] + stamp;
+    time = Math.floor(time / 62);
+  }
+  return prefix + stamp + randomToken(length - 8);
+}

@@ -37,6 +37,10 @@ export class ReplyPublisher implements RequestObserver {
     this.send({ $case: "choiceEnd", value: { choiceIndex, finishReason, completionTokens } });
   }
 
+  choiceReset(choiceIndex: number): void {
+    this.send({ $case: "choiceReset", value: { choiceIndex } });
+  }
+
   final(promptTokens: number, completionTokens: number, error?: ProtoError): void {
     this.send({ $case: "final", value: { usage: { promptTokens, completionTokens }, error } });
     this.onFinished(completionTokens);

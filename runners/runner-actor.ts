@@ -200,6 +200,8 @@ export class RunnerActor implements Actor {
       sentUnixMs: Date.now(),
       intervalMs: this.options.heartbeatMs,
       detail: this.detail,
+      batchRunning: stats?.batchRunning ?? 0,
+      batchQueueLength: stats?.batchQueueLength ?? 0,
     }).finish();
     this.ctx.nc.publish(subjects.heartbeat(this.spec.id), beat);
   }

@@ -13,6 +13,8 @@ import type { ApiError } from "../http/api-error.js";
 export interface GenerationListener {
   delta(delta: TokenDelta): void;
   choiceEnd(end: ChoiceEnd): void;
+  /** A preempted batch choice restarts: drop what was received for it (batch requests only). */
+  choiceReset?(choiceIndex: number): void;
   final(final: Final): void;
   failure(error: ApiError): void;
 }
@@ -118,6 +120,9 @@ export class GenerationStream {
         break;
       case "choiceEnd":
         listener.choiceEnd(e.value);
+        break;
+      case "choiceReset":
+        listener.choiceReset?.(e.value.choiceIndex);
         break;
       case "final":
         if (!this.ended) {

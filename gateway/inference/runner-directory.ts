@@ -11,6 +11,12 @@ export interface RunnerView {
   queueLength: number;
   queueLimit: number;
   detail: string;
+  /** Of slotsBusy: batch choices (preemptible). */
+  batchRunning: number;
+  /** Of queueLength: waiting batch requests. */
+  batchQueueLength: number;
+  /** slotsBusy and queueLength as the runner reported them (the fields above include local admissions since). */
+  reported: { slotsBusy: number; queueLength: number };
   /** performance.now() of the last heartbeat or event from this runner. */
   lastSeen: number;
   intervalMs: number;
@@ -100,6 +106,9 @@ export class RunnerDirectory {
       queueLength: beat.queueLength,
       queueLimit: beat.queueLimit,
       detail: beat.detail,
+      batchRunning: beat.batchRunning,
+      batchQueueLength: beat.batchQueueLength,
+      reported: { slotsBusy: beat.slotsBusy, queueLength: beat.queueLength },
       lastSeen: now,
       intervalMs: beat.intervalMs,
     };

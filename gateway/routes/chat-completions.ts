@@ -1,6 +1,5 @@
 import type { ModelSpec } from "../../lib/catalog/model-spec.js";
 import { newId } from "../../lib/ids.js";
-import type { Usage } from "../../proto/gen/tributary/v1/inference.js";
 import { ApiError, errors } from "../http/api-error.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
@@ -9,8 +8,7 @@ import type { GenerationClient } from "../inference/generation-client.js";
 import type { GenerationStream } from "../inference/generation-stream.js";
 import { parseChatCompletionRequest, type ChatCompletionRequest } from "../schemas/chat-completions.js";
 import { SseWriter } from "../sse/sse-writer.js";
-import { chatToGenerateRequest } from "../translate/chat-request.js";
-import { ChatCompletionAccumulator } from "../translate/chat-response.js";
+import { runChatCompletion, startChatCompletion } from "../inference/chat-completion.js";
 import { ChatChunkStream } from "../translate/chat-stream.js";
 
 export interface ChatRouteDeps {
@@ -27,28 +25,20 @@ export function registerChatRoutes(router: Router, deps: ChatRouteDeps): void {
     const body = parseChatCompletionRequest(await ex.readJson(deps.maxBodyBytes));
     const spec = deps.catalog.get(body.model);
     if (!spec) throw errors.modelNotFound(body.model);
-    const request = chatToGenerateRequest(body, spec, { requestId: ex.requestId, deadlineUnixMs: Date.now() + deps.requestTimeoutMs });
-    const stream = await deps.client.generate(request);
-    if (ex.aborted) return stream.cancel();
+    const left = new AbortController();
+    ex.onAbort(() => left.abort());
+    const ctx = { requestId: ex.requestId, deadlineUnixMs: Date.now() + deps.requestTimeoutMs, signal: left.signal };
+    if (!body.stream) {
+      const { completion, runnerId } = await runChatCompletion(deps.client, body, spec, ctx);
+      ex.responseHeaders["x-tributary-runner"] = runnerId;
+      ex.json(200, completion);
+      return;
+    }
+    const stream = await startChatCompletion(deps.client, body, spec, ctx);
     ex.onAbort(() => stream.cancel());
     ex.responseHeaders["x-tributary-runner"] = stream.admitted!.runnerId;
-    const id = newId("chatcmpl-");
-    const created = Math.floor(Date.now() / 1000);
-    if (body.stream) streamCompletion(ex, stream, body, { id, created, maxPendingBytes: deps.maxPendingStreamBytes });
-    else await collectCompletion(ex, stream, body, { id, created });
+    streamCompletion(ex, stream, body, { id: newId("chatcmpl-"), created: Math.floor(Date.now() / 1000), maxPendingBytes: deps.maxPendingStreamBytes });
   });
-}
-
-function collectCompletion(ex: HttpExchange, stream: GenerationStream, body: ChatCompletionRequest, ids: { id: string; created: number }): Promise<void> {
-  const acc = new ChatCompletionAccumulator(body.n ?? 1);
-  return new Promise<Usage | undefined>((resolve, reject) => {
-    stream.listen({
-      delta: (d) => acc.delta(d),
-      choiceEnd: (e) => acc.choiceEnd(e),
-      final: (f) => (f.error ? reject(apiErrorFromRunner(f.error, ex.requestId)) : resolve(f.usage)),
-      failure: reject,
-    });
-  }).then((usage) => ex.json(200, acc.toCompletion(ids.id, ids.created, body.model, usage)));
 }
 
 function streamCompletion(

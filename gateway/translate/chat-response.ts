@@ -47,6 +47,12 @@ export class ChatCompletionAccumulator {
     for (const t of d.toolCalls) applyToolCallDelta(c.toolCalls, t);
   }
 
+  /** Forgets a choice's output (it was preempted and runs again). */
+  reset(choiceIndex: number): void {
+    const c = this.choices[choiceIndex];
+    if (c) Object.assign(c, { text: "", toolCalls: [], finishReason: null });
+  }
+
   choiceEnd(e: ChoiceEnd): void {
     const c = this.choices[e.choiceIndex];
     if (c) c.finishReason = finishReasonName(e.finishReason);

@@ -31,6 +31,15 @@ export const subjects = {
   /** Reply subjects of one gateway: it subscribes once to the wildcard and routes by request id. */
   replyWildcard: (gatewayId: string) => `${SUBJECT_ROOT}.reply.${gatewayId}.>`,
   reply: (gatewayId: string, requestId: string) => `${SUBJECT_ROOT}.reply.${gatewayId}.${requestId}`,
+  /** Batch jobs (stream `streams.batchJobs`): one message per batch, held by the coordinator that owns it. */
+  batchJob: `${SUBJECT_ROOT}.batch.job`,
+  /** Batch lines waiting to run (stream `streams.batchWork`), one subject per model and batch. */
+  batchWork: (modelId: string, batchId: string) => `${SUBJECT_ROOT}.batch.work.${modelToken(modelId)}.${batchId}`,
+  /** Every waiting line of one model (the filter of that model's work consumer). */
+  batchWorkOfModel: (modelId: string) => `${SUBJECT_ROOT}.batch.work.${modelToken(modelId)}.>`,
+  /** Every waiting line of one batch, whatever its models (purged on cancel, expiry and deletion). */
+  batchWorkOfBatch: (batchId: string) => `${SUBJECT_ROOT}.batch.work.*.${batchId}`,
+  batchWorkAll: `${SUBJECT_ROOT}.batch.work.>`,
 } as const;
 
 export const queues = {
@@ -42,6 +51,35 @@ export const queues = {
  * JetStream KV buckets, Object Store buckets and streams. Each feature adds its own here, with a
  * line on what it holds; the README's table lists them for operators.
  */
-export const buckets = {} as const;
+export const buckets = {
+  /** KV: file metadata (the OpenAI file object), key `<project>.<file id>`. */
+  files: "tributary_files",
+  /** Object Store: file contents, object name = file id (uploads, batch output and error files). */
+  fileContents: "tributary_file_contents",
+  /** KV: batch records (the OpenAI batch object and its coordinator state), key `<project>.<batch id>`. */
+  batches: "tributary_batches",
+  /** KV: one finished line of a batch, key `<batch id>.<line>`, written create-only (first writer wins). */
+  batchResults: "tributary_batch_results",
+} as const;
 
-export const streams = {} as const;
+export const streams = {
+  /** Work queue of batch jobs: a coordinator holds a batch's message (acked when the batch is final). */
+  batchJobs: "TRIBUTARY_BATCH_JOBS",
+  /** Work queue of batch lines, consumed by the batch workers with explicit ack. */
+  batchWork: "TRIBUTARY_BATCH_WORK",
+} as const;
+
+/** Durable consumers on the streams above. */
+export const consumers = {
+  batchCoordinators: "batch-coordinators",
+  /** One per model, filtered on that model's work subjects. */
+  batchWorkers: (modelId: string) => `batch-workers-${modelToken(modelId).replace(/[^A-Za-z0-9_-]/g, "_")}`,
+} as const;
+
+/**
+ * Encodes an identifier (a project id, say) as one KV key token: KV keys allow only
+ * [-/_=.a-zA-Z0-9] and '.' separates tokens, so anything else becomes '=' + two hex digits.
+ */
+export function keyToken(value: string): string {
+  return value.replace(/[^A-Za-z0-9_-]/g, (c) => "=" + c.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0"));
+}

@@ -14,6 +14,20 @@ export class PriorityFifo<T extends Queued> {
     this.lanes[lane].push(item);
   }
 
+  /** Puts an item back at the front of its lane (a preempted choice resumes before newer work). */
+  unshift(item: T, lane: 0 | 1): void {
+    if (this.heads[lane] > 0) this.lanes[lane][--this.heads[lane]] = item;
+    else this.lanes[lane].unshift(item);
+  }
+
+  /** Live (not cancelled) items waiting in `lane`. */
+  live(lane: 0 | 1): number {
+    const items = this.lanes[lane];
+    let n = 0;
+    for (let i = this.heads[lane]; i < items.length; i++) if (!items[i]!.cancelled) n++;
+    return n;
+  }
+
   shift(): T | undefined {
     for (const lane of [0, 1] as const) {
       const items = this.lanes[lane];

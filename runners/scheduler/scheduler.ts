@@ -14,6 +14,8 @@ export interface RequestObserver {
   delta(choiceIndex: number, text: string, tokens: number): void;
   toolCall(choiceIndex: number, delta: ToolCallDelta): void;
   choiceEnd(choiceIndex: number, finishReason: FinishReason, completionTokens: number): void;
+  /** A preempted batch choice will run again from the start: forget what it produced so far. */
+  choiceReset(choiceIndex: number): void;
   /** Called once, last. `error` is set when the request failed or was abandoned. */
   final(promptTokens: number, completionTokens: number, error?: ProtoError): void;
 }
@@ -39,6 +41,8 @@ interface RequestState {
   /** True once any choice holds a slot: the request no longer counts against the queue bound. */
   started: boolean;
   finished: boolean;
+  /** 0 interactive, 1 batch. */
+  readonly lane: 0 | 1;
 }
 
 interface ChoiceJob {
@@ -47,11 +51,23 @@ interface ChoiceJob {
   readonly cancelled: boolean;
 }
 
+/** One choice holding a slot. */
+interface RunningChoice {
+  readonly job: ChoiceJob;
+  /** Aborts this choice alone (preemption); the request's own abort reaches it too. */
+  readonly controller: AbortController;
+  preempted: boolean;
+}
+
 export interface SchedulerStats {
   slotsTotal: number;
   slotsBusy: number;
   queueLength: number;
   queueLimit: number;
+  /** Of slotsBusy: slots decoding batch choices. */
+  batchRunning: number;
+  /** Of queueLength: waiting batch requests. */
+  batchQueueLength: number;
 }
 
 /**
@@ -59,12 +75,21 @@ export interface SchedulerStats {
  * (between decode steps, since the engine batches whatever sequences are active each step),
  * otherwise it waits in a bounded FIFO queue. Cancels and deadlines abort running choices,
  * which free their slot within one decode step.
+ *
+ * Two classes of work: interactive requests go before batch requests, and each class has its
+ * own queue bound, so batch work can never make an interactive request bounce with a 503. When
+ * an interactive choice waits and no slot is free, the most recently started batch choice is
+ * preempted: aborted (its slot frees within a decode step), announced with choiceReset, and put
+ * back at the head of the batch lane to run again from the start. Batch work thus fills every
+ * idle slot without adding more than a decode step to an interactive request's wait.
  */
 export class Scheduler {
   private readonly freeSlots: number[] = [];
   private readonly queue = new PriorityFifo<ChoiceJob>();
   private readonly requests = new Map<string, RequestState>();
-  private queuedRequests = 0;
+  private readonly running = new Set<RunningChoice>();
+  /** Requests waiting for their first slot, per lane. */
+  private readonly queued: [number, number] = [0, 0];
   private draining = false;
   private idleWaiters: Array<() => void> = [];
 
@@ -80,8 +105,10 @@ export class Scheduler {
     return {
       slotsTotal: this.engine.slots,
       slotsBusy: this.engine.slots - this.freeSlots.length,
-      queueLength: this.queuedRequests,
+      queueLength: this.queued[0] + this.queued[1],
       queueLimit: this.queueLimit,
+      batchRunning: [...this.running].filter((r) => r.job.request.lane === 1).length,
+      batchQueueLength: this.queued[1],
     };
   }
 
@@ -97,9 +124,14 @@ export class Scheduler {
     const id = prepared.request.requestId;
     if (this.draining) throw new AdmissionError(ErrorCode.ERROR_CODE_DRAINING, "runner is shutting down");
     if (this.requests.has(id)) throw new AdmissionError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `request ${id} is already running`);
-    const mustQueue = this.freeSlots.length < 1 || this.queuedRequests > 0;
-    if (mustQueue && this.queuedRequests >= this.queueLimit)
-      throw new AdmissionError(ErrorCode.ERROR_CODE_QUEUE_FULL, `the model's queue is full (${this.queueLimit} waiting requests)`);
+    const lane = prepared.request.priority === Priority.PRIORITY_BATCH ? 1 : 0;
+    // Interactive work queues behind interactive work only; batch work behind everything.
+    const mustQueue = this.freeSlots.length < 1 || this.queued[0] > 0 || (lane === 1 && this.queued[1] > 0);
+    if (mustQueue && this.queued[lane] >= this.queueLimit)
+      throw new AdmissionError(
+        ErrorCode.ERROR_CODE_QUEUE_FULL,
+        `the model's ${lane === 1 ? "batch " : ""}queue is full (${this.queueLimit} waiting requests)`,
+      );
 
     const deadline = prepared.request.deadlineUnixMs;
     const state: RequestState = {
@@ -116,16 +148,16 @@ export class Scheduler {
       error: undefined,
       started: false,
       finished: false,
+      lane,
     };
     state.deadlineTimer?.unref();
     this.requests.set(id, state);
-    const lane = prepared.request.priority === Priority.PRIORITY_BATCH ? 1 : 0;
     for (let c = 0; c < prepared.choices; c++) {
       const job: ChoiceJob = { request: state, choiceIndex: c, get cancelled() { return state.finished || state.controller.signal.aborted; } };
       this.queue.push(job, lane);
     }
-    this.queuedRequests++;
-    const position = this.queuedRequests;
+    this.queued[lane]++;
+    const position = this.queued[0] + (lane === 1 ? this.queued[1] : 0);
     this.pump();
     return state.started ? 0 : position;
   }
@@ -159,7 +191,7 @@ export class Scheduler {
     // Queued choices of an aborted request are skipped lazily by the queue.
     if (!state.started) {
       state.started = true;
-      this.queuedRequests--;
+      this.queued[state.lane]--;
     }
     // Running choices see the signal and settle the request when the last one returns.
     if (state.running === 0) this.finish(state);
@@ -169,38 +201,75 @@ export class Scheduler {
   private pump(): void {
     while (this.freeSlots.length > 0) {
       const job = this.queue.shift();
-      if (!job) return;
+      if (!job) break;
       const state = job.request;
       if (!state.started) {
         state.started = true;
-        this.queuedRequests--;
+        this.queued[state.lane]--;
       }
       const slot = this.freeSlots.pop()!;
       state.running++;
       void this.run(job, slot);
+    }
+    this.preemptForInteractive();
+  }
+
+  /** Frees a slot for each waiting interactive choice by preempting running batch choices. */
+  private preemptForInteractive(): void {
+    if (this.freeSlots.length > 0) return;
+    let waiting = this.queue.live(0);
+    if (waiting === 0) return;
+    const running = [...this.running];
+    for (const r of running) if (r.preempted) waiting--;
+    for (let i = running.length - 1; i >= 0 && waiting > 0; i--) {
+      const r = running[i]!;
+      if (r.preempted || r.job.request.lane !== 1) continue;
+      r.preempted = true;
+      r.controller.abort();
+      waiting--;
     }
   }
 
   private async run(job: ChoiceJob, slot: number): Promise<void> {
     const state = job.request;
     const choice = job.choiceIndex;
+    const current: RunningChoice = { job, controller: new AbortController(), preempted: false };
+    const forward = () => current.controller.abort();
+    state.controller.signal.addEventListener("abort", forward, { once: true });
+    if (state.controller.signal.aborted) current.controller.abort();
+    this.running.add(current);
     const sink = {
       text: (text: string, tokens: number) => state.observer.delta(choice, text, tokens),
       toolCall: (delta: ToolCallDelta) => state.observer.toolCall(choice, delta),
     };
+    let preempted = false;
     try {
-      const outcome = await this.engine.runChoice(state.prepared, choice, slot, sink, state.controller.signal);
-      state.completionTokens += outcome.completionTokens;
-      if (!state.controller.signal.aborted) state.observer.choiceEnd(choice, outcome.finishReason, outcome.completionTokens);
+      const outcome = await this.engine.runChoice(state.prepared, choice, slot, sink, current.controller.signal);
+      preempted = current.preempted && !state.controller.signal.aborted;
+      if (!preempted) {
+        state.completionTokens += outcome.completionTokens;
+        if (!state.controller.signal.aborted) state.observer.choiceEnd(choice, outcome.finishReason, outcome.completionTokens);
+      }
     } catch (err) {
-      this.log.error("engine failed while decoding", { requestId: state.id, err });
-      state.error ??= { code: ErrorCode.ERROR_CODE_ENGINE_FAILURE, message: "the engine failed while generating", param: "" };
-      state.controller.abort();
+      preempted = current.preempted && !state.controller.signal.aborted;
+      if (!preempted) {
+        this.log.error("engine failed while decoding", { requestId: state.id, err });
+        state.error ??= { code: ErrorCode.ERROR_CODE_ENGINE_FAILURE, message: "the engine failed while generating", param: "" };
+        state.controller.abort();
+      }
     } finally {
+      state.controller.signal.removeEventListener("abort", forward);
+      this.running.delete(current);
       this.freeSlots.push(slot);
       state.running--;
-      state.choicesLeft--;
-      if (state.choicesLeft === 0 || (state.controller.signal.aborted && state.running === 0)) this.finish(state);
+      if (preempted) {
+        // Runs again from the start, ahead of batch work that has not started yet.
+        state.observer.choiceReset(choice);
+        this.queue.unshift(job, 1);
+      } else {
+        state.choicesLeft--;
+        if (state.choicesLeft === 0 || (state.controller.signal.aborted && state.running === 0)) this.finish(state);
+      }
       this.pump();
     }
   }

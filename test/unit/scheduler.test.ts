@@ -20,7 +20,7 @@ function request(id: string, opts: { maxTokens?: number; n?: number; priority?: 
 }
 
 function observe(order: string[], id: string) {
-  const result = { text: "", ends: [] as FinishReason[], error: undefined as ErrorCode | undefined, tokens: 0 };
+  const result = { text: "", ends: [] as FinishReason[], error: undefined as ErrorCode | undefined, tokens: 0, resets: 0 };
   let resolve!: () => void;
   const done = new Promise<void>((r) => (resolve = r));
   const observer: RequestObserver = {
@@ -30,6 +30,10 @@ function observe(order: string[], id: string) {
     },
     toolCall: () => {},
     choiceEnd: (_c, reason) => result.ends.push(reason),
+    choiceReset: () => {
+      result.text = "";
+      result.resets++;
+    },
     final: (_p, completion, error) => {
       result.tokens = completion;
       result.error = error?.code;
@@ -66,10 +70,12 @@ t.test("slots run at once, the queue is bounded, interactive work goes before ba
   const batch = await submit(s, engine, order, request("batch", { priority: Priority.PRIORITY_BATCH }));
   const c = await submit(s, engine, order, request("c"));
   t.equal(batch.position, 1);
-  t.equal(c.position, 2);
-  t.same(s.stats, { slotsTotal: 2, slotsBusy: 2, queueLength: 2, queueLimit: 2 });
-  await refused(t, () => submit(s, engine, order, request("d")), ErrorCode.ERROR_CODE_QUEUE_FULL);
-  await Promise.all([a.done, b.done, c.done, batch.done]);
+  t.equal(c.position, 1, "interactive work queues behind interactive work only");
+  t.same(s.stats, { slotsTotal: 2, slotsBusy: 2, queueLength: 2, queueLimit: 2, batchRunning: 0, batchQueueLength: 1 });
+  const d = await submit(s, engine, order, request("d"));
+  t.equal(d.position, 2);
+  await refused(t, () => submit(s, engine, order, request("e")), ErrorCode.ERROR_CODE_QUEUE_FULL);
+  await Promise.all([a.done, b.done, c.done, d.done, batch.done]);
   t.ok(order.indexOf("c") < order.indexOf("batch"), `interactive c started before the batch request: ${order.join(",")}`);
   t.equal(a.result.tokens, 30);
   t.same(a.result.ends, [FinishReason.FINISH_REASON_LENGTH]);
@@ -124,4 +130,45 @@ t.test("drain waits for in-flight work and refuses new work", async (t) => {
   await s2.drain(30);
   await stuck.done;
   t.equal(stuck.result.error, ErrorCode.ERROR_CODE_DRAINING, "past the drain timeout, work is aborted with a reason");
+});
+
+t.test("batch work has its own queue bound: it never makes an interactive request bounce", async (t) => {
+  const engine = new SimEngine(spec!);
+  const s = new Scheduler(engine, 2, log);
+  const order: string[] = [];
+  const batch = [];
+  for (let i = 0; i < 4; i++) batch.push(await submit(s, engine, order, request(`b${i}`, { maxTokens: 50, priority: Priority.PRIORITY_BATCH })));
+  t.same(batch.map((b) => b.position), [0, 0, 1, 2], "two run, two wait");
+  await refused(t, () => submit(s, engine, order, request("b-over", { priority: Priority.PRIORITY_BATCH })), ErrorCode.ERROR_CODE_QUEUE_FULL);
+  const i1 = await submit(s, engine, order, request("i1", { maxTokens: 3 }));
+  const i2 = await submit(s, engine, order, request("i2", { maxTokens: 3 }));
+  t.ok(i1.position <= 1 && i2.position <= 1, `interactive requests are admitted past a full batch queue, each waiting at most for a preemption (positions ${i1.position}, ${i2.position})`);
+  await Promise.all([...batch.map((b) => b.done), i1.done, i2.done]);
+  for (const b of batch) t.equal(b.result.tokens, 50, "every batch request completed in full");
+});
+
+t.test("an interactive request preempts a running batch choice, which restarts from the beginning", async (t) => {
+  const engine = new SimEngine(spec!);
+  const s = new Scheduler(engine, 4, log);
+  const order: string[] = [];
+  const b1 = await submit(s, engine, order, request("b1", { maxTokens: 300, priority: Priority.PRIORITY_BATCH }));
+  const b2 = await submit(s, engine, order, request("b2", { maxTokens: 300, priority: Priority.PRIORITY_BATCH }));
+  await new Promise((r) => setTimeout(r, 50));
+  t.equal(s.stats.batchRunning, 2);
+  const startedAt = performance.now();
+  let firstTokenAt = 0;
+  const i = observe(order, "i");
+  const observer = { ...i.observer, delta: (c: number, text: string, n: number) => {
+    firstTokenAt ||= performance.now();
+    i.observer.delta(c, text, n);
+  } };
+  s.submit(await engine.prepare(request("i", { maxTokens: 5 })), observer);
+  await i.done;
+  t.ok(firstTokenAt - startedAt < 100, `the interactive request started within a decode step or two (${(firstTokenAt - startedAt).toFixed(1)} ms), not after a batch request`);
+  await Promise.all([b1.done, b2.done]);
+  t.equal(b1.result.resets + b2.result.resets, 1, "exactly one batch choice was preempted");
+  const preempted = b1.result.resets ? b1 : b2;
+  t.equal(preempted.result.tokens, 300, "the preempted choice ran again to its full length");
+  t.equal(preempted.result.text.split(" ").length, 300, "its output holds only the restarted run");
+  t.same(preempted.result.ends, [FinishReason.FINISH_REASON_LENGTH], "one end per choice");
 });

@@ -188,6 +188,14 @@ export interface ChoiceEnd {
   completionTokens: number;
 }
 
+/**
+ * A choice of a batch request was preempted (an interactive request needed its slot) and will
+ * run again from the start: the consumer discards what it received for that choice so far.
+ */
+export interface ChoiceReset {
+  choiceIndex: number;
+}
+
 export interface Usage {
   promptTokens: number;
   completionTokens: number;
@@ -210,10 +218,12 @@ export interface RunnerEvent {
    */
   seq: number;
   runnerId: string;
-  event: { $case: "delta"; value: TokenDelta } | { $case: "choiceEnd"; value: ChoiceEnd } | {
-    $case: "final";
-    value: Final;
-  } | undefined;
+  event:
+    | { $case: "delta"; value: TokenDelta }
+    | { $case: "choiceEnd"; value: ChoiceEnd }
+    | { $case: "final"; value: Final }
+    | { $case: "choiceReset"; value: ChoiceReset }
+    | undefined;
 }
 
 export interface Cancel {
@@ -233,6 +243,10 @@ export interface RunnerHeartbeat {
   intervalMs: number;
   /** Human-readable cause when state is STATE_FAILED (for example a failed model download). */
   detail: string;
+  /** Of slots_busy: slots decoding batch-priority choices (an interactive request may preempt them). */
+  batchRunning: number;
+  /** Of queue_length: waiting batch-priority requests (they have their own bound). */
+  batchQueueLength: number;
 }
 
 export enum RunnerHeartbeat_State {
@@ -1621,6 +1635,61 @@ export const ChoiceEnd: MessageFns<ChoiceEnd> = {
   },
 };
 
+function createBaseChoiceReset(): ChoiceReset {
+  return { choiceIndex: 0 };
+}
+
+export const ChoiceReset: MessageFns<ChoiceReset> = {
+  encode(message: ChoiceReset, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.choiceIndex !== 0) {
+      writer.uint32(8).uint32(message.choiceIndex);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChoiceReset {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChoiceReset();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.choiceIndex = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<ChoiceReset>): ChoiceReset {
+    return ChoiceReset.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ChoiceReset>): ChoiceReset {
+    const message = createBaseChoiceReset();
+    message.choiceIndex = object.choiceIndex ?? 0;
+    return message;
+  },
+};
+
 function createBaseUsage(): Usage {
   return { promptTokens: 0, completionTokens: 0 };
 }
@@ -1780,6 +1849,9 @@ export const RunnerEvent: MessageFns<RunnerEvent> = {
       case "final":
         Final.encode(message.event.value, writer.uint32(50).fork()).join();
         break;
+      case "choiceReset":
+        ChoiceReset.encode(message.event.value, writer.uint32(58).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1845,6 +1917,14 @@ export const RunnerEvent: MessageFns<RunnerEvent> = {
             message.event = { $case: "final", value: Final.decode(reader, reader.uint32()) };
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.event = { $case: "choiceReset", value: ChoiceReset.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1881,6 +1961,12 @@ export const RunnerEvent: MessageFns<RunnerEvent> = {
       case "final": {
         if (object.event?.value !== undefined && object.event?.value !== null) {
           message.event = { $case: "final", value: Final.fromPartial(object.event.value) };
+        }
+        break;
+      }
+      case "choiceReset": {
+        if (object.event?.value !== undefined && object.event?.value !== null) {
+          message.event = { $case: "choiceReset", value: ChoiceReset.fromPartial(object.event.value) };
         }
         break;
       }
@@ -1956,6 +2042,8 @@ function createBaseRunnerHeartbeat(): RunnerHeartbeat {
     sentUnixMs: 0,
     intervalMs: 0,
     detail: "",
+    batchRunning: 0,
+    batchQueueLength: 0,
   };
 }
 
@@ -1990,6 +2078,12 @@ export const RunnerHeartbeat: MessageFns<RunnerHeartbeat> = {
     }
     if (message.detail !== "") {
       writer.uint32(82).string(message.detail);
+    }
+    if (message.batchRunning !== 0) {
+      writer.uint32(88).uint32(message.batchRunning);
+    }
+    if (message.batchQueueLength !== 0) {
+      writer.uint32(96).uint32(message.batchQueueLength);
     }
     return writer;
   },
@@ -2087,6 +2181,22 @@ export const RunnerHeartbeat: MessageFns<RunnerHeartbeat> = {
             message.detail = reader.string();
             continue;
           }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.batchRunning = reader.uint32();
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.batchQueueLength = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2114,6 +2224,8 @@ export const RunnerHeartbeat: MessageFns<RunnerHeartbeat> = {
     message.sentUnixMs = object.sentUnixMs ?? 0;
     message.intervalMs = object.intervalMs ?? 0;
     message.detail = object.detail ?? "";
+    message.batchRunning = object.batchRunning ?? 0;
+    message.batchQueueLength = object.batchQueueLength ?? 0;
     return message;
   },
 };

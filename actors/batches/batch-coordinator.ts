@@ -1,0 +1,422 @@
+import type { KV } from "@nats-io/kv";
+import { nanos } from "@nats-io/transport-node";
+import type { JsMsg } from "@nats-io/jetstream";
+import type { ModelSpec } from "../../lib/catalog/model-spec.js";
+import {
+  BatchStore,
+  FINAL_STATUSES,
+  openBatchResults,
+  purgeBatchLeftovers,
+  resultsFilter,
+  resultsStream,
+  type BatchError,
+  type BatchJob,
+  type StoredBatch,
+} from "../../lib/batches/batch-store.js";
+import { FileStore, type FileObject } from "../../lib/files/file-store.js";
+import { ensureDurableConsumer, readStored } from "../../lib/nats/jetstream.js";
+import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
+import type { Actor, ActorContext } from "../runtime/actor.js";
+import { LINE_EXECUTORS } from "./line-executors.js";
+import { errorLine, ResultTally, storeResult, succeeded, type ResultLine } from "./result-lines.js";
+import { InputValidator, type WorkLine } from "./validate-input.js";
+import type { WorkItem } from "./work-item.js";
+
+export interface BatchCoordinatorOptions {
+  catalog: ReadonlyMap<string, ModelSpec>;
+  maxBatchRequests: number;
+  maxBatchFileBytes: number;
+  /** A job held by a coordinator that stopped answering is handed to another after this long. */
+  ackWaitMs: number;
+  /** How often a running batch's counters are refreshed in its record. */
+  progressMs?: number;
+}
+
+const now = () => Math.floor(Date.now() / 1000);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const encoder = new TextEncoder();
+
+/**
+ * Owns batches through their life: validating -> in_progress -> finalizing -> completed (or
+ * failed, expired, cancelling -> cancelled).
+ *
+ * Ownership: each live batch is one message on the jobs work-queue stream. The coordinator that
+ * holds the message (unacked, kept alive with in-progress acks) owns the batch; when its process
+ * dies, JetStream hands the message to another coordinator after the ack wait, which resumes from
+ * the batch record. Every state change is a compare-and-set on that record, so even a coordinator
+ * that stalled past its ack wait cannot move a batch twice.
+ *
+ * Work: validated lines go to the work stream (one message per line), which batch workers consume
+ * with explicit acks; each finished line lands create-only in the results bucket, so a line run
+ * twice is output once. Counters and the output and error files are derived from those results.
+ */
+export class BatchCoordinator implements Actor {
+  readonly name = "batch-coordinator";
+  private ctx!: ActorContext;
+  private batches!: BatchStore;
+  private files!: FileStore;
+  private results!: KV;
+  private stopped = false;
+  private readonly owned = new Map<string, AbortController>();
+  private loop: Promise<void> | undefined;
+
+  constructor(private readonly options: BatchCoordinatorOptions) {}
+
+  async start(ctx: ActorContext): Promise<void> {
+    this.ctx = ctx;
+    [this.batches, this.files, this.results] = await Promise.all([BatchStore.open(ctx.nc), FileStore.open(ctx.nc), openBatchResults(ctx.nc)]);
+    await ensureDurableConsumer(this.batches.handles.jsm, streams.batchJobs, {
+      durable_name: consumers.batchCoordinators,
+      ack_wait: nanos(this.options.ackWaitMs),
+      max_deliver: -1,
+    });
+    this.loop = this.takeJobs().catch((err: unknown) => {
+      if (!this.stopped) ctx.fail(err);
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const c of this.owned.values()) c.abort();
+    await this.loop;
+  }
+
+  private async takeJobs(): Promise<void> {
+    const consumer = await this.batches.js.consumers.get(streams.batchJobs, consumers.batchCoordinators);
+    while (!this.stopped) {
+      const messages = await consumer.fetch({ max_messages: 16, expires: 2_000 });
+      for await (const m of messages) void this.own(m);
+    }
+  }
+
+  /** Holds a batch's job message while driving the batch; acks it once the batch is final. */
+  private async own(m: JsMsg): Promise<void> {
+    let job: BatchJob;
+    try {
+      job = m.json<BatchJob>();
+    } catch {
+      m.term("malformed batch job");
+      return;
+    }
+    if (this.owned.has(job.batchId)) return; // a redelivery of a job this coordinator is driving
+    const control = new AbortController();
+    this.owned.set(job.batchId, control);
+    const keepAlive = setInterval(() => m.working(), Math.max(200, this.options.ackWaitMs / 3));
+    const log = this.ctx.log.child({ batchId: job.batchId });
+    try {
+      if (await this.drive(job, control.signal)) m.ack();
+      else m.nak(); // stopping: another coordinator takes it at once
+    } catch (err) {
+      log.error("batch coordination failed; retrying", { err });
+      m.nak(2_000);
+    } finally {
+      clearInterval(keepAlive);
+      this.owned.delete(job.batchId);
+    }
+  }
+
+  /** Moves the batch until it is final (true) or this coordinator stops (false). */
+  private async drive(job: BatchJob, signal: AbortSignal): Promise<boolean> {
+    for (;;) {
+      if (signal.aborted) return false;
+      const record = await this.batches.get(job.project, job.batchId);
+      if (!record) return true; // deleted
+      switch (record.batch.status) {
+        case "validating":
+          await this.validate(record);
+          break;
+        case "in_progress":
+          if (!record.enqueued) await this.enqueue(record);
+          else await this.watch(record, signal);
+          break;
+        case "cancelling":
+          await this.finalize(record, "cancelled");
+          break;
+        case "finalizing":
+          await this.finalize(record, record.ending ?? "completed");
+          break;
+        default:
+          await purgeBatchLeftovers(this.batches.handles, record.batch.id);
+          return true;
+      }
+    }
+  }
+
+  private transition(record: StoredBatch, from: StoredBatch["batch"]["status"], change: (r: StoredBatch) => void): Promise<StoredBatch | undefined> {
+    return this.batches.update(record.project, record.batch.id, (r) => {
+      if (r.batch.status !== from) return undefined;
+      change(r);
+      return r;
+    });
+  }
+
+  /** Streams the input file once, line by line; on success the batch goes in_progress. */
+  private async validate(record: StoredBatch): Promise<void> {
+    const started = performance.now();
+    const { batch } = record;
+    const problems = await this.checkInput(record);
+    if (problems) {
+      await this.transition(record, "validating", (r) => {
+        r.batch.status = "failed";
+        r.batch.failed_at = now();
+        r.batch.errors = { object: "list", data: problems };
+      });
+      this.ctx.log.info("batch failed validation", { batchId: batch.id, errors: problems.length });
+      return;
+    }
+    this.ctx.log.info("batch validated", { batchId: batch.id, ms: Math.round(performance.now() - started) });
+  }
+
+  /** Returns the validation errors, or undefined after moving the batch to in_progress. */
+  private async checkInput(record: StoredBatch): Promise<BatchError[] | undefined> {
+    const { batch } = record;
+    const executor = LINE_EXECUTORS.get(batch.endpoint);
+    if (!executor) return [{ code: "invalid_request", message: `The endpoint ${batch.endpoint} is not supported in batches.`, param: "endpoint", line: null }];
+    const file = await this.files.get(record.project, batch.input_file_id);
+    if (!file) return [{ code: "file_not_found", message: `The input file ${batch.input_file_id} no longer exists.`, param: "input_file_id", line: null }];
+    const validator = new InputValidator(batch.endpoint, executor, this.options.maxBatchRequests);
+    for await (const text of this.files.lines(file.id)) validator.accept(text);
+    validator.finish(file.bytes, this.options.maxBatchFileBytes);
+    if (validator.errors.length > 0) return validator.errors;
+    await this.transition(record, "validating", (r) => {
+      r.batch.status = "in_progress";
+      r.batch.in_progress_at = now();
+      r.batch.request_counts = { total: validator.total, completed: 0, failed: 0 };
+      r.batch.model = validator.firstModel;
+      r.enqueued = false;
+    });
+    return undefined;
+  }
+
+  /** Reads the (valid) input again and publishes each line to the work stream of its model. */
+  private async enqueue(record: StoredBatch): Promise<void> {
+    const { batch } = record;
+    const file = await this.files.get(record.project, batch.input_file_id);
+    if (!file) {
+      await this.finishEarly(record, "the input file was deleted while the batch was starting");
+      return;
+    }
+    const pending: Promise<unknown>[] = [];
+    let published = 0;
+    for await (const line of this.workLines(record, file)) {
+      if (!this.options.catalog.has(line.model)) {
+        // Not a validation failure: the line ends in the error file, the others run.
+        pending.push(storeResult(this.results, batch.id, line.line, errorLine(line.customId, "invalid_request",
+          `The model \`${line.model}\` does not exist or you do not have access to it.`)));
+      } else {
+        const item: WorkItem = { project: record.project, batchId: batch.id, line: line.line, customId: line.customId, endpoint: batch.endpoint, body: line.body, expiresAt: batch.expires_at };
+        // The message id makes a re-enqueue after a crash (within the dedupe window) publish nothing twice.
+        pending.push(this.batches.js.publish(subjects.batchWork(line.model, batch.id), JSON.stringify(item), { msgID: `${batch.id}.${line.line}` }));
+        published++;
+      }
+      if (pending.length >= 256) await Promise.all(pending.splice(0));
+    }
+    await Promise.all(pending);
+    await this.batches.update(record.project, batch.id, (r) => {
+      r.enqueued = true;
+      return r;
+    });
+    this.ctx.log.info("batch enqueued", { batchId: batch.id, lines: published });
+  }
+
+  private async *workLines(record: StoredBatch, file: FileObject): AsyncGenerator<WorkLine> {
+    const executor = LINE_EXECUTORS.get(record.batch.endpoint)!;
+    const validator = new InputValidator(record.batch.endpoint, executor, this.options.maxBatchRequests);
+    for await (const text of this.files.lines(file.id)) {
+      const line = validator.accept(text);
+      if (line) yield line;
+    }
+  }
+
+  /** Follows the results of a running batch until all are in, it expires, or it is cancelled. */
+  private async watch(record: StoredBatch, signal: AbortSignal): Promise<void> {
+    const { batch } = record;
+    const tally = new ResultTally(batch.request_counts.total);
+    const watcher = await this.results.watch({ key: `${batch.id}.>` });
+    const counting = (async () => {
+      for await (const e of watcher) {
+        if (e.operation !== "PUT") continue;
+        tally.add(Number(e.key.slice(batch.id.length + 1)), e.json<ResultLine>());
+      }
+    })();
+    const progressMs = this.options.progressMs ?? 500;
+    let reported = -1;
+    try {
+      while (!signal.aborted) {
+        await sleep(progressMs);
+        if (tally.finished >= tally.total) {
+          await this.transition(record, "in_progress", (r) => {
+            r.batch.status = "finalizing";
+            r.batch.finalizing_at = now();
+            r.ending = "completed";
+            r.batch.request_counts = { total: tally.total, completed: tally.completed, failed: tally.failed };
+            r.batch.usage = tally.usage();
+          });
+          return;
+        }
+        if (Date.now() >= batch.expires_at * 1000) {
+          await this.transition(record, "in_progress", (r) => {
+            r.batch.status = "finalizing";
+            r.batch.finalizing_at = now();
+            r.ending = "expired";
+          });
+          return;
+        }
+        const current = await this.batches.get(record.project, batch.id);
+        if (!current || current.batch.status !== "in_progress") return;
+        if (tally.finished !== reported) {
+          reported = tally.finished;
+          await this.transition(record, "in_progress", (r) => {
+            r.batch.request_counts = { total: tally.total, completed: tally.completed, failed: tally.failed };
+            r.batch.usage = tally.usage();
+          });
+        }
+      }
+    } finally {
+      watcher.stop();
+      await counting.catch(() => {});
+    }
+  }
+
+  /** A batch cancelled before any line was enqueued, or whose input vanished: final without files. */
+  private async finishEarly(record: StoredBatch, reason: string): Promise<void> {
+    await this.batches.update(record.project, record.batch.id, (r) => {
+      if (FINAL_STATUSES.includes(r.batch.status)) return undefined;
+      if (r.batch.status === "cancelling") {
+        r.batch.status = "cancelled";
+        r.batch.cancelled_at = now();
+      } else {
+        r.batch.status = "failed";
+        r.batch.failed_at = now();
+        r.batch.errors = { object: "list", data: [{ code: "batch_failed", message: reason, param: null, line: null }] };
+      }
+      return r;
+    });
+  }
+
+  /**
+   * Stops the remaining work and writes the output file (succeeded lines) and the error file
+   * (failed lines, then lines that never ran: batch_expired / batch_cancelled), both streamed
+   * from the stored results into the Object Store, then makes the batch final.
+   */
+  private async finalize(record: StoredBatch, ending: "completed" | "expired" | "cancelled"): Promise<void> {
+    const { batch } = record;
+    const log = this.ctx.log.child({ batchId: batch.id });
+    await this.batches.handles.jsm.streams.purge(streams.batchWork, { filter: subjects.batchWorkOfBatch(batch.id) }).catch(() => {});
+    if (batch.request_counts.total === 0 || batch.in_progress_at === null) {
+      // Cancelled while validating: nothing ran.
+      await this.finishEarly(record, "the batch ended before it started");
+      return;
+    }
+    // Lines still running see the status change (workers follow batch records) and stop; their
+    // results, if any slip in, are left out of the files, whose content is fixed below.
+    if (ending !== "completed") await sleep(1_000);
+
+    const ok = new Set<number>();
+    const failed = new Set<number>();
+    const tally = new ResultTally(batch.request_counts.total);
+    let lastSeq = 0;
+    const lineOf = (m: JsMsg) => Number(m.subject.slice(m.subject.lastIndexOf(".") + 1));
+    const store = this.batches.handles;
+    const outputs = async function* (): AsyncGenerator<Uint8Array> {
+      let buffer = "";
+      for await (const m of readStored(store, resultsStream, resultsFilter(batch.id))) {
+        lastSeq = Math.max(lastSeq, m.seq);
+        const line = lineOf(m);
+        const result = m.json<ResultLine>();
+        if (ok.has(line) || failed.has(line)) continue;
+        tally.add(line, result);
+        if (!succeeded(result)) {
+          failed.add(line);
+          continue;
+        }
+        ok.add(line);
+        buffer += JSON.stringify(result) + "\n";
+        if (buffer.length >= 64 * 1024) {
+          yield encoder.encode(buffer);
+          buffer = "";
+        }
+      }
+      if (buffer) yield encoder.encode(buffer);
+    };
+    const neverRan = ending === "expired"
+      ? { code: "batch_expired", message: "This request could not be executed before the completion window expired." }
+      : { code: "batch_cancelled", message: "This request was not executed because the batch was cancelled." };
+    const input = await this.files.get(record.project, batch.input_file_id);
+    const self = this;
+    const errorLines = async function* (): AsyncGenerator<Uint8Array> {
+      let buffer = "";
+      const flush = () => {
+        const out = encoder.encode(buffer);
+        buffer = "";
+        return out;
+      };
+      const written = new Set<number>();
+      for await (const m of readStored(store, resultsStream, resultsFilter(batch.id))) {
+        if (m.seq > lastSeq) break;
+        const line = lineOf(m);
+        if (!failed.has(line) || written.has(line)) continue;
+        written.add(line);
+        buffer += new TextDecoder().decode(m.data) + "\n";
+        if (buffer.length >= 64 * 1024) yield flush();
+      }
+      if (input && ok.size + failed.size < batch.request_counts.total) {
+        for await (const line of self.workLines(record, input)) {
+          if (ok.has(line.line) || failed.has(line.line)) continue;
+          buffer += JSON.stringify(errorLine(line.customId, neverRan.code, neverRan.message)) + "\n";
+          if (buffer.length >= 64 * 1024) yield flush();
+        }
+      }
+      if (buffer) yield flush();
+    };
+
+    const outputFile = await this.writeFile(record, "output", outputs());
+    const errorFile = await this.writeFile(record, "error", errorLines());
+    const final = await this.batches.update(record.project, batch.id, (r) => {
+      if (r.batch.status !== "finalizing" && r.batch.status !== "cancelling" && r.batch.status !== "in_progress") return undefined;
+      const at = now();
+      r.batch.status = ending;
+      if (ending === "completed") r.batch.completed_at = at;
+      if (ending === "expired") r.batch.expired_at = at;
+      if (ending === "cancelled") r.batch.cancelled_at = at;
+      r.batch.finalizing_at ??= at;
+      r.batch.output_file_id = outputFile?.id ?? null;
+      r.batch.error_file_id = errorFile?.id ?? null;
+      r.batch.request_counts = { total: r.batch.request_counts.total, completed: tally.completed, failed: tally.failed };
+      r.batch.usage = tally.usage();
+      r.ending = null;
+      return r;
+    });
+    if (!final || final.batch.status !== ending) {
+      // Someone else finished (or deleted) the batch meanwhile: these files are not its files.
+      for (const f of [outputFile, errorFile]) if (f && final?.batch.output_file_id !== f.id && final?.batch.error_file_id !== f.id) await this.files.delete(record.project, f.id);
+    }
+    await purgeBatchLeftovers(this.batches.handles, batch.id);
+    log.info("batch finished", { status: ending, completed: tally.completed, failed: tally.failed, total: batch.request_counts.total });
+  }
+
+  /** Writes one of the batch's files under a fixed id (a retried finalisation replaces it); none when empty. */
+  private async writeFile(record: StoredBatch, kind: "output" | "error", contents: AsyncIterable<Uint8Array>): Promise<FileObject | undefined> {
+    const { batch } = record;
+    const id = `file-${batch.id.slice("batch_".length)}${kind === "output" ? "O" : "E"}`;
+    await this.files.delete(record.project, id);
+    const createdAt = now();
+    const file = await this.files.upload(
+      {
+        project: record.project,
+        id,
+        maxBytes: Number.MAX_SAFE_INTEGER,
+        describe: () => ({
+          filename: `batch_${batch.id}_${kind}.jsonl`,
+          purpose: "batch_output",
+          createdAt,
+          expiresAt: record.outputTtlSeconds === null ? null : createdAt + record.outputTtlSeconds,
+        }),
+      },
+      contents,
+    );
+    if (file.bytes > 0) return file;
+    await this.files.delete(record.project, id);
+    return undefined;
+  }
+}

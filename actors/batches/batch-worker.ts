@@ -1,0 +1,232 @@
+import type { KV } from "@nats-io/kv";
+import { nanos } from "@nats-io/transport-node";
+import type { JsMsg } from "@nats-io/jetstream";
+import type { ModelSpec } from "../../lib/catalog/model-spec.js";
+import { BatchStore, openBatchResults, type BatchStatus, type StoredBatch } from "../../lib/batches/batch-store.js";
+import { newId, randomToken } from "../../lib/ids.js";
+import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
+import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
+import { RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
+import { GenerationClient } from "../../gateway/inference/generation-client.js";
+import { RunnerDirectory } from "../../gateway/inference/runner-directory.js";
+import type { Actor, ActorContext } from "../runtime/actor.js";
+import { LINE_EXECUTORS } from "./line-executors.js";
+import { responseLine, storeResult } from "./result-lines.js";
+import type { WorkItem } from "./work-item.js";
+
+export interface BatchWorkerOptions {
+  catalog: ReadonlyMap<string, ModelSpec>;
+  ackWaitMs: number;
+  /** Batch lines per runner beyond its free slots; -1: four times its slots (at most its queue bound). */
+  queueMargin: number;
+  admissionTimeoutMs: number;
+  runnerTimeoutMs: number;
+  requestTimeoutMs: number;
+}
+
+/** A line failing with a server error this many times is written as failed rather than retried. */
+const MAX_SERVER_ERROR_ATTEMPTS = 3;
+
+/**
+ * Runs batch lines on idle runner capacity. Per model, it pulls lines from that model's durable
+ * consumer on the work stream only as fast as runners have room: free slots plus a small queue
+ * margin per runner (from their heartbeats, minus what is already in flight), so runner queues
+ * stay shallow and an interactive request never queues behind a pile of batch work. Lines run at
+ * batch priority through the same chat completion path as the HTTP route; the runner scheduler
+ * lets interactive requests preempt them.
+ *
+ * Each line is acked only after its result is stored (create-only), so a worker, runner or
+ * coordinator killed mid-line loses nothing: the line is delivered again after the ack wait, and
+ * a line that ran twice still has one result. Several actor hosts share the consumers.
+ */
+export class BatchWorker implements Actor {
+  readonly name = "batch-worker";
+  private ctx!: ActorContext;
+  private directory!: RunnerDirectory;
+  private client!: GenerationClient;
+  private batches!: BatchStore;
+  private results!: KV;
+  private stopped = false;
+  private readonly inFlight = new Map<string, number>();
+  /** Lines running now, by batch: aborted when their batch stops being in progress. */
+  private readonly running = new Map<string, Set<AbortController>>();
+  private readonly statusCache = new Map<string, { status: BatchStatus | undefined; at: number }>();
+  private wake: (() => void) | undefined;
+  private loops: Promise<void>[] = [];
+  private stopWatch: (() => void) | undefined;
+
+  constructor(private readonly options: BatchWorkerOptions) {}
+
+  async start(ctx: ActorContext): Promise<void> {
+    this.ctx = ctx;
+    this.directory = new RunnerDirectory(ctx.nc, Math.max(this.options.runnerTimeoutMs * 4, 10_000));
+    this.directory.start();
+    this.client = new GenerationClient(ctx.nc, this.directory, {
+      gatewayId: `b${randomToken(10)}`,
+      admissionTimeoutMs: this.options.admissionTimeoutMs,
+      runnerTimeoutMs: this.options.runnerTimeoutMs,
+    }, ctx.log);
+    this.client.start();
+    [this.batches, this.results] = await Promise.all([BatchStore.open(ctx.nc), openBatchResults(ctx.nc)]);
+    await this.followBatches();
+    for (const model of this.options.catalog.keys()) {
+      await ensureDurableConsumer(this.batches.handles.jsm, streams.batchWork, {
+        durable_name: consumers.batchWorkers(model),
+        filter_subject: subjects.batchWorkOfModel(model),
+        ack_wait: nanos(this.options.ackWaitMs),
+        max_deliver: -1,
+        max_ack_pending: 100_000,
+      });
+      this.loops.push(this.pull(model).catch((err: unknown) => {
+        if (!this.stopped) ctx.fail(err);
+      }));
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake?.();
+    this.stopWatch?.();
+    // Lines in flight are abandoned (not acked): JetStream redelivers them after the ack wait.
+    for (const set of this.running.values()) for (const c of set) c.abort();
+    await Promise.all(this.loops);
+    this.client.stop();
+    this.directory.stop();
+  }
+
+  /** Follows batch records: a batch that stops being in progress has its running lines stopped. */
+  private async followBatches(): Promise<void> {
+    const watcher = await this.batches.kv.watch({ include: "updates" as never });
+    this.stopWatch = () => watcher.stop();
+    void (async () => {
+      for await (const e of watcher) {
+        const batchId = e.key.slice(e.key.indexOf(".") + 1);
+        const status = e.operation === "PUT" ? e.json<StoredBatch>().batch.status : undefined;
+        this.statusCache.set(batchId, { status, at: Date.now() });
+        if (status !== "in_progress") for (const c of this.running.get(batchId) ?? []) c.abort();
+      }
+    })().catch((err: unknown) => {
+      if (!this.stopped) this.ctx.fail(err);
+    });
+  }
+
+  private async batchStatus(item: WorkItem, maxAgeMs = 1_000): Promise<BatchStatus | undefined> {
+    const cached = this.statusCache.get(item.batchId);
+    if (cached && Date.now() - cached.at < maxAgeMs) return cached.status;
+    const status = (await this.batches.get(item.project, item.batchId))?.batch.status;
+    this.statusCache.set(item.batchId, { status, at: Date.now() });
+    if (this.statusCache.size > 10_000) this.statusCache.delete(this.statusCache.keys().next().value!);
+    return status;
+  }
+
+  /**
+   * Lines this worker may start now for `model`: every ready runner's slots plus the margin,
+   * less the interactive work on them, less the batch work in flight (this worker's own count,
+   * or what the runners report when other workers add to it).
+   */
+  private budget(model: string): number {
+    let capacity = 0;
+    let interactive = 0;
+    let reportedBatch = 0;
+    for (const r of this.directory.all(model)) {
+      if (r.state !== State.STATE_READY) continue;
+      // Auto margin: four rounds of slots (a line's round trip through JetStream, NATS and the
+      // result write is long next to a short generation), never past the runner's batch queue bound.
+      const margin = this.options.queueMargin < 0 ? Math.min(4 * r.slotsTotal, r.queueLimit) : Math.min(this.options.queueMargin, r.queueLimit);
+      capacity += r.slotsTotal + margin;
+      interactive += Math.max(0, r.reported.slotsBusy - r.batchRunning) + Math.max(0, r.reported.queueLength - r.batchQueueLength);
+      reportedBatch += r.batchRunning + r.batchQueueLength;
+    }
+    return capacity - interactive - Math.max(this.inFlight.get(model) ?? 0, reportedBatch);
+  }
+
+  private async pull(model: string): Promise<void> {
+    const consumer = await this.batches.js.consumers.get(streams.batchWork, consumers.batchWorkers(model));
+    while (!this.stopped) {
+      const budget = this.budget(model);
+      if (budget <= 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 100);
+          this.wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        continue;
+      }
+      const messages = await consumer.fetch({ max_messages: budget, expires: 1_000 });
+      for await (const m of messages) {
+        if (this.stopped) {
+          m.nak();
+          continue;
+        }
+        void this.runLine(model, m);
+      }
+    }
+  }
+
+  private async runLine(model: string, m: JsMsg): Promise<void> {
+    let item: WorkItem;
+    try {
+      item = m.json<WorkItem>();
+    } catch {
+      m.term("malformed work item");
+      return;
+    }
+    this.inFlight.set(model, (this.inFlight.get(model) ?? 0) + 1);
+    const keepAlive = setInterval(() => m.working(), Math.max(200, this.options.ackWaitMs / 3));
+    const control = new AbortController();
+    let set = this.running.get(item.batchId);
+    if (!set) this.running.set(item.batchId, (set = new Set()));
+    set.add(control);
+    try {
+      const status = await this.batchStatus(item);
+      if (status === "validating") return m.nak(1_000);
+      // Cancelled, expired, finalizing, deleted: the coordinator accounts for lines that did not run.
+      if (status !== "in_progress") return m.ack();
+      const executor = LINE_EXECUTORS.get(item.endpoint);
+      const requestId = newId("req_");
+      if (!executor) {
+        await storeResult(this.results, item.batchId, item.line, responseLine(item.customId, 400, requestId, {
+          error: { message: `The endpoint ${item.endpoint} is not supported in batches.`, type: "invalid_request_error", param: "url", code: null },
+        }));
+        return m.ack();
+      }
+      const outcome = await executor.run(item.body, {
+        client: this.client,
+        catalog: this.options.catalog,
+        requestId,
+        deadlineUnixMs: Math.min(Date.now() + this.options.requestTimeoutMs, item.expiresAt * 1000),
+        signal: control.signal,
+      });
+      if (control.signal.aborted) {
+        if (this.stopped) return m.nak();
+        return m.ack();
+      }
+      if (outcome.kind === "retry") {
+        const attempts = m.info.deliveryCount;
+        if (outcome.status === 500 && attempts >= MAX_SERVER_ERROR_ATTEMPTS) {
+          await storeResult(this.results, item.batchId, item.line, responseLine(item.customId, 500, requestId, {
+            error: { message: outcome.reason, type: "server_error", param: null, code: null },
+          }));
+          return m.ack();
+        }
+        this.ctx.log.debug("batch line will be retried", { batchId: item.batchId, line: item.line, reason: outcome.reason, attempts });
+        return m.nak(Math.min(10_000, 500 * 2 ** Math.min(attempts, 5)));
+      }
+      // A result that arrives after the batch stopped is left out: the files are already fixed.
+      if ((await this.batchStatus(item, 0)) !== "in_progress") return m.ack();
+      await storeResult(this.results, item.batchId, item.line, responseLine(item.customId, outcome.statusCode, requestId, outcome.body));
+      m.ack();
+    } catch (err) {
+      this.ctx.log.warn("batch line failed; it will be retried", { batchId: item.batchId, line: item.line, err });
+      m.nak(2_000);
+    } finally {
+      clearInterval(keepAlive);
+      set.delete(control);
+      if (set.size === 0) this.running.delete(item.batchId);
+      this.inFlight.set(model, (this.inFlight.get(model) ?? 1) - 1);
+      this.wake?.();
+    }
+  }
+}

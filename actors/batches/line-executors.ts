@@ -1,0 +1,79 @@
+import type { ModelSpec } from "../../lib/catalog/model-spec.js";
+import { Priority } from "../../proto/gen/tributary/v1/inference.js";
+import { ApiError, errors } from "../../gateway/http/api-error.js";
+import { runChatCompletion } from "../../gateway/inference/chat-completion.js";
+import type { GenerationClient } from "../../gateway/inference/generation-client.js";
+import { parseChatCompletionRequest } from "../../gateway/schemas/chat-completions.js";
+
+// What a batch line can target: one executor per endpoint, each validating a line's body with the
+// schema of the HTTP route itself and running it through the same code path as that route, at
+// batch priority. Another endpoint joins batches by adding its executor to LINE_EXECUTORS.
+
+export interface LineContext {
+  client: GenerationClient;
+  catalog: ReadonlyMap<string, ModelSpec>;
+  requestId: string;
+  deadlineUnixMs: number;
+  /** Aborted when the batch is cancelled or expires. */
+  signal: AbortSignal;
+}
+
+/** How a line ended: an HTTP-like response for the output or error file, or "run it again later". */
+export type LineOutcome =
+  | { kind: "response"; statusCode: number; body: unknown }
+  | { kind: "retry"; reason: string; status: number };
+
+export interface LineExecutor {
+  readonly endpoint: string;
+  /** Checks the body with the route's schema (throws its ApiError) and names the model it asks for. */
+  validate(body: unknown): { model: string };
+  run(body: unknown, ctx: LineContext): Promise<LineOutcome>;
+}
+
+/** Failures a later attempt may not see: no runner, overload, a lost runner, a timeout, a cancel. */
+const TRANSIENT = new Set([499, 502, 503, 504]);
+
+function outcomeOf(err: unknown, requestId: string): LineOutcome {
+  const apiError = err instanceof ApiError ? err : errors.internal(requestId);
+  if (TRANSIENT.has(apiError.status) || apiError.status >= 500) return { kind: "retry", reason: apiError.message, status: apiError.status };
+  return { kind: "response", statusCode: apiError.status, body: apiError.toJSON() };
+}
+
+export const chatCompletionsExecutor: LineExecutor = {
+  endpoint: "/v1/chat/completions",
+  validate(body) {
+    return { model: parseChatCompletionRequest(body).model };
+  },
+  async run(json, ctx) {
+    try {
+      const body = parseChatCompletionRequest(json);
+      if (body.stream) throw errors.invalidParam("stream", "Streaming is not supported in batch requests: remove 'stream' from the body.");
+      const spec = ctx.catalog.get(body.model);
+      if (!spec) throw errors.modelNotFound(body.model);
+      const { completion } = await runChatCompletion(ctx.client, body, spec, {
+        requestId: ctx.requestId,
+        deadlineUnixMs: ctx.deadlineUnixMs,
+        priority: Priority.PRIORITY_BATCH,
+        signal: ctx.signal,
+      });
+      return { kind: "response", statusCode: 200, body: completion };
+    } catch (err) {
+      return outcomeOf(err, ctx.requestId);
+    }
+  },
+};
+
+/** The endpoints batches accept, by URL. */
+export const LINE_EXECUTORS: ReadonlyMap<string, LineExecutor> = new Map([chatCompletionsExecutor].map((e) => [e.endpoint, e]));
+
+/** Every endpoint OpenAI's batch API names (only those with an executor are accepted here). */
+export const OPENAI_BATCH_ENDPOINTS = [
+  "/v1/responses",
+  "/v1/chat/completions",
+  "/v1/embeddings",
+  "/v1/completions",
+  "/v1/moderations",
+  "/v1/images/generations",
+  "/v1/images/edits",
+  "/v1/videos",
+] as const;
