@@ -25,7 +25,7 @@ const body = (i: number) => ({ model: TEST_MODEL, messages: [{ role: "user", con
 /** The engine and scheduler in this process, every request submitted at once: the ceiling. */
 async function baseline(): Promise<{ tokensPerSecond: number; slots: number; seconds: number }> {
   const spec = loadCatalog(testCatalog).find((m) => m.id === TEST_MODEL)!;
-  const engine = createEngine(spec, { modelCache: join(repoRoot, ".tributary", "models"), hfToken: undefined, log });
+  const engine = createEngine(spec, { modelCache: join(repoRoot, ".tributary", "models"), hfToken: undefined, hfEndpoint: undefined, log });
   await engine.load();
   const scheduler = new Scheduler(engine, BASELINE_REQUESTS + 1, log);
   let tokens = 0;

@@ -61,6 +61,7 @@ export class InProcessEngine {
           last = now;
         },
         toolCall: () => {},
+        choiceReset: () => {},
         choiceEnd: () => {},
         final: (_p, completion, error) => {
           if (error) reject(new Error(error.message));
