@@ -114,7 +114,10 @@ t.test("listing pages newest first with limit and after; the SDK iterates every 
   const first = await client.batches.list({ limit: 2 });
   t.equal(first.data.length, 2);
   t.equal(first.data[0]!.id, ids[2], "newest first");
-  t.ok(first.data[0]!.created_at >= first.data[1]!.created_at && first.data[0]!.id > first.data[1]!.id, "in creation order, newest first");
+  t.ok(
+    first.data[0]!.created_at >= first.data[1]!.created_at && first.data[0]!.id > first.data[1]!.id,
+    `in creation order, newest first (ours: ${ids.join(", ")}; listed: ${first.data.map((b) => `${b.id}@${b.created_at}`).join(", ")})`,
+  );
   t.equal(first.has_more, true);
   const raw = (await (await stack.fetch("/v1/batches?limit=2")).json()) as { object: string; first_id: string; last_id: string };
   t.equal(raw.object, "list");
