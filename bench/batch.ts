@@ -7,7 +7,7 @@ import { join } from "node:path";
 import OpenAI, { toFile } from "openai";
 import { loadCatalog } from "../lib/catalog/load.js";
 import { createLogger } from "../lib/log.js";
-import { Priority, type GenerateRequest } from "../proto/gen/tributary/v1/inference.js";
+import { GenerateRequest, Priority } from "../proto/gen/tributary/v1/inference.js";
 import { createEngine } from "../runners/engines/create-engine.js";
 import { Scheduler, type RequestObserver } from "../runners/scheduler/scheduler.js";
 import { repoRoot, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL, testCatalog, type Proc } from "../test/harness/processes.js";
@@ -32,12 +32,11 @@ async function baseline(): Promise<{ tokensPerSecond: number; slots: number; sec
   const started = performance.now();
   const done: Promise<void>[] = [];
   for (let i = 0; i < BASELINE_REQUESTS; i++) {
-    const request: GenerateRequest = {
-      requestId: `b${i}`, model: TEST_MODEL, prompt: "", messages: [{ role: "user", content: prompt(i), name: "", toolCalls: [], toolCallId: "" }],
-      sampling: { temperature: 0.8, stop: [], maxTokens: MAX_TOKENS, frequencyPenalty: 0, presencePenalty: 0, logitBias: [], n: 1 },
-      tools: [], toolChoice: undefined, parallelToolCalls: true, responseFormat: undefined, priority: Priority.PRIORITY_BATCH,
-      deadlineUnixMs: 0, replySubject: "", reasoningEffort: "",
-    };
+    const request = GenerateRequest.fromPartial({
+      requestId: `b${i}`, model: TEST_MODEL, messages: [{ role: "user", content: prompt(i) }],
+      sampling: { temperature: 0.8, maxTokens: MAX_TOKENS, n: 1 },
+      parallelToolCalls: true, priority: Priority.PRIORITY_BATCH,
+    });
     const prepared = await engine.prepare(request);
     done.push(new Promise<void>((resolve) => {
       const observer: RequestObserver = { delta() {}, toolCall() {}, choiceEnd() {}, choiceReset() {}, final: (_p, completion) => { tokens += completion; resolve(); } };

@@ -9,9 +9,20 @@ import {
 import type { Logger } from "../lib/log.js";
 import type { RequestObserver } from "./scheduler/scheduler.js";
 
-/** Publishes one request's events, numbered from 1, on the reply subject its gateway named. */
+/** One choice's output held back until the choice ends (coalesced delivery). */
+interface HeldChoice {
+  text: string;
+  tokens: number;
+  toolCalls: ToolCallDelta[];
+}
+
+/**
+ * Publishes one request's events, numbered from 1, on the reply subject its gateway named.
+ * With `coalesce`, a choice's deltas are merged and sent as one delta when the choice ends.
+ */
 export class ReplyPublisher implements RequestObserver {
   private seq = 0;
+  private readonly held = new Map<number, HeldChoice>();
   private readonly startedAt = performance.now();
   private firstDeltaAt = 0;
 
@@ -22,23 +33,44 @@ export class ReplyPublisher implements RequestObserver {
     private readonly runnerId: string,
     private readonly log: Logger,
     private readonly onFinished: (completionTokens: number) => void = () => {},
+    private readonly coalesce = false,
   ) {}
 
   delta(choiceIndex: number, text: string, tokens: number): void {
     if (this.firstDeltaAt === 0) this.firstDeltaAt = performance.now();
-    this.send({ $case: "delta", value: { choiceIndex, text, toolCalls: [], tokens } });
+    if (!this.coalesce) return this.send({ $case: "delta", value: { choiceIndex, text, toolCalls: [], tokens } });
+    const held = this.hold(choiceIndex);
+    held.text += text;
+    held.tokens += tokens;
   }
 
   toolCall(choiceIndex: number, delta: ToolCallDelta): void {
-    this.send({ $case: "delta", value: { choiceIndex, text: "", toolCalls: [delta], tokens: 0 } });
+    if (!this.coalesce) return this.send({ $case: "delta", value: { choiceIndex, text: "", toolCalls: [delta], tokens: 0 } });
+    const calls = this.hold(choiceIndex).toolCalls;
+    // A call's first fragment carries its id and name; later ones only add to the arguments.
+    const call = delta.id ? undefined : calls.find((c) => c.index === delta.index);
+    if (call) call.arguments += delta.arguments;
+    else calls.push({ ...delta });
   }
 
   choiceEnd(choiceIndex: number, finishReason: FinishReason, completionTokens: number): void {
+    const held = this.held.get(choiceIndex);
+    if (held) {
+      this.held.delete(choiceIndex);
+      this.send({ $case: "delta", value: { choiceIndex, text: held.text, toolCalls: held.toolCalls, tokens: held.tokens } });
+    }
     this.send({ $case: "choiceEnd", value: { choiceIndex, finishReason, completionTokens } });
   }
 
   choiceReset(choiceIndex: number): void {
+    this.held.delete(choiceIndex);
     this.send({ $case: "choiceReset", value: { choiceIndex } });
+  }
+
+  private hold(choiceIndex: number): HeldChoice {
+    let held = this.held.get(choiceIndex);
+    if (!held) this.held.set(choiceIndex, (held = { text: "", tokens: 0, toolCalls: [] }));
+    return held;
   }
 
   final(promptTokens: number, completionTokens: number, error?: ProtoError): void {

@@ -1,4 +1,4 @@
-import { Priority, type GenerateRequest } from "../../proto/gen/tributary/v1/inference.js";
+import { GenerateRequest, Priority } from "../../proto/gen/tributary/v1/inference.js";
 import type { ModelSpec } from "../../lib/catalog/model-spec.js";
 import { createLogger } from "../../lib/log.js";
 import { LlamaEngine } from "../../runners/engines/llama/llama-engine.js";
@@ -33,21 +33,14 @@ export class InProcessEngine {
 
   async chat(content: string, maxTokens: number, seed: number): Promise<InProcessResult> {
     const started = performance.now();
-    const request: GenerateRequest = {
+    const request = GenerateRequest.fromPartial({
       requestId: `bench-${this.nextId++}`,
       model: this.spec.id,
-      messages: [{ role: "user", content, name: "", toolCalls: [], toolCallId: "" }],
-      prompt: "",
-      sampling: { temperature: 0.8, seed, stop: [], maxTokens, frequencyPenalty: 0, presencePenalty: 0, logitBias: [], n: 1 },
-      tools: [],
-      toolChoice: undefined,
+      messages: [{ role: "user", content }],
+      sampling: { temperature: 0.8, seed, maxTokens, n: 1 },
       parallelToolCalls: true,
-      responseFormat: undefined,
       priority: Priority.PRIORITY_INTERACTIVE,
-      deadlineUnixMs: 0,
-      replySubject: "",
-      reasoningEffort: "",
-    };
+    });
     const prepared = await this.engine.prepare(request);
     return new Promise((resolve, reject) => {
       const result: InProcessResult = { ttftMs: NaN, completionTokens: 0, gapsMs: [] };

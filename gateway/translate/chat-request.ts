@@ -127,5 +127,7 @@ export function chatToGenerateRequest(body: ChatCompletionRequest, spec: ModelSp
     deadlineUnixMs: ctx.deadlineUnixMs,
     replySubject: "",
     reasoningEffort: body.reasoning_effort ?? "medium",
+    // Nobody watches the tokens of a non-streamed reply arrive: send each choice whole.
+    coalesceDeltas: !body.stream,
   };
 }

@@ -1,5 +1,5 @@
 import t from "tap";
-import { ErrorCode, FinishReason, Priority, type GenerateRequest } from "../../proto/gen/tributary/v1/inference.js";
+import { ErrorCode, FinishReason, GenerateRequest, Priority } from "../../proto/gen/tributary/v1/inference.js";
 import { parseCatalog } from "../../lib/catalog/load.js";
 import { createLogger } from "../../lib/log.js";
 import { SimEngine } from "../../runners/engines/sim/sim-engine.js";
@@ -11,12 +11,11 @@ const [spec] = parseCatalog("models: [{ id: t/sim, engine: sim, context_length: 
 const log = createLogger("test");
 
 function request(id: string, opts: { maxTokens?: number; n?: number; priority?: Priority; deadline?: number } = {}): GenerateRequest {
-  return {
-    requestId: id, model: "t/sim", messages: [], prompt: "hello world", tools: [], toolChoice: undefined, responseFormat: undefined,
-    parallelToolCalls: false, replySubject: "", reasoningEffort: "",
-    sampling: { stop: [], maxTokens: opts.maxTokens ?? 5, frequencyPenalty: 0, presencePenalty: 0, logitBias: [], n: opts.n ?? 1 },
+  return GenerateRequest.fromPartial({
+    requestId: id, model: "t/sim", prompt: "hello world",
+    sampling: { maxTokens: opts.maxTokens ?? 5, n: opts.n ?? 1 },
     priority: opts.priority ?? Priority.PRIORITY_INTERACTIVE, deadlineUnixMs: opts.deadline ?? 0,
-  };
+  });
 }
 
 function observe(order: string[], id: string) {

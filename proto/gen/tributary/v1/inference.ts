@@ -142,6 +142,11 @@ export interface GenerateRequest {
   replySubject: string;
   /** Accepted for compatibility; the engines here do not reason separately. */
   reasoningEffort: string;
+  /**
+   * Send each choice's output as one delta when the choice ends instead of token by token:
+   * for callers that do not stream (non-streamed replies, batch lines). Fewer messages, same result.
+   */
+  coalesceDeltas: boolean;
 }
 
 export interface Error {
@@ -919,6 +924,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     deadlineUnixMs: 0,
     replySubject: "",
     reasoningEffort: "",
+    coalesceDeltas: false,
   };
 }
 
@@ -962,6 +968,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.reasoningEffort !== "") {
       writer.uint32(106).string(message.reasoningEffort);
+    }
+    if (message.coalesceDeltas !== false) {
+      writer.uint32(160).bool(message.coalesceDeltas);
     }
     return writer;
   },
@@ -1083,6 +1092,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.reasoningEffort = reader.string();
             continue;
           }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.coalesceDeltas = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1119,6 +1136,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.deadlineUnixMs = object.deadlineUnixMs ?? 0;
     message.replySubject = object.replySubject ?? "";
     message.reasoningEffort = object.reasoningEffort ?? "";
+    message.coalesceDeltas = object.coalesceDeltas ?? false;
     return message;
   },
 };
