@@ -1,10 +1,12 @@
-import { createHash, timingSafeEqual } from "node:crypto";
 import { errors } from "../http/api-error.js";
 import type { Principal } from "./principal.js";
 
-/** Resolves a bearer token to a principal, or throws the 401 ApiError. */
+/**
+ * Resolves a bearer token to a principal, or throws the 401 ApiError. `headers` (lower-case names)
+ * carry what else selects the principal: OpenAI-Project and OpenAI-Organization.
+ */
 export interface Authenticator {
-  authenticate(authorization: string | undefined): Principal | Promise<Principal>;
+  authenticate(authorization: string | undefined, headers?: Readonly<Record<string, string>>): Principal | Promise<Principal>;
 }
 
 export function bearerToken(authorization: string | undefined): string {
@@ -12,21 +14,4 @@ export function bearerToken(authorization: string | undefined): string {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
   if (!m) throw errors.missingKey();
   return m[1]!;
-}
-
-const digest = (s: string) => createHash("sha256").update(s).digest();
-
-/** Accepts the one key given in configuration (TRIBUTARY_API_KEY): local use and tests. */
-export class StaticKeyAuthenticator implements Authenticator {
-  private readonly expected: Buffer;
-
-  constructor(key: string, private readonly principal: Principal = { organizationId: "org-local", projectId: "proj-local", keyId: "key-static" }) {
-    this.expected = digest(key);
-  }
-
-  authenticate(authorization: string | undefined): Principal {
-    const token = bearerToken(authorization);
-    if (!timingSafeEqual(digest(token), this.expected)) throw errors.invalidKey();
-    return this.principal;
-  }
 }

@@ -12,10 +12,14 @@ import { SseWriter } from "../sse/sse-writer.js";
 import { chatToGenerateRequest } from "../translate/chat-request.js";
 import { ChatCompletionAccumulator } from "../translate/chat-response.js";
 import { ChatChunkStream } from "../translate/chat-stream.js";
+import { estimateRequestTokens } from "../ratelimit/estimate.js";
+import type { RateLimiter } from "../ratelimit/rate-limiter.js";
+import { UsageMeter } from "../ratelimit/usage-meter.js";
 
 export interface ChatRouteDeps {
   catalog: ReadonlyMap<string, ModelSpec>;
   client: GenerationClient;
+  rateLimiter: RateLimiter;
   maxBodyBytes: number;
   requestTimeoutMs: number;
   maxPendingStreamBytes: number;
@@ -28,34 +32,54 @@ export function registerChatRoutes(router: Router, deps: ChatRouteDeps): void {
     const spec = deps.catalog.get(body.model);
     if (!spec) throw errors.modelNotFound(body.model);
     const request = chatToGenerateRequest(body, spec, { requestId: ex.requestId, deadlineUnixMs: Date.now() + deps.requestTimeoutMs });
-    const stream = await deps.client.generate(request);
-    if (ex.aborted) return stream.cancel();
-    ex.onAbort(() => stream.cancel());
+    const admission = await deps.rateLimiter.admit(ex.principal!, spec, estimateRequestTokens(request, spec));
+    Object.assign(ex.responseHeaders, admission.headers);
+    let stream: GenerationStream;
+    try {
+      stream = await deps.client.generate(request);
+    } catch (err) {
+      admission.settle(0); // nothing was generated: the estimate goes back
+      throw err;
+    }
+    const meter = new UsageMeter(admission, stream.admitted!.promptTokens);
+    const stop = () => {
+      stream.cancel();
+      meter.abandon();
+    };
+    if (ex.aborted) return stop();
+    ex.onAbort(stop);
     ex.responseHeaders["x-tributary-runner"] = stream.admitted!.runnerId;
     const id = newId("chatcmpl-");
     const created = Math.floor(Date.now() / 1000);
-    if (body.stream) streamCompletion(ex, stream, body, { id, created, maxPendingBytes: deps.maxPendingStreamBytes });
-    else await collectCompletion(ex, stream, body, { id, created });
+    if (body.stream) streamCompletion(ex, stream, meter, body, { id, created, maxPendingBytes: deps.maxPendingStreamBytes, onOverflow: stop });
+    else await collectCompletion(ex, stream, meter, body, { id, created });
   });
 }
 
-function collectCompletion(ex: HttpExchange, stream: GenerationStream, body: ChatCompletionRequest, ids: { id: string; created: number }): Promise<void> {
+function collectCompletion(
+  ex: HttpExchange,
+  stream: GenerationStream,
+  meter: UsageMeter,
+  body: ChatCompletionRequest,
+  ids: { id: string; created: number },
+): Promise<void> {
   const acc = new ChatCompletionAccumulator(body.n ?? 1);
   return new Promise<Usage | undefined>((resolve, reject) => {
-    stream.listen({
+    stream.listen(meter.wrap({
       delta: (d) => acc.delta(d),
       choiceEnd: (e) => acc.choiceEnd(e),
       final: (f) => (f.error ? reject(apiErrorFromRunner(f.error, ex.requestId)) : resolve(f.usage)),
       failure: reject,
-    });
+    }));
   }).then((usage) => ex.json(200, acc.toCompletion(ids.id, ids.created, body.model, usage)));
 }
 
 function streamCompletion(
   ex: HttpExchange,
   stream: GenerationStream,
+  meter: UsageMeter,
   body: ChatCompletionRequest,
-  opts: { id: string; created: number; maxPendingBytes: number },
+  opts: { id: string; created: number; maxPendingBytes: number; onOverflow: () => void },
 ): void {
   const writer = new SseWriter(ex);
   writer.open();
@@ -66,12 +90,12 @@ function streamCompletion(
     choices: body.n ?? 1,
     includeUsage: body.stream_options?.include_usage === true,
     maxPendingBytes: opts.maxPendingBytes,
-    onOverflow: () => stream.cancel(),
+    onOverflow: opts.onOverflow,
   });
-  stream.listen({
+  stream.listen(meter.wrap({
     delta: (d) => chunks.delta(d),
     choiceEnd: (e) => chunks.choiceEnd(e),
     final: (f) => (f.error ? chunks.fail(apiErrorFromRunner(f.error, ex.requestId)) : chunks.complete(f.usage)),
     failure: (err: ApiError) => chunks.fail(err),
-  });
+  }));
 }
