@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // The tributary command line.
 //   tributary start      the whole stack on this machine (see README)
+//   tributary admin ...  organizations, projects, API keys, invitations (cli/admin.ts)
 import { Effect, Exit, Fiber } from "effect";
 import { createLogger } from "../lib/log.js";
+import { runAdmin } from "./admin.js";
 import { startStack } from "./start.js";
 
 const log = createLogger("cli");
@@ -10,6 +12,7 @@ const usage = `usage: tributary <command>
 
 commands:
   start     run the whole stack on this machine (embedded nats-server, runners, gateway)
+  admin     manage organizations, projects, API keys and invitations (tributary admin --help)
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -35,6 +38,8 @@ async function main(argv: string[]): Promise<number> {
       }
       return 0;
     }
+    case "admin":
+      return runAdmin(argv.slice(1));
     default:
       process.stderr.write(usage);
       return command === undefined || command === "help" || command === "--help" ? 0 : 2;
