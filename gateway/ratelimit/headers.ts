@@ -27,7 +27,7 @@ export function parseGoDuration(text: string): number {
     ms += v * { h: 3_600_000, m: 60_000, s: 1000, ms: 1, us: 1e-3, "µs": 1e-3, ns: 1e-6 }[m[2] as "h"];
   }
   if (consumed !== text.length || text.length === 0) throw new Error(`not a Go duration: '${text}'`);
-  return ms;
+  return Math.round(ms * 1e6) / 1e6;
 }
 
 export interface BudgetSnapshot {
