@@ -57,7 +57,7 @@ async function main(): Promise<void> {
   let rateLimiter: RateLimiter;
   if (rateLimits.enabled === "off") rateLimiter = new UnlimitedRateLimiter();
   else {
-    const budgets = new BudgetClient(nc, { gatewayId, waitMs: rateLimits.waitMs, requestTimeoutMs: 2_000 }, log);
+    const budgets = new BudgetClient(nc, { gatewayId, waitMs: rateLimits.waitMs, requestTimeoutMs: 1_000 }, log);
     const cluster = new ClusterRateLimiter(budgets, rateLimits.scope);
     cluster.start();
     rateLimiter = cluster;

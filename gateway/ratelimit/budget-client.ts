@@ -30,16 +30,29 @@ function isTimeout(err: unknown): boolean {
  * is asked again, until `waitMs` has passed.
  */
 export class BudgetClient {
+  /** Round trips so far: leases granted, activations asked for. */
+  readonly stats = { leases: 0, activations: 0 };
+
   constructor(private readonly nc: NatsConnection, private readonly options: BudgetClientOptions, private readonly log: Logger) {}
 
-  async lease(budget: BudgetKey, limits: Limits, ask: LeaseAsk): Promise<Grant> {
+  /**
+   * A chunk of `budget`. `firstLease`: this gateway has not leased from it yet, so its owner (if it
+   * has one) is found through activation first. That costs a round trip once, and does not rely
+   * on "no responders" alone, which a passive subscriber (an operator's `nats sub`) would hide.
+   */
+  async lease(budget: BudgetKey, limits: Limits, ask: LeaseAsk, firstLease = false): Promise<Grant> {
     const deadline = performance.now() + this.options.waitMs;
     const subject = subjects.budgetLease(budget.model, budget.scope, budget.scopeId);
     const bytes = LeaseRequest.encode({ budget, gatewayId: this.options.gatewayId, limits, ...ask }).finish();
+    if (firstLease) await this.activate(budget, deadline);
     for (let attempt = 0; ; attempt++) {
       try {
         const reply = LeaseGrant.decode((await this.nc.request(subject, bytes, { timeout: this.options.requestTimeoutMs })).data);
-        if (reply.status === LeaseGrant_Status.STATUS_GRANTED) return toGrant(reply);
+        if (reply.status === LeaseGrant_Status.STATUS_GRANTED) {
+          this.stats.leases++;
+          this.log.debug("budget lease", { budget, requests: reply.requests, tokens: reply.tokens, window: reply.window });
+          return toGrant(reply);
+        }
       } catch (err) {
         if (!isNoResponders(err) && !isTimeout(err)) throw err;
         if (isTimeout(err)) this.log.warn("budget owner did not answer a lease", { budget, timeoutMs: this.options.requestTimeoutMs });
@@ -60,6 +73,7 @@ export class BudgetClient {
 
   private async activate(budget: BudgetKey, deadline: number): Promise<void> {
     const timeout = Math.max(1, Math.min(this.options.requestTimeoutMs * 2, deadline - performance.now()));
+    this.stats.activations++;
     try {
       const reply = Activation.decode((await this.nc.request(subjects.budgetActivate, BudgetKey.encode(budget).finish(), { timeout })).data);
       if (reply.error) this.log.warn("budget activation failed", { budget, error: reply.error });

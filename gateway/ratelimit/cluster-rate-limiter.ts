@@ -16,7 +16,7 @@ const SWEEP_MS = 100;
  * owner): x-ratelimit-reset-* say when the current window ends.
  */
 export class ClusterRateLimiter implements RateLimiter {
-  private readonly budgets = new Map<string, { key: BudgetKey; local: LocalBudget }>();
+  private readonly budgets = new Map<string, { key: BudgetKey; local: LocalBudget; leased: boolean }>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -58,13 +58,18 @@ export class ClusterRateLimiter implements RateLimiter {
     let entry = this.budgets.get(id);
     if (!entry) {
       const key: BudgetKey = { model, scope: this.scope, scopeId };
-      const local = new LocalBudget(
-        (ask) => this.client.lease(key, limits, ask),
+      const created: { key: BudgetKey; local?: LocalBudget; leased: boolean } = { key, leased: false };
+      created.local = new LocalBudget(
+        async (ask) => {
+          const grant = await this.client.lease(key, limits, ask, !created.leased);
+          created.leased = true;
+          return grant;
+        },
         (window, requests, tokens) => this.client.giveBack(key, window, requests, tokens),
         limits,
         this.options,
       );
-      entry = { key, local };
+      entry = created as { key: BudgetKey; local: LocalBudget; leased: boolean };
       this.budgets.set(id, entry);
     }
     return entry.local;
