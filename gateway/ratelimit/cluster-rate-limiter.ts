@@ -9,6 +9,13 @@ import { scopeIdOf, type Admission, type RateLimiter, type RateLimitScope } from
 
 const SWEEP_MS = 100;
 
+interface BudgetEntry {
+  key: BudgetKey;
+  local: LocalBudget;
+  /** A lease was granted once: the owner is known to exist (else activation comes first). */
+  leased: boolean;
+}
+
 /**
  * Rate limits shared by every gateway: each budget (model x scope) is owned by one actor in the
  * actor hosts, and this gateway admits requests from chunks it leases from the owners (see
@@ -16,7 +23,7 @@ const SWEEP_MS = 100;
  * owner): x-ratelimit-reset-* say when the current window ends.
  */
 export class ClusterRateLimiter implements RateLimiter {
-  private readonly budgets = new Map<string, { key: BudgetKey; local: LocalBudget; leased: boolean }>();
+  private readonly budgets = new Map<string, BudgetEntry>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -58,18 +65,18 @@ export class ClusterRateLimiter implements RateLimiter {
     let entry = this.budgets.get(id);
     if (!entry) {
       const key: BudgetKey = { model, scope: this.scope, scopeId };
-      const created: { key: BudgetKey; local?: LocalBudget; leased: boolean } = { key, leased: false };
-      created.local = new LocalBudget(
+      const budget = { key, leased: false } as BudgetEntry;
+      budget.local = new LocalBudget(
         async (ask) => {
-          const grant = await this.client.lease(key, limits, ask, !created.leased);
-          created.leased = true;
+          const grant = await this.client.lease(key, limits, ask, !budget.leased);
+          budget.leased = true;
           return grant;
         },
         (window, requests, tokens) => this.client.giveBack(key, window, requests, tokens),
         limits,
         this.options,
       );
-      entry = created as { key: BudgetKey; local: LocalBudget; leased: boolean };
+      entry = budget;
       this.budgets.set(id, entry);
     }
     return entry.local;

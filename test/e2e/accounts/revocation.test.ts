@@ -2,7 +2,7 @@ import t from "tap";
 import { connect } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import { startStack } from "../../harness/stack.js";
-import { startGateway } from "../../harness/processes.js";
+import { startGateway, TEST_KEY } from "../../harness/processes.js";
 import { adminOk } from "../../harness/admin.js";
 import { buckets } from "../../../lib/nats/subjects.js";
 import { sha256Hex } from "../../../lib/accounts/secrets.js";
@@ -74,4 +74,17 @@ t.test("a key created after the gateways cached its absence works on all of them
     await new Promise((r) => setTimeout(r, 10));
   }
   t.same(statuses, [200, 200, 200], "accepted by every gateway within a second");
+});
+
+t.test("the configured key is revocable like any other, and stays revoked when gateways restart", async (t) => {
+  const keys = await adminOk(stack.actors, ["key", "list", "--org", "org-local"]);
+  const configured = keys.keys.find((k: { prefix: string }) => TEST_KEY.startsWith(k.prefix));
+  t.ok(configured, "TRIBUTARY_API_KEY is listed in the local organization");
+  await adminOk(stack.actors, ["key", "revoke", configured.id]);
+  const restarted = await startGateway(stack.nats.url); // registers TRIBUTARY_API_KEY again
+  t.teardown(() => restarted.kill());
+  const res = await fetch(restarted.url + "/v1/models", { headers: { authorization: `Bearer ${TEST_KEY}` } });
+  t.equal(res.status, 401, "re-registering did not bring it back");
+  const again = await adminOk(stack.actors, ["key", "list", "--org", "org-local", "--all"]);
+  t.equal(again.keys.filter((k: { prefix: string }) => TEST_KEY.startsWith(k.prefix)).length, 1, "still one key, revoked");
 });
