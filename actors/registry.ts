@@ -23,8 +23,8 @@ export function platformActors(ctx: PlatformContext): Array<() => Actor> {
   // The admin gRPC service (accounts, keys, invitations), unless TRIBUTARY_ADMIN_ADDR=off.
   const accounts = readConfig(accountsConfig);
   if (accounts.adminAddr !== "off") {
-    const token = resolveAdminToken(optionToUndefined(accounts.adminToken), ctx.home, true)!;
-    actors.push(() => new AdminServiceActor(accounts.adminAddr, token));
+    const token = optionToUndefined(accounts.adminToken);
+    actors.push(() => new AdminServiceActor(accounts.adminAddr, () => resolveAdminToken(token, ctx.home, true)!));
   }
   return actors;
 }

@@ -112,12 +112,19 @@ export class AdminServiceActor implements Actor {
   readonly name = "admin service";
   private server: Server | undefined;
 
-  constructor(private readonly address: string, private readonly token: string) {}
+  /** `token` is read when the service starts: a failure to make one fails this actor, not the host. */
+  constructor(private readonly address: string, private readonly token: () => string) {}
 
   async start(ctx: ActorContext): Promise<void> {
+    let token: string;
+    try {
+      token = this.token();
+    } catch (err) {
+      throw new Error(`no admin token: set TRIBUTARY_ADMIN_TOKEN, or let the actor host write $TRIBUTARY_HOME/admin-token (${(err as Error).message})`);
+    }
     const store = await AccountStore.open(ctx.nc);
     const server = new Server();
-    server.addService(AdminServiceService, adminServiceImpl(store, this.token, ctx.log));
+    server.addService(AdminServiceService, adminServiceImpl(store, token, ctx.log));
     const port = await new Promise<number>((resolve, reject) =>
       server.bindAsync(this.address, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
     );
