@@ -4,7 +4,6 @@
 //   tributary admin ...  organizations, projects, API keys, invitations (cli/admin.ts)
 import { Effect, Exit, Fiber } from "effect";
 import { createLogger } from "../lib/log.js";
-import { runAdmin } from "./admin.js";
 import { startStack } from "./start.js";
 
 const log = createLogger("cli");
@@ -38,8 +37,11 @@ async function main(argv: string[]): Promise<number> {
       }
       return 0;
     }
-    case "admin":
+    case "admin": {
+      // Loaded on demand: the operators' client needs neither the supervisor nor its dependencies.
+      const { runAdmin } = await import("./admin.js");
       return runAdmin(argv.slice(1));
+    }
     default:
       process.stderr.write(usage);
       return command === undefined || command === "help" || command === "--help" ? 0 : 2;
