@@ -1,8 +1,11 @@
 import type { ModelSpec } from "../lib/catalog/model-spec.js";
-import { filesConfig, gatewayConfig, readConfig } from "../lib/config.js";
+import { resolveAdminToken } from "../lib/accounts/admin-token.js";
+import { accountsConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig } from "../lib/config.js";
+import { AdminServiceActor } from "./admin/admin-service.js";
 import { BatchCoordinator } from "./batches/batch-coordinator.js";
 import { BatchWorker } from "./batches/batch-worker.js";
 import { FileSweeper } from "./files/file-sweeper.js";
+import { BudgetHostActor, budgetHostOptions } from "./ratelimit/budget-host.js";
 import type { Actor } from "./runtime/actor.js";
 
 export interface PlatformContext {
@@ -16,7 +19,22 @@ export interface PlatformContext {
  * restart). Each platform feature adds its actors here.
  */
 export function platformActors(ctx: PlatformContext): Array<() => Actor> {
-  return [...fileAndBatchActors(ctx)];
+  return [...accountActors(ctx), ...fileAndBatchActors(ctx)];
+}
+
+/** Rate-limit budgets and the admin gRPC service. */
+function accountActors(ctx: PlatformContext): Array<() => Actor> {
+  const actors: Array<() => Actor> = [];
+  // Rate-limit budgets: every host can own some; ownership moves when a host dies.
+  const rateLimits = readConfig(rateLimitConfig);
+  actors.push(() => new BudgetHostActor(budgetHostOptions(rateLimits.windowMs)));
+  // The admin gRPC service (accounts, keys, invitations), unless TRIBUTARY_ADMIN_ADDR=off.
+  const accounts = readConfig(accountsConfig);
+  if (accounts.adminAddr !== "off") {
+    const token = optionToUndefined(accounts.adminToken);
+    actors.push(() => new AdminServiceActor(accounts.adminAddr, () => resolveAdminToken(token, ctx.home, true)!));
+  }
+  return actors;
 }
 
 /** Files and batches: the expiry sweeper, the batch coordinator and the batch worker. */

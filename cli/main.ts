@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The tributary command line.
 //   tributary start      the whole stack on this machine (see README)
+//   tributary admin ...  organizations, projects, API keys, invitations (cli/admin.ts)
 import { Effect, Exit, Fiber } from "effect";
 import { createLogger } from "../lib/log.js";
 import { startStack } from "./start.js";
@@ -10,6 +11,7 @@ const usage = `usage: tributary <command>
 
 commands:
   start     run the whole stack on this machine (embedded nats-server, actor host, runners, gateway)
+  admin     manage organizations, projects, API keys and invitations (tributary admin --help)
   gateway   run one gateway process (HTTP/SSE edge), as in a cluster
   runner    run one runner process (the models in TRIBUTARY_RUNNER_MODELS, else all)
   actors    run one platform actor host
@@ -48,6 +50,11 @@ async function main(argv: string[]): Promise<number> {
         return 1;
       }
       return 0;
+    }
+    case "admin": {
+      // Loaded on demand: the operators' client needs neither the supervisor nor its dependencies.
+      const { runAdmin } = await import("./admin.js");
+      return runAdmin(argv.slice(1));
     }
     default:
       process.stderr.write(usage);

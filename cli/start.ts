@@ -1,7 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
 import { loadCatalog } from "../lib/catalog/load.js";
-import { commonConfig, gatewayConfig, optionToUndefined, readConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readConfig } from "../lib/config.js";
 import { createLogger } from "../lib/log.js";
 import { supervise, type ChildSpec } from "./child-process.js";
 import { embeddedNats } from "./embedded-nats.js";
@@ -20,6 +20,7 @@ export function startStack() {
   return Effect.gen(function* () {
     const common = readConfig(commonConfig);
     const gateway = readConfig(gatewayConfig);
+    const accounts = readConfig(accountsConfig);
     const catalog = loadCatalog(common.catalogPath);
     const apiKey = optionToUndefined(gateway.apiKey) ?? localApiKey(common.home);
     const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: Number(process.env.TRIBUTARY_NATS_PORT ?? 4222), log }));
@@ -49,7 +50,8 @@ export function startStack() {
         const port = (JSON.parse(line) as { port: number }).port;
         process.stdout.write(
           `\nTributary is up: http://${gateway.host}:${port}/v1  (API key: ${apiKey})\n` +
-            `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.\n\n`,
+            `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.\n` +
+            (accounts.adminAddr === "off" ? "\n" : `Accounts and keys: tributary admin --help (admin service on ${accounts.adminAddr}).\n\n`),
         );
       },
     });

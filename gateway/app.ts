@@ -77,7 +77,12 @@ export class GatewayServer {
 
   private async run(ex: HttpExchange, match: Match): Promise<void> {
     try {
-      if (!match.public) ex.principal = await this.authenticator.authenticate(ex.headers.authorization);
+      if (!match.public) {
+        const principal = await this.authenticator.authenticate(ex.headers.authorization, ex.headers);
+        ex.principal = principal;
+        ex.responseHeaders["openai-organization"] = principal.organizationId;
+        ex.responseHeaders["openai-project"] = principal.projectId;
+      }
       await match.handler(ex, match.params);
       if (!ex.responded && !ex.aborted) {
         // A handler that returned without answering and without a stream is a bug: say so.

@@ -2,22 +2,30 @@
 //   node dist/gateway/main.js
 import { hostname } from "node:os";
 import { loadCatalog } from "../lib/catalog/load.js";
-import { commonConfig, filesConfig, gatewayConfig, optionToUndefined, readConfig } from "../lib/config.js";
+import { AccountStore } from "../lib/accounts/account-store.js";
+import { LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys } from "../lib/accounts/local-keys.js";
+import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig } from "../lib/config.js";
 import { FileStore } from "../lib/files/file-store.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
 import { GatewayServer } from "./app.js";
-import { LOCAL_PRINCIPAL, parseExtraKeys, StaticKeyAuthenticator } from "./auth/authenticator.js";
+import { AccountAuthenticator } from "./auth/account-authenticator.js";
+import { AccountDirectory } from "./auth/account-directory.js";
+import { LastUsedRecorder } from "./auth/last-used.js";
 import { ApiError } from "./http/api-error.js";
 import { Router } from "./http/router.js";
 import { GenerationClient } from "./inference/generation-client.js";
 import { RunnerDirectory } from "./inference/runner-directory.js";
 import { BatchStore } from "../lib/batches/batch-store.js";
 import { registerBatchRoutes } from "./routes/batches.js";
+import { BudgetClient } from "./ratelimit/budget-client.js";
+import { ClusterRateLimiter } from "./ratelimit/cluster-rate-limiter.js";
+import { UnlimitedRateLimiter, type RateLimiter } from "./ratelimit/rate-limiter.js";
 import { registerChatRoutes } from "./routes/chat-completions.js";
 import { registerFileRoutes } from "./routes/files.js";
 import { registerHealthRoutes } from "./routes/health.js";
+import { registerInvitationRoutes } from "./routes/invitations.js";
 import { registerModelRoutes } from "./routes/models.js";
 
 const gatewayId = `g${randomToken(10)}`;
@@ -27,8 +35,10 @@ async function main(): Promise<void> {
   const common = readConfig(commonConfig);
   const config = readConfig(gatewayConfig);
   const files = readConfig(filesConfig);
+  const accounts = readConfig(accountsConfig);
+  const rateLimits = readConfig(rateLimitConfig);
   const apiKey = optionToUndefined(config.apiKey);
-  if (!apiKey) throw new Error("TRIBUTARY_API_KEY is not set: the gateway needs a key to accept");
+  const configuredKeys = [...(apiKey ? [{ key: apiKey, projectId: LOCAL_PROJECT_ID }] : []), ...parseConfiguredKeys(config.apiKeys)];
   const catalog = new Map(loadCatalog(common.catalogPath).map((m) => [m.id, m]));
 
   const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-gateway-${hostname()}-${process.pid}`, log);
@@ -43,13 +53,32 @@ async function main(): Promise<void> {
   const fileStore = await FileStore.open(nc);
   const batchStore = await BatchStore.open(nc);
 
+  // Accounts: keys from the accounts bucket, cached here and kept current by a watch.
+  const store = await AccountStore.open(nc);
+  await registerConfiguredKeys(store, configuredKeys);
+  const accountDirectory = new AccountDirectory(nc, store.kv, log);
+  await accountDirectory.start();
+  const lastUsed = new LastUsedRecorder(store, accounts.keyUsageFlushMs, log);
+  lastUsed.start();
+
+  let rateLimiter: RateLimiter;
+  if (rateLimits.enabled === "off") rateLimiter = new UnlimitedRateLimiter();
+  else {
+    const budgets = new BudgetClient(nc, { gatewayId, waitMs: rateLimits.waitMs, requestTimeoutMs: 1_000 }, log);
+    const cluster = new ClusterRateLimiter(budgets, rateLimits.scope);
+    cluster.start();
+    rateLimiter = cluster;
+  }
+
   let draining = false;
   const router = new Router();
   registerHealthRoutes(router, nc, () => draining);
   registerModelRoutes(router, catalog);
+  registerInvitationRoutes(router, { store, maxBodyBytes: config.maxBodyBytes });
   registerChatRoutes(router, {
     catalog,
     client,
+    rateLimiter,
     maxBodyBytes: config.maxBodyBytes,
     requestTimeoutMs: config.requestTimeoutMs,
     maxPendingStreamBytes: config.maxPendingStreamBytes,
@@ -58,9 +87,9 @@ async function main(): Promise<void> {
   registerFileRoutes(router, { store: fileStore, maxFileBytes: files.maxFileBytes, maxBatchFileBytes: files.maxBatchFileBytes, maxBodyBytes: config.maxBodyBytes });
   registerBatchRoutes(router, { batches: batchStore, files: fileStore, maxBodyBytes: config.maxBodyBytes });
 
-  const server = new GatewayServer(router, new StaticKeyAuthenticator(apiKey, LOCAL_PRINCIPAL, parseExtraKeys(config.apiKeys)), log);
+  const server = new GatewayServer(router, new AccountAuthenticator(accountDirectory, lastUsed), log);
   const port = await server.listen(config.host, config.port);
-  log.info("gateway listening", { host: config.host, port, models: [...catalog.keys()] });
+  log.info("gateway listening", { host: config.host, port, models: [...catalog.keys()], rateLimits: rateLimits.enabled === "on" ? rateLimits.scope : "off" });
 
   const shutdown = async (signal: string) => {
     if (draining) return;
@@ -75,6 +104,9 @@ async function main(): Promise<void> {
     }
     client.stop();
     directory.stop();
+    await rateLimiter.stop();
+    await lastUsed.stop();
+    accountDirectory.stop();
     await nc.drain().catch(() => {});
     log.info("stopped");
     process.exit(0);

@@ -18,7 +18,7 @@ export const gatewayConfig = Config.all({
   /** 0 picks a free port (the gateway logs the one it got). */
   port: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 })), "TRIBUTARY_PORT").pipe(Config.withDefault(8080)),
   host: str("TRIBUTARY_HOST", "127.0.0.1"),
-  /** A bearer key the stack accepts (local use and tests). */
+  /** A key registered (idempotently) as a key of the local organization: local use and tests. */
   apiKey: Config.option(Config.String("TRIBUTARY_API_KEY")),
   maxBodyBytes: int("TRIBUTARY_MAX_BODY_BYTES", 8 * 1024 * 1024),
   /** A runner that sends neither a delta nor a heartbeat for this long is declared lost. */
@@ -52,6 +52,28 @@ export const filesConfig = Config.all({
   batchQueueMargin: int("TRIBUTARY_BATCH_QUEUE_MARGIN", -1),
   /** How often the actor host deletes expired files. */
   fileSweepMs: int("TRIBUTARY_FILE_SWEEP_MS", 60_000),
+});
+
+/** Rate limits (gateways and actor hosts). */
+export const rateLimitConfig = Config.all({
+  /** "off" admits everything (no budgets, no x-ratelimit headers). */
+  enabled: Config.schema(Schema.Literals(["on", "off"]), "TRIBUTARY_RATE_LIMITS").pipe(Config.withDefault("on" as const)),
+  /** Whose budget a request draws from, per model. */
+  scope: Config.schema(Schema.Literals(["organization", "project", "key"]), "TRIBUTARY_RATE_LIMIT_SCOPE").pipe(Config.withDefault("organization" as const)),
+  /** Length of a budget window (a tuning and test knob: the catalog's limits are per window). Read by actor hosts. */
+  windowMs: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 100, maximum: 3_600_000 })), "TRIBUTARY_RATE_LIMIT_WINDOW_MS").pipe(Config.withDefault(60_000)),
+  /** How long a request waits for a budget owner (during a failover) before a 503. */
+  waitMs: int("TRIBUTARY_RATE_LIMIT_WAIT_MS", 10_000),
+});
+
+/** Accounts: the admin service (actor host) and API key bookkeeping (gateway). */
+export const accountsConfig = Config.all({
+  /** host:port of the admin gRPC service; "off" disables it. Loopback by default. */
+  adminAddr: str("TRIBUTARY_ADMIN_ADDR", "127.0.0.1:50051"),
+  /** Token the admin service requires; default: made once in $TRIBUTARY_HOME/admin-token. */
+  adminToken: Config.option(Config.String("TRIBUTARY_ADMIN_TOKEN")),
+  /** How often a gateway writes the last-used times of the keys it saw. */
+  keyUsageFlushMs: int("TRIBUTARY_KEY_USAGE_FLUSH_MS", 30_000),
 });
 
 export const runnerConfig = Config.all({

@@ -1,13 +1,13 @@
 import type { ModelSpec } from "../../lib/catalog/model-spec.js";
 import { newId } from "../../lib/ids.js";
-import type { Priority, Usage } from "../../proto/gen/tributary/v1/inference.js";
+import type { GenerateRequest, Priority, Usage } from "../../proto/gen/tributary/v1/inference.js";
 import { ApiError } from "../http/api-error.js";
 import type { ChatCompletionRequest } from "../schemas/chat-completions.js";
 import { chatToGenerateRequest } from "../translate/chat-request.js";
 import { ChatCompletionAccumulator } from "../translate/chat-response.js";
 import { apiErrorFromRunner } from "./error-mapping.js";
 import type { GenerationClient } from "./generation-client.js";
-import type { GenerationStream } from "./generation-stream.js";
+import type { GenerationListener, GenerationStream } from "./generation-stream.js";
 
 // Running one chat completion, independent of HTTP: the route uses it, and so does anything that
 // runs chat completions off the request path (batch lines).
@@ -24,20 +24,34 @@ export type ChatCompletion = ReturnType<ChatCompletionAccumulator["toCompletion"
 
 const cancelled = () => new ApiError(499, "The request was cancelled.", "invalid_request_error", "cancelled");
 
-/** Checks the body against the model and hands it to a runner; resolves once a runner admitted it. */
-export async function startChatCompletion(client: GenerationClient, body: ChatCompletionRequest, spec: ModelSpec, ctx: ChatRunContext): Promise<GenerationStream> {
-  const request = chatToGenerateRequest(body, spec, { requestId: ctx.requestId, deadlineUnixMs: ctx.deadlineUnixMs, priority: ctx.priority });
-  if (ctx.signal?.aborted) throw cancelled();
+/** Hands a built request to a runner; resolves once a runner admitted it. */
+export async function admitGeneration(client: GenerationClient, request: GenerateRequest, signal?: AbortSignal): Promise<GenerationStream> {
+  if (signal?.aborted) throw cancelled();
   const stream = await client.generate(request);
-  if (ctx.signal?.aborted) {
+  if (signal?.aborted) {
     stream.cancel();
     throw cancelled();
   }
   return stream;
 }
 
-/** Collects an admitted generation into the `chat.completion` object. */
-export function collectChatCompletion(stream: GenerationStream, body: ChatCompletionRequest, requestId: string, signal?: AbortSignal): Promise<ChatCompletion> {
+/** Checks the body against the model and hands it to a runner; resolves once a runner admitted it. */
+export function startChatCompletion(client: GenerationClient, body: ChatCompletionRequest, spec: ModelSpec, ctx: ChatRunContext): Promise<GenerationStream> {
+  const request = chatToGenerateRequest(body, spec, { requestId: ctx.requestId, deadlineUnixMs: ctx.deadlineUnixMs, priority: ctx.priority });
+  return admitGeneration(client, request, ctx.signal);
+}
+
+/**
+ * Collects an admitted generation into the `chat.completion` object. `observe` may wrap the
+ * listener (the rate limiter's usage meter does).
+ */
+export function collectChatCompletion(
+  stream: GenerationStream,
+  body: ChatCompletionRequest,
+  requestId: string,
+  signal?: AbortSignal,
+  observe: (listener: GenerationListener) => GenerationListener = (l) => l,
+): Promise<ChatCompletion> {
   const id = newId("chatcmpl-");
   const created = Math.floor(Date.now() / 1000);
   const acc = new ChatCompletionAccumulator(body.n ?? 1);
@@ -51,13 +65,13 @@ export function collectChatCompletion(stream: GenerationStream, body: ChatComple
       signal?.removeEventListener("abort", onAbort);
       f(v);
     };
-    stream.listen({
+    stream.listen(observe({
       delta: (d) => acc.delta(d),
       choiceEnd: (e) => acc.choiceEnd(e),
       choiceReset: (index) => acc.reset(index),
       final: settle((f) => (f.error ? reject(apiErrorFromRunner(f.error, requestId)) : resolve(f.usage))),
       failure: settle(reject),
-    });
+    }));
   }).then((usage) => acc.toCompletion(id, created, body.model, usage));
 }
 

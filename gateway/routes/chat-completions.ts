@@ -1,51 +1,71 @@
 import type { ModelSpec } from "../../lib/catalog/model-spec.js";
 import { newId } from "../../lib/ids.js";
-import { ApiError, errors } from "../http/api-error.js";
+import { errors, type ApiError } from "../http/api-error.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
+import { admitGeneration, collectChatCompletion } from "../inference/chat-completion.js";
 import { apiErrorFromRunner } from "../inference/error-mapping.js";
 import type { GenerationClient } from "../inference/generation-client.js";
 import type { GenerationStream } from "../inference/generation-stream.js";
+import { estimateRequestTokens } from "../ratelimit/estimate.js";
+import type { RateLimiter } from "../ratelimit/rate-limiter.js";
+import { UsageMeter } from "../ratelimit/usage-meter.js";
 import { parseChatCompletionRequest, type ChatCompletionRequest } from "../schemas/chat-completions.js";
 import { SseWriter } from "../sse/sse-writer.js";
-import { runChatCompletion, startChatCompletion } from "../inference/chat-completion.js";
+import { chatToGenerateRequest } from "../translate/chat-request.js";
 import { ChatChunkStream } from "../translate/chat-stream.js";
 
 export interface ChatRouteDeps {
   catalog: ReadonlyMap<string, ModelSpec>;
   client: GenerationClient;
+  rateLimiter: RateLimiter;
   maxBodyBytes: number;
   requestTimeoutMs: number;
   maxPendingStreamBytes: number;
 }
 
-/** POST /v1/chat/completions: streamed (SSE) or not, n choices, tool calls. */
+/** POST /v1/chat/completions: streamed (SSE) or not, n choices, tool calls, rate limited. */
 export function registerChatRoutes(router: Router, deps: ChatRouteDeps): void {
   router.post("/v1/chat/completions", async (ex) => {
     const body = parseChatCompletionRequest(await ex.readJson(deps.maxBodyBytes));
     const spec = deps.catalog.get(body.model);
     if (!spec) throw errors.modelNotFound(body.model);
+    const request = chatToGenerateRequest(body, spec, { requestId: ex.requestId, deadlineUnixMs: Date.now() + deps.requestTimeoutMs });
+    const admission = await deps.rateLimiter.admit(ex.principal!, spec, estimateRequestTokens(request, spec));
+    Object.assign(ex.responseHeaders, admission.headers);
     const left = new AbortController();
     ex.onAbort(() => left.abort());
-    const ctx = { requestId: ex.requestId, deadlineUnixMs: Date.now() + deps.requestTimeoutMs, signal: left.signal };
+    let stream: GenerationStream;
+    try {
+      stream = await admitGeneration(deps.client, request, left.signal);
+    } catch (err) {
+      admission.settle(0); // nothing was generated: the estimate goes back
+      throw err;
+    }
+    const meter = new UsageMeter(admission, stream.admitted!.promptTokens);
+    // Settlement happens once: from the final usage, else from what was produced when the client left.
+    left.signal.addEventListener("abort", () => meter.abandon(), { once: true });
+    ex.responseHeaders["x-tributary-runner"] = stream.admitted!.runnerId;
     if (!body.stream) {
-      const { completion, runnerId } = await runChatCompletion(deps.client, body, spec, ctx);
-      ex.responseHeaders["x-tributary-runner"] = runnerId;
-      ex.json(200, completion);
+      ex.json(200, await collectChatCompletion(stream, body, ex.requestId, left.signal, (l) => meter.wrap(l)));
       return;
     }
-    const stream = await startChatCompletion(deps.client, body, spec, ctx);
-    ex.onAbort(() => stream.cancel());
-    ex.responseHeaders["x-tributary-runner"] = stream.admitted!.runnerId;
-    streamCompletion(ex, stream, body, { id: newId("chatcmpl-"), created: Math.floor(Date.now() / 1000), maxPendingBytes: deps.maxPendingStreamBytes });
+    const stop = () => {
+      stream.cancel();
+      meter.abandon();
+    };
+    if (ex.aborted) return stop();
+    ex.onAbort(stop);
+    streamCompletion(ex, stream, meter, body, { id: newId("chatcmpl-"), created: Math.floor(Date.now() / 1000), maxPendingBytes: deps.maxPendingStreamBytes, onOverflow: stop });
   });
 }
 
 function streamCompletion(
   ex: HttpExchange,
   stream: GenerationStream,
+  meter: UsageMeter,
   body: ChatCompletionRequest,
-  opts: { id: string; created: number; maxPendingBytes: number },
+  opts: { id: string; created: number; maxPendingBytes: number; onOverflow: () => void },
 ): void {
   const writer = new SseWriter(ex);
   writer.open();
@@ -56,12 +76,12 @@ function streamCompletion(
     choices: body.n ?? 1,
     includeUsage: body.stream_options?.include_usage === true,
     maxPendingBytes: opts.maxPendingBytes,
-    onOverflow: () => stream.cancel(),
+    onOverflow: opts.onOverflow,
   });
-  stream.listen({
+  stream.listen(meter.wrap({
     delta: (d) => chunks.delta(d),
     choiceEnd: (e) => chunks.choiceEnd(e),
     final: (f) => (f.error ? chunks.fail(apiErrorFromRunner(f.error, ex.requestId)) : chunks.complete(f.usage)),
     failure: (err: ApiError) => chunks.fail(err),
-  });
+  }));
 }

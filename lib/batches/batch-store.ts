@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import { RetentionPolicy, type JetStreamClient } from "@nats-io/jetstream";
-import { buckets, keyToken, streams, subjects } from "../nats/subjects.js";
+import { buckets, kvToken, streams, subjects } from "../nats/subjects.js";
 import { ensureStream, jetStreamHandles, openKv, type JetStreamHandles } from "../nats/jetstream.js";
 
 // Batch records: the OpenAI batch object plus what its coordinator needs to carry the batch
@@ -143,9 +143,9 @@ export class BatchStore {
 
   /** A project's batches, newest first (ids sort by creation time). */
   async list(project: string, limit: number, after: string | undefined): Promise<{ data: BatchObject[]; has_more: boolean }> {
-    const prefix = keyToken(project) + ".";
+    const prefix = kvToken(project) + ".";
     const ids: string[] = [];
-    for await (const key of await this.kv.keys(`${keyToken(project)}.>`)) ids.push(key.slice(prefix.length));
+    for await (const key of await this.kv.keys(`${kvToken(project)}.>`)) ids.push(key.slice(prefix.length));
     ids.sort().reverse();
     const start = after ? ids.findIndex((id) => id < after) : 0;
     const data: BatchObject[] = [];
@@ -159,7 +159,7 @@ export class BatchStore {
   }
 
   private key(project: string, id: string): string {
-    return `${keyToken(project)}.${id}`;
+    return `${kvToken(project)}.${id}`;
   }
 }
 

@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import type { ObjectInfo, ObjectStore } from "@nats-io/obj";
 import { newSortableId } from "../ids.js";
-import { buckets, keyToken } from "../nats/subjects.js";
+import { buckets, kvToken } from "../nats/subjects.js";
 import { jetStreamHandles, openKv, openObjectStore, readStored, type JetStreamHandles } from "../nats/jetstream.js";
 
 // Files: contents in a JetStream Object Store (streamed in and out in chunks, never whole in
@@ -175,8 +175,8 @@ export class FileStore {
   /** Lists a project's live files by creation (ids sort by creation time). */
   async list(project: string, options: ListOptions): Promise<{ data: FileObject[]; has_more: boolean }> {
     const ids: string[] = [];
-    const prefix = keyToken(project) + ".";
-    for await (const key of await this.meta.keys(`${keyToken(project)}.>`)) ids.push(key.slice(prefix.length));
+    const prefix = kvToken(project) + ".";
+    for await (const key of await this.meta.keys(`${kvToken(project)}.>`)) ids.push(key.slice(prefix.length));
     ids.sort();
     if (options.order === "desc") ids.reverse();
     let start = 0;
@@ -289,7 +289,7 @@ export class FileStore {
   }
 
   private key(project: string, id: string): string {
-    return `${keyToken(project)}.${id}`;
+    return `${kvToken(project)}.${id}`;
   }
 }
 

@@ -40,12 +40,29 @@ export const subjects = {
   /** Every waiting line of one batch, whatever its models (purged on cancel, expiry and deletion). */
   batchWorkOfBatch: (batchId: string) => `${SUBJECT_ROOT}.batch.work.*.${batchId}`,
   batchWorkAll: `${SUBJECT_ROOT}.batch.work.>`,
+  /** Lease requests (and returns) of one rate-limit budget: only its current owner subscribes. */
+  budgetLease: (modelId: string, scope: string, scopeId: string) => `${SUBJECT_ROOT}.budget.${modelToken(modelId)}.${scope}.${scopeId}.lease`,
+  budgetReturn: (modelId: string, scope: string, scopeId: string) => `${SUBJECT_ROOT}.budget.${modelToken(modelId)}.${scope}.${scopeId}.return`,
+  /** Activation of a budget that has no (live) owner: any actor host (queue group `budgetHosts`) takes it. */
+  budgetActivate: `${SUBJECT_ROOT}.budget.activate`,
+  /** "Do you still own this budget?", addressed to the actor host recorded as its owner. */
+  budgetHostProbe: (hostId: string) => `${SUBJECT_ROOT}.budget-host.${hostId}.probe`,
 } as const;
 
 export const queues = {
   /** Queue group shared by all runners of one model on `subjects.generate`. */
   runners: (modelId: string) => `runners.${modelToken(modelId)}`,
+  /** Actor hosts sharing the activation of rate-limit budgets. */
+  budgetHosts: "budget-hosts",
 } as const;
+
+/**
+ * KV keys may hold only [-/_=.A-Za-z0-9] and use '.' as a separator: a model id becomes one
+ * token, with other characters written as =XX ("qwen/qwen3-0.6b" -> "qwen/qwen3-0=2E6b").
+ */
+export function kvToken(value: string): string {
+  return value.replace(/[^-/_A-Za-z0-9]/g, (c) => "=" + c.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0"));
+}
 
 /**
  * JetStream KV buckets, Object Store buckets and streams. Each feature adds its own here, with a
@@ -60,6 +77,21 @@ export const buckets = {
   batches: "tributary_batches",
   /** KV: one finished line of a batch, key `<batch id>.<line>`, written create-only (first writer wins). */
   batchResults: "tributary_batch_results",
+  /**
+   * KV: organizations, projects, API keys and invitations (JSON records):
+   * `org.<org>`, `project.<org>.<project>`, `apikey.<sha256 of the key, hex>` (the key record;
+   * the key itself is stored nowhere), `keyid.<org>.<key id>` (index: key id -> hash),
+   * `invitation.<invitation id>`. Gateways watch it to drop revoked keys from their caches.
+   */
+  accounts: "tributary_accounts",
+  /** KV: last-used time of each API key, `<key id>`; written by gateways in batches, not per request. */
+  apiKeyUsage: "tributary_api_key_usage",
+  /**
+   * KV: rate-limit budget state, `<model>.<scope>.<scope id>` (kvToken-encoded): the owning actor
+   * host, the current window and what was granted in it. Every grant is written here (compare-and-set
+   * on the revision) before it is answered, so a new owner resumes without double-spending.
+   */
+  rateLimits: "tributary_rate_limits",
 } as const;
 
 export const streams = {
@@ -75,11 +107,3 @@ export const consumers = {
   /** One per model, filtered on that model's work subjects. */
   batchWorkers: (modelId: string) => `batch-workers-${modelToken(modelId).replace(/[^A-Za-z0-9_-]/g, "_")}`,
 } as const;
-
-/**
- * Encodes an identifier (a project id, say) as one KV key token: KV keys allow only
- * [-/_=.a-zA-Z0-9] and '.' separates tokens, so anything else becomes '=' + two hex digits.
- */
-export function keyToken(value: string): string {
-  return value.replace(/[^A-Za-z0-9_-]/g, (c) => "=" + c.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0"));
-}

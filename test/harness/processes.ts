@@ -126,11 +126,22 @@ export async function startRunner(natsUrl: string, env: NodeJS.ProcessEnv = {}):
   return { ...proc, runnerId: rec.runnerId as string };
 }
 
-/** The platform actor host (budgets, coordinators, stores). */
-export async function startActorHost(natsUrl: string, env: NodeJS.ProcessEnv = {}): Promise<Proc> {
-  const proc = startProcess(process.execPath, [dist("actors/main.js")], { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, ...env }, "actors");
+export interface ActorHost extends Proc {
+  /** host:port of its admin gRPC service (a free port unless env says otherwise). */
+  adminAddr: string;
+}
+
+/** The platform actor host (budgets, coordinators, stores, the admin service). */
+export async function startActorHost(natsUrl: string, env: NodeJS.ProcessEnv = {}): Promise<ActorHost> {
+  const proc = startProcess(
+    process.execPath,
+    [dist("actors/main.js")],
+    { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_ADMIN_ADDR: "127.0.0.1:0", TRIBUTARY_ADMIN_TOKEN: TEST_ADMIN_TOKEN, ...env },
+    "actors",
+  );
   await proc.waitForLog((r) => r.msg === "actor host ready");
-  return proc;
+  const admin = proc.logs.find((r) => r.msg === "admin service listening");
+  return { ...proc, adminAddr: (admin?.address as string | undefined) ?? "" };
 }
 
 export interface Gateway extends Proc {
@@ -152,4 +163,5 @@ export async function startGateway(natsUrl: string, env: NodeJS.ProcessEnv = {})
 }
 
 export const TEST_KEY = "sk-test-tributary";
+export const TEST_ADMIN_TOKEN = "tadm-test-tributary";
 export const TEST_MODEL = "test/stories-260k";

@@ -1,10 +1,10 @@
 import OpenAI from "openai";
 import type { Test } from "tap";
-import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, type Gateway, type NatsServer, type Proc, type Runner } from "./processes.js";
+import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, type ActorHost, type Gateway, type NatsServer, type Runner } from "./processes.js";
 
 export interface Stack {
   nats: NatsServer;
-  actors: Proc;
+  actors: ActorHost;
   runners: Runner[];
   gateway: Gateway;
   client: OpenAI;

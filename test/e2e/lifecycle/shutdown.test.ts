@@ -90,7 +90,8 @@ t.test("a gateway whose drain timeout passes ends open streams with a clear erro
   t.teardown(() => nats.stop());
   const runner = await startRunner(nats.url, { TRIBUTARY_MODEL_OVERRIDES: overrides });
   t.teardown(() => runner.kill());
-  const gateway = await startGateway(nats.url, { TRIBUTARY_MODEL_OVERRIDES: overrides, TRIBUTARY_DRAIN_TIMEOUT_MS: "200" });
+  // No actor host in this stack, so no budget owners: rate limits off.
+  const gateway = await startGateway(nats.url, { TRIBUTARY_MODEL_OVERRIDES: overrides, TRIBUTARY_DRAIN_TIMEOUT_MS: "200", TRIBUTARY_RATE_LIMITS: "off" });
   t.teardown(() => gateway.kill());
   const client = new OpenAI({ apiKey: TEST_KEY, baseURL: gateway.baseURL, maxRetries: 0 });
   const stream = await client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: 1200, stream: true });
@@ -117,7 +118,7 @@ t.test("a runner asked to stop finishes its in-flight request first", async (t) 
   t.teardown(() => nats.stop());
   const runner = await startRunner(nats.url, { TRIBUTARY_MODEL_OVERRIDES: overrides });
   t.teardown(() => runner.kill());
-  const gateway = await startGateway(nats.url, { TRIBUTARY_MODEL_OVERRIDES: overrides });
+  const gateway = await startGateway(nats.url, { TRIBUTARY_MODEL_OVERRIDES: overrides, TRIBUTARY_RATE_LIMITS: "off" });
   t.teardown(() => gateway.kill());
   const client = new OpenAI({ apiKey: TEST_KEY, baseURL: gateway.baseURL, maxRetries: 0 });
   const stream = await client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: 1200, stream: true });

@@ -1,0 +1,151 @@
+import { Server, ServerCredentials, status, type Metadata, type ServerUnaryCall, type sendUnaryData } from "@grpc/grpc-js";
+import {
+  AdminServiceService,
+  type AdminServiceServer,
+  type ApiKey,
+  type Invitation,
+  type Organization,
+  type Project,
+} from "../../proto/gen/tributary/v1/admin.js";
+import { AccountError, AccountStore, type ApiKeyView } from "../../lib/accounts/account-store.js";
+import { tokenMatches } from "../../lib/accounts/admin-token.js";
+import { invitationStatus, type InvitationRecord, type OrganizationRecord, type ProjectRecord } from "../../lib/accounts/records.js";
+import type { Logger } from "../../lib/log.js";
+import type { Actor, ActorContext } from "../runtime/actor.js";
+
+export const toOrganization = (o: OrganizationRecord): Organization => ({ id: o.id, name: o.name, createdAt: o.created_at, defaultProjectId: o.default_project_id });
+export const toProject = (p: ProjectRecord): Project => ({ id: p.id, organizationId: p.organization_id, name: p.name, createdAt: p.created_at });
+export const toApiKey = (k: ApiKeyView): ApiKey => ({
+  id: k.id,
+  name: k.name,
+  organizationId: k.organization_id,
+  projectId: k.project_id ?? "",
+  prefix: k.prefix,
+  createdAt: k.created_at,
+  lastUsedAt: k.last_used_at ?? 0,
+  revokedAt: k.revoked_at ?? 0,
+});
+export const toInvitation = (i: InvitationRecord): Invitation => ({
+  id: i.id,
+  note: i.note,
+  createdAt: i.created_at,
+  expiresAt: i.expires_at,
+  redeemedAt: i.redeemed_at ?? 0,
+  organizationId: i.organization_id ?? "",
+  revokedAt: i.revoked_at ?? 0,
+  status: invitationStatus(i),
+});
+
+const STATUS_OF: Record<AccountError["code"], status> = {
+  not_found: status.NOT_FOUND,
+  invalid_argument: status.INVALID_ARGUMENT,
+  already_exists: status.ALREADY_EXISTS,
+  failed_precondition: status.FAILED_PRECONDITION,
+};
+
+interface GrpcError {
+  code: status;
+  details: string;
+}
+
+/** The AdminService implementation over the account store; every call checks the admin token. */
+export function adminServiceImpl(store: AccountStore, token: string, log: Logger): AdminServiceServer {
+  const authorized = (metadata: Metadata): boolean => {
+    const value = metadata.get("authorization")[0];
+    const m = typeof value === "string" ? /^Bearer\s+(\S+)\s*$/i.exec(value) : null;
+    return !!m && tokenMatches(m[1]!, token);
+  };
+  const unary =
+    <Req, Res>(method: string, run: (req: Req) => Promise<Res>) =>
+    (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>): void => {
+      if (!authorized(call.metadata)) {
+        callback({ code: status.UNAUTHENTICATED, details: "missing or wrong admin token (authorization: Bearer <TRIBUTARY_ADMIN_TOKEN>)" } as GrpcError);
+        return;
+      }
+      run(call.request).then(
+        (res) => callback(null, res),
+        (err: unknown) => {
+          if (err instanceof AccountError) return callback({ code: STATUS_OF[err.code], details: err.message } as GrpcError);
+          log.error("admin call failed", { method, err });
+          callback({ code: status.INTERNAL, details: "internal error (see the actor host's log)" } as GrpcError);
+        },
+      );
+    };
+
+  return {
+    createOrganization: unary("CreateOrganization", async (req) => {
+      const { organization, project } = await store.createOrganization({ name: req.name, projectName: req.projectName });
+      return { organization: toOrganization(organization), project: toProject(project) };
+    }),
+    listOrganizations: unary("ListOrganizations", async () => ({ organizations: (await store.listOrganizations()).map(toOrganization) })),
+    createProject: unary("CreateProject", async (req) => toProject(await store.createProject({ organizationId: req.organizationId, name: req.name }))),
+    listProjects: unary("ListProjects", async (req) => ({ projects: (await store.listProjects(req.organizationId)).map(toProject) })),
+    createApiKey: unary("CreateApiKey", async (req) => {
+      const created = await store.createApiKey({ projectId: req.projectId || undefined, organizationId: req.organizationId || undefined, name: req.name });
+      return { key: toApiKey(created.key), secret: created.secret };
+    }),
+    listApiKeys: unary("ListApiKeys", async (req) => ({
+      keys: (await store.listApiKeys({ organizationId: req.organizationId || undefined, projectId: req.projectId || undefined, includeRevoked: req.includeRevoked })).map(toApiKey),
+    })),
+    revokeApiKey: unary("RevokeApiKey", async (req) => toApiKey(await store.revokeApiKey(req.keyId))),
+    createInvitation: unary("CreateInvitation", async (req) => {
+      const { invitation, code } = await store.createInvitation({ note: req.note, expiresInSeconds: req.expiresInSeconds });
+      return { invitation: toInvitation(invitation), code };
+    }),
+    listInvitations: unary("ListInvitations", async () => ({ invitations: (await store.listInvitations()).map(toInvitation) })),
+    revokeInvitation: unary("RevokeInvitation", async (req) => toInvitation(await store.revokeInvitation(req.invitationId))),
+    redeemInvitation: unary("RedeemInvitation", async (req) => {
+      const r = await store.redeemInvitation({ code: req.code, organizationName: req.organizationName, projectName: req.projectName, keyName: req.keyName });
+      return { organization: toOrganization(r.organization), project: toProject(r.project), key: toApiKey(r.key.key), secret: r.key.secret };
+    }),
+  };
+}
+
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\]|::1)$/;
+
+/**
+ * The admin gRPC service, hosted by the platform actor host: it is stateless (all state is in KV),
+ * so every actor host may serve it, and it needs nothing the host does not already have (a NATS
+ * connection, supervision). Bound to loopback unless told otherwise; every call needs the token.
+ */
+export class AdminServiceActor implements Actor {
+  readonly name = "admin service";
+  private server: Server | undefined;
+
+  /** `token` is read when the service starts: a failure to make one fails this actor, not the host. */
+  constructor(private readonly address: string, private readonly token: () => string) {}
+
+  async start(ctx: ActorContext): Promise<void> {
+    let token: string;
+    try {
+      token = this.token();
+    } catch (err) {
+      throw new Error(`no admin token: set TRIBUTARY_ADMIN_TOKEN, or let the actor host write $TRIBUTARY_HOME/admin-token (${(err as Error).message})`);
+    }
+    const store = await AccountStore.open(ctx.nc);
+    const server = new Server();
+    server.addService(AdminServiceService, adminServiceImpl(store, token, ctx.log));
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(this.address, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    this.server = server;
+    const host = this.address.slice(0, this.address.lastIndexOf(":"));
+    if (!LOOPBACK.test(host)) ctx.log.warn("admin service bound beyond loopback: its traffic is not encrypted", { address: this.address });
+    ctx.log.info("admin service listening", { address: `${host}:${port}`, port });
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        server.forceShutdown();
+        resolve();
+      }, 2_000);
+      server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+}

@@ -1,0 +1,208 @@
+import { parseArgs } from "node:util";
+import { credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
+import { AdminServiceClient, type ApiKey, type Invitation, type Organization, type Project } from "../proto/gen/tributary/v1/admin.js";
+import { resolveAdminToken } from "../lib/accounts/admin-token.js";
+import { accountsConfig, commonConfig, optionToUndefined, readConfig } from "../lib/config.js";
+
+// `tributary admin ...`: the operators' command line, a thin client of the admin gRPC service
+// (proto/tributary/v1/admin.proto) that the actor host serves on TRIBUTARY_ADMIN_ADDR.
+
+export const adminUsage = `usage: tributary admin [--json] [--addr host:port] [--token TOKEN] <resource> <action> [options]
+
+  org create --name NAME [--project-name NAME]     an organization and its first (default) project
+  org list
+  project create --org ORG_ID --name NAME
+  project list --org ORG_ID
+  key create --project PROJECT_ID [--name NAME]    a project key (sk-proj-...), shown once
+  key create --org ORG_ID [--name NAME]            an organization key (sk-org-...): every project of the
+                                                   organization, chosen with the OpenAI-Project header
+  key list (--org ORG_ID | --project PROJECT_ID) [--all]   --all includes revoked keys
+  key revoke KEY_ID                                effective on every gateway within a second
+  invitation create [--note TEXT] [--expires-in 14d]       the code is shown once
+  invitation list
+  invitation revoke INVITATION_ID
+  invitation redeem CODE --org-name NAME [--project-name NAME] [--key-name NAME]
+
+The service is found at TRIBUTARY_ADMIN_ADDR (default 127.0.0.1:50051); the token is
+TRIBUTARY_ADMIN_TOKEN, else the one the actor host made in $TRIBUTARY_HOME/admin-token.
+--json prints the reply as JSON (proto3 field names).
+`;
+
+class UsageError extends Error {}
+
+type Call<Req, Res> = (req: Req, md: Metadata, opts: { deadline: Date }, cb: (err: ServiceError | null, res: Res) => void) => unknown;
+
+function call<Req, Res>(client: AdminServiceClient, method: Call<Req, Res>, req: Req, token: string): Promise<Res> {
+  const md = new Metadata();
+  md.set("authorization", `Bearer ${token}`);
+  return new Promise((resolve, reject) =>
+    method.call(client, req, md, { deadline: new Date(Date.now() + 15_000) }, (err, res) => (err ? reject(err) : resolve(res))),
+  );
+}
+
+/** "14d", "12h", "30m", "90s" or plain seconds. */
+export function parseDurationSeconds(text: string): number {
+  const m = /^(\d+)\s*([dhms]?)$/.exec(text.trim());
+  if (!m) throw new UsageError(`--expires-in: expected a duration like 14d, 12h, 30m or 3600, got '${text}'`);
+  return Number(m[1]) * { d: 86_400, h: 3_600, m: 60, s: 1, "": 1 }[m[2] as "d"];
+}
+
+const when = (unix: number) => (unix ? new Date(unix * 1000).toISOString().replace(".000Z", "Z") : "-");
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n") + "\n";
+}
+
+const orgRows = (orgs: Organization[]) => table([["ID", "NAME", "DEFAULT PROJECT", "CREATED"], ...orgs.map((o) => [o.id, o.name, o.defaultProjectId, when(o.createdAt)])]);
+const projectRows = (ps: Project[]) => table([["ID", "ORGANIZATION", "NAME", "CREATED"], ...ps.map((p) => [p.id, p.organizationId, p.name, when(p.createdAt)])]);
+const keyRows = (ks: ApiKey[]) =>
+  table([
+    ["ID", "PREFIX", "NAME", "SCOPE", "CREATED", "LAST USED", "REVOKED"],
+    ...ks.map((k) => [k.id, `${k.prefix}...`, k.name, k.projectId || `organization ${k.organizationId}`, when(k.createdAt), when(k.lastUsedAt), when(k.revokedAt)]),
+  ]);
+const invitationRows = (is: Invitation[]) =>
+  table([["ID", "STATUS", "NOTE", "CREATED", "EXPIRES", "ORGANIZATION"], ...is.map((i) => [i.id, i.status, i.note || "-", when(i.createdAt), when(i.expiresAt), i.organizationId || "-"])]);
+
+export async function runAdmin(argv: string[], out: NodeJS.WritableStream = process.stdout): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        json: { type: "boolean", default: false },
+        addr: { type: "string" },
+        token: { type: "string" },
+        name: { type: "string" },
+        "project-name": { type: "string" },
+        "org-name": { type: "string" },
+        "key-name": { type: "string" },
+        org: { type: "string" },
+        project: { type: "string" },
+        note: { type: "string" },
+        "expires-in": { type: "string" },
+        all: { type: "boolean", default: false },
+        help: { type: "boolean", short: "h", default: false },
+      },
+    });
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n\n${adminUsage}`);
+    return 2;
+  }
+  const { values: o, positionals } = parsed;
+  const [resource, action, arg] = positionals;
+  if (o.help || !resource) {
+    process.stderr.write(adminUsage);
+    return o.help ? 0 : 2;
+  }
+
+  const common = readConfig(commonConfig);
+  const accounts = readConfig(accountsConfig);
+  const addr = o.addr ?? accounts.adminAddr;
+  const token = o.token ?? resolveAdminToken(optionToUndefined(accounts.adminToken), common.home, false);
+  if (!token) {
+    process.stderr.write(`no admin token: set TRIBUTARY_ADMIN_TOKEN (or run where the actor host keeps ${common.home}/admin-token)\n`);
+    return 2;
+  }
+  const client = new AdminServiceClient(addr, credentials.createInsecure());
+  const print = (json: unknown, human: string) => out.write(o.json ? JSON.stringify(json, null, 2) + "\n" : human);
+  const need = (value: string | undefined, what: string): string => {
+    if (!value) throw new UsageError(`${resource} ${action}: ${what} is required`);
+    return value;
+  };
+
+  try {
+    switch (`${resource} ${action ?? ""}`.trim()) {
+      case "org create": {
+        const r = await call(client, client.createOrganization, { name: need(o.name, "--name"), projectName: o["project-name"] ?? "" }, token);
+        print(r, `organization ${r.organization!.id} (${r.organization!.name}), default project ${r.project!.id} (${r.project!.name})\n`);
+        break;
+      }
+      case "org list": {
+        const r = await call(client, client.listOrganizations, {}, token);
+        print(r, orgRows(r.organizations));
+        break;
+      }
+      case "project create": {
+        const r = await call(client, client.createProject, { organizationId: need(o.org, "--org"), name: need(o.name, "--name") }, token);
+        print(r, `project ${r.id} (${r.name}) in ${r.organizationId}\n`);
+        break;
+      }
+      case "project list": {
+        const r = await call(client, client.listProjects, { organizationId: need(o.org, "--org") }, token);
+        print(r, projectRows(r.projects));
+        break;
+      }
+      case "key create": {
+        if (!o.project === !o.org) throw new UsageError("key create: give --project (a project key) or --org (an organization key)");
+        const r = await call(client, client.createApiKey, { projectId: o.project ?? "", organizationId: o.org ?? "", name: o.name ?? "" }, token);
+        const scope = r.key!.projectId ? `project ${r.key!.projectId}` : `organization ${r.key!.organizationId} (all its projects)`;
+        print(r, `key ${r.key!.id} for ${scope}. Copy it now: it is not stored and will not be shown again.\n\n  ${r.secret}\n\n`);
+        break;
+      }
+      case "key list": {
+        if (!o.project && !o.org) throw new UsageError("key list: give --org or --project");
+        const r = await call(client, client.listApiKeys, { organizationId: o.org ?? "", projectId: o.project ?? "", includeRevoked: o.all ?? false }, token);
+        print(r, keyRows(r.keys));
+        break;
+      }
+      case "key revoke": {
+        const r = await call(client, client.revokeApiKey, { keyId: need(arg, "KEY_ID") }, token);
+        print(r, `key ${r.id} (${r.prefix}...) revoked at ${when(r.revokedAt)}\n`);
+        break;
+      }
+      case "invitation create": {
+        const r = await call(
+          client,
+          client.createInvitation,
+          { note: o.note ?? "", expiresInSeconds: o["expires-in"] ? parseDurationSeconds(o["expires-in"]) : 0 },
+          token,
+        );
+        print(r, `invitation ${r.invitation!.id}, valid until ${when(r.invitation!.expiresAt)}. Send this code (it will not be shown again):\n\n  ${r.code}\n\n`);
+        break;
+      }
+      case "invitation list": {
+        const r = await call(client, client.listInvitations, {}, token);
+        print(r, invitationRows(r.invitations));
+        break;
+      }
+      case "invitation revoke": {
+        const r = await call(client, client.revokeInvitation, { invitationId: need(arg, "INVITATION_ID") }, token);
+        print(r, `invitation ${r.id} revoked\n`);
+        break;
+      }
+      case "invitation redeem": {
+        const r = await call(
+          client,
+          client.redeemInvitation,
+          { code: need(arg, "CODE"), organizationName: need(o["org-name"], "--org-name"), projectName: o["project-name"] ?? "", keyName: o["key-name"] ?? "" },
+          token,
+        );
+        print(r, `organization ${r.organization!.id} (${r.organization!.name}), project ${r.project!.id}, key ${r.key!.id}:\n\n  ${r.secret}\n\n`);
+        break;
+      }
+      default:
+        throw new UsageError(`unknown command: admin ${positionals.join(" ")}`);
+    }
+    return 0;
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`${err.message}\n\n${adminUsage}`);
+      return 2;
+    }
+    const e = err as ServiceError;
+    if (typeof e.code === "number") {
+      process.stderr.write(`error: ${e.details || e.message} (${statusName(e.code)})\n`);
+      return 1;
+    }
+    throw err;
+  } finally {
+    client.close();
+  }
+}
+
+function statusName(code: number): string {
+  const names = ["OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"];
+  return names[code] ?? `code ${code}`;
+}

@@ -1,0 +1,62 @@
+import { AccountError, type AccountStore } from "../../lib/accounts/account-store.js";
+import type { OrganizationRecord, ProjectRecord } from "../../lib/accounts/records.js";
+import { ApiError, errors } from "../http/api-error.js";
+import type { Router } from "../http/router.js";
+import { parseRedeemInvitation } from "../schemas/invitations.js";
+
+export interface InvitationRouteDeps {
+  store: AccountStore;
+  maxBodyBytes: number;
+}
+
+const organizationObject = (o: OrganizationRecord) => ({ object: "organization", id: o.id, name: o.name, created_at: o.created_at });
+const projectObject = (p: ProjectRecord) => ({ object: "organization.project", id: p.id, name: p.name, created_at: p.created_at, archived_at: null, status: "active" });
+
+function toApiError(err: AccountError): ApiError {
+  switch (err.code) {
+    case "not_found":
+      return new ApiError(404, err.message, "invalid_request_error", "invitation_not_found", err.field ?? "code");
+    case "failed_precondition":
+      return /expired/.test(err.message)
+        ? new ApiError(410, err.message, "invalid_request_error", "invitation_expired", "code")
+        : new ApiError(409, err.message, "invalid_request_error", "invitation_redeemed", "code");
+    default:
+      return errors.invalidParam(err.field ?? "code", err.message);
+  }
+}
+
+/**
+ * POST /v1/invitations/redeem: how a customer registers in the private beta. Public (there is no
+ * key yet): the invitation code is the credential. Creates the organization, its first project
+ * and its first key, and answers the key this once. The code travels in the body, not the path,
+ * so it stays out of access logs.
+ */
+export function registerInvitationRoutes(router: Router, deps: InvitationRouteDeps): void {
+  router.post(
+    "/v1/invitations/redeem",
+    async (ex) => {
+      const body = parseRedeemInvitation(await ex.readJson(Math.min(deps.maxBodyBytes, 64 * 1024)));
+      let r;
+      try {
+        r = await deps.store.redeemInvitation({ code: body.code, organizationName: body.organization_name, projectName: body.project_name, keyName: body.key_name });
+      } catch (err) {
+        throw err instanceof AccountError ? toApiError(err) : err;
+      }
+      const k = r.key.key;
+      ex.json(200, {
+        object: "invitation.redemption",
+        organization: organizationObject(r.organization),
+        project: projectObject(r.project),
+        api_key: {
+          object: "organization.project.api_key",
+          id: k.id,
+          name: k.name,
+          value: r.key.secret,
+          redacted_value: `${k.prefix}...`,
+          created_at: k.created_at,
+        },
+      });
+    },
+    { public: true },
+  );
+}
