@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import { RetentionPolicy, type JetStreamClient } from "@nats-io/jetstream";
 import { buckets, kvToken, streams, subjects } from "../nats/subjects.js";
-import { ensureStream, jetStreamHandles, openKv, type JetStreamHandles } from "../nats/jetstream.js";
+import { ensureStream, jetStreamHandles, listKeys, openKv, type JetStreamHandles } from "../nats/jetstream.js";
 
 // Batch records: the OpenAI batch object plus what its coordinator needs to carry the batch
 // through its life after any process restarts. One KV entry per batch, keyed by project; every
@@ -143,9 +143,7 @@ export class BatchStore {
 
   /** A project's batches, newest first (ids sort by creation time). */
   async list(project: string, limit: number, after: string | undefined): Promise<{ data: BatchObject[]; has_more: boolean }> {
-    const prefix = kvToken(project) + ".";
-    const ids: string[] = [];
-    for await (const key of await this.kv.keys(`${kvToken(project)}.>`)) ids.push(key.slice(prefix.length));
+    const ids = await listKeys(this.kv, `${kvToken(project)}.>`, kvToken(project) + ".");
     ids.sort().reverse();
     const start = after ? ids.findIndex((id) => id < after) : 0;
     const data: BatchObject[] = [];

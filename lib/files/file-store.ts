@@ -3,7 +3,7 @@ import type { KV } from "@nats-io/kv";
 import type { ObjectInfo, ObjectStore } from "@nats-io/obj";
 import { newSortableId } from "../ids.js";
 import { buckets, kvToken } from "../nats/subjects.js";
-import { jetStreamHandles, openKv, openObjectStore, readStored, type JetStreamHandles } from "../nats/jetstream.js";
+import { jetStreamHandles, listKeys, openKv, openObjectStore, readStored, type JetStreamHandles } from "../nats/jetstream.js";
 
 // Files: contents in a JetStream Object Store (streamed in and out in chunks, never whole in
 // memory), metadata (the OpenAI file object) in a KV bucket keyed by project and file id. The
@@ -174,9 +174,7 @@ export class FileStore {
 
   /** Lists a project's live files by creation (ids sort by creation time). */
   async list(project: string, options: ListOptions): Promise<{ data: FileObject[]; has_more: boolean }> {
-    const ids: string[] = [];
-    const prefix = kvToken(project) + ".";
-    for await (const key of await this.meta.keys(`${kvToken(project)}.>`)) ids.push(key.slice(prefix.length));
+    const ids = await listKeys(this.meta, `${kvToken(project)}.>`, kvToken(project) + ".");
     ids.sort();
     if (options.order === "desc") ids.reverse();
     let start = 0;
@@ -244,7 +242,7 @@ export class FileStore {
   async sweep(now = Date.now()): Promise<{ expired: number; orphans: number }> {
     let expired = 0;
     let orphans = 0;
-    for await (const key of await this.meta.keys()) {
+    for (const key of await listKeys(this.meta, ">")) {
       const entry = await this.meta.get(key);
       if (!entry || entry.operation !== "PUT") continue;
       const { file } = entry.json<StoredFile>();
