@@ -4,7 +4,7 @@
 // gateway's memory at that load.
 //   node dist/bench/sim-streams.js [--levels 500,1000,1500,2000] [--hold 20] [--rate 20]
 import { parseArgs } from "node:util";
-import { cpuMs, rssMiB, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
+import { cpuMs, rssMiB, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
 import { SseLoadClient, type StreamResult } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
@@ -29,12 +29,18 @@ const maxLevel = Math.max(...levels);
 const env = {
   TRIBUTARY_ENGINE: "sim",
   TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
-    [TEST_MODEL]: { slots: maxLevel, queue_limit: maxLevel, context_length: 100_000, max_output_tokens: 100_000, sim: { tokens_per_second: rate, first_token_latency_ms: 50 } },
+    [TEST_MODEL]: {
+      slots: maxLevel, queue_limit: maxLevel, context_length: 100_000, max_output_tokens: 100_000,
+      sim: { tokens_per_second: rate, first_token_latency_ms: 50 },
+      rate_limits: { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 },
+    },
   }),
 };
 
 async function main(): Promise<void> {
   const nats = await startNats();
+  // The whole stack: the actor host owns the rate-limit budgets (set far above this load).
+  const actors = await startActorHost(nats.url, env);
   const runner = await startRunner(nats.url, env);
   const gateway = await startGateway(nats.url, env);
   const client = new SseLoadClient("127.0.0.1", gateway.port, TEST_KEY);
@@ -92,6 +98,7 @@ async function main(): Promise<void> {
     client.close();
     await gateway.stop();
     await runner.stop();
+    await actors.stop();
     await nats.stop();
   }
   writeResults("sim-streams.md", "Concurrent streams at a simulated cadence (sim engine)", [

@@ -5,7 +5,7 @@
 import { parseArgs } from "node:util";
 import { loadCatalog } from "../lib/catalog/load.js";
 import { InProcessEngine } from "./lib/engine-baseline.js";
-import { startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
+import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
@@ -25,7 +25,8 @@ const levels = values.levels!.split(",").map(Number);
 const maxTokens = Number(values["max-tokens"]);
 const slots = Number(values.slots);
 const prompt = "Once upon a time, in a small village by the river,";
-const env = { TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { slots, queue_limit: 1024 } }) };
+const unlimited = { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 };
+const env = { TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { slots, queue_limit: 1024, rate_limits: unlimited } }) };
 
 interface LevelResult {
   tokens: number;
@@ -72,6 +73,8 @@ async function main(): Promise<void> {
   await baseline.load();
 
   const nats = await startNats();
+  // The whole stack: the actor host owns the rate-limit budgets (set far above this load).
+  const actors = await startActorHost(nats.url, env);
   const runner = await startRunner(nats.url, env);
   const gateway = await startGateway(nats.url, env);
   const client = new SseLoadClient("127.0.0.1", gateway.port, TEST_KEY);
@@ -115,6 +118,7 @@ async function main(): Promise<void> {
     client.close();
     await gateway.stop();
     await runner.stop();
+    await actors.stop();
     await nats.stop();
     await baseline.dispose();
   }
