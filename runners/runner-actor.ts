@@ -126,7 +126,7 @@ export class RunnerActor implements Actor {
       const observer = new ReplyPublisher(this.ctx.nc, request.replySubject, request.requestId, this.runnerId, this.ctx.log);
       const queuePosition = scheduler.submit(prepared, observer);
       msg.respond(Admission.encode({
-        result: { $case: "accepted", value: { runnerId: this.runnerId, promptTokens: prepared.promptTokens, queuePosition, maxTokens: prepared.maxTokens } },
+        result: { $case: "accepted", value: { runnerId: this.runnerId, promptTokens: prepared.promptTokens, queuePosition, maxTokens: prepared.maxTokens, droppedMessages: prepared.droppedMessages ?? 0 } },
       }).finish());
     } catch (err) {
       if (err instanceof EngineRequestError || err instanceof AdmissionError)

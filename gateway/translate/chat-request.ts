@@ -2,6 +2,7 @@ import {
   Priority,
   ResponseFormat_Type,
   ToolChoice_Mode,
+  Truncation,
   type ChatMessage,
   type GenerateRequest,
   type ToolDefinition,
@@ -127,5 +128,7 @@ export function chatToGenerateRequest(body: ChatCompletionRequest, spec: ModelSp
     deadlineUnixMs: ctx.deadlineUnixMs,
     replySubject: "",
     reasoningEffort: body.reasoning_effort ?? "medium",
+    maxToolCalls: 0,
+    truncation: Truncation.TRUNCATION_DISABLED,
   };
 }

@@ -13,7 +13,7 @@ const log = createLogger("test");
 function request(id: string, opts: { maxTokens?: number; n?: number; priority?: Priority; deadline?: number } = {}): GenerateRequest {
   return {
     requestId: id, model: "t/sim", messages: [], prompt: "hello world", tools: [], toolChoice: undefined, responseFormat: undefined,
-    parallelToolCalls: false, replySubject: "", reasoningEffort: "",
+    parallelToolCalls: false, replySubject: "", reasoningEffort: "", maxToolCalls: 0, truncation: 0,
     sampling: { stop: [], maxTokens: opts.maxTokens ?? 5, frequencyPenalty: 0, presencePenalty: 0, logitBias: [], n: opts.n ?? 1 },
     priority: opts.priority ?? Priority.PRIORITY_INTERACTIVE, deadlineUnixMs: opts.deadline ?? 0,
   };
