@@ -2,7 +2,7 @@
 //   node dist/gateway/main.js
 import { hostname } from "node:os";
 import { loadCatalog } from "../lib/catalog/load.js";
-import { commonConfig, gatewayConfig, optionToUndefined, readConfig } from "../lib/config.js";
+import { commonConfig, gatewayConfig, optionToUndefined, readConfig, responsesConfig } from "../lib/config.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
@@ -12,7 +12,15 @@ import { ApiError } from "./http/api-error.js";
 import { Router } from "./http/router.js";
 import { GenerationClient } from "./inference/generation-client.js";
 import { RunnerDirectory } from "./inference/runner-directory.js";
+import { BackgroundQueue } from "./responses/background-queue.js";
+import { ConversationStore } from "./responses/conversation-store.js";
+import { PromptStore } from "./responses/prompt-store.js";
+import { ResponseService } from "./responses/response-service.js";
+import { ResponseStore } from "./responses/response-store.js";
 import { registerChatRoutes } from "./routes/chat-completions.js";
+import { registerConversationRoutes } from "./routes/conversations.js";
+import { registerPromptRoutes } from "./routes/prompts.js";
+import { registerResponseRoutes } from "./routes/responses.js";
 import { registerHealthRoutes } from "./routes/health.js";
 import { registerModelRoutes } from "./routes/models.js";
 
@@ -47,8 +55,20 @@ async function main(): Promise<void> {
     requestTimeoutMs: config.requestTimeoutMs,
     maxPendingStreamBytes: config.maxPendingStreamBytes,
   });
+  const responsesSettings = readConfig(responsesConfig);
+  const [responses, conversations, prompts, background] = await Promise.all([
+    ResponseStore.open(nc, responsesSettings.ttlSeconds * 1000),
+    ConversationStore.open(nc),
+    PromptStore.open(nc),
+    BackgroundQueue.open(nc),
+  ]);
+  const service = new ResponseService({ catalog, client, responses, conversations, requestTimeoutMs: config.requestTimeoutMs, log });
+  registerResponseRoutes(router, { nc, service, prompts, background, maxBodyBytes: config.maxBodyBytes, maxPendingStreamBytes: config.maxPendingStreamBytes, log });
+  registerConversationRoutes(router, { conversations, maxBodyBytes: config.maxBodyBytes });
+  registerPromptRoutes(router, { prompts, catalog, maxBodyBytes: config.maxBodyBytes });
 
-  const server = new GatewayServer(router, new StaticKeyAuthenticator(apiKey), log);
+  const principal = { organizationId: "org-local", projectId: config.apiKeyProject, keyId: "key-static" };
+  const server = new GatewayServer(router, new StaticKeyAuthenticator(apiKey, principal), log);
   const port = await server.listen(config.host, config.port);
   log.info("gateway listening", { host: config.host, port, models: [...catalog.keys()] });
 

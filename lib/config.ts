@@ -20,6 +20,8 @@ export const gatewayConfig = Config.all({
   host: str("TRIBUTARY_HOST", "127.0.0.1"),
   /** A bearer key the stack accepts (local use and tests). */
   apiKey: Config.option(Config.String("TRIBUTARY_API_KEY")),
+  /** The project that key belongs to: everything its requests store is scoped to it. */
+  apiKeyProject: str("TRIBUTARY_API_KEY_PROJECT", "proj-local"),
   maxBodyBytes: int("TRIBUTARY_MAX_BODY_BYTES", 8 * 1024 * 1024),
   /** A runner that sends neither a delta nor a heartbeat for this long is declared lost. */
   runnerTimeoutMs: int("TRIBUTARY_RUNNER_TIMEOUT_MS", 5_000),
@@ -30,6 +32,22 @@ export const gatewayConfig = Config.all({
   drainTimeoutMs: int("TRIBUTARY_DRAIN_TIMEOUT_MS", 30_000),
   /** Bytes a slow SSE client may leave unread before the stream is ended (deltas coalesce below it). */
   maxPendingStreamBytes: int("TRIBUTARY_MAX_PENDING_STREAM_BYTES", 8 * 1024 * 1024),
+});
+
+/** Stored responses and background runs (read by the gateway and the actor host). */
+export const responsesConfig = Config.all({
+  /** How long stored responses are kept (OpenAI keeps them 30 days). */
+  ttlSeconds: int("TRIBUTARY_RESPONSE_TTL_SECONDS", 30 * 24 * 3600),
+  /** Background responses one actor host runs at once. */
+  backgroundConcurrency: int("TRIBUTARY_BACKGROUND_CONCURRENCY", 16),
+  /** A background run whose worker is silent this long (crashed) is handed to another worker. */
+  backgroundAckWaitMs: int("TRIBUTARY_BACKGROUND_ACK_WAIT_MS", 30_000),
+  /** Attempts of one background response before it is marked failed. */
+  backgroundMaxAttempts: int("TRIBUTARY_BACKGROUND_MAX_ATTEMPTS", 3),
+  /** Same meanings as the gateway's variables of the same names, for the worker's generations. */
+  requestTimeoutMs: int("TRIBUTARY_REQUEST_TIMEOUT_MS", 600_000),
+  admissionTimeoutMs: int("TRIBUTARY_ADMISSION_TIMEOUT_MS", 10_000),
+  runnerTimeoutMs: int("TRIBUTARY_RUNNER_TIMEOUT_MS", 5_000),
 });
 
 export const runnerConfig = Config.all({

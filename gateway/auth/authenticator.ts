@@ -16,7 +16,11 @@ export function bearerToken(authorization: string | undefined): string {
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
 
-/** Accepts the one key given in configuration (TRIBUTARY_API_KEY): local use and tests. */
+/**
+ * Accepts the one key given in configuration (TRIBUTARY_API_KEY): local use and tests. Its
+ * project is TRIBUTARY_API_KEY_PROJECT (default proj-local), so two gateways with different keys
+ * and projects on one NATS show that stored objects are scoped to their project.
+ */
 export class StaticKeyAuthenticator implements Authenticator {
   private readonly expected: Buffer;
 

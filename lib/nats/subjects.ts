@@ -31,6 +31,14 @@ export const subjects = {
   /** Reply subjects of one gateway: it subscribes once to the wildcard and routes by request id. */
   replyWildcard: (gatewayId: string) => `${SUBJECT_ROOT}.reply.${gatewayId}.>`,
   reply: (gatewayId: string, requestId: string) => `${SUBJECT_ROOT}.reply.${gatewayId}.${requestId}`,
+  /** Background response jobs (stream `streams.responsesBackground`): one message per queued response. */
+  responsesBackground: `${SUBJECT_ROOT}.responses.background`,
+  /** Cancels of background responses, to whichever worker runs it (core NATS). */
+  responseCancel: (responseId: string) => `${SUBJECT_ROOT}.responses.cancel.${responseId}`,
+  responseCancelAll: `${SUBJECT_ROOT}.responses.cancel.*`,
+  /** Stream events of a background response with stream: true (stream `streams.responseEvents`). */
+  responseEvents: (responseId: string) => `${SUBJECT_ROOT}.responses.events.${responseId}`,
+  responseEventsAll: `${SUBJECT_ROOT}.responses.events.>`,
 } as const;
 
 export const queues = {
@@ -42,6 +50,18 @@ export const queues = {
  * JetStream KV buckets, Object Store buckets and streams. Each feature adds its own here, with a
  * line on what it holds; the README's table lists them for operators.
  */
-export const buckets = {} as const;
+export const buckets = {
+  /** Stored responses (store: true), their input items and chain links, keyed <project>.<response id>. */
+  responses: "tributary_responses",
+  /** Conversations and their ordered items, keyed <project>.<conversation id>[.it.<seq>.<item id>]. */
+  conversations: "tributary_conversations",
+  /** Named prompt templates run by POST /v1/responses/{name}, keyed <project>.<name>. */
+  prompts: "tributary_prompts",
+} as const;
 
-export const streams = {} as const;
+export const streams = {
+  /** Work queue of background responses: the actor host's response workers consume it. */
+  responsesBackground: "TRIBUTARY_RESPONSES_BACKGROUND",
+  /** Stream events of background responses created with stream: true, for GET ?stream=true replay. */
+  responseEvents: "TRIBUTARY_RESPONSE_EVENTS",
+} as const;
