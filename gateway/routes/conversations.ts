@@ -20,7 +20,9 @@ export function registerConversationRoutes(router: Router, deps: ConversationRou
   const store = deps.conversations;
 
   router.post("/v1/conversations", async (ex) => {
-    const body = parseConversationCreate(await ex.readJson(deps.maxBodyBytes));
+    // The body is optional: the SDK's create() may send none.
+    const raw = await ex.readBody(deps.maxBodyBytes);
+    const body = parseConversationCreate(raw.length === 0 ? {} : parseJson(raw));
     const items = normalize(body.items, []);
     const conversation = { id: newId("conv_"), object: "conversation" as const, created_at: Math.floor(Date.now() / 1000), metadata: body.metadata };
     await store.create(projectOf(ex), conversation, items);
@@ -85,6 +87,14 @@ export function registerConversationRoutes(router: Router, deps: ConversationRou
 function normalize(items: Parameters<typeof normalizeInputItems>[0], existing: readonly Item[]): Item[] {
   const known = new Map(existing.map((i) => [i.id, i]));
   return normalizeInputItems(items, (id) => known.get(id), "items");
+}
+
+function parseJson(raw: Buffer): unknown {
+  try {
+    return JSON.parse(raw.toString("utf8"));
+  } catch (err) {
+    throw errors.invalidJson((err as Error).message);
+  }
 }
 
 function projectOf(ex: HttpExchange): string {
