@@ -15,6 +15,7 @@ import { RunnerDirectory } from "./inference/runner-directory.js";
 import { BackgroundQueue } from "./responses/background-queue.js";
 import { ConversationStore } from "./responses/conversation-store.js";
 import { PromptStore } from "./responses/prompt-store.js";
+import { ResponseEventLog } from "./responses/response-event-log.js";
 import { ResponseService } from "./responses/response-service.js";
 import { ResponseStore } from "./responses/response-store.js";
 import { registerChatRoutes } from "./routes/chat-completions.js";
@@ -56,14 +57,15 @@ async function main(): Promise<void> {
     maxPendingStreamBytes: config.maxPendingStreamBytes,
   });
   const responsesSettings = readConfig(responsesConfig);
-  const [responses, conversations, prompts, background] = await Promise.all([
+  const [responses, conversations, prompts, background, events] = await Promise.all([
     ResponseStore.open(nc, responsesSettings.ttlSeconds * 1000),
     ConversationStore.open(nc),
     PromptStore.open(nc),
     BackgroundQueue.open(nc),
+    ResponseEventLog.open(nc),
   ]);
   const service = new ResponseService({ catalog, client, responses, conversations, requestTimeoutMs: config.requestTimeoutMs, log });
-  registerResponseRoutes(router, { nc, service, prompts, background, maxBodyBytes: config.maxBodyBytes, maxPendingStreamBytes: config.maxPendingStreamBytes, log });
+  registerResponseRoutes(router, { nc, service, prompts, background, events, maxBodyBytes: config.maxBodyBytes, maxPendingStreamBytes: config.maxPendingStreamBytes, log });
   registerConversationRoutes(router, { conversations, maxBodyBytes: config.maxBodyBytes });
   registerPromptRoutes(router, { prompts, catalog, maxBodyBytes: config.maxBodyBytes });
 

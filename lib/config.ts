@@ -48,6 +48,8 @@ export const responsesConfig = Config.all({
   requestTimeoutMs: int("TRIBUTARY_REQUEST_TIMEOUT_MS", 600_000),
   admissionTimeoutMs: int("TRIBUTARY_ADMISSION_TIMEOUT_MS", 10_000),
   runnerTimeoutMs: int("TRIBUTARY_RUNNER_TIMEOUT_MS", 5_000),
+  /** On shutdown, how long running background responses may finish before they are handed back. */
+  drainTimeoutMs: int("TRIBUTARY_DRAIN_TIMEOUT_MS", 30_000),
 });
 
 export const runnerConfig = Config.all({

@@ -6,6 +6,7 @@ import type { Router } from "../http/router.js";
 import type { BackgroundQueue } from "../responses/background-queue.js";
 import { publishCancel } from "../responses/background-queue.js";
 import type { PromptStore } from "../responses/prompt-store.js";
+import type { ResponseEventLog } from "../responses/response-event-log.js";
 import { checkInputs, placeholdersOf, renderBody } from "../responses/prompt-template.js";
 import { isTerminal, type ResponseService } from "../responses/response-service.js";
 import { parsePromptRunRequest, TEMPLATE_NAME } from "../schemas/prompts.js";
@@ -20,6 +21,7 @@ export interface ResponseRouteDeps {
   service: ResponseService;
   prompts: PromptStore;
   background: BackgroundQueue;
+  events: ResponseEventLog;
   maxBodyBytes: number;
   maxPendingStreamBytes: number;
   log: Logger;
@@ -43,15 +45,21 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     const stored = await service.responses.get(projectOf(ex), id!);
     if (!stored) throw notFound(id!);
     const q = ex.searchParams();
-    if (q.get("stream") === "true")
-      throw errors.invalidParam("stream", "Streaming a stored response is only possible for background responses created with stream: true.");
-    ex.json(200, stored.value.response);
+    if (q.get("stream") !== "true") return ex.json(200, stored.value.response);
+    if (!(stored.value.request as ResponseCreateRequest | undefined)?.stream)
+      throw errors.invalidParam("stream", "Only background responses created with stream: true can be streamed again.");
+    const rawAfter = q.get("starting_after");
+    const startingAfter = rawAfter === null ? -1 : Number(rawAfter);
+    if (!Number.isInteger(startingAfter) || startingAfter < -1)
+      throw errors.invalidParam("starting_after", `Invalid value for 'starting_after': expected a sequence number, got '${rawAfter}'.`);
+    await followEvents(ex, projectOf(ex), id!, startingAfter);
   });
 
   router.delete("/v1/responses/:id", async (ex, { id }) => {
     const projectId = projectOf(ex);
     const stored = await service.responses.get(projectId, id!);
     if (!stored || !(await service.responses.delete(projectId, id!))) throw notFound(id!);
+    if ((stored.value.request as ResponseCreateRequest | undefined)?.stream) void deps.events.purge(id!);
     // A background run still going stops rather than write into a deleted response.
     if (!isTerminal(stored.value.response.status)) publishCancel(deps.nc, id!);
     ex.json(200, { id, object: "response", deleted: true });
@@ -97,8 +105,6 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
   }
 
   async function createBackground(ex: HttpExchange, body: ResponseCreateRequest): Promise<void> {
-    if (body.stream)
-      throw errors.invalidParam("stream", "Streaming a background response is not supported: create it without stream and poll GET /v1/responses/{id}.");
     const projectId = projectOf(ex);
     // Checked and resolved now, so a bad request fails here rather than in the worker.
     const prepared = await service.prepare(projectId, body);
@@ -106,12 +112,56 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     const request = { ...body, input: [] };
     await service.responses.create(projectId, { response, ancestors: prepared.ancestors, request }, prepared.input);
     try {
+      if (body.stream) {
+        // The first two events are the gateway's; the worker continues from sequence number 2.
+        const log = deps.events.writer(response.id, 0);
+        log.event({ type: "response.created", response });
+        log.event({ type: "response.queued", response });
+        await log.flush();
+      }
       await deps.background.enqueue({ projectId, responseId: response.id });
     } catch (err) {
       await service.responses.delete(projectId, response.id).catch(() => {});
       throw err;
     }
-    ex.json(200, response);
+    if (body.stream) await followEvents(ex, projectId, response.id, -1);
+    else ex.json(200, response);
+  }
+
+  /**
+   * Streams a background response's events with sequence_number > startingAfter, as stored by
+   * the gateway that queued it and the worker that runs it, until its terminal event.
+   */
+  async function followEvents(ex: HttpExchange, projectId: string, id: string, startingAfter: number): Promise<void> {
+    const writer = new SseWriter(ex);
+    writer.open();
+    const abort = new AbortController();
+    ex.onAbort(() => abort.abort());
+    const sink = new ResponseEventStream(writer, {
+      maxPendingBytes: deps.maxPendingStreamBytes,
+      onOverflow: () => abort.abort(),
+      numbered: true,
+    });
+    let last = startingAfter;
+    await deps.events.follow(
+      id,
+      (event) => {
+        last = event.sequence_number;
+        if (event.sequence_number > startingAfter) sink.event(event);
+      },
+      {
+        signal: abort.signal,
+        // Cancelled (or deleted) before a worker wrote its end: say so and stop.
+        onIdle: async () => {
+          const stored = await service.responses.get(projectId, id);
+          if (stored && stored.value.response.status !== "cancelled") return false;
+          const code = stored ? "response_cancelled" : "response_deleted";
+          sink.event({ type: "error", code, message: stored ? "The response was cancelled." : "The response was deleted.", param: null, sequence_number: last + 1 });
+          return true;
+        },
+      },
+    );
+    sink.close();
   }
 
   async function cancelResponse(ex: HttpExchange, id: string): Promise<void> {

@@ -9,8 +9,11 @@ export interface ResponseEventStreamOptions {
   maxPendingBytes: number;
   /** Called when the client is too slow to keep up (the caller stops the generation). */
   onOverflow: () => void;
-  /** sequence_number of the first event written (0 for a new stream). */
-  firstSequenceNumber?: number;
+  /**
+   * Events come numbered (a replay of stored events): their numbers are kept, and nothing is
+   * merged, so a client can resume from any number it saw.
+   */
+  numbered?: boolean;
 }
 
 const DELTAS = new Set(["response.output_text.delta", "response.function_call_arguments.delta"]);
@@ -33,14 +36,14 @@ export class ResponseEventStream implements ResponseEventSink {
   private ended = false;
 
   constructor(private readonly writer: SseWriter, private readonly options: ResponseEventStreamOptions) {
-    this.sequence = options.firstSequenceNumber ?? 0;
+    this.sequence = 0;
     writer.onDrain(() => this.flush());
   }
 
   event(event: ResponseEvent): void {
     if (this.ended || this.writer.closed) return;
     const last = this.pending.at(-1);
-    if (last && mergeable(last, event)) {
+    if (last && !this.options.numbered && mergeable(last, event)) {
       last.delta = (last.delta as string) + (event.delta as string);
       this.pendingBytes += (event.delta as string).length;
     } else {
@@ -74,7 +77,8 @@ export class ResponseEventStream implements ResponseEventSink {
 
   private frames(): string {
     let out = "";
-    for (const e of this.pending) out += sseEvent(e.type, JSON.stringify({ ...e, sequence_number: this.sequence++ }));
+    for (const e of this.pending)
+      out += sseEvent(e.type, JSON.stringify(this.options.numbered ? e : { ...e, sequence_number: this.sequence++ }));
     this.pending = [];
     this.pendingBytes = 0;
     return out;
