@@ -29,11 +29,15 @@ export interface BackgroundWorkerSettings {
 }
 
 const CONSUMER = "responses-background";
+/** Deliveries of a job whose handling keeps throwing (stores unavailable) before it is given up. */
+const MAX_DELIVERIES = 20;
 
 /** A run in this worker: cancels address it by response id. */
 interface Running {
   run: ResponseRun | undefined;
   cancelled: boolean;
+  /** Stopped because this host shuts down: the job goes back to the queue, nothing is stored. */
+  handedBack: boolean;
 }
 
 /**
@@ -126,7 +130,11 @@ export class BackgroundResponseWorker implements Actor {
       Promise.all(this.inFlight).then(() => true),
       new Promise<boolean>((r) => setTimeout(() => r(false), this.settings.drainTimeoutMs).unref()),
     ]);
-    if (!drained) for (const r of this.running.values()) r.run?.cancel();
+    if (!drained)
+      for (const r of this.running.values()) {
+        r.handedBack = true;
+        r.run?.cancel();
+      }
     await Promise.all(this.inFlight);
     this.cancelSubscription?.unsubscribe();
     this.client?.stop();
@@ -165,38 +173,38 @@ export class BackgroundResponseWorker implements Actor {
       return msg.term();
     }
     const keepAlive = setInterval(() => msg.working(), Math.max(1_000, this.settings.ackWaitMs / 3));
-    const running: Running = { run: undefined, cancelled: false };
+    const running: Running = { run: undefined, cancelled: false, handedBack: false };
     this.running.set(job.responseId, running);
     try {
-      const outcome = await this.execute(job, msg, running);
-      if (outcome === "retry") msg.nak(Math.min(30_000, 1_000 * 2 ** Math.min(5, msg.info.deliveryCount - 1)));
-      else if (outcome === "requeue") msg.nak();
-      else msg.ack();
+      const outcome = await this.execute(job, running);
+      if (outcome === "done") msg.ack();
+      else msg.nak(Math.min(30_000, 1_000 * 2 ** Math.min(5, msg.info.deliveryCount - 1)));
     } catch (err) {
-      this.log.error("background response failed to run; it will be retried", { response: job.responseId, err });
-      msg.nak(2_000);
+      // JetStream or the stores failed: try again later; a job failing for good ends up failed.
+      this.log.error("background response could not be run; retrying", { response: job.responseId, deliveries: msg.info.deliveryCount, err });
+      if (msg.info.deliveryCount >= MAX_DELIVERIES) {
+        await this.markFailed(job, "The response could not be run.").catch(() => {});
+        msg.term();
+      } else msg.nak(Math.min(30_000, 1_000 * 2 ** Math.min(5, msg.info.deliveryCount - 1)));
     } finally {
       clearInterval(keepAlive);
       this.running.delete(job.responseId);
     }
   }
 
-  /** Runs one job to a stored final state ("done"), or asks for it to be delivered again. */
-  private async execute(job: BackgroundJob, msg: JsMsg, running: Running): Promise<"done" | "retry" | "requeue"> {
+  /** Runs one job to a stored final state ("done"), or asks for it to be delivered again later. */
+  private async execute(job: BackgroundJob, running: Running): Promise<"done" | "later"> {
     const { projectId, responseId } = job;
     const responses = this.service.responses;
     let stored = await responses.get(projectId, responseId);
     if (!stored || isTerminal(stored.value.response.status)) return "done"; // deleted, cancelled while queued, or already finished
     const body = stored.value.request as ResponseCreateRequest;
     const streamed = body.stream === true;
-    if (stored.value.response.status === "in_progress" && msg.info.deliveryCount > this.settings.maxAttempts) {
-      await this.finishWith(projectId, stored, (r) => fail(r, "server_error", `The background run was interrupted ${this.settings.maxAttempts} times; giving up.`));
-      return "done";
-    }
-    if (streamed && stored.value.response.status === "in_progress") {
-      // Its stream already carried events of the interrupted attempt: a new run could not continue it.
-      await this.finishWith(projectId, stored, (r) => fail(r, "server_error", "The worker running this response stopped; the response could not be completed."));
-      return "done";
+    const attempts = stored.value.attempts ?? 0;
+    if (stored.value.response.status === "in_progress") {
+      // A worker died running it. A stream already carried that attempt's events: it cannot be continued.
+      if (streamed) return this.finish(projectId, stored, "The worker running this response stopped; the response could not be completed.");
+      if (attempts >= this.settings.maxAttempts) return this.finish(projectId, stored, `The background run was interrupted ${attempts} times; giving up.`);
     }
 
     const input = (await responses.inputItems(projectId, responseId)) ?? [];
@@ -207,16 +215,15 @@ export class BackgroundResponseWorker implements Actor {
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
       const deadline = stored.value.response.created_at * 1000 + this.settings.requestTimeoutMs;
-      if ((err.status === 503 || err.status === 504) && Date.now() < deadline) return "retry"; // no runner free or ready yet
-      await this.finishWith(projectId, stored, (r) => fail(r, responseErrorOf(err).code, err.message));
-      return "done";
+      if ((err.status === 503 || err.status === 504) && Date.now() < deadline) return "later"; // no runner free or ready yet
+      return this.finish(projectId, stored, err.message, responseErrorOf(err).code);
     }
     running.run = run;
     if (running.cancelled) run.cancel();
 
-    // queued -> in_progress, unless a cancel got there first.
+    // queued -> in_progress (one more attempt), unless a cancel or a delete got there first.
     for (;;) {
-      const next = { ...stored.value, response: { ...stored.value.response, status: "in_progress" as const } };
+      const next: StoredResponse = { ...stored.value, attempts: attempts + 1, response: { ...stored.value.response, status: "in_progress" } };
       const revision = await responses.update(projectId, next, stored.revision);
       if (revision !== undefined) {
         stored = { value: next, revision };
@@ -232,19 +239,21 @@ export class BackgroundResponseWorker implements Actor {
     }
 
     const sink = streamed ? this.events.writer(responseId, 2) : undefined;
-    let current: Versioned<StoredResponse> = stored;
+    const inProgress = stored;
     await run.run({
       sink,
       announce: false,
       beforeEnd: async (final) => {
+        if (running.handedBack) return;
         await this.service.appendToConversation(run.prepared, final);
-        await this.store(projectId, current, final);
+        await this.store(projectId, inProgress, final);
       },
     });
+    if (running.handedBack) return "later";
     if (run.response.status === "cancelled") sink?.event({ type: "error", code: "response_cancelled", message: "The response was cancelled.", param: null });
     await sink?.flush();
-    void current;
-    return "done";
+    // The result could not be stored: run it again once the store is back.
+    return run.storeFailed ? "later" : "done";
   }
 
   /**
@@ -262,23 +271,27 @@ export class BackgroundResponseWorker implements Actor {
     }
   }
 
-  private async finishWith(projectId: string, stored: Versioned<StoredResponse>, change: (r: ResponseObject) => ResponseObject): Promise<void> {
+  /** Marks a response failed (unless something else ended it first) and ends its stream. */
+  private async finish(projectId: string, stored: Versioned<StoredResponse>, message: string, code = "server_error"): Promise<"done"> {
+    const id = stored.value.response.id;
     let current: Versioned<StoredResponse> | undefined = stored;
     while (current && !isTerminal(current.value.response.status)) {
-      const next = { ...current.value, response: change({ ...current.value.response }) };
-      if ((await this.service.responses.update(projectId, next, current.revision)) !== undefined) {
-        if (current.value.request && (current.value.request as ResponseCreateRequest).stream) {
-          const sink = this.events.writer(next.response.id, await this.events.nextSequence(next.response.id));
-          sink.event({ type: "response.failed", response: next.response });
+      const response: ResponseObject = { ...current.value.response, status: "failed", error: { code, message }, completed_at: null };
+      if ((await this.service.responses.update(projectId, { ...current.value, response }, current.revision)) !== undefined) {
+        if ((current.value.request as ResponseCreateRequest | undefined)?.stream) {
+          const sink = this.events.writer(id, await this.events.nextSequence(id));
+          sink.event({ type: "response.failed", response });
           await sink.flush();
         }
-        return;
+        break;
       }
-      current = await this.service.responses.get(projectId, stored.value.response.id);
+      current = await this.service.responses.get(projectId, id);
     }
+    return "done";
   }
-}
 
-function fail(response: ResponseObject, code: string, message: string): ResponseObject {
-  return { ...response, status: "failed", error: { code, message }, completed_at: null };
+  private async markFailed(job: BackgroundJob, message: string): Promise<void> {
+    const stored = await this.service.responses.get(job.projectId, job.responseId);
+    if (stored) await this.finish(job.projectId, stored, message);
+  }
 }

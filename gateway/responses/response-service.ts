@@ -245,6 +245,11 @@ export class ResponseRun {
   onStoreError: ((err: unknown) => void) | undefined;
   private storeFailure: ApiError | undefined;
 
+  /** True when the final state could not be stored (beforeEnd failed). */
+  get storeFailed(): boolean {
+    return this.storeFailure !== undefined;
+  }
+
   /** The error of a failed run, as the HTTP error a non-streamed request answers with. */
   failure(): ApiError | undefined {
     return this.storeFailure ?? (this.outcome instanceof ApiError ? this.outcome : undefined);

@@ -13,12 +13,15 @@ export interface StoredResponse {
   ancestors: string[];
   /** Background responses: the request to run (its input items are the stored ones). */
   request?: unknown;
+  /** Background responses: runs started so far (a worker that died leaves one behind). */
+  attempts?: number;
 }
 
 /** The response object and the background request, kept together. */
 interface Doc {
   response: ResponseObject;
   request?: unknown;
+  attempts?: number;
 }
 
 /** The KV value at <project>.<id>, updated with compare-and-set. */
@@ -76,6 +79,7 @@ export class ResponseStore {
     if (!doc) return undefined;
     const value: StoredResponse = { response: doc.response, ancestors: head.ancestors };
     if (doc.request !== undefined) value.request = doc.request;
+    if (doc.attempts !== undefined) value.attempts = doc.attempts;
     return { value, revision: entry.revision };
   }
 
@@ -139,6 +143,7 @@ export class ResponseStore {
   private async head(key: string, stored: StoredResponse, inputChunks: number): Promise<Head> {
     const doc: Doc = { response: stored.response };
     if (stored.request !== undefined) doc.request = stored.request;
+    if (stored.attempts !== undefined) doc.attempts = stored.attempts;
     const json = JSON.stringify(doc);
     if (json.length <= CHUNK_CHARS) return { v: 1, ancestors: stored.ancestors, inputChunks, doc };
     const gen = randomToken(8);
