@@ -50,7 +50,7 @@ export function cutText(text: string, size = CHUNK_CHARS): string[] {
   while (start < text.length || pieces.length === 0) {
     let end = Math.min(text.length, start + size);
     const last = text.charCodeAt(end - 1);
-    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--;
+    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end = end - 1 > start ? end - 1 : end + 1;
     pieces.push(text.slice(start, end));
     start = end;
   }
