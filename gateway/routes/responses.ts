@@ -6,7 +6,7 @@ import type { Router } from "../http/router.js";
 import type { BackgroundQueue } from "../responses/background-queue.js";
 import { publishCancel } from "../responses/background-queue.js";
 import type { PromptStore } from "../responses/prompt-store.js";
-import type { ResponseEventLog } from "../responses/response-event-log.js";
+import type { NumberedEvent, ResponseEventLog } from "../responses/response-event-log.js";
 import { checkInputs, placeholdersOf, renderBody } from "../responses/prompt-template.js";
 import { isTerminal, type ResponseService } from "../responses/response-service.js";
 import { parsePromptRunRequest, TEMPLATE_NAME } from "../schemas/prompts.js";
@@ -94,7 +94,12 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
       const writer = new SseWriter(ex);
       writer.open();
       const sink = new ResponseEventStream(writer, { maxPendingBytes: deps.maxPendingStreamBytes, onOverflow: () => run.cancel() });
-      await run.run({ sink, beforeEnd });
+      try {
+        await run.run({ sink, beforeEnd });
+      } catch (err) {
+        run.cancel();
+        streamFailed(sink, ex, err);
+      }
       sink.close();
       return;
     }
@@ -143,25 +148,31 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
       numbered: true,
     });
     let last = startingAfter;
-    await deps.events.follow(
-      id,
-      (event) => {
-        last = event.sequence_number;
-        if (event.sequence_number > startingAfter) sink.event(event);
-      },
-      {
-        signal: abort.signal,
-        // Cancelled (or deleted) before a worker wrote its end: say so and stop.
-        onIdle: async () => {
-          const stored = await service.responses.get(projectId, id);
-          if (stored && stored.value.response.status !== "cancelled") return false;
-          const code = stored ? "response_cancelled" : "response_deleted";
-          sink.event({ type: "error", code, message: stored ? "The response was cancelled." : "The response was deleted.", param: null, sequence_number: last + 1 });
-          return true;
-        },
-      },
-    );
+    const onEvent = (event: NumberedEvent) => {
+      last = event.sequence_number;
+      if (event.sequence_number > startingAfter) sink.event(event);
+    };
+    // Cancelled (or deleted) before a worker wrote its end: say so and stop.
+    const onIdle = async () => {
+      const stored = await service.responses.get(projectId, id);
+      if (stored && stored.value.response.status !== "cancelled") return false;
+      const code = stored ? "response_cancelled" : "response_deleted";
+      sink.event({ type: "error", code, message: stored ? "The response was cancelled." : "The response was deleted.", param: null, sequence_number: last + 1 });
+      return true;
+    };
+    try {
+      await deps.events.follow(id, onEvent, { signal: abort.signal, onIdle });
+    } catch (err) {
+      streamFailed(sink, ex, err, last + 1);
+    }
     sink.close();
+  }
+
+  /** After the 200 went out, a failure can only be told in the stream. */
+  function streamFailed(sink: ResponseEventStream, ex: HttpExchange, err: unknown, sequenceNumber?: number): void {
+    deps.log.error("response stream failed", { requestId: ex.requestId, err });
+    const event = { type: "error", code: "server_error", message: errors.internal(ex.requestId).message, param: null };
+    sink.event(sequenceNumber === undefined ? event : { ...event, sequence_number: sequenceNumber });
   }
 
   async function cancelResponse(ex: HttpExchange, id: string): Promise<void> {

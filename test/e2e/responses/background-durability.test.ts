@@ -83,3 +83,30 @@ t.test("a run whose actor host dies is taken over by another one", async (t) => 
   t.equal(final.status, "incomplete", "run again from the start by the new host");
   t.equal(final.usage!.output_tokens, 120);
 });
+
+t.test("a cancelled background stream ends with an error event", async (t) => {
+  const res = await fetch(`${(client as unknown as { baseURL: string }).baseURL}/responses`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: TEST_MODEL, input: "go", background: true, stream: true, max_output_tokens: 400 }),
+  });
+  t.equal(res.status, 200);
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  let cancelled = false;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+    if (!cancelled && text.includes("response.output_text.delta")) {
+      const id = /"id":"(resp_[^"]+)"/.exec(text)![1]!;
+      cancelled = true;
+      t.equal((await client.responses.cancel(id)).status, "cancelled");
+    }
+  }
+  const events = text.split("\n\n").filter((b) => b.startsWith("event:")).map((b) => JSON.parse(b.split("\n")[1]!.slice(6)) as { type: string; code?: string; sequence_number: number });
+  t.match(events.at(-1), { type: "error", code: "response_cancelled" });
+  t.same(events.map((e) => e.sequence_number), events.map((_, i) => i));
+  t.ok(events.filter((e) => e.type === "response.output_text.delta").length < 400 / 2, "generation stopped early");
+});
