@@ -170,6 +170,11 @@ export class ResponseRun {
   private settle: ((final: Final | ApiError | "cancelled") => void) | undefined;
   private outcome: Final | ApiError | "cancelled" | undefined;
   private finishReason = FinishReason.FINISH_REASON_UNSPECIFIED;
+  /** Usage the runner reported with a failure (tokens were spent all the same). */
+  private failureUsage: Final["usage"];
+  private storeFailure: ApiError | undefined;
+  /** Reports a failure to persist the result (the run still ends, as failed). */
+  onStoreError: ((err: unknown) => void) | undefined;
 
   constructor(readonly prepared: PreparedResponse, private readonly stream: GenerationStream) {
     this.response = newResponseObject(prepared.body, { id: prepared.id, createdAt: prepared.createdAt, conversationId: prepared.conversationId }, "in_progress");
@@ -206,7 +211,10 @@ export class ResponseRun {
           this.finishReason = e.finishReason;
           this.builder.end(e.finishReason);
         },
-        final: (f) => this.finish(f.error ? apiErrorFromRunner(f.error, this.stream.requestId) : f),
+        final: (f) => {
+          if (f.error) this.failureUsage = f.usage;
+          this.finish(f.error ? apiErrorFromRunner(f.error, this.stream.requestId) : f);
+        },
         failure: (err) => this.finish(err),
       });
     });
@@ -218,6 +226,7 @@ export class ResponseRun {
       this.builder.abort();
       response.status = "failed";
       response.error = responseErrorOf(outcome);
+      if (this.failureUsage) response.usage = responseUsage(this.failureUsage);
     } else {
       response.usage = responseUsage(outcome.usage);
       const incomplete = this.finishReason === FinishReason.FINISH_REASON_LENGTH;
@@ -240,10 +249,6 @@ export class ResponseRun {
     if (response.status !== "cancelled") emit({ type: `response.${response.status}`, response: snapshot(response) });
     return response;
   }
-
-  /** Reports a failure to persist the result (the run still ends, as failed). */
-  onStoreError: ((err: unknown) => void) | undefined;
-  private storeFailure: ApiError | undefined;
 
   /** True when the final state could not be stored (beforeEnd failed). */
   get storeFailed(): boolean {

@@ -2,7 +2,7 @@ import t from "tap";
 import type OpenAI from "openai";
 import { startStack } from "../../harness/stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
-import { expectApiError } from "./helpers.js";
+import { expectApiError, SHORT_JSON } from "./helpers.js";
 
 // background: true with the real model: the create returns at once with status queued, a worker
 // in the actor host runs it, clients poll GET; with stream: true the events are stored and can
@@ -39,7 +39,7 @@ t.test("a background response is queued, then runs, and is polled to completion"
   const items = await client.responses.inputItems.list(created.id);
   t.equal(items.data.length, 1);
 
-  const json = await client.responses.create({ model: TEST_MODEL, input: "JSON please", background: true, max_output_tokens: 400, text: { format: { type: "json_object" } } });
+  const json = await client.responses.create({ model: TEST_MODEL, input: "JSON please", background: true, max_output_tokens: 400, text: SHORT_JSON });
   const done = await pollUntilDone(json.id);
   t.equal(done.status, "completed");
   t.type(done.completed_at, "number");
@@ -62,7 +62,7 @@ t.test("background runs chain and append to conversations like foreground ones",
 });
 
 t.test("background + stream: queued events first, then the run; replay from any sequence number", async (t) => {
-  const stream = await client.responses.create({ model: TEST_MODEL, input: "A cat in JSON.", background: true, stream: true, max_output_tokens: 300, text: { format: { type: "json_object" } } });
+  const stream = await client.responses.create({ model: TEST_MODEL, input: "A cat in JSON.", background: true, stream: true, max_output_tokens: 300, text: SHORT_JSON });
   const events: OpenAI.Responses.ResponseStreamEvent[] = [];
   for await (const e of stream) events.push(e);
   const types = events.map((e) => e.type);

@@ -7,12 +7,12 @@ import { TEST_KEY, TEST_MODEL } from "../../harness/processes.js";
 // reports backpressure and merges text deltas of the same part, so the client, once it reads
 // again, gets every token in order, in fewer events, with sequence numbers still consecutive.
 // (The sim engine at 50,000 tokens/s makes the producer fast; this is about the gateway.)
-const TOKENS = 40_000;
+const TOKENS = 100_000;
 const stack = await startStack(t, {
   env: {
     TRIBUTARY_ENGINE: "sim",
     TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
-      [TEST_MODEL]: { context_length: 100_000, max_output_tokens: TOKENS, sim: { tokens_per_second: 50_000, first_token_latency_ms: 0 } },
+      [TEST_MODEL]: { context_length: 200_000, max_output_tokens: TOKENS, sim: { tokens_per_second: 50_000, first_token_latency_ms: 0 } },
     }),
   },
 });
@@ -53,7 +53,7 @@ t.test("a client that stops reading gets every delta, in order, coalesced, numbe
   const expected = (await stack.client.responses.create(request)).output_text;
   t.equal(expected.split(" ").length, TOKENS, "the reference run has every token");
 
-  const http = await rawStream(JSON.stringify({ ...request, stream: true }), 1500);
+  const http = await rawStream(JSON.stringify({ ...request, stream: true }), 3000);
   const events = dechunk(http)
     .split("\n\n")
     .filter((e) => e.startsWith("event: "))

@@ -2,6 +2,7 @@ import t from "tap";
 import type OpenAI from "openai";
 import { startStack } from "../../harness/stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
+import { SHORT_JSON } from "./helpers.js";
 
 // POST /v1/responses without streaming: the response object, its output and usage, and every
 // request field echoed back. (The tiny model never ends a story by itself: a reply that must
@@ -18,7 +19,7 @@ const REQUIRED_KEYS = [
 
 t.test("a string input gives a completed response with one assistant message", async (t) => {
   const before = Math.floor(Date.now() / 1000);
-  const r = await stack.client.responses.create({ model: TEST_MODEL, input: "Describe a cat in JSON.", max_output_tokens: 400, text: { format: { type: "json_object" } } });
+  const r = await stack.client.responses.create({ model: TEST_MODEL, input: "Describe a cat in JSON.", max_output_tokens: 400, text: SHORT_JSON });
   for (const key of REQUIRED_KEYS) t.ok(key in r, `has ${key}`);
   t.match(r.id, /^resp_/);
   t.equal(r.object, "response");

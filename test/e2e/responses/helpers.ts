@@ -23,3 +23,16 @@ export async function expectApiError(
   t.fail(`expected a ${expected.status} error, the call succeeded`);
   return undefined;
 }
+
+/**
+ * A reply that is sure to end by itself: the tiny model never stops a story, but a JSON object
+ * with one short string field closes within a few dozen tokens.
+ */
+export const SHORT_JSON = {
+  format: {
+    type: "json_schema" as const,
+    name: "note",
+    schema: { type: "object", properties: { note: { type: "string", maxLength: 40 } }, required: ["note"], additionalProperties: false },
+    strict: true,
+  },
+};

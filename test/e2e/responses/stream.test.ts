@@ -2,7 +2,7 @@ import t, { type Test } from "tap";
 import type OpenAI from "openai";
 import { startStack } from "../../harness/stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
-import { expectApiError } from "./helpers.js";
+import { expectApiError, SHORT_JSON } from "./helpers.js";
 
 // Streamed responses: OpenAI's named events in order, sequence numbers from 0, and what the
 // SDK's stream helper needs to assemble the final response.
@@ -54,7 +54,7 @@ function checkTextSequence(t: Test, events: Event[], terminal: string) {
 }
 
 t.test("text reply that completes: created, in_progress, item, part, deltas, done events, completed", async (t) => {
-  const events = await collect({ input: "A cat, as JSON.", max_output_tokens: 300, text: { format: { type: "json_object" } } });
+  const events = await collect({ input: "A cat, as JSON.", max_output_tokens: 300, text: SHORT_JSON });
   const final = checkTextSequence(t, events, "response.completed");
   t.equal(final.status, "completed");
   t.equal(((events.at(-2) as OpenAI.Responses.ResponseOutputItemDoneEvent).item as OpenAI.Responses.ResponseOutputMessage).status, "completed");
@@ -70,7 +70,7 @@ t.test("text reply cut by max_output_tokens ends with response.incomplete", asyn
 });
 
 t.test("the SDK stream helper assembles the final response", async (t) => {
-  const stream = stack.client.responses.stream({ model: TEST_MODEL, input: "A dog, as JSON.", max_output_tokens: 300, text: { format: { type: "json_object" } } });
+  const stream = stack.client.responses.stream({ model: TEST_MODEL, input: "A dog, as JSON.", max_output_tokens: 300, text: SHORT_JSON });
   let deltas = "";
   stream.on("response.output_text.delta", (e) => (deltas += e.delta));
   const final = await stream.finalResponse();

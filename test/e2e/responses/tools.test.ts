@@ -14,14 +14,14 @@ const ajv = new Ajv.default({ strict: false });
 const weatherParams = {
   type: "object",
   properties: {
-    city: { type: "string" },
+    city: { type: "string", maxLength: 24 },
     days: { type: "integer" },
     unit: { type: "string", enum: ["celsius", "fahrenheit"] },
   },
   required: ["city", "days", "unit"],
   additionalProperties: false,
 };
-const timeParams = { type: "object", properties: { zone: { type: "string" } }, required: ["zone"], additionalProperties: false };
+const timeParams = { type: "object", properties: { zone: { type: "string", maxLength: 24 } }, required: ["zone"], additionalProperties: false };
 const tools: OpenAI.Responses.FunctionTool[] = [
   { type: "function", name: "get_weather", description: "Weather forecast for a city", parameters: weatherParams, strict: true },
   { type: "function", name: "get_time", description: "Current time", parameters: timeParams, strict: true },
