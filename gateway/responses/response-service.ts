@@ -143,6 +143,30 @@ export class ResponseService {
     }
   }
 
+  /**
+   * Runs one foreground response to its end: prepare, start, run, store. This is the whole of
+   * POST /v1/responses without background, for the HTTP route and for batch lines alike.
+   * `onStart` runs once a runner admitted it and may return the sink for its events (the route
+   * opens its SSE stream there); `signal` stops it (nothing is stored then). Throws the ApiError
+   * the caller answers with: a refusal before anything ran, or the failure of a failed run.
+   */
+  async respond(
+    projectId: string,
+    body: ResponseCreateRequest,
+    options: { requestId?: string; priority?: Priority; signal?: AbortSignal; onStart?: (run: ResponseRun) => ResponseEventSink | undefined } = {},
+  ): Promise<ResponseObject> {
+    const prepared = await this.prepare(projectId, body);
+    const run = await this.start(prepared, { requestId: options.requestId, priority: options.priority });
+    if (options.signal?.aborted) run.cancel();
+    else options.signal?.addEventListener("abort", () => run.cancel(), { once: true });
+    const sink = options.onStart?.(run);
+    // A caller that left gets nothing stored: it never saw the result.
+    const final = await run.run({ sink, beforeEnd: (r) => (r.status === "cancelled" ? Promise.resolve() : this.save(prepared, r)) });
+    const failure = run.failure();
+    if (failure) throw failure;
+    return final;
+  }
+
   /** Stores a finished foreground response (when `store`) and appends the turn to its conversation. */
   async save(prepared: PreparedResponse, response: ResponseObject): Promise<void> {
     await this.appendToConversation(prepared, response);

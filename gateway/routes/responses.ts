@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../lib/log.js";
-import { errors } from "../http/api-error.js";
+import { ApiError, errors } from "../http/api-error.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import type { BackgroundQueue } from "../responses/background-queue.js";
@@ -8,7 +8,7 @@ import { publishCancel } from "../responses/background-queue.js";
 import type { PromptStore } from "../responses/prompt-store.js";
 import type { NumberedEvent, ResponseEventLog } from "../responses/response-event-log.js";
 import { checkInputs, placeholdersOf, renderBody } from "../responses/prompt-template.js";
-import { isTerminal, type ResponseService } from "../responses/response-service.js";
+import { isTerminal, type ResponseRun, type ResponseService } from "../responses/response-service.js";
 import { parsePromptRunRequest, TEMPLATE_NAME } from "../schemas/prompts.js";
 import { parseResponseCreateRequest, type ResponseCreateRequest } from "../schemas/responses.js";
 import { ResponseEventStream } from "../sse/response-event-stream.js";
@@ -83,30 +83,28 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
 
   async function create(ex: HttpExchange, body: ResponseCreateRequest): Promise<void> {
     if (body.background) return createBackground(ex, body);
-    const prepared = await service.prepare(projectOf(ex), body);
-    const run = await service.start(prepared, { requestId: ex.requestId });
-    if (ex.aborted) return run.cancel();
-    ex.onAbort(() => run.cancel());
-    ex.responseHeaders["x-tributary-runner"] = run.runnerId;
-    // A client that left gets nothing stored: it never saw the result.
-    const beforeEnd = (r: ResponseObject) => (r.status === "cancelled" ? Promise.resolve() : service.save(prepared, r));
-    if (body.stream) {
+    const abort = new AbortController();
+    ex.onAbort(() => abort.abort());
+    let sink: ResponseEventStream | undefined;
+    const onStart = (run: ResponseRun) => {
+      ex.responseHeaders["x-tributary-runner"] = run.runnerId;
+      if (!body.stream || ex.aborted) return undefined;
       const writer = new SseWriter(ex);
       writer.open();
-      const sink = new ResponseEventStream(writer, { maxPendingBytes: deps.maxPendingStreamBytes, onOverflow: () => run.cancel() });
-      try {
-        await run.run({ sink, beforeEnd });
-      } catch (err) {
-        run.cancel();
-        streamFailed(sink, ex, err);
-      }
-      sink.close();
-      return;
+      sink = new ResponseEventStream(writer, { maxPendingBytes: deps.maxPendingStreamBytes, onOverflow: () => abort.abort() });
+      return sink;
+    };
+    let final: ResponseObject;
+    try {
+      final = await service.respond(projectOf(ex), body, { requestId: ex.requestId, signal: abort.signal, onStart });
+    } catch (err) {
+      if (!sink) throw err; // nothing was sent yet: an ordinary error response
+      // A failed run already ended its stream with response.failed; anything else is told here.
+      if (!(err instanceof ApiError)) streamFailed(sink, ex, err);
+      return (sink as ResponseEventStream).close();
     }
-    const final = await run.run({ beforeEnd });
-    const failure = run.failure();
-    if (failure) throw failure;
-    if (final.status !== "cancelled") ex.json(200, final);
+    if (sink) (sink as ResponseEventStream).close();
+    else if (final.status !== "cancelled") ex.json(200, final);
   }
 
   async function createBackground(ex: HttpExchange, body: ResponseCreateRequest): Promise<void> {

@@ -111,3 +111,17 @@ t.test("an error before streaming starts is an ordinary JSON error", async (t) =
   await expectApiError(t, collect({ model: "nope/missing", input: "Hi" }), { status: 404, code: "model_not_found" });
   await expectApiError(t, collect({ input: "Hi", max_output_tokens: 5000 }), { status: 400, param: "max_output_tokens" });
 });
+
+t.test("a client that leaves mid-stream gets nothing stored", async (t) => {
+  const abort = new AbortController();
+  const res = await stack.fetch("/v1/responses", { method: "POST", body: JSON.stringify({ model: TEST_MODEL, input: "A long story.", max_output_tokens: 1000, stream: true }), signal: abort.signal });
+  const reader = res.body!.getReader();
+  let text = "";
+  while (!text.includes("response.output_text.delta")) text += new TextDecoder().decode((await reader.read()).value);
+  const id = /"id":"(resp_[^"]+)"/.exec(text)![1]!;
+  abort.abort();
+  await new Promise((r) => setTimeout(r, 500));
+  await expectApiError(t, stack.client.responses.retrieve(id), { status: 404 });
+  const logs = stack.runners[0]!.logs;
+  t.ok(logs.every((l) => l.level !== "error"), "the runner logged no error");
+});
