@@ -29,6 +29,8 @@ export interface BackgroundWorkerSettings {
 }
 
 const CONSUMER = "responses-background";
+/** Failures of a run that another runner may not have: the run is tried again. */
+const RUNNER_LOST = new Set(["runner_lost", "stream_interrupted"]);
 /** Deliveries of a job whose handling keeps throwing (stores unavailable) before it is given up. */
 const MAX_DELIVERIES = 20;
 
@@ -240,16 +242,20 @@ export class BackgroundResponseWorker implements Actor {
 
     const sink = streamed ? this.events.writer(responseId, 2) : undefined;
     const inProgress = stored;
+    let again = false;
     await run.run({
       sink,
       announce: false,
       beforeEnd: async (final) => {
         if (running.handedBack) return;
+        // Its runner died: a run nobody has seen yet starts over on another one.
+        again = !streamed && attempts + 1 < this.settings.maxAttempts && RUNNER_LOST.has(run.failure()?.code ?? "");
+        if (again) return;
         await this.service.appendToConversation(run.prepared, final);
         await this.store(projectId, inProgress, final);
       },
     });
-    if (running.handedBack) return "later";
+    if (running.handedBack || again) return "later";
     if (run.response.status === "cancelled") sink?.event({ type: "error", code: "response_cancelled", message: "The response was cancelled.", param: null });
     await sink?.flush();
     // The result could not be stored: run it again once the store is back.
