@@ -7,7 +7,7 @@ import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
 import { GatewayServer } from "./app.js";
-import { StaticKeyAuthenticator } from "./auth/authenticator.js";
+import { LOCAL_PRINCIPAL, parseExtraKeys, StaticKeyAuthenticator } from "./auth/authenticator.js";
 import { ApiError } from "./http/api-error.js";
 import { Router } from "./http/router.js";
 import { GenerationClient } from "./inference/generation-client.js";
@@ -69,8 +69,7 @@ async function main(): Promise<void> {
   registerConversationRoutes(router, { conversations, maxBodyBytes: config.maxBodyBytes });
   registerPromptRoutes(router, { prompts, catalog, maxBodyBytes: config.maxBodyBytes });
 
-  const principal = { organizationId: "org-local", projectId: config.apiKeyProject, keyId: "key-static" };
-  const server = new GatewayServer(router, new StaticKeyAuthenticator(apiKey, principal), log);
+  const server = new GatewayServer(router, new StaticKeyAuthenticator(apiKey, LOCAL_PRINCIPAL, parseExtraKeys(config.apiKeys)), log);
   const port = await server.listen(config.host, config.port);
   log.info("gateway listening", { host: config.host, port, models: [...catalog.keys()] });
 

@@ -20,8 +20,6 @@ export const gatewayConfig = Config.all({
   host: str("TRIBUTARY_HOST", "127.0.0.1"),
   /** A bearer key the stack accepts (local use and tests). */
   apiKey: Config.option(Config.String("TRIBUTARY_API_KEY")),
-  /** The project that key belongs to: everything its requests store is scoped to it. */
-  apiKeyProject: str("TRIBUTARY_API_KEY_PROJECT", "proj-local"),
   maxBodyBytes: int("TRIBUTARY_MAX_BODY_BYTES", 8 * 1024 * 1024),
   /** A runner that sends neither a delta nor a heartbeat for this long is declared lost. */
   runnerTimeoutMs: int("TRIBUTARY_RUNNER_TIMEOUT_MS", 5_000),
@@ -32,6 +30,8 @@ export const gatewayConfig = Config.all({
   drainTimeoutMs: int("TRIBUTARY_DRAIN_TIMEOUT_MS", 30_000),
   /** Bytes a slow SSE client may leave unread before the stream is ended (deltas coalesce below it). */
   maxPendingStreamBytes: int("TRIBUTARY_MAX_PENDING_STREAM_BYTES", 8 * 1024 * 1024),
+  /** More keys, each mapped to its own project: "key1=proj_a,key2=proj_b" (tests of project isolation). */
+  apiKeys: str("TRIBUTARY_API_KEYS", ""),
 });
 
 /** Stored responses and background runs (read by the gateway and the actor host). */

@@ -1,16 +1,14 @@
 import t from "tap";
 import OpenAI from "openai";
 import { startStack } from "../../harness/stack.js";
-import { startGateway, TEST_MODEL } from "../../harness/processes.js";
+import { TEST_MODEL } from "../../harness/processes.js";
 import { expectApiError } from "./helpers.js";
 
 // Conversations: an ordered history that responses run in it read and append to; items can be
 // listed, added, read and deleted; everything is scoped to the project.
-const stack = await startStack(t);
+const stack = await startStack(t, { gatewayEnv: { TRIBUTARY_API_KEYS: "sk-other-project=proj-other" } });
 const client = stack.client;
-const other = await startGateway(stack.nats.url, { TRIBUTARY_API_KEY: "sk-other-project", TRIBUTARY_API_KEY_PROJECT: "proj-other" });
-t.teardown(() => other.kill());
-const otherClient = new OpenAI({ apiKey: "sk-other-project", baseURL: other.baseURL, maxRetries: 0 });
+const otherClient = new OpenAI({ apiKey: "sk-other-project", baseURL: stack.gateway.baseURL, maxRetries: 0 });
 const textOf = (item: unknown) => ((item as { content: Array<{ text: string }> }).content[0]!.text);
 
 t.test("create, retrieve, update metadata, delete", async (t) => {

@@ -1,13 +1,11 @@
 import t, { type Test } from "tap";
 import type OpenAI from "openai";
 import { startStack } from "../../harness/stack.js";
-import { startGateway, TEST_MODEL } from "../../harness/processes.js";
+import { TEST_MODEL } from "../../harness/processes.js";
 
 // Prompt templates: stored per project with POST /v1/prompts, run with POST /v1/responses/{name}
 // and body {inputs, template?, log?, stream?}; {{placeholders}} in instructions and input.
-const stack = await startStack(t);
-const other = await startGateway(stack.nats.url, { TRIBUTARY_API_KEY: "sk-other-project", TRIBUTARY_API_KEY_PROJECT: "proj-other" });
-t.teardown(() => other.kill());
+const stack = await startStack(t, { gatewayEnv: { TRIBUTARY_API_KEYS: "sk-other-project=proj-other" } });
 
 async function call(method: string, path: string, body?: unknown, base = stack.gateway.url, key?: string) {
   const res = await fetch(base + path, {
@@ -104,9 +102,9 @@ t.test("bad templates are refused and change nothing", async (t) => {
 });
 
 t.test("templates are per project, and deleted ones are gone", async (t) => {
-  t.equal((await call("GET", "/v1/prompts/greeting", undefined, other.url, "sk-other-project")).status, 404);
-  t.equal((await call("POST", "/v1/responses/greeting", { inputs: { person: "A", city: "B" } }, other.url, "sk-other-project")).status, 404);
-  t.same((await call("GET", "/v1/prompts", undefined, other.url, "sk-other-project")).body.data, []);
+  t.equal((await call("GET", "/v1/prompts/greeting", undefined, stack.gateway.url, "sk-other-project")).status, 404);
+  t.equal((await call("POST", "/v1/responses/greeting", { inputs: { person: "A", city: "B" } }, stack.gateway.url, "sk-other-project")).status, 404);
+  t.same((await call("GET", "/v1/prompts", undefined, stack.gateway.url, "sk-other-project")).body.data, []);
   const deleted = await call("DELETE", "/v1/prompts/greeting");
   t.same(deleted.body, { id: "greeting", object: "prompt.deleted", deleted: true });
   t.equal((await call("POST", "/v1/responses/greeting", { inputs: { person: "A", city: "B" } })).status, 404);
