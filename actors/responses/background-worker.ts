@@ -1,9 +1,10 @@
-import { AckPolicy, jetstream, jetstreamManager, type Consumer, type JsMsg } from "@nats-io/jetstream";
-import type { Subscription } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager, type Consumer, type JsMsg } from "@nats-io/jetstream";
+import { nanos, type Subscription } from "@nats-io/transport-node";
 import type { ModelSpec } from "../../lib/catalog/model-spec.js";
 import { randomToken } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
-import { streams, subjects } from "../../lib/nats/subjects.js";
+import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
+import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import { ApiError } from "../../gateway/http/api-error.js";
 import { GenerationClient } from "../../gateway/inference/generation-client.js";
 import { RunnerDirectory } from "../../gateway/inference/runner-directory.js";
@@ -28,7 +29,6 @@ export interface BackgroundWorkerSettings {
   drainTimeoutMs: number;
 }
 
-const CONSUMER = "responses-background";
 /** Failures of a run that another runner may not have: the run is tried again. */
 const RUNNER_LOST = new Set(["runner_lost", "stream_interrupted"]);
 /** Deliveries of a job whose handling keeps throwing (stores unavailable) before it is given up. */
@@ -78,19 +78,15 @@ export class BackgroundResponseWorker implements Actor {
     this.events = await ResponseEventLog.open(nc);
     await ensureBackgroundStream(nc);
     const jsm = await jetstreamManager(nc);
-    const config = {
-      durable_name: CONSUMER,
-      ack_policy: AckPolicy.Explicit,
-      ack_wait: this.settings.ackWaitMs * 1_000_000,
-      max_deliver: -1,
-      max_ack_pending: -1,
-    };
+    const durable = consumers.responsesBackground;
+    const config = { ack_wait: nanos(this.settings.ackWaitMs), max_deliver: -1, max_ack_pending: -1 };
     try {
-      await jsm.consumers.add(streams.responsesBackground, config);
+      await ensureDurableConsumer(jsm, streams.responsesBackground, { durable_name: durable, ...config });
     } catch {
-      await jsm.consumers.update(streams.responsesBackground, CONSUMER, { ack_wait: config.ack_wait, max_deliver: -1, max_ack_pending: -1 });
+      // It exists with another ack wait (configuration changed): take the new one.
+      await jsm.consumers.update(streams.responsesBackground, durable, config);
     }
-    this.consumer = await jetstream(nc).consumers.get(streams.responsesBackground, CONSUMER);
+    this.consumer = await jetstream(nc).consumers.get(streams.responsesBackground, durable);
 
     // Reply subjects of this worker's generations: a gateway id of its own.
     this.directory = new RunnerDirectory(nc, Math.max(this.settings.runnerTimeoutMs * 4, 10_000));

@@ -1,5 +1,5 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetstream, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
 import { ensureStream } from "../../lib/nats/jetstream.js";
 import { streams, subjects } from "../../lib/nats/subjects.js";
 
@@ -11,7 +11,7 @@ export interface BackgroundJob {
 
 /** The durable work queue of background responses (a JetStream work-queue stream). */
 export async function ensureBackgroundStream(nc: NatsConnection): Promise<void> {
-  await ensureStream(nc, {
+  await ensureStream(await jetstreamManager(nc), {
     name: streams.responsesBackground,
     subjects: [subjects.responsesBackground],
     retention: RetentionPolicy.Workqueue,

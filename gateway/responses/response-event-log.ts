@@ -24,14 +24,15 @@ export class ResponseEventLog {
   private constructor(private readonly nc: NatsConnection, private readonly js: JetStreamClient, private readonly jsm: JetStreamManager) {}
 
   static async open(nc: NatsConnection): Promise<ResponseEventLog> {
-    await ensureStream(nc, {
+    const jsm = await jetstreamManager(nc);
+    await ensureStream(jsm, {
       name: streams.responseEvents,
       subjects: [subjects.responseEventsAll],
       retention: RetentionPolicy.Limits,
       storage: StorageType.File,
       max_age: RETENTION_NS,
     });
-    return new ResponseEventLog(nc, jetstream(nc), await jetstreamManager(nc));
+    return new ResponseEventLog(nc, jetstream(nc), jsm);
   }
 
   /** A sink numbering events from `firstSequence` and appending them to the response's log. */

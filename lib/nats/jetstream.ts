@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Kvm, type KV, type KvOptions } from "@nats-io/kv";
 import { Objm, type ObjectStore, type ObjectStoreOptions } from "@nats-io/obj";
-import { JetStreamApiCodes, JetStreamApiError, jetstreamManager, type StreamConfig } from "@nats-io/jetstream";
+import { AckPolicy, type ConsumerConfig, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
 
 // Opening JetStream state the same way everywhere: create-or-bind, with the replica count of
 // the deployment (1 on one machine, 3 on a JetStream cluster: TRIBUTARY_JS_REPLICAS).
@@ -21,21 +21,28 @@ export async function openObjectStore(nc: NatsConnection, name: string, options:
   return new Objm(nc).create(name, { replicas: jetStreamReplicas(), ...options });
 }
 
-/** JetStream's "stream name already in use" (not among the client's named codes). */
-const STREAM_NAME_IN_USE = 10058;
-
-/** Creates the stream `config.name` unless it exists (its existing configuration is kept). */
-export async function ensureStream(nc: NatsConnection, config: Partial<StreamConfig> & { name: string; subjects: string[] }): Promise<void> {
-  const jsm = await jetstreamManager(nc);
+/** Creates the stream, or updates it to `config` when it exists (several processes may race here). */
+export async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string; subjects: string[] }): Promise<void> {
+  const full = { num_replicas: jetStreamReplicas(), ...config };
   try {
     await jsm.streams.info(config.name);
+    await jsm.streams.update(config.name, full);
   } catch (err) {
-    if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.StreamNotFound) throw err;
+    if (!isNotFound(err)) throw err;
     try {
-      await jsm.streams.add({ num_replicas: jetStreamReplicas(), ...config });
-    } catch (addErr) {
-      // Another process created it in between.
-      if (!(addErr instanceof JetStreamApiError) || addErr.code !== STREAM_NAME_IN_USE) throw addErr;
+      await jsm.streams.add(full);
+    } catch (e) {
+      if (!/already in use|exists/i.test(String((e as Error).message))) throw e;
     }
   }
+}
+
+/** Creates or updates a durable pull consumer. */
+export async function ensureDurableConsumer(jsm: JetStreamManager, stream: string, config: Partial<ConsumerConfig> & { durable_name: string }): Promise<void> {
+  await jsm.consumers.add(stream, { ack_policy: AckPolicy.Explicit, ...config });
+}
+
+export function isNotFound(err: unknown): boolean {
+  const e = err as { code?: unknown; message?: string; api_error?: { err_code?: number } };
+  return e?.api_error?.err_code === 10059 || e?.api_error?.err_code === 10014 || /not found/i.test(String(e?.message ?? ""));
 }

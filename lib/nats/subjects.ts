@@ -65,3 +65,9 @@ export const streams = {
   /** Stream events of background responses created with stream: true, for GET ?stream=true replay. */
   responseEvents: "TRIBUTARY_RESPONSE_EVENTS",
 } as const;
+
+/** Durable consumers on the streams above. */
+export const consumers = {
+  /** The background response workers of every actor host share it. */
+  responsesBackground: "responses-background",
+} as const;
