@@ -1,7 +1,7 @@
 import type { ModelSpec } from "../../lib/catalog/model-spec.js";
 import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
-import { FinishReason, Priority, type ChatMessage, type Final } from "../../proto/gen/tributary/v1/inference.js";
+import { FinishReason, Priority, type ChatMessage, type ChoiceEnd, type Final, type TokenDelta } from "../../proto/gen/tributary/v1/inference.js";
 import { ApiError, errors } from "../http/api-error.js";
 import { apiErrorFromRunner } from "../inference/error-mapping.js";
 import type { GenerationClient } from "../inference/generation-client.js";
@@ -229,18 +229,24 @@ export class ResponseRun {
     const outcome = await new Promise<Final | ApiError | "cancelled">((resolve) => {
       this.settle = resolve;
       if (this.outcome) return resolve(this.outcome);
-      this.stream.listen({
-        delta: (d) => this.builder.delta(d),
-        choiceEnd: (e) => {
+      const listener = {
+        delta: (d: TokenDelta) => this.builder.delta(d),
+        choiceEnd: (e: ChoiceEnd) => {
           this.finishReason = e.finishReason;
           this.builder.end(e.finishReason);
         },
-        final: (f) => {
+        // A runner that preempts batch-priority work restarts the choice: its output so far goes.
+        choiceReset: () => {
+          this.finishReason = FinishReason.FINISH_REASON_UNSPECIFIED;
+          this.builder.reset();
+        },
+        final: (f: Final) => {
           if (f.error) this.failureUsage = f.usage;
           this.finish(f.error ? apiErrorFromRunner(f.error, this.stream.requestId) : f);
         },
-        failure: (err) => this.finish(err),
-      });
+        failure: (err: ApiError) => this.finish(err),
+      };
+      this.stream.listen(listener);
     });
     const response = this.response;
     if (outcome === "cancelled") {

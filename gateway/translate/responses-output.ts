@@ -48,6 +48,15 @@ export class ResponseOutputBuilder {
     this.close(finishReason === FinishReason.FINISH_REASON_LENGTH ? "incomplete" : "completed");
   }
 
+  /**
+   * The choice starts over (a runner preempted a batch-priority choice): what it produced so far
+   * is dropped. Only non-streamed runs are preempted, so no event went out for it.
+   */
+  reset(): void {
+    this.output.length = 0;
+    this.open = undefined;
+  }
+
   /** Generation stopped early (failure, cancel): the open item ends incomplete. */
   abort(): void {
     this.close("incomplete");

@@ -44,3 +44,14 @@ t.test("a choice cut by the output budget leaves its item incomplete", async (t)
   t.equal(b.output[0]!.status, "incomplete");
   t.match(events.at(-1), { type: "response.output_item.done", item: { status: "incomplete" } });
 });
+
+t.test("a reset choice starts from nothing", async (t) => {
+  const events: ResponseEvent[] = [];
+  const b = new ResponseOutputBuilder((e) => events.push(e));
+  b.delta(delta("first try"));
+  b.reset();
+  b.delta(delta("second"));
+  b.end(FinishReason.FINISH_REASON_STOP);
+  t.equal(b.output.length, 1);
+  t.match(b.output[0], { type: "message", content: [{ text: "second" }], status: "completed" });
+});
