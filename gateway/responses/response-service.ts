@@ -49,6 +49,14 @@ export interface PrepareOptions {
   input?: Item[];
 }
 
+export interface RunOptions {
+  requestId?: string;
+  /** PRIORITY_BATCH for batch lines. */
+  priority?: Priority;
+  /** Defaults to now + the request timeout. */
+  deadlineUnixMs?: number;
+}
+
 const conversationIdOf = (c: ResponseCreateRequest["conversation"]) => (c == null ? null : typeof c === "string" ? c : c.id);
 
 /** `error` on a failed response, from the error the client would have received. */
@@ -125,10 +133,10 @@ export class ResponseService {
   }
 
   /** Sends the request to a runner; resolves once admitted. Throws the ApiError for a refusal. */
-  async start(prepared: PreparedResponse, options: { requestId?: string; priority?: Priority } = {}): Promise<ResponseRun> {
+  async start(prepared: PreparedResponse, options: RunOptions = {}): Promise<ResponseRun> {
     const request = responseToGenerateRequest(prepared.body, prepared.spec, prepared.options, prepared.messages, {
       requestId: options.requestId ?? newId("req_"),
-      deadlineUnixMs: Date.now() + this.deps.requestTimeoutMs,
+      deadlineUnixMs: options.deadlineUnixMs ?? Date.now() + this.deps.requestTimeoutMs,
       priority: options.priority,
     });
     try {
@@ -153,10 +161,10 @@ export class ResponseService {
   async respond(
     projectId: string,
     body: ResponseCreateRequest,
-    options: { requestId?: string; priority?: Priority; signal?: AbortSignal; onStart?: (run: ResponseRun) => ResponseEventSink | undefined } = {},
+    options: RunOptions & { signal?: AbortSignal; onStart?: (run: ResponseRun) => ResponseEventSink | undefined } = {},
   ): Promise<ResponseObject> {
     const prepared = await this.prepare(projectId, body);
-    const run = await this.start(prepared, { requestId: options.requestId, priority: options.priority });
+    const run = await this.start(prepared, options);
     if (options.signal?.aborted) run.cancel();
     else options.signal?.addEventListener("abort", () => run.cancel(), { once: true });
     const sink = options.onStart?.(run);
