@@ -77,10 +77,3 @@ export async function readChunks(kv: KV, base: string, count: number): Promise<s
 export async function deleteChunks(kv: KV, base: string, count: number): Promise<void> {
   await Promise.all(Array.from({ length: count }, (_, i) => kv.delete(`${base}.${i}`)));
 }
-
-/** Every key matching `filter` (a KV key pattern with * and >). */
-export async function listKeys(kv: KV, filter: string): Promise<string[]> {
-  const keys: string[] = [];
-  for await (const k of await kv.keys(filter)) keys.push(k);
-  return keys;
-}

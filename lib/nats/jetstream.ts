@@ -16,6 +16,16 @@ export async function openKv(nc: NatsConnection, name: string, options: Partial<
   return new Kvm(nc).create(name, { replicas: jetStreamReplicas(), ...options });
 }
 
+/**
+ * The distinct keys of a KV bucket under `filter`, without their shared prefix. KV's key listing
+ * follows the bucket's stream, so a key written while the listing runs can come back twice.
+ */
+export async function listKeys(kv: KV, filter: string, prefix = ""): Promise<string[]> {
+  const keys = new Set<string>();
+  for await (const key of await kv.keys(filter)) keys.add(key.slice(prefix.length));
+  return [...keys];
+}
+
 /** Opens the Object Store bucket `name`, creating it when it does not exist yet. */
 export async function openObjectStore(nc: NatsConnection, name: string, options: Partial<ObjectStoreOptions> = {}): Promise<ObjectStore> {
   return new Objm(nc).create(name, { replicas: jetStreamReplicas(), ...options });
