@@ -1,7 +1,7 @@
 import type { ModelSpec } from "../../lib/catalog/model-spec.js";
 import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
-import { FinishReason, Priority, type ChatMessage, type ChoiceEnd, type Final, type TokenDelta } from "../../proto/gen/tributary/v1/inference.js";
+import { FinishReason, Priority, type ChatMessage, type ChoiceEnd, type Final, type GenerateRequest, type TokenDelta } from "../../proto/gen/tributary/v1/inference.js";
 import { ApiError, errors } from "../http/api-error.js";
 import { apiErrorFromRunner } from "../inference/error-mapping.js";
 import type { GenerationClient } from "../inference/generation-client.js";
@@ -55,6 +55,17 @@ export interface RunOptions {
   priority?: Priority;
   /** Defaults to now + the request timeout. */
   deadlineUnixMs?: number;
+  /**
+   * Runs with the runner request before it is sent (rate limits take their budget here, or throw
+   * the 429). The charge is settled once with the tokens really used: the final usage, or the
+   * prompt plus what was generated when the run stopped early; 0 when no runner admitted it.
+   */
+  charge?: (request: GenerateRequest) => Promise<TokenCharge>;
+}
+
+/** A hold on a token budget, settled once with the tokens used. */
+export interface TokenCharge {
+  settle(tokensUsed: number): void;
 }
 
 const conversationIdOf = (c: ResponseCreateRequest["conversation"]) => (c == null ? null : typeof c === "string" ? c : c.id);
@@ -139,12 +150,14 @@ export class ResponseService {
       deadlineUnixMs: options.deadlineUnixMs ?? Date.now() + this.deps.requestTimeoutMs,
       priority: options.priority,
     });
+    const charge = options.charge ? await options.charge(request) : undefined;
     try {
       const stream = await this.deps.client.generate(request);
-      const run = new ResponseRun(prepared, stream);
+      const run = new ResponseRun(prepared, stream, charge);
       run.onStoreError = (err) => this.deps.log.error("response could not be stored", { response: prepared.id, err });
       return run;
     } catch (err) {
+      charge?.settle(0); // nothing was generated: the hold goes back
       // The runner names its messages; the client sent input.
       if (err instanceof ApiError && err.code === "context_length_exceeded") throw errors.contextLength(err.message, "input");
       throw err;
@@ -208,7 +221,10 @@ export class ResponseRun {
   /** Reports a failure to persist the result (the run still ends, as failed). */
   onStoreError: ((err: unknown) => void) | undefined;
 
-  constructor(readonly prepared: PreparedResponse, private readonly stream: GenerationStream) {
+  /** Tokens generated so far (settles a charge when the run ends without final usage). */
+  private generatedTokens = 0;
+
+  constructor(readonly prepared: PreparedResponse, private readonly stream: GenerationStream, private readonly charge?: TokenCharge) {
     this.response = newResponseObject(prepared.body, { id: prepared.id, createdAt: prepared.createdAt, conversationId: prepared.conversationId }, "in_progress");
     this.builder = new ResponseOutputBuilder((e) => this.sink?.event(e));
     this.response.output = this.builder.output;
@@ -238,7 +254,10 @@ export class ResponseRun {
       this.settle = resolve;
       if (this.outcome) return resolve(this.outcome);
       const listener = {
-        delta: (d: TokenDelta) => this.builder.delta(d),
+        delta: (d: TokenDelta) => {
+          this.generatedTokens += d.tokens;
+          this.builder.delta(d);
+        },
         choiceEnd: (e: ChoiceEnd) => {
           this.finishReason = e.finishReason;
           this.builder.end(e.finishReason);
@@ -257,6 +276,8 @@ export class ResponseRun {
       this.stream.listen(listener);
     });
     const response = this.response;
+    const usage = outcome instanceof ApiError || outcome === "cancelled" ? this.failureUsage : outcome.usage;
+    this.charge?.settle(usage ? usage.promptTokens + usage.completionTokens : (this.stream.admitted?.promptTokens ?? 0) + this.generatedTokens);
     if (outcome === "cancelled") {
       this.builder.abort();
       response.status = "cancelled";
