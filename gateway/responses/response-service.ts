@@ -144,12 +144,17 @@ export class ResponseService {
   }
 
   /** Sends the request to a runner; resolves once admitted. Throws the ApiError for a refusal. */
-  async start(prepared: PreparedResponse, options: RunOptions = {}): Promise<ResponseRun> {
-    const request = responseToGenerateRequest(prepared.body, prepared.spec, prepared.options, prepared.messages, {
+  /** The runner request of a prepared response. */
+  generateRequestOf(prepared: PreparedResponse, options: RunOptions = {}): GenerateRequest {
+    return responseToGenerateRequest(prepared.body, prepared.spec, prepared.options, prepared.messages, {
       requestId: options.requestId ?? newId("req_"),
       deadlineUnixMs: options.deadlineUnixMs ?? Date.now() + this.deps.requestTimeoutMs,
       priority: options.priority,
     });
+  }
+
+  async start(prepared: PreparedResponse, options: RunOptions = {}): Promise<ResponseRun> {
+    const request = this.generateRequestOf(prepared, options);
     const charge = options.charge ? await options.charge(request) : undefined;
     try {
       const stream = await this.deps.client.generate(request);
