@@ -12,7 +12,11 @@ const stack = await startStack(t, {
   env: {
     TRIBUTARY_ENGINE: "sim",
     TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
-      [TEST_MODEL]: { context_length: 200_000, max_output_tokens: TOKENS, sim: { tokens_per_second: 50_000, first_token_latency_ms: 0 } },
+      // Rate limits well above the two 100,000-token runs of this test.
+      [TEST_MODEL]: {
+        context_length: 200_000, max_output_tokens: TOKENS, sim: { tokens_per_second: 50_000, first_token_latency_ms: 0 },
+        rate_limits: { requests_per_minute: 1000, tokens_per_minute: 10_000_000 },
+      },
     }),
   },
 });
