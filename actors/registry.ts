@@ -1,11 +1,12 @@
 import type { ModelSpec } from "../lib/catalog/model-spec.js";
 import { resolveAdminToken } from "../lib/accounts/admin-token.js";
-import { accountsConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig } from "../lib/config.js";
+import { accountsConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig } from "../lib/config.js";
 import { AdminServiceActor } from "./admin/admin-service.js";
 import { BatchCoordinator } from "./batches/batch-coordinator.js";
 import { BatchWorker } from "./batches/batch-worker.js";
 import { FileSweeper } from "./files/file-sweeper.js";
 import { BudgetHostActor, budgetHostOptions } from "./ratelimit/budget-host.js";
+import { BackgroundResponseWorker } from "./responses/background-worker.js";
 import type { Actor } from "./runtime/actor.js";
 
 export interface PlatformContext {
@@ -19,7 +20,26 @@ export interface PlatformContext {
  * restart). Each platform feature adds its actors here.
  */
 export function platformActors(ctx: PlatformContext): Array<() => Actor> {
-  return [...accountActors(ctx), ...fileAndBatchActors(ctx)];
+  return [...accountActors(ctx), ...fileAndBatchActors(ctx), ...responseActors(ctx)];
+}
+
+/** Background responses (POST /v1/responses with background: true). */
+function responseActors(ctx: PlatformContext): Array<() => Actor> {
+  const responses = readConfig(responsesConfig);
+  return [
+    () =>
+      new BackgroundResponseWorker({
+        catalog: ctx.catalog,
+        ttlSeconds: responses.ttlSeconds,
+        concurrency: responses.backgroundConcurrency,
+        ackWaitMs: responses.backgroundAckWaitMs,
+        maxAttempts: responses.backgroundMaxAttempts,
+        requestTimeoutMs: responses.requestTimeoutMs,
+        admissionTimeoutMs: responses.admissionTimeoutMs,
+        runnerTimeoutMs: responses.runnerTimeoutMs,
+        drainTimeoutMs: responses.drainTimeoutMs,
+      }),
+  ];
 }
 
 /** Rate-limit budgets and the admin gRPC service. */
@@ -52,6 +72,7 @@ function fileAndBatchActors(ctx: PlatformContext): Array<() => Actor> {
       admissionTimeoutMs: inference.admissionTimeoutMs,
       runnerTimeoutMs: inference.runnerTimeoutMs,
       requestTimeoutMs: inference.requestTimeoutMs,
+      responseTtlSeconds: readConfig(responsesConfig).ttlSeconds,
     }),
   ];
 }

@@ -4,7 +4,7 @@ import { hostname } from "node:os";
 import { loadCatalog } from "../lib/catalog/load.js";
 import { AccountStore } from "../lib/accounts/account-store.js";
 import { LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys } from "../lib/accounts/local-keys.js";
-import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig } from "../lib/config.js";
 import { FileStore } from "../lib/files/file-store.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
@@ -24,6 +24,15 @@ import { ClusterRateLimiter } from "./ratelimit/cluster-rate-limiter.js";
 import { UnlimitedRateLimiter, type RateLimiter } from "./ratelimit/rate-limiter.js";
 import { registerChatRoutes } from "./routes/chat-completions.js";
 import { registerFileRoutes } from "./routes/files.js";
+import { BackgroundQueue } from "./responses/background-queue.js";
+import { ConversationStore } from "./responses/conversation-store.js";
+import { PromptStore } from "./responses/prompt-store.js";
+import { ResponseEventLog } from "./responses/response-event-log.js";
+import { ResponseService } from "./responses/response-service.js";
+import { ResponseStore } from "./responses/response-store.js";
+import { registerConversationRoutes } from "./routes/conversations.js";
+import { registerPromptRoutes } from "./routes/prompts.js";
+import { registerResponseRoutes } from "./routes/responses.js";
 import { registerHealthRoutes } from "./routes/health.js";
 import { registerInvitationRoutes } from "./routes/invitations.js";
 import { registerModelRoutes } from "./routes/models.js";
@@ -83,6 +92,18 @@ async function main(): Promise<void> {
     requestTimeoutMs: config.requestTimeoutMs,
     maxPendingStreamBytes: config.maxPendingStreamBytes,
   });
+  const responsesSettings = readConfig(responsesConfig);
+  const [responses, conversations, prompts, background, events] = await Promise.all([
+    ResponseStore.open(nc, responsesSettings.ttlSeconds * 1000),
+    ConversationStore.open(nc),
+    PromptStore.open(nc),
+    BackgroundQueue.open(nc),
+    ResponseEventLog.open(nc),
+  ]);
+  const service = new ResponseService({ catalog, client, responses, conversations, requestTimeoutMs: config.requestTimeoutMs, log });
+  registerResponseRoutes(router, { nc, service, prompts, background, events, rateLimiter, maxBodyBytes: config.maxBodyBytes, maxPendingStreamBytes: config.maxPendingStreamBytes, log });
+  registerConversationRoutes(router, { conversations, maxBodyBytes: config.maxBodyBytes });
+  registerPromptRoutes(router, { prompts, catalog, maxBodyBytes: config.maxBodyBytes });
 
   registerFileRoutes(router, { store: fileStore, maxFileBytes: files.maxFileBytes, maxBatchFileBytes: files.maxBatchFileBytes, maxBodyBytes: config.maxBodyBytes });
   registerBatchRoutes(router, { batches: batchStore, files: fileStore, maxBodyBytes: config.maxBodyBytes });

@@ -76,6 +76,24 @@ export const accountsConfig = Config.all({
   keyUsageFlushMs: int("TRIBUTARY_KEY_USAGE_FLUSH_MS", 30_000),
 });
 
+/** Stored responses and background runs (read by the gateway and the actor host). */
+export const responsesConfig = Config.all({
+  /** How long stored responses are kept (OpenAI keeps them 30 days). */
+  ttlSeconds: int("TRIBUTARY_RESPONSE_TTL_SECONDS", 30 * 24 * 3600),
+  /** Background responses one actor host runs at once. */
+  backgroundConcurrency: int("TRIBUTARY_BACKGROUND_CONCURRENCY", 16),
+  /** A background run whose worker is silent this long (crashed) is handed to another worker. */
+  backgroundAckWaitMs: int("TRIBUTARY_BACKGROUND_ACK_WAIT_MS", 30_000),
+  /** Attempts of one background response before it is marked failed. */
+  backgroundMaxAttempts: int("TRIBUTARY_BACKGROUND_MAX_ATTEMPTS", 3),
+  /** Same meanings as the gateway's variables of the same names, for the worker's generations. */
+  requestTimeoutMs: int("TRIBUTARY_REQUEST_TIMEOUT_MS", 600_000),
+  admissionTimeoutMs: int("TRIBUTARY_ADMISSION_TIMEOUT_MS", 10_000),
+  runnerTimeoutMs: int("TRIBUTARY_RUNNER_TIMEOUT_MS", 5_000),
+  /** On shutdown, how long running background responses may finish before they are handed back. */
+  drainTimeoutMs: int("TRIBUTARY_DRAIN_TIMEOUT_MS", 30_000),
+});
+
 export const runnerConfig = Config.all({
   heartbeatMs: int("TRIBUTARY_HEARTBEAT_MS", 500),
   drainTimeoutMs: int("TRIBUTARY_DRAIN_TIMEOUT_MS", 30_000),

@@ -9,6 +9,9 @@ import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import { RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
 import { GenerationClient } from "../../gateway/inference/generation-client.js";
 import { RunnerDirectory } from "../../gateway/inference/runner-directory.js";
+import { ConversationStore } from "../../gateway/responses/conversation-store.js";
+import { ResponseService } from "../../gateway/responses/response-service.js";
+import { ResponseStore } from "../../gateway/responses/response-store.js";
 import type { Actor, ActorContext } from "../runtime/actor.js";
 import { LINE_EXECUTORS } from "./line-executors.js";
 import { responseLine, storeResult } from "./result-lines.js";
@@ -22,6 +25,8 @@ export interface BatchWorkerOptions {
   admissionTimeoutMs: number;
   runnerTimeoutMs: number;
   requestTimeoutMs: number;
+  /** How long responses stored by /v1/responses lines are kept. */
+  responseTtlSeconds: number;
 }
 
 /** A line failing with a server error this many times is written as failed rather than retried. */
@@ -44,6 +49,7 @@ export class BatchWorker implements Actor {
   private ctx!: ActorContext;
   private directory!: RunnerDirectory;
   private client!: GenerationClient;
+  private responses!: ResponseService;
   private batches!: BatchStore;
   private results!: KV;
   private stopped = false;
@@ -68,6 +74,8 @@ export class BatchWorker implements Actor {
     }, ctx.log);
     this.client.start();
     [this.batches, this.results] = await Promise.all([BatchStore.open(ctx.nc), openBatchResults(ctx.nc)]);
+    const [responses, conversations] = await Promise.all([ResponseStore.open(ctx.nc, this.options.responseTtlSeconds * 1000), ConversationStore.open(ctx.nc)]);
+    this.responses = new ResponseService({ catalog: this.options.catalog, client: this.client, responses, conversations, requestTimeoutMs: this.options.requestTimeoutMs, log: ctx.log });
     await this.followBatches();
     for (const model of this.options.catalog.keys()) {
       await ensureDurableConsumer(this.batches.handles.jsm, streams.batchWork, {
@@ -195,6 +203,8 @@ export class BatchWorker implements Actor {
       const outcome = await executor.run(item.body, {
         client: this.client,
         catalog: this.options.catalog,
+        projectId: item.project,
+        responses: this.responses,
         requestId,
         deadlineUnixMs: Math.min(Date.now() + this.options.requestTimeoutMs, item.expiresAt * 1000),
         signal: control.signal,

@@ -4,6 +4,8 @@ import { ApiError, errors } from "../../gateway/http/api-error.js";
 import { runChatCompletion } from "../../gateway/inference/chat-completion.js";
 import type { GenerationClient } from "../../gateway/inference/generation-client.js";
 import { parseChatCompletionRequest } from "../../gateway/schemas/chat-completions.js";
+import type { ResponseService } from "../../gateway/responses/response-service.js";
+import { parseResponseCreateRequest } from "../../gateway/schemas/responses.js";
 
 // What a batch line can target: one executor per endpoint, each validating a line's body with the
 // schema of the HTTP route itself and running it through the same code path as that route, at
@@ -12,6 +14,10 @@ import { parseChatCompletionRequest } from "../../gateway/schemas/chat-completio
 export interface LineContext {
   client: GenerationClient;
   catalog: ReadonlyMap<string, ModelSpec>;
+  /** The batch's project: stored responses and conversations of a /v1/responses line are its. */
+  projectId: string;
+  /** The Responses core, for /v1/responses lines. */
+  responses: ResponseService;
   requestId: string;
   deadlineUnixMs: number;
   /** Aborted when the batch is cancelled or expires. */
@@ -63,8 +69,32 @@ export const chatCompletionsExecutor: LineExecutor = {
   },
 };
 
+/** /v1/responses lines: the Responses core, at batch priority (stored in the batch's project when `store`). */
+export const responsesExecutor: LineExecutor = {
+  endpoint: "/v1/responses",
+  validate(body) {
+    return { model: parseResponseCreateRequest(body).model };
+  },
+  async run(json, ctx) {
+    try {
+      const body = parseResponseCreateRequest(json);
+      if (body.stream) throw errors.invalidParam("stream", "Streaming is not supported in batch requests: remove 'stream' from the body.");
+      if (body.background) throw errors.invalidParam("background", "Background responses are not supported in batch requests: remove 'background' from the body.");
+      const response = await ctx.responses.respond(ctx.projectId, body, {
+        requestId: ctx.requestId,
+        deadlineUnixMs: ctx.deadlineUnixMs,
+        priority: Priority.PRIORITY_BATCH,
+        signal: ctx.signal,
+      });
+      return { kind: "response", statusCode: 200, body: response };
+    } catch (err) {
+      return outcomeOf(err, ctx.requestId);
+    }
+  },
+};
+
 /** The endpoints batches accept, by URL. */
-export const LINE_EXECUTORS: ReadonlyMap<string, LineExecutor> = new Map([chatCompletionsExecutor].map((e) => [e.endpoint, e]));
+export const LINE_EXECUTORS: ReadonlyMap<string, LineExecutor> = new Map([chatCompletionsExecutor, responsesExecutor].map((e) => [e.endpoint, e]));
 
 /** Every endpoint OpenAI's batch API names (only those with an executor are accepted here). */
 export const OPENAI_BATCH_ENDPOINTS = [

@@ -2,6 +2,7 @@ import {
   Priority,
   ResponseFormat_Type,
   ToolChoice_Mode,
+  Truncation,
   type ChatMessage,
   type GenerateRequest,
   type ToolDefinition,
@@ -129,5 +130,7 @@ export function chatToGenerateRequest(body: ChatCompletionRequest, spec: ModelSp
     reasoningEffort: body.reasoning_effort ?? "medium",
     // Nobody watches the tokens of a non-streamed reply arrive: send each choice whole.
     coalesceDeltas: !body.stream,
+    maxToolCalls: 0,
+    truncation: Truncation.TRUNCATION_DISABLED,
   };
 }

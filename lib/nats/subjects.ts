@@ -47,6 +47,14 @@ export const subjects = {
   budgetActivate: `${SUBJECT_ROOT}.budget.activate`,
   /** "Do you still own this budget?", addressed to the actor host recorded as its owner. */
   budgetHostProbe: (hostId: string) => `${SUBJECT_ROOT}.budget-host.${hostId}.probe`,
+  /** Background response jobs (stream `streams.responsesBackground`): one message per queued response. */
+  responsesBackground: `${SUBJECT_ROOT}.responses.background`,
+  /** Cancels of background responses, to whichever worker runs it (core NATS). */
+  responseCancel: (responseId: string) => `${SUBJECT_ROOT}.responses.cancel.${responseId}`,
+  responseCancelAll: `${SUBJECT_ROOT}.responses.cancel.*`,
+  /** Stream events of a background response with stream: true (stream `streams.responseEvents`). */
+  responseEvents: (responseId: string) => `${SUBJECT_ROOT}.responses.events.${responseId}`,
+  responseEventsAll: `${SUBJECT_ROOT}.responses.events.>`,
 } as const;
 
 export const queues = {
@@ -92,6 +100,12 @@ export const buckets = {
    * on the revision) before it is answered, so a new owner resumes without double-spending.
    */
   rateLimits: "tributary_rate_limits",
+  /** Stored responses (store: true), their input items and chain links, keyed <project>.<response id>. */
+  responses: "tributary_responses",
+  /** Conversations and their ordered items, keyed <project>.<conversation id>[.it.<seq>.<item id>]. */
+  conversations: "tributary_conversations",
+  /** Named prompt templates run by POST /v1/responses/{name}, keyed <project>.<name>. */
+  prompts: "tributary_prompts",
 } as const;
 
 export const streams = {
@@ -99,6 +113,10 @@ export const streams = {
   batchJobs: "TRIBUTARY_BATCH_JOBS",
   /** Work queue of batch lines, consumed by the batch workers with explicit ack. */
   batchWork: "TRIBUTARY_BATCH_WORK",
+  /** Work queue of background responses: the actor host's response workers consume it. */
+  responsesBackground: "TRIBUTARY_RESPONSES_BACKGROUND",
+  /** Stream events of background responses created with stream: true, for GET ?stream=true replay. */
+  responseEvents: "TRIBUTARY_RESPONSE_EVENTS",
 } as const;
 
 /** Durable consumers on the streams above. */
@@ -106,4 +124,6 @@ export const consumers = {
   batchCoordinators: "batch-coordinators",
   /** One per model, filtered on that model's work subjects. */
   batchWorkers: (modelId: string) => `batch-workers-${modelToken(modelId).replace(/[^A-Za-z0-9_-]/g, "_")}`,
+  /** The background response workers of every actor host share it. */
+  responsesBackground: "responses-background",
 } as const;

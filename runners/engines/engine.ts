@@ -19,6 +19,8 @@ export interface PreparedRequest {
   /** Output budget per choice after defaults and limits. */
   readonly maxTokens: number;
   readonly choices: number;
+  /** Messages dropped from the front to fit the context (truncation auto). */
+  readonly droppedMessages?: number;
 }
 
 /** A request the engine refuses (bad parameter, too long): the runner rejects it at admission. */

@@ -2,6 +2,11 @@ import { ErrorCode } from "../../proto/gen/tributary/v1/inference.js";
 import type { ModelSpec } from "../../lib/catalog/model-spec.js";
 import { EngineRequestError } from "./engine.js";
 
+/** Whether a prompt of `promptTokens` leaves room for the requested output (0: any output at all). */
+export function fitsContext(spec: ModelSpec, promptTokens: number, requested: number): boolean {
+  return requested > 0 ? promptTokens + requested <= spec.contextLength : promptTokens < spec.contextLength;
+}
+
 /**
  * The output budget of a request: the requested max tokens (checked against the model's
  * limits), or what is left of the context, capped by the model's max output tokens.

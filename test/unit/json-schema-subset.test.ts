@@ -26,3 +26,9 @@ t.test("what cannot become a grammar is refused with the place", async (t) => {
   t.throws(() => toGrammarSchema({ allOf: [{}, {}] }), /allOf/);
   t.throws(() => toGrammarSchema(5), /must be an object/);
 });
+
+t.test("integers in grammars have no exponent (4e-4 is not an integer)", async (t) => {
+  const { withStrictIntegers } = await import("../../runners/engines/llama/grammar-cache.js");
+  const grammar = 'root ::= "{" integer-number-rule "}"\ninteger-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,15}) ([eE] [-+]? ("0" | [1-9] [0-9]{0,15}))?\nother ::= "x"';
+  t.equal(withStrictIntegers(grammar), 'root ::= "{" integer-number-rule "}"\ninteger-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,15})\nother ::= "x"');
+});

@@ -35,9 +35,11 @@ export interface ToolPlan {
   nameGrammar: LlamaGrammar;
   syntax: CallSyntax;
   parallel: boolean;
+  /** Calls allowed per choice (max_tool_calls, capped by MAX_CALLS_PER_CHOICE). */
+  maxCalls: number;
 }
 
-const MAX_CALLS_PER_CHOICE = 16;
+export const MAX_CALLS_PER_CHOICE = 16;
 const PENALTY_WINDOW = 256;
 /** Tokens the model may spend after a call to show whether another call follows. */
 const CONTINUATION_LOOKAHEAD = 8;
@@ -185,7 +187,7 @@ export class ChoiceDecoder {
       input = [...input, ...this.tokenize(tools.syntax.paramsPrefix)];
       await this.generateArguments(tools, name, input);
       this.callIndex++;
-      if (!tools.parallel || this.callIndex >= MAX_CALLS_PER_CHOICE || !this.budgetLeft) return;
+      if (!tools.parallel || this.callIndex >= tools.maxCalls || !this.budgetLeft) return;
       const next = await this.lookForAnotherCall(tools);
       if (!next) return;
       input = next;

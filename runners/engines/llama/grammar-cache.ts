@@ -2,6 +2,14 @@ import { LlamaGrammar, LlamaJsonSchemaGrammar, type Llama } from "node-llama-cpp
 import { toGrammarSchema } from "./json-schema-subset.js";
 
 /**
+ * node-llama-cpp's "integer" rule allows an exponent, so `-4e-4` (not an integer) can come out
+ * where a schema says integer. The rule is rewritten to plain integers.
+ */
+export function withStrictIntegers(grammar: string): string {
+  return grammar.replace(/^integer-number-rule ::= .*$/m, 'integer-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,15})');
+}
+
+/**
  * Grammars are compiled once per distinct schema: clients send the same tool definitions and
  * response formats with every request. Least recently used entries are evicted.
  */
@@ -12,7 +20,12 @@ export class GrammarCache {
 
   /** Grammar for a JSON value matching `schemaJson` (JSON text of a JSON Schema). */
   forJsonSchema(schemaJson: string): LlamaGrammar {
-    return this.memo(`schema:${schemaJson}`, () => new LlamaJsonSchemaGrammar(this.llama, toGrammarSchema(JSON.parse(schemaJson)) as never));
+    return this.memo(`schema:${schemaJson}`, () => {
+      const generated = new LlamaJsonSchemaGrammar(this.llama, toGrammarSchema(JSON.parse(schemaJson)) as never);
+      const grammar = withStrictIntegers(generated.grammar);
+      if (grammar === generated.grammar) return generated;
+      return new LlamaGrammar(this.llama, { grammar, stopGenerationTriggers: generated.stopGenerationTriggers, trimWhitespaceSuffix: generated.trimWhitespaceSuffix });
+    });
   }
 
   /** Grammar for any JSON object (response_format json_object). */

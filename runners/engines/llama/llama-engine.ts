@@ -1,11 +1,12 @@
 import { getLlama, LlamaLogLevel, LlamaText, SpecialToken, TokenBias, type ChatModelFunctions, type ChatWrapper, type Llama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
-import { ErrorCode, ResponseFormat_Type, ToolChoice_Mode, type GenerateRequest } from "../../../proto/gen/tributary/v1/inference.js";
+import { ErrorCode, ResponseFormat_Type, ToolChoice_Mode, Truncation, type GenerateRequest } from "../../../proto/gen/tributary/v1/inference.js";
 import type { ModelSpec } from "../../../lib/catalog/model-spec.js";
 import type { Logger } from "../../../lib/log.js";
 import { EngineRequestError, type ChoiceOutcome, type ChoiceSink, type Engine, type PreparedRequest } from "../engine.js";
-import { resolveOutputBudget } from "../output-budget.js";
+import { dropOldestTurns } from "../context-fit.js";
+import { fitsContext, resolveOutputBudget } from "../output-budget.js";
 import { callSyntaxOf, chooseChatWrapper, renderPrompt, type CallSyntax } from "./chat-prompt.js";
-import { ChoiceDecoder, type DecodePlan, type ToolPlan } from "./choice-decoder.js";
+import { ChoiceDecoder, MAX_CALLS_PER_CHOICE, type DecodePlan, type ToolPlan } from "./choice-decoder.js";
 import { GrammarCache } from "./grammar-cache.js";
 import { UnsupportedSchemaError } from "./json-schema-subset.js";
 import { DecodeGate } from "./decode-gate.js";
@@ -85,11 +86,22 @@ export class LlamaEngine implements Engine {
       : undefined;
 
     let prompt: Token[];
+    let droppedMessages = 0;
     const stopTexts = [...(sampling?.stop ?? [])];
     const stopTokens = new Set<Token>();
     if (request.messages.length > 0) {
-      const rendered = renderPrompt(this.wrapper, request.messages, functions);
+      const requested = sampling?.maxTokens ?? 0;
+      let rendered = renderPrompt(this.wrapper, request.messages, functions);
       prompt = rendered.text.tokenize(this.model.tokenizer);
+      if (request.truncation === Truncation.TRUNCATION_AUTO && requested <= this.spec.maxOutputTokens && !fitsContext(this.spec, prompt.length, requested)) {
+        const fitted = dropOldestTurns(request.messages, (messages) =>
+          fitsContext(this.spec, renderPrompt(this.wrapper, messages, functions).text.tokenize(this.model.tokenizer).length, requested));
+        if (fitted) {
+          rendered = renderPrompt(this.wrapper, fitted.messages, functions);
+          prompt = rendered.text.tokenize(this.model.tokenizer);
+          droppedMessages = fitted.dropped;
+        }
+      }
       this.collectTemplateStops(rendered.stopTriggers, stopTexts, stopTokens);
     } else {
       prompt = LlamaText([this.model.tokens.shouldPrependBosToken ? new SpecialToken("BOS") : "", request.prompt]).tokenize(this.model.tokenizer);
@@ -120,7 +132,7 @@ export class LlamaEngine implements Engine {
       responseGrammar,
       tools,
     };
-    return { request, promptTokens: prompt.length, maxTokens, choices, plan };
+    return { request, promptTokens: prompt.length, maxTokens, choices, plan, droppedMessages };
   }
 
   runChoice(prepared: PreparedRequest, choiceIndex: number, slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome> {
@@ -162,6 +174,7 @@ export class LlamaEngine implements Engine {
       nameGrammar: this.grammars.forOneOf(request.tools.map((t) => t.name)),
       syntax: this.callSyntax,
       parallel: request.parallelToolCalls,
+      maxCalls: request.maxToolCalls > 0 ? Math.min(request.maxToolCalls, MAX_CALLS_PER_CHOICE) : MAX_CALLS_PER_CHOICE,
     };
   }
 

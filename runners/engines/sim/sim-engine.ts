@@ -1,9 +1,10 @@
-import { ErrorCode, FinishReason, type GenerateRequest } from "../../../proto/gen/tributary/v1/inference.js";
+import { ErrorCode, FinishReason, Truncation, type ChatMessage, type GenerateRequest } from "../../../proto/gen/tributary/v1/inference.js";
 import { MinHeap } from "../../../lib/collections/min-heap.js";
 import type { ModelSpec } from "../../../lib/catalog/model-spec.js";
 import { TriggerMatcher } from "../../text/trigger-matcher.js";
 import { EngineRequestError, type ChoiceOutcome, type ChoiceSink, type Engine, type PreparedRequest } from "../engine.js";
-import { resolveOutputBudget } from "../output-budget.js";
+import { dropOldestTurns } from "../context-fit.js";
+import { fitsContext, resolveOutputBudget } from "../output-budget.js";
 
 // A token simulator for load tests of everything around the engine: it emits words at the
 // catalog's rate after the configured first-token latency, with no model behind it.
@@ -36,14 +37,23 @@ export class SimEngine implements Engine {
   async load(): Promise<void> {}
 
   async prepare(request: GenerateRequest): Promise<PreparedRequest> {
-    const text = request.messages.length > 0 ? request.messages.map((m) => m.content).join("\n") : request.prompt;
     // Roughly four characters a token, like common BPE vocabularies on English text.
-    const promptTokens = Math.max(1, Math.ceil(text.length / 4));
+    const count = (messages: readonly ChatMessage[]) => Math.max(1, Math.ceil(messages.map((m) => m.content).join("\n").length / 4));
+    let promptTokens = request.messages.length > 0 ? count(request.messages) : Math.max(1, Math.ceil(request.prompt.length / 4));
+    let droppedMessages = 0;
+    const requested = request.sampling?.maxTokens ?? 0;
+    if (request.messages.length > 0 && request.truncation === Truncation.TRUNCATION_AUTO && !fitsContext(this.spec, promptTokens, requested)) {
+      const fitted = dropOldestTurns(request.messages, (messages) => fitsContext(this.spec, count(messages), requested));
+      if (fitted) {
+        promptTokens = count(fitted.messages);
+        droppedMessages = fitted.dropped;
+      }
+    }
     const choices = Math.max(1, request.sampling?.n ?? 1);
     if (choices > this.slots)
       throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `n (${choices}) exceeds this model's ${this.slots} slots`, "n");
     const maxTokens = resolveOutputBudget(this.spec, promptTokens, request.sampling?.maxTokens ?? 0);
-    return { request, promptTokens, maxTokens, choices };
+    return { request, promptTokens, maxTokens, choices, droppedMessages };
   }
 
   runChoice(prepared: PreparedRequest, choiceIndex: number, _slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome> {

@@ -28,6 +28,18 @@ export enum Priority {
   UNRECOGNIZED = -1,
 }
 
+export enum Truncation {
+  /** TRUNCATION_DISABLED - The request is rejected with ERROR_CODE_CONTEXT_LENGTH_EXCEEDED. */
+  TRUNCATION_DISABLED = 0,
+  /**
+   * TRUNCATION_AUTO - The runner drops the oldest turns (a user message and the replies, calls and results that
+   * follow it) until the prompt and the output budget fit; system and developer messages and the
+   * last turn are always kept. Accepted.dropped_messages says how many messages were dropped.
+   */
+  TRUNCATION_AUTO = 1,
+  UNRECOGNIZED = -1,
+}
+
 export enum ErrorCode {
   ERROR_CODE_UNSPECIFIED = 0,
   ERROR_CODE_INVALID_REQUEST = 1,
@@ -147,6 +159,10 @@ export interface GenerateRequest {
    * for callers that do not stream (non-streamed replies, batch lines). Fewer messages, same result.
    */
   coalesceDeltas: boolean;
+  /** At most this many tool calls per choice (Responses' max_tool_calls); 0 means the engine's own limit. */
+  maxToolCalls: number;
+  /** What to do with messages that do not fit the model's context with the output budget. */
+  truncation: Truncation;
 }
 
 export interface Error {
@@ -168,6 +184,8 @@ export interface Accepted {
   queuePosition: number;
   /** The output budget the runner applied (after defaults and limits). */
   maxTokens: number;
+  /** Messages removed from the front of the conversation to fit the context (TRUNCATION_AUTO). */
+  droppedMessages: number;
 }
 
 export interface ToolCallDelta {
@@ -925,6 +943,8 @@ function createBaseGenerateRequest(): GenerateRequest {
     replySubject: "",
     reasoningEffort: "",
     coalesceDeltas: false,
+    maxToolCalls: 0,
+    truncation: 0,
   };
 }
 
@@ -971,6 +991,12 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.coalesceDeltas !== false) {
       writer.uint32(160).bool(message.coalesceDeltas);
+    }
+    if (message.maxToolCalls !== 0) {
+      writer.uint32(112).uint32(message.maxToolCalls);
+    }
+    if (message.truncation !== 0) {
+      writer.uint32(120).int32(message.truncation);
     }
     return writer;
   },
@@ -1100,6 +1126,22 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.coalesceDeltas = reader.bool();
             continue;
           }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.maxToolCalls = reader.uint32();
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.truncation = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1137,6 +1179,8 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.replySubject = object.replySubject ?? "";
     message.reasoningEffort = object.reasoningEffort ?? "";
     message.coalesceDeltas = object.coalesceDeltas ?? false;
+    message.maxToolCalls = object.maxToolCalls ?? 0;
+    message.truncation = object.truncation ?? 0;
     return message;
   },
 };
@@ -1302,7 +1346,7 @@ export const Admission: MessageFns<Admission> = {
 };
 
 function createBaseAccepted(): Accepted {
-  return { runnerId: "", promptTokens: 0, queuePosition: 0, maxTokens: 0 };
+  return { runnerId: "", promptTokens: 0, queuePosition: 0, maxTokens: 0, droppedMessages: 0 };
 }
 
 export const Accepted: MessageFns<Accepted> = {
@@ -1318,6 +1362,9 @@ export const Accepted: MessageFns<Accepted> = {
     }
     if (message.maxTokens !== 0) {
       writer.uint32(32).uint32(message.maxTokens);
+    }
+    if (message.droppedMessages !== 0) {
+      writer.uint32(40).uint32(message.droppedMessages);
     }
     return writer;
   },
@@ -1367,6 +1414,14 @@ export const Accepted: MessageFns<Accepted> = {
             message.maxTokens = reader.uint32();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.droppedMessages = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1388,6 +1443,7 @@ export const Accepted: MessageFns<Accepted> = {
     message.promptTokens = object.promptTokens ?? 0;
     message.queuePosition = object.queuePosition ?? 0;
     message.maxTokens = object.maxTokens ?? 0;
+    message.droppedMessages = object.droppedMessages ?? 0;
     return message;
   },
 };

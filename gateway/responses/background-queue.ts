@@ -1,0 +1,41 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
+import { ensureStream } from "../../lib/nats/jetstream.js";
+import { streams, subjects } from "../../lib/nats/subjects.js";
+
+/** One queued background response: the worker reads the rest from the responses bucket. */
+export interface BackgroundJob {
+  projectId: string;
+  responseId: string;
+}
+
+/** The durable work queue of background responses (a JetStream work-queue stream). */
+export async function ensureBackgroundStream(nc: NatsConnection): Promise<void> {
+  await ensureStream(await jetstreamManager(nc), {
+    name: streams.responsesBackground,
+    subjects: [subjects.responsesBackground],
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+    // Publishing twice (a retried create) queues once.
+    duplicate_window: 2 * 60 * 1_000_000_000,
+  });
+}
+
+export class BackgroundQueue {
+  private constructor(private readonly js: JetStreamClient) {}
+
+  static async open(nc: NatsConnection): Promise<BackgroundQueue> {
+    await ensureBackgroundStream(nc);
+    return new BackgroundQueue(jetstream(nc));
+  }
+
+  /** Queues a stored response; resolves once JetStream has it on disk. */
+  async enqueue(job: BackgroundJob): Promise<void> {
+    await this.js.publish(subjects.responsesBackground, JSON.stringify(job), { msgID: job.responseId });
+  }
+}
+
+/** Tells the worker running `responseId` to stop (core NATS: whoever runs it is subscribed). */
+export function publishCancel(nc: NatsConnection, responseId: string): void {
+  nc.publish(subjects.responseCancel(responseId), "");
+}

@@ -1,0 +1,37 @@
+import { errors } from "../http/api-error.js";
+import type { HttpExchange } from "../http/exchange.js";
+
+export interface ListQuery {
+  limit: number;
+  order: "asc" | "desc";
+  after: string | undefined;
+}
+
+/** limit (1-100, default 20), order (asc|desc, default desc) and after, as OpenAI's item lists. */
+export function listQuery(ex: HttpExchange): ListQuery {
+  const q = ex.searchParams();
+  const rawLimit = q.get("limit");
+  const limit = rawLimit === null ? 20 : Number(rawLimit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+    throw errors.invalidParam("limit", `Invalid value for 'limit': expected an integer between 1 and 100, got '${rawLimit}'.`);
+  const order = q.get("order") ?? "desc";
+  if (order !== "asc" && order !== "desc") throw errors.invalidParam("order", `Invalid value for 'order': expected 'asc' or 'desc', got '${order}'.`);
+  return { limit, order, after: q.get("after") ?? undefined };
+}
+
+/** OpenAI's list envelope; every key present. */
+export function listObject<T extends { id: string }>(data: T[], hasMore: boolean) {
+  return { object: "list" as const, data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore };
+}
+
+/** One page of an in-memory list in the query's order. */
+export function pageOf<T extends { id: string }>(all: readonly T[], query: ListQuery): { data: T[]; has_more: boolean } {
+  const ordered = query.order === "desc" ? [...all].reverse() : [...all];
+  let start = 0;
+  if (query.after !== undefined) {
+    const at = ordered.findIndex((x) => x.id === query.after);
+    if (at < 0) throw errors.invalidParam("after", `No item with id '${query.after}' in this list.`);
+    start = at + 1;
+  }
+  return { data: ordered.slice(start, start + query.limit), has_more: start + query.limit < ordered.length };
+}

@@ -1,0 +1,224 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Logger } from "../../lib/log.js";
+import type { GenerateRequest } from "../../proto/gen/tributary/v1/inference.js";
+import { estimateRequestTokens } from "../ratelimit/estimate.js";
+import type { RateLimiter } from "../ratelimit/rate-limiter.js";
+import { ApiError, errors } from "../http/api-error.js";
+import type { HttpExchange } from "../http/exchange.js";
+import type { Router } from "../http/router.js";
+import type { BackgroundQueue } from "../responses/background-queue.js";
+import { publishCancel } from "../responses/background-queue.js";
+import type { PromptStore } from "../responses/prompt-store.js";
+import type { NumberedEvent, ResponseEventLog } from "../responses/response-event-log.js";
+import { checkInputs, placeholdersOf, renderBody } from "../responses/prompt-template.js";
+import { isTerminal, type ResponseRun, type ResponseService } from "../responses/response-service.js";
+import { parsePromptRunRequest, TEMPLATE_NAME } from "../schemas/prompts.js";
+import { parseResponseCreateRequest, type ResponseCreateRequest } from "../schemas/responses.js";
+import { ResponseEventStream } from "../sse/response-event-stream.js";
+import { SseWriter } from "../sse/sse-writer.js";
+import { newResponseObject, type ResponseObject } from "../translate/responses-object.js";
+import { listQuery, listObject, pageOf } from "./list-query.js";
+
+export interface ResponseRouteDeps {
+  nc: NatsConnection;
+  service: ResponseService;
+  prompts: PromptStore;
+  background: BackgroundQueue;
+  events: ResponseEventLog;
+  rateLimiter: RateLimiter;
+  maxBodyBytes: number;
+  maxPendingStreamBytes: number;
+  log: Logger;
+}
+
+const notFound = (id: string) => errors.notFound(`Response with id '${id}' not found.`);
+
+/**
+ * The Responses API: create (foreground, streamed or not, or background), retrieve, delete,
+ * input items, cancel, and POST /v1/responses/{name} to run a stored prompt template.
+ */
+export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps): void {
+  const { service } = deps;
+
+  router.post("/v1/responses", async (ex) => {
+    const body = parseResponseCreateRequest(await ex.readJson(deps.maxBodyBytes));
+    await create(ex, body);
+  });
+
+  router.get("/v1/responses/:id", async (ex, { id }) => {
+    const stored = await service.responses.get(projectOf(ex), id!);
+    if (!stored) throw notFound(id!);
+    const q = ex.searchParams();
+    if (q.get("stream") !== "true") return ex.json(200, stored.value.response);
+    if (!(stored.value.request as ResponseCreateRequest | undefined)?.stream)
+      throw errors.invalidParam("stream", "Only background responses created with stream: true can be streamed again.");
+    const rawAfter = q.get("starting_after");
+    const startingAfter = rawAfter === null ? -1 : Number(rawAfter);
+    if (!Number.isInteger(startingAfter) || startingAfter < -1)
+      throw errors.invalidParam("starting_after", `Invalid value for 'starting_after': expected a sequence number, got '${rawAfter}'.`);
+    await followEvents(ex, projectOf(ex), id!, startingAfter);
+  });
+
+  router.delete("/v1/responses/:id", async (ex, { id }) => {
+    const projectId = projectOf(ex);
+    const stored = await service.responses.get(projectId, id!);
+    if (!stored || !(await service.responses.delete(projectId, id!))) throw notFound(id!);
+    if ((stored.value.request as ResponseCreateRequest | undefined)?.stream) void deps.events.purge(id!);
+    // A background run still going stops rather than write into a deleted response.
+    if (!isTerminal(stored.value.response.status)) publishCancel(deps.nc, id!);
+    ex.json(200, { id, object: "response", deleted: true });
+  });
+
+  router.get("/v1/responses/:id/input_items", async (ex, { id }) => {
+    const query = listQuery(ex);
+    const items = await service.responses.inputItems(projectOf(ex), id!);
+    if (!items) throw notFound(id!);
+    const page = pageOf(items, query);
+    ex.json(200, listObject(page.data, page.has_more));
+  });
+
+  // POST /v1/responses/{id}/cancel, and POST /v1/responses/{template name} (names may hold '/').
+  router.post("/v1/responses/*path", async (ex, { path }) => {
+    const cancel = /^(resp_[^/]+)\/cancel$/.exec(path!);
+    if (cancel) return cancelResponse(ex, cancel[1]!);
+    if (!TEMPLATE_NAME.test(path!)) throw errors.unknownRoute(ex.method, ex.path);
+    await runTemplate(ex, path!);
+  });
+
+  async function create(ex: HttpExchange, body: ResponseCreateRequest): Promise<void> {
+    if (body.background) return createBackground(ex, body);
+    const abort = new AbortController();
+    ex.onAbort(() => abort.abort());
+    let sink: ResponseEventStream | undefined;
+    const onStart = (run: ResponseRun) => {
+      ex.responseHeaders["x-tributary-runner"] = run.runnerId;
+      if (!body.stream || ex.aborted) return undefined;
+      const writer = new SseWriter(ex);
+      writer.open();
+      sink = new ResponseEventStream(writer, { maxPendingBytes: deps.maxPendingStreamBytes, onOverflow: () => abort.abort() });
+      return sink;
+    };
+    let final: ResponseObject;
+    try {
+      final = await service.respond(projectOf(ex), body, { requestId: ex.requestId, signal: abort.signal, onStart, charge: rateLimit(ex, body) });
+    } catch (err) {
+      if (!sink) throw err; // nothing was sent yet: an ordinary error response
+      // A failed run already ended its stream with response.failed; anything else is told here.
+      if (!(err instanceof ApiError)) streamFailed(sink, ex, err);
+      return (sink as ResponseEventStream).close();
+    }
+    if (sink) (sink as ResponseEventStream).close();
+    else if (final.status !== "cancelled") ex.json(200, final);
+  }
+
+  /** The model's rate limits: the budget is taken before the runner request goes out (429 beyond it). */
+  function rateLimit(ex: HttpExchange, body: ResponseCreateRequest) {
+    const spec = service.spec(body.model);
+    return async (request: GenerateRequest) => {
+      const admission = await deps.rateLimiter.admit(ex.principal!, spec, estimateRequestTokens(request, spec));
+      Object.assign(ex.responseHeaders, admission.headers);
+      return admission;
+    };
+  }
+
+  async function createBackground(ex: HttpExchange, body: ResponseCreateRequest): Promise<void> {
+    const projectId = projectOf(ex);
+    // Checked and resolved now, so a bad request fails here rather than in the worker.
+    const prepared = await service.prepare(projectId, body);
+    // A background run is charged its estimate when it is queued (the worker has no budget client).
+    const charge = await rateLimit(ex, body)(service.generateRequestOf(prepared));
+    charge.settle(estimateRequestTokens(service.generateRequestOf(prepared), prepared.spec));
+    const response = newResponseObject(body, { id: prepared.id, createdAt: prepared.createdAt, conversationId: prepared.conversationId }, "queued");
+    const request = { ...body, input: [] };
+    await service.responses.create(projectId, { response, ancestors: prepared.ancestors, request }, prepared.input);
+    try {
+      if (body.stream) {
+        // The first two events are the gateway's; the worker continues from sequence number 2.
+        const log = deps.events.writer(response.id, 0);
+        log.event({ type: "response.created", response });
+        log.event({ type: "response.queued", response });
+        await log.flush();
+      }
+      await deps.background.enqueue({ projectId, responseId: response.id });
+    } catch (err) {
+      await service.responses.delete(projectId, response.id).catch(() => {});
+      throw err;
+    }
+    if (body.stream) await followEvents(ex, projectId, response.id, -1);
+    else ex.json(200, response);
+  }
+
+  /**
+   * Streams a background response's events with sequence_number > startingAfter, as stored by
+   * the gateway that queued it and the worker that runs it, until its terminal event.
+   */
+  async function followEvents(ex: HttpExchange, projectId: string, id: string, startingAfter: number): Promise<void> {
+    const writer = new SseWriter(ex);
+    writer.open();
+    const abort = new AbortController();
+    ex.onAbort(() => abort.abort());
+    const sink = new ResponseEventStream(writer, {
+      maxPendingBytes: deps.maxPendingStreamBytes,
+      onOverflow: () => abort.abort(),
+      numbered: true,
+    });
+    let last = startingAfter;
+    const onEvent = (event: NumberedEvent) => {
+      last = event.sequence_number;
+      if (event.sequence_number > startingAfter) sink.event(event);
+    };
+    // Cancelled (or deleted) before a worker wrote its end: say so and stop.
+    const onIdle = async () => {
+      const stored = await service.responses.get(projectId, id);
+      if (stored && stored.value.response.status !== "cancelled") return false;
+      const code = stored ? "response_cancelled" : "response_deleted";
+      sink.event({ type: "error", code, message: stored ? "The response was cancelled." : "The response was deleted.", param: null, sequence_number: last + 1 });
+      return true;
+    };
+    try {
+      await deps.events.follow(id, onEvent, { signal: abort.signal, onIdle });
+    } catch (err) {
+      streamFailed(sink, ex, err, last + 1);
+    }
+    sink.close();
+  }
+
+  /** After the 200 went out, a failure can only be told in the stream. */
+  function streamFailed(sink: ResponseEventStream, ex: HttpExchange, err: unknown, sequenceNumber?: number): void {
+    deps.log.error("response stream failed", { requestId: ex.requestId, err });
+    const event = { type: "error", code: "server_error", message: errors.internal(ex.requestId).message, param: null };
+    sink.event(sequenceNumber === undefined ? event : { ...event, sequence_number: sequenceNumber });
+  }
+
+  async function cancelResponse(ex: HttpExchange, id: string): Promise<void> {
+    const projectId = projectOf(ex);
+    for (;;) {
+      const stored = await service.responses.get(projectId, id);
+      if (!stored) throw notFound(id);
+      const response = stored.value.response;
+      if (!response.background) throw errors.invalidParam("response_id", "Only responses created with background: true can be cancelled.");
+      if (isTerminal(response.status)) return ex.json(200, response);
+      response.status = "cancelled";
+      if ((await service.responses.update(projectId, stored.value, stored.revision)) === undefined) continue; // the worker moved it on: look again
+      publishCancel(deps.nc, id);
+      return ex.json(200, response);
+    }
+  }
+
+  async function runTemplate(ex: HttpExchange, name: string): Promise<void> {
+    const run = parsePromptRunRequest(await ex.readJson(deps.maxBodyBytes));
+    const template = await deps.prompts.get(projectOf(ex), name);
+    if (!template) throw errors.notFound(`Prompt template '${name}' not found.`);
+    let body = template.body;
+    if (run.template != null) body = { ...body, input: run.template };
+    const values = checkInputs(name, placeholdersOf(body), run.inputs ?? {});
+    const rendered = renderBody(body, values);
+    if (run.stream != null) rendered.stream = run.stream;
+    if (run.log != null) rendered.log = run.log;
+    await create(ex, parseResponseCreateRequest(rendered));
+  }
+}
+
+function projectOf(ex: HttpExchange): string {
+  return ex.principal!.projectId;
+}
