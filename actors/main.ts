@@ -8,6 +8,7 @@ import { loadCatalog } from "../lib/catalog/load.js";
 import { commonConfig, readConfig } from "../lib/config.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
+import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { platformActors } from "./registry.js";
 import { Supervisor } from "./runtime/supervisor.js";
 
@@ -22,21 +23,10 @@ async function main(): Promise<void> {
   for (const make of factories) await supervisor.spawn(make);
   log.info("actor host ready", { actors: supervisor.actors.map((a) => a.name) });
 
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info("draining", { signal });
+  onShutdown(log, async () => {
     await supervisor.stopAll();
     await nc.drain().catch(() => {});
-    log.info("stopped");
-    process.exit(0);
-  };
-  process.on("SIGTERM", () => void shutdown("SIGTERM"));
-  process.on("SIGINT", () => void shutdown("SIGINT"));
+  });
 }
 
-main().catch((err: unknown) => {
-  log.error("actor host failed to start", { err });
-  process.exit(1);
-});
+exitIfStartFails(log, "actor host", main());

@@ -9,6 +9,7 @@ import { FileStore } from "../lib/files/file-store.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
+import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { GatewayServer } from "./app.js";
 import { AccountAuthenticator } from "./auth/account-authenticator.js";
 import { AccountDirectory } from "./auth/account-directory.js";
@@ -112,31 +113,26 @@ async function main(): Promise<void> {
   const port = await server.listen(config.host, config.port);
   log.info("gateway listening", { host: config.host, port, models: [...catalog.keys()], rateLimits: rateLimits.enabled === "on" ? rateLimits.scope : "off" });
 
-  const shutdown = async (signal: string) => {
-    if (draining) return;
-    draining = true;
-    log.info("draining", { signal, inFlight: server.inFlight });
-    const drained = await server.close(config.drainTimeoutMs);
-    if (!drained) {
-      log.warn("drain timeout: ending open streams", { inFlight: server.inFlight });
-      client.failAll(new ApiError(503, "The server is shutting down; the request was interrupted.", "server_error", "server_shutdown"));
-      await new Promise((r) => setTimeout(r, 100));
-      server.closeAll();
-    }
-    client.stop();
-    directory.stop();
-    await rateLimiter.stop();
-    await lastUsed.stop();
-    accountDirectory.stop();
-    await nc.drain().catch(() => {});
-    log.info("stopped");
-    process.exit(0);
-  };
-  process.on("SIGTERM", () => void shutdown("SIGTERM"));
-  process.on("SIGINT", () => void shutdown("SIGINT"));
+  onShutdown(
+    log,
+    async () => {
+      draining = true;
+      const drained = await server.close(config.drainTimeoutMs);
+      if (!drained) {
+        log.warn("drain timeout: ending open streams", { inFlight: server.inFlight });
+        client.failAll(new ApiError(503, "The server is shutting down; the request was interrupted.", "server_error", "server_shutdown"));
+        await new Promise((r) => setTimeout(r, 100));
+        server.closeAll();
+      }
+      client.stop();
+      directory.stop();
+      await rateLimiter.stop();
+      await lastUsed.stop();
+      accountDirectory.stop();
+      await nc.drain().catch(() => {});
+    },
+    () => ({ inFlight: server.inFlight }),
+  );
 }
 
-main().catch((err: unknown) => {
-  log.error("gateway failed to start", { err });
-  process.exit(1);
-});
+exitIfStartFails(log, "gateway", main());

@@ -5,6 +5,7 @@ import { loadCatalog } from "../lib/catalog/load.js";
 import { commonConfig, optionToUndefined, readConfig, runnerConfig } from "../lib/config.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
+import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { Supervisor } from "../actors/runtime/supervisor.js";
 import { createEngine, defaultModelCache } from "./engines/create-engine.js";
 import { startHealthServer } from "./health-server.js";
@@ -36,21 +37,10 @@ async function main(): Promise<void> {
     log.info("health server listening", { port: config.healthPort });
   }
 
-  let shuttingDown = false;
-  const shutdown = async (signal: string) => {
-    if (shuttingDown) return;
-    shuttingDown = true;
-    log.info("draining", { signal });
+  onShutdown(log, async () => {
     await supervisor.stopAll();
     await nc.drain().catch(() => {});
-    log.info("stopped");
-    process.exit(0);
-  };
-  process.on("SIGTERM", () => void shutdown("SIGTERM"));
-  process.on("SIGINT", () => void shutdown("SIGINT"));
+  });
 }
 
-main().catch((err: unknown) => {
-  log.error("runner failed to start", { err });
-  process.exit(1);
-});
+exitIfStartFails(log, "runner", main());

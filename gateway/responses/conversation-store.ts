@@ -1,9 +1,9 @@
+import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
-import { buckets } from "../../lib/nats/subjects.js";
 import type { Item } from "../translate/responses-object.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
-import { isWrongRevision, kvToken, kvTokenDecode, live } from "./kv-values.js";
+import { isWrongRevision, live } from "./kv-values.js";
 
 export interface ConversationObject {
   id: string;

@@ -2,31 +2,6 @@ import type { KV, KvEntry } from "@nats-io/kv";
 
 // Helpers shared by the KV-backed stores of responses, conversations and prompts.
 
-/**
- * One KV key token for an arbitrary string (project ids, template names): KV keys allow
- * [-/_=.A-Za-z0-9] and '.' separates tokens, so everything but [-_A-Za-z0-9] is written =XX
- * (UTF-8 bytes in hex). Injective, so two names never share a key.
- */
-export function kvToken(value: string): string {
-  let out = "";
-  for (const ch of value) {
-    if (/[-_A-Za-z0-9]/.test(ch)) out += ch;
-    else for (const byte of Buffer.from(ch, "utf8")) out += "=" + byte.toString(16).toUpperCase().padStart(2, "0");
-  }
-  return out;
-}
-
-export function kvTokenDecode(token: string): string {
-  const bytes: number[] = [];
-  for (let i = 0; i < token.length; i++) {
-    if (token[i] === "=") {
-      bytes.push(parseInt(token.slice(i + 1, i + 3), 16));
-      i += 2;
-    } else bytes.push(token.charCodeAt(i));
-  }
-  return Buffer.from(bytes).toString("utf8");
-}
-
 /** The entry's value, or undefined when the key is absent or deleted. */
 export function live(entry: KvEntry | null): KvEntry | undefined {
   return entry && entry.operation === "PUT" && entry.length > 0 ? entry : undefined;

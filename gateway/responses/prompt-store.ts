@@ -1,8 +1,8 @@
+import { buckets, kvToken } from "../../lib/nats/subjects.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
-import { buckets } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
-import { isWrongRevision, kvToken, live } from "./kv-values.js";
+import { isWrongRevision, live } from "./kv-values.js";
 
 export interface PromptObject {
   id: string;

@@ -1,10 +1,10 @@
+import { buckets, kvToken } from "../../lib/nats/subjects.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import { randomToken } from "../../lib/ids.js";
 import { openKv } from "../../lib/nats/jetstream.js";
-import { buckets } from "../../lib/nats/subjects.js";
 import type { Item, ResponseObject } from "../translate/responses-object.js";
-import { CHUNK_CHARS, deleteChunks, isWrongRevision, kvToken, live, readChunks, writeChunks } from "./kv-values.js";
+import { CHUNK_CHARS, deleteChunks, isWrongRevision, live, readChunks, writeChunks } from "./kv-values.js";
 
 /** What is kept of one response besides the public object. */
 export interface StoredResponse {

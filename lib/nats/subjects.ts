@@ -65,11 +65,29 @@ export const queues = {
 } as const;
 
 /**
- * KV keys may hold only [-/_=.A-Za-z0-9] and use '.' as a separator: a model id becomes one
- * token, with other characters written as =XX ("qwen/qwen3-0.6b" -> "qwen/qwen3-0=2E6b").
+ * One KV key token for an arbitrary string (a model id, a project id, a template name): KV keys
+ * may hold only [-/_=.A-Za-z0-9] and use '.' as a separator, so every other character is written
+ * as its UTF-8 bytes, =XX each ("qwen/qwen3-0.6b" -> "qwen=2Fqwen3-0=2E6b"). '=' itself is escaped,
+ * so the encoding is injective and kvTokenDecode reverses it.
  */
 export function kvToken(value: string): string {
-  return value.replace(/[^-/_A-Za-z0-9]/g, (c) => "=" + c.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0"));
+  let out = "";
+  for (const ch of value) {
+    if (/[-_A-Za-z0-9]/.test(ch)) out += ch;
+    else for (const byte of Buffer.from(ch, "utf8")) out += "=" + byte.toString(16).toUpperCase().padStart(2, "0");
+  }
+  return out;
+}
+
+export function kvTokenDecode(token: string): string {
+  const bytes: number[] = [];
+  for (let i = 0; i < token.length; i++) {
+    if (token[i] === "=") {
+      bytes.push(parseInt(token.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else bytes.push(token.charCodeAt(i));
+  }
+  return Buffer.from(bytes).toString("utf8");
 }
 
 /**

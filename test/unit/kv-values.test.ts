@@ -1,5 +1,6 @@
 import t from "tap";
-import { cutText, kvToken, kvTokenDecode } from "../../gateway/responses/kv-values.js";
+import { cutText } from "../../gateway/responses/kv-values.js";
+import { kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
 
 t.test("kvToken writes any string as one KV key token, reversibly", async (t) => {
   for (const s of ["proj-local", "proj_1", "a.b", "team/app", "x=y", "Ünïcode ✓", "*>", ""]) {

@@ -1,7 +1,7 @@
 import t from "tap";
-import { connect } from "node:net";
 import { startStack } from "../../harness/stack.js";
-import { TEST_KEY, TEST_MODEL } from "../../harness/processes.js";
+import { dechunk, postAndReadLate } from "../../harness/slow-reader.js";
+import { TEST_MODEL } from "../../harness/processes.js";
 
 // A Responses stream to a client that stops reading: the gateway holds its events while uWS
 // reports backpressure and merges text deltas of the same part, so the client, once it reads
@@ -21,43 +21,12 @@ const stack = await startStack(t, {
   },
 });
 
-function rawStream(body: string, pauseMs: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(stack.gateway.port, "127.0.0.1");
-    const parts: Buffer[] = [];
-    socket.on("connect", () => {
-      socket.write(
-        `POST /v1/responses HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${TEST_KEY}\r\ncontent-type: application/json\r\n` +
-          `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-      );
-      socket.pause();
-      setTimeout(() => socket.resume(), pauseMs);
-    });
-    socket.on("data", (d) => parts.push(d));
-    socket.on("end", () => resolve(Buffer.concat(parts).toString("utf8")));
-    socket.on("error", reject);
-  });
-}
-
-function dechunk(http: string): string {
-  const [, ...rest] = http.split("\r\n\r\n");
-  let body = rest.join("\r\n\r\n");
-  let out = "";
-  for (;;) {
-    const nl = body.indexOf("\r\n");
-    const size = parseInt(body.slice(0, nl), 16);
-    if (!size) return out;
-    out += body.slice(nl + 2, nl + 2 + size);
-    body = body.slice(nl + 2 + size + 2);
-  }
-}
-
 t.test("a client that stops reading gets every delta, in order, coalesced, numbered", async (t) => {
   const request = { model: TEST_MODEL, input: "go", max_output_tokens: TOKENS, store: false };
   const expected = (await stack.client.responses.create(request)).output_text;
   t.equal(expected.split(" ").length, TOKENS, "the reference run has every token");
 
-  const http = await rawStream(JSON.stringify({ ...request, stream: true }), 3000);
+  const http = await postAndReadLate(stack.gateway.port, "/v1/responses", JSON.stringify({ ...request, stream: true }), 3000);
   const events = dechunk(http)
     .split("\n\n")
     .filter((e) => e.startsWith("event: "))
