@@ -37,8 +37,10 @@ export class ReplyPublisher implements RequestObserver {
   ) {}
 
   delta(choiceIndex: number, text: string, tokens: number): void {
-    if (this.firstDeltaAt === 0) this.firstDeltaAt = performance.now();
-    if (!this.coalesce) return this.send({ $case: "delta", value: { choiceIndex, text, toolCalls: [], tokens } });
+    const first = this.firstDeltaAt === 0;
+    if (first) this.firstDeltaAt = performance.now();
+    // The first token is what a client waits for (time to first token): it goes out at once.
+    if (!this.coalesce) return this.send({ $case: "delta", value: { choiceIndex, text, toolCalls: [], tokens } }, first);
     const held = this.hold(choiceIndex);
     held.text += text;
     held.tokens += tokens;
@@ -87,8 +89,8 @@ export class ReplyPublisher implements RequestObserver {
       });
   }
 
-  private send(event: RunnerEvent["event"]): void {
+  private send(event: RunnerEvent["event"], urgent = false): void {
     const bytes = RunnerEvent.encode({ requestId: this.requestId, seq: ++this.seq, runnerId: this.runnerId, event }).finish();
-    this.outbox.publish(this.subject, bytes);
+    this.outbox.publish(this.subject, bytes, urgent);
   }
 }

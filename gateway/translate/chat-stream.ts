@@ -4,6 +4,8 @@ import { SSE_DONE, sseData, type SseWriter } from "../sse/sse-writer.js";
 import { applyToolCallDelta, usageObject } from "./chat-response.js";
 import { finishReasonName, type OpenAIFinishReason } from "./finish-reason.js";
 
+const NO_CALLS: ReadonlyArray<{ index: number; c: { id: string; name: string; arguments: string } }> = [];
+
 interface PendingChoice {
   roleSent: boolean;
   text: string;
@@ -92,17 +94,18 @@ export class ChatChunkStream {
     let frames = "";
     for (let i = 0; i < this.pending.length; i++) {
       const p = this.pending[i]!;
-      const calls = p.toolCalls.flatMap((c, index) => (c ? [{ index, c }] : []));
+      let calls = p.toolCalls.length === 0 ? NO_CALLS : p.toolCalls.flatMap((c, index) => (c ? [{ index, c }] : []));
       if (!p.roleSent && (p.text || calls.length > 0 || p.finish)) {
         // The first chunk of a choice carries the role (and, for a tool call, content null).
-        const first = calls.length > 0 && !p.text
+        const callsFirst = calls.length > 0 && !p.text;
+        const first = callsFirst
           ? `{"role":"assistant","content":null,"tool_calls":${this.toolCallsJson(calls)}}`
           : `{"role":"assistant","content":"","refusal":null}`;
         frames += this.chunk(i, first, null);
         p.roleSent = true;
-        if (calls.length > 0 && !p.text) {
+        if (callsFirst) {
           p.toolCalls = [];
-          calls.length = 0;
+          calls = NO_CALLS;
         }
       }
       if (p.text) {
@@ -129,7 +132,7 @@ export class ChatChunkStream {
   }
 
   /** Calls new in this chunk carry id, type and name; later fragments only index and arguments. */
-  private toolCallsJson(calls: Array<{ index: number; c: { id: string; name: string; arguments: string } }>): string {
+  private toolCallsJson(calls: ReadonlyArray<{ index: number; c: { id: string; name: string; arguments: string } }>): string {
     return JSON.stringify(
       calls.map(({ index, c }) =>
         c.id

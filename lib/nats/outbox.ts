@@ -12,8 +12,13 @@ export class Outbox {
 
   constructor(private readonly nc: NatsConnection) {}
 
-  publish(subject: string, data: Uint8Array): void {
+  /**
+   * Queues a message; `urgent` sends it at once (after what is queued, to keep the order) for
+   * messages someone is waiting on, such as the first token of a reply.
+   */
+  publish(subject: string, data: Uint8Array, urgent = false): void {
     this.queue.push({ subject, data });
+    if (urgent) return this.flush();
     if (this.scheduled) return;
     this.scheduled = true;
     setImmediate(this.flush);

@@ -115,7 +115,9 @@ export class SimEngine implements Engine {
     this.timer = undefined;
     this.armedFor = Infinity;
     const now = performance.now();
-    for (let top = this.heap.peek(); top && top.due <= now + 0.5; top = this.heap.peek()) {
+    // Timers fire at whole milliseconds at best: tokens due within the next one go now, so a
+    // token is at most about a millisecond early or late, never a whole tick late.
+    for (let top = this.heap.peek(); top && top.due <= now + 1; top = this.heap.peek()) {
       this.heap.pop();
       if (!top.cancelled) top.fire();
     }
