@@ -1,7 +1,9 @@
 // Benchmark 1 of the streaming spine: the full stack (HTTP/SSE gateway, NATS, protobuf, runner
 // process) against the same engine and scheduler called in-process, same model, slots and
 // threads, at several concurrencies. Each client loops on streamed requests for a fixed time.
-//   node dist/bench/stack-vs-engine.js [--seconds 12] [--levels 1,8,32,64] [--max-tokens 128]
+//   node dist/bench/stack-vs-engine.js [--seconds 5] [--rounds 3] [--levels 1,8,32,64] [--max-tokens 128]
+// Each level alternates in-process and stack runs for several rounds, so that drift in the
+// machine's speed during the run (a shared VM) affects both sides alike.
 import { parseArgs } from "node:util";
 import { loadCatalog } from "../lib/catalog/load.js";
 import { InProcessEngine } from "./lib/engine-baseline.js";
@@ -12,7 +14,8 @@ import { machineLine, markdownTable, writeResults } from "./lib/table.js";
 
 const { values } = parseArgs({
   options: {
-    seconds: { type: "string", default: "12" },
+    seconds: { type: "string", default: "5" },
+    rounds: { type: "string", default: "3" },
     warmup: { type: "string", default: "2" },
     levels: { type: "string", default: "1,8,32,64" },
     "max-tokens": { type: "string", default: "128" },
@@ -20,6 +23,7 @@ const { values } = parseArgs({
   },
 });
 const seconds = Number(values.seconds);
+const rounds = Number(values.rounds);
 const warmup = Number(values.warmup);
 const levels = values.levels!.split(",").map(Number);
 const maxTokens = Number(values["max-tokens"]);
@@ -67,6 +71,19 @@ async function closedLoop(concurrency: number, one: (seed: number) => Promise<{ 
   return result;
 }
 
+function emptyResult(): LevelResult {
+  return { tokens: 0, requests: 0, errors: 0, ttft: [], gaps: [], seconds: 0 };
+}
+
+function merge(into: LevelResult, part: LevelResult): void {
+  into.tokens += part.tokens;
+  into.requests += part.requests;
+  into.errors += part.errors;
+  for (const v of part.ttft) into.ttft.push(v);
+  for (const v of part.gaps) into.gaps.push(v);
+  into.seconds += part.seconds;
+}
+
 async function main(): Promise<void> {
   const spec = loadCatalog(testCatalog, { ...process.env, ...env }).find((m) => m.id === TEST_MODEL)!;
   const baseline = new InProcessEngine(spec);
@@ -87,18 +104,21 @@ async function main(): Promise<void> {
   const summary: Record<number, { ratio: number; addedTtft: number }> = {};
   try {
     for (const concurrency of levels) {
-      process.stderr.write(`concurrency ${concurrency}: in-process...\n`);
-      const inproc = await closedLoop(concurrency, async (seed) => {
-        const r = await baseline.chat(prompt, maxTokens, seed).then((x) => ({ ok: true, ...x }), () => ({ ok: false, ttftMs: NaN, completionTokens: 0, gapsMs: [] }));
-        return { ok: r.ok, tokens: r.completionTokens, ttftMs: r.ttftMs, gapsMs: r.gapsMs };
-      });
-      process.stderr.write(`concurrency ${concurrency}: stack...\n`);
-      const stack = await closedLoop(concurrency, async (seed) => {
-        const r = await client.streamChat(body(seed));
-        return { ok: r.ok, tokens: r.completionTokens, ttftMs: r.ttftMs, gapsMs: r.gapsMs };
-      });
-      const inprocRate = inproc.tokens / seconds;
-      const stackRate = stack.tokens / seconds;
+      const inproc = emptyResult();
+      const stack = emptyResult();
+      for (let round = 0; round < rounds; round++) {
+        process.stderr.write(`concurrency ${concurrency}, round ${round + 1}/${rounds}: in-process, then stack\n`);
+        merge(inproc, await closedLoop(concurrency, async (seed) => {
+          const r = await baseline.chat(prompt, maxTokens, seed).then((x) => ({ ok: true, ...x }), () => ({ ok: false, ttftMs: NaN, completionTokens: 0, gapsMs: [] }));
+          return { ok: r.ok, tokens: r.completionTokens, ttftMs: r.ttftMs, gapsMs: r.gapsMs };
+        }));
+        merge(stack, await closedLoop(concurrency, async (seed) => {
+          const r = await client.streamChat(body(seed));
+          return { ok: r.ok, tokens: r.completionTokens, ttftMs: r.ttftMs, gapsMs: r.gapsMs };
+        }));
+      }
+      const inprocRate = inproc.tokens / inproc.seconds;
+      const stackRate = stack.tokens / stack.seconds;
       const ratio = stackRate / inprocRate;
       const added = percentile(stack.ttft, 50) - percentile(inproc.ttft, 50);
       summary[concurrency] = { ratio, addedTtft: added };
@@ -133,7 +153,7 @@ async function main(): Promise<void> {
     .concat(levels.map((c) => `- concurrency ${c}: TTFT added by the stack p50 ${fmt(summary[c]!.addedTtft, 2)} ms (target <= 2 ms)`));
   writeResults("stack-vs-engine.md", "Full stack vs in-process engine", [
     machineLine(),
-    `Model ${TEST_MODEL} (stories260K, llama engine, threads 1), ${slots} slots, max_tokens ${maxTokens}, temperature 0.8, closed-loop clients, ${seconds} s per level after ${warmup} s warm-up. ` +
+    `Model ${TEST_MODEL} (stories260K, llama engine, threads 1), ${slots} slots, max_tokens ${maxTokens}, temperature 0.8, closed-loop clients; per level, ${rounds} rounds of ${seconds} s in-process then ${seconds} s through the stack (each after ${warmup} s of warm-up), summed. ` +
       `Stack: nats-server + runner process + gateway process, clients in the benchmark process over HTTP/SSE. In-process: the same LlamaEngine and Scheduler in one process.`,
     table,
     targets.join("\n"),
