@@ -19,6 +19,8 @@ export interface DecodePlan {
   sampling: SequenceEvaluateOptions;
   /** Base seed; choice i samples with seed + i. */
   seed: number;
+  /** Whether a cached prompt prefix may be reused (not for reproducible requests). */
+  reuseCache: boolean;
   penalties: { frequency: number; presence: number } | undefined;
   /** Constrains the whole reply (response_format json_object / json_schema). */
   responseGrammar: LlamaGrammar | undefined;
@@ -90,7 +92,7 @@ export class ChoiceDecoder {
 
   async run(): Promise<ChoiceOutcome> {
     try {
-      const input = await this.slot.reset(this.plan.prompt);
+      const input = await this.slot.reset(this.plan.prompt, this.plan.reuseCache);
       const tools = this.plan.tools;
       if (tools && tools.mode !== "auto") {
         await this.callLoop(tools, this.tokenize(tools.syntax.prefix), tools.functionName);

@@ -17,17 +17,20 @@ export class SlotSequence {
   }
 
   /**
-   * Prepares the sequence for a new prompt, reusing the longest prefix it already holds (the
-   * system prompt and earlier turns of a conversation) and returns the tokens left to evaluate.
+   * Prepares the sequence for a new prompt and returns the tokens left to evaluate. With
+   * `reuseCache`, the longest prefix the sequence already holds (the system prompt, earlier
+   * turns of a conversation) is kept. Without it the whole prompt is evaluated again: logits of
+   * a prompt evaluated in one piece can differ in the last bits from those of a cached prefix
+   * plus the rest, so reproducible requests (a seed, temperature 0) do not reuse the cache.
    */
-  async reset(prompt: readonly Token[]): Promise<Token[]> {
+  async reset(prompt: readonly Token[], reuseCache: boolean): Promise<Token[]> {
     this.pending = [];
     const held = this.sequence.contextTokens;
     let common = 0;
-    const limit = Math.min(held.length, prompt.length);
+    const limit = reuseCache ? Math.min(held.length, prompt.length) : 0;
     while (common < limit && held[common] === prompt[common]) common++;
     // The last prompt token must be evaluated again to get logits for the first new token.
-    if (common === prompt.length) common--;
+    if (common > 0 && common === prompt.length) common--;
     if (common < this.sequence.nextTokenIndex) await this.erase(common);
     return prompt.slice(common);
   }
