@@ -31,7 +31,8 @@ export class InProcessEngine {
     await this.engine.dispose();
   }
 
-  async chat(content: string, maxTokens: number, seed: number): Promise<InProcessResult> {
+  /** One chat request; `seed` undefined samples like unseeded traffic (and may reuse the prompt cache). */
+  async chat(content: string, maxTokens: number, seed?: number): Promise<InProcessResult> {
     const started = performance.now();
     const request = GenerateRequest.fromPartial({
       requestId: `bench-${this.nextId++}`,

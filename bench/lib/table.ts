@@ -1,4 +1,5 @@
 import { mkdirSync, writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -21,5 +22,5 @@ export function writeResults(name: string, title: string, sections: string[]): s
 }
 
 export function machineLine(): string {
-  return `Machine: ${process.platform} ${process.arch}, Node ${process.version}, ${(globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? "?"} CPUs. Date: ${new Date().toISOString()}.`;
+  return `Machine: ${process.platform} ${process.arch}, Node ${process.version}, ${availableParallelism()} CPUs. Date: ${new Date().toISOString()}.`;
 }

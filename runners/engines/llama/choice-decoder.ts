@@ -19,7 +19,7 @@ export interface DecodePlan {
   sampling: SequenceEvaluateOptions;
   /** Base seed; choice i samples with seed + i. */
   seed: number;
-  /** Whether a cached prompt prefix may be reused (not for reproducible requests). */
+  /** Whether a cached prompt prefix may be reused (not for seeded requests: reproducibility). */
   reuseCache: boolean;
   penalties: { frequency: number; presence: number } | undefined;
   /** Constrains the whole reply (response_format json_object / json_schema). */

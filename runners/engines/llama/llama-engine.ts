@@ -126,8 +126,8 @@ export class LlamaEngine implements Engine {
         tokenBias: this.tokenBias(request),
       },
       seed: sampling?.seed !== undefined ? Number(BigInt.asUintN(32, BigInt(Math.trunc(sampling.seed)))) : (Math.random() * 2 ** 32) >>> 0,
-      // Same seed and input, same output: such requests evaluate their whole prompt.
-      reuseCache: sampling?.seed === undefined && temperature !== 0,
+      // Same seed and input, same output: seeded requests evaluate their whole prompt.
+      reuseCache: sampling?.seed === undefined,
       penalties: sampling && (sampling.frequencyPenalty !== 0 || sampling.presencePenalty !== 0)
         ? { frequency: sampling.frequencyPenalty, presence: sampling.presencePenalty }
         : undefined,

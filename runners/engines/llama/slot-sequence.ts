@@ -21,7 +21,7 @@ export class SlotSequence {
    * `reuseCache`, the longest prefix the sequence already holds (the system prompt, earlier
    * turns of a conversation) is kept. Without it the whole prompt is evaluated again: logits of
    * a prompt evaluated in one piece can differ in the last bits from those of a cached prefix
-   * plus the rest, so reproducible requests (a seed, temperature 0) do not reuse the cache.
+   * plus the rest, so requests that must be reproducible (seeded ones) do not reuse the cache.
    */
   async reset(prompt: readonly Token[], reuseCache: boolean): Promise<Token[]> {
     this.pending = [];
