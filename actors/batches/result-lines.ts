@@ -1,4 +1,6 @@
 import type { KV } from "@nats-io/kv";
+import { createRecord } from "../../lib/nats/kv-records.js";
+import { tokenUsage } from "../../lib/token-usage.js";
 import type { BatchUsage } from "../../lib/batches/batch-store.js";
 import { newId } from "../../lib/ids.js";
 
@@ -30,13 +32,7 @@ export const resultKey = (batchId: string, line: number) => `${batchId}.${line}`
 
 /** Stores a line's result unless one is there already. True when this call wrote it. */
 export async function storeResult(results: KV, batchId: string, line: number, result: ResultLine): Promise<boolean> {
-  try {
-    await results.create(resultKey(batchId, line), JSON.stringify(result));
-    return true;
-  } catch (err) {
-    if (/wrong last sequence|exists|10071/i.test(String((err as Error).message))) return false;
-    throw err;
-  }
+  return (await createRecord(results, resultKey(batchId, line), result)) !== undefined;
 }
 
 /** Token usage of a successful line's response body (chat completions and responses shapes). */
@@ -74,12 +70,6 @@ export class ResultTally {
   }
 
   usage(): BatchUsage {
-    return {
-      input_tokens: this.input,
-      input_tokens_details: { cached_tokens: 0 },
-      output_tokens: this.output,
-      output_tokens_details: { reasoning_tokens: 0 },
-      total_tokens: this.input + this.output,
-    };
+    return tokenUsage(this.input, this.output);
   }
 }

@@ -1,9 +1,9 @@
 import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
+import { isRevisionConflict, live } from "../../lib/nats/kv-records.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import type { Item } from "../translate/responses-object.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
-import { isWrongRevision, live } from "./kv-values.js";
 
 export interface ConversationObject {
   id: string;
@@ -67,7 +67,7 @@ export class ConversationStore {
         await this.kv.update(key, JSON.stringify(head), entry.revision);
         return head.conversation;
       } catch (err) {
-        if (!isWrongRevision(err)) throw err;
+        if (!isRevisionConflict(err)) throw err;
       }
     }
   }
@@ -102,7 +102,7 @@ export class ConversationStore {
         await this.kv.update(key, JSON.stringify(head), entry.revision);
         break;
       } catch (err) {
-        if (!isWrongRevision(err)) throw err;
+        if (!isRevisionConflict(err)) throw err;
       }
     }
     await Promise.all(fresh.map((item, i) => this.kv.put(`${key}.it.${seqToken(first + i)}.${kvToken(item.id)}`, JSON.stringify(item))));

@@ -1,16 +1,7 @@
-import type { KV, KvEntry } from "@nats-io/kv";
+import type { KV } from "@nats-io/kv";
+import { live } from "../../lib/nats/kv-records.js";
 
 // Helpers shared by the KV-backed stores of responses, conversations and prompts.
-
-/** The entry's value, or undefined when the key is absent or deleted. */
-export function live(entry: KvEntry | null): KvEntry | undefined {
-  return entry && entry.operation === "PUT" && entry.length > 0 ? entry : undefined;
-}
-
-export function isWrongRevision(err: unknown): boolean {
-  const text = String((err as { message?: string })?.message ?? err);
-  return /wrong last sequence|key exists|revision/i.test(text);
-}
 
 /**
  * Large JSON documents (input items, big responses) are cut into chunks well under NATS's

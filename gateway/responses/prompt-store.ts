@@ -1,8 +1,8 @@
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
+import { isRevisionConflict, live } from "../../lib/nats/kv-records.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
-import { isWrongRevision, live } from "./kv-values.js";
 
 export interface PromptObject {
   id: string;
@@ -44,7 +44,7 @@ export class PromptStore {
         else await this.kv.create(key, JSON.stringify(next));
         return next;
       } catch (err) {
-        if (!isWrongRevision(err)) throw err;
+        if (!isRevisionConflict(err)) throw err;
       }
     }
   }

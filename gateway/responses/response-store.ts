@@ -1,10 +1,11 @@
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
+import { isRevisionConflict, live } from "../../lib/nats/kv-records.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import { randomToken } from "../../lib/ids.js";
 import { openKv } from "../../lib/nats/jetstream.js";
 import type { Item, ResponseObject } from "../translate/responses-object.js";
-import { CHUNK_CHARS, deleteChunks, isWrongRevision, live, readChunks, writeChunks } from "./kv-values.js";
+import { CHUNK_CHARS, deleteChunks, readChunks, writeChunks } from "./kv-values.js";
 
 /** What is kept of one response besides the public object. */
 export interface StoredResponse {
@@ -95,7 +96,7 @@ export class ResponseStore {
       return next;
     } catch (err) {
       if (head.docChunks) await deleteChunks(this.kv, `${key}.d.${head.docChunks.gen}`, head.docChunks.count);
-      if (isWrongRevision(err)) return undefined;
+      if (isRevisionConflict(err)) return undefined;
       throw err;
     }
   }

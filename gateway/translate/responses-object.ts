@@ -1,4 +1,5 @@
 import type { Usage } from "../../proto/gen/tributary/v1/inference.js";
+import { tokenUsage, type TokenUsage } from "../../lib/token-usage.js";
 import type { ContentPart, ResponseCreateRequest } from "../schemas/responses.js";
 
 // The Response object and its items as they go on the wire (../shared/openai-reference.md §2.2,
@@ -52,13 +53,7 @@ export interface ReasoningItem {
 export type Item = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem;
 export type OutputItem = MessageItem | FunctionCallItem;
 
-export interface ResponseUsage {
-  input_tokens: number;
-  input_tokens_details: { cached_tokens: number };
-  output_tokens: number;
-  output_tokens_details: { reasoning_tokens: number };
-  total_tokens: number;
-}
+export type ResponseUsage = TokenUsage;
 
 export interface ResponseError {
   code: string;
@@ -103,15 +98,7 @@ export interface ResponseObject {
 }
 
 export function responseUsage(usage: Usage | undefined): ResponseUsage {
-  const input = usage?.promptTokens ?? 0;
-  const output = usage?.completionTokens ?? 0;
-  return {
-    input_tokens: input,
-    input_tokens_details: { cached_tokens: 0 },
-    output_tokens: output,
-    output_tokens_details: { reasoning_tokens: 0 },
-    total_tokens: input + output,
-  };
+  return tokenUsage(usage?.promptTokens ?? 0, usage?.completionTokens ?? 0);
 }
 
 /** The response object of `body` before it produced anything: the request's settings echoed. */

@@ -1,4 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
+import { isRevisionConflict } from "../nats/kv-records.js";
+import { tokenUsage, type TokenUsage } from "../token-usage.js";
 import type { KV } from "@nats-io/kv";
 import { RetentionPolicy, type JetStreamClient } from "@nats-io/jetstream";
 import { buckets, kvToken, streams, subjects } from "../nats/subjects.js";
@@ -19,13 +21,7 @@ export interface BatchError {
   line: number | null;
 }
 
-export interface BatchUsage {
-  input_tokens: number;
-  input_tokens_details: { cached_tokens: number };
-  output_tokens: number;
-  output_tokens_details: { reasoning_tokens: number };
-  total_tokens: number;
-}
+export type BatchUsage = TokenUsage;
 
 /** The OpenAI batch object, every key present. */
 export interface BatchObject {
@@ -70,13 +66,7 @@ export interface BatchJob {
   batchId: string;
 }
 
-export const emptyUsage = (): BatchUsage => ({
-  input_tokens: 0,
-  input_tokens_details: { cached_tokens: 0 },
-  output_tokens: 0,
-  output_tokens_details: { reasoning_tokens: 0 },
-  total_tokens: 0,
-});
+export const emptyUsage = (): BatchUsage => tokenUsage(0, 0);
 
 export class ConflictError extends Error {
   override name = "ConflictError";
@@ -131,7 +121,7 @@ export class BatchStore {
         await this.kv.update(this.key(project, id), JSON.stringify(next), current.revision);
         return next;
       } catch (err) {
-        if (!/wrong last sequence|10071/i.test(String((err as Error).message))) throw err;
+        if (!isRevisionConflict(err)) throw err;
       }
     }
     throw new ConflictError(`batch ${id} is being changed concurrently`);

@@ -18,9 +18,14 @@ export function isRevisionConflict(err: unknown): boolean {
   return /wrong last sequence/i.test(String((err as Error | null)?.message ?? ""));
 }
 
+/** The entry, or undefined when the key is absent, deleted or purged. */
+export function live(entry: KvEntry | null): KvEntry | undefined {
+  return entry && entry.operation === "PUT" && entry.length > 0 ? entry : undefined;
+}
+
 export function decodeEntry<T>(entry: KvEntry | null): Versioned<T> | undefined {
-  if (!entry || entry.operation !== "PUT" || entry.length === 0) return undefined;
-  return { value: entry.json<T>(), revision: entry.revision };
+  const found = live(entry);
+  return found ? { value: found.json<T>(), revision: found.revision } : undefined;
 }
 
 export async function getRecord<T>(kv: KV, key: string): Promise<Versioned<T> | undefined> {
