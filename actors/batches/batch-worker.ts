@@ -8,7 +8,7 @@ import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import { RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
 import { GenerationClient } from "../../gateway/inference/generation-client.js";
-import { RunnerDirectory } from "../../gateway/inference/runner-directory.js";
+import { RunnerDirectory, type RunnerView } from "../../gateway/inference/runner-directory.js";
 import { ConversationStore } from "../../gateway/responses/conversation-store.js";
 import { ResponseService } from "../../gateway/responses/response-service.js";
 import { ResponseStore } from "../../gateway/responses/response-store.js";
@@ -54,6 +54,8 @@ export class BatchWorker implements Actor {
   private results!: KV;
   private stopped = false;
   private readonly inFlight = new Map<string, number>();
+  /** This worker's in-flight count for the runner's model when each runner heartbeat arrived. */
+  private readonly inFlightAtBeat = new WeakMap<RunnerView, number>();
   /** Lines running now, by batch: aborted when their batch stops being in progress. */
   private readonly running = new Map<string, Set<AbortController>>();
   private readonly statusCache = new Map<string, { status: BatchStatus | undefined; at: number }>();
@@ -67,6 +69,7 @@ export class BatchWorker implements Actor {
     this.ctx = ctx;
     this.directory = new RunnerDirectory(ctx.nc, Math.max(this.options.runnerTimeoutMs * 4, 10_000));
     this.directory.start();
+    this.directory.onHeartbeat((view) => this.inFlightAtBeat.set(view, this.inFlight.get(view.model) ?? 0));
     this.client = new GenerationClient(ctx.nc, this.directory, {
       gatewayId: `b${randomToken(10)}`,
       admissionTimeoutMs: this.options.admissionTimeoutMs,
@@ -129,13 +132,19 @@ export class BatchWorker implements Actor {
 
   /**
    * Lines this worker may start now for `model`: every ready runner's slots plus the margin,
-   * less the interactive work on them, less the batch work in flight (this worker's own count,
-   * or what the runners report when other workers add to it).
+   * less the interactive work on them, less this worker's lines in flight, less the batch work
+   * other workers have on them.
+   *
+   * A heartbeat is up to an interval old, so its batch figure is not this worker's live load:
+   * taken as is, lines that finished since it was sent would keep blocking new ones until the
+   * next beat, and the runner would drain and idle for part of every interval. Other workers'
+   * share is what the runner reported beyond this worker's own in-flight count when the beat came.
    */
   private budget(model: string): number {
+    const mine = this.inFlight.get(model) ?? 0;
     let capacity = 0;
     let interactive = 0;
-    let reportedBatch = 0;
+    let others = 0;
     for (const r of this.directory.all(model)) {
       if (r.state !== State.STATE_READY) continue;
       // Auto margin: four rounds of slots (a line's round trip through JetStream, NATS and the
@@ -143,9 +152,9 @@ export class BatchWorker implements Actor {
       const margin = this.options.queueMargin < 0 ? Math.min(4 * r.slotsTotal, r.queueLimit) : Math.min(this.options.queueMargin, r.queueLimit);
       capacity += r.slotsTotal + margin;
       interactive += Math.max(0, r.reported.slotsBusy - r.batchRunning) + Math.max(0, r.reported.queueLength - r.batchQueueLength);
-      reportedBatch += r.batchRunning + r.batchQueueLength;
+      others += Math.max(0, r.batchRunning + r.batchQueueLength - (this.inFlightAtBeat.get(r) ?? mine));
     }
-    return capacity - interactive - Math.max(this.inFlight.get(model) ?? 0, reportedBatch);
+    return capacity - interactive - mine - others;
   }
 
   private async pull(model: string): Promise<void> {

@@ -32,6 +32,7 @@ export class RunnerDirectory {
   private readonly runners = new Map<string, RunnerView>();
   private readonly byModel = new Map<string, Set<string>>();
   private subscription: Subscription | undefined;
+  private readonly beatListeners = new Set<(view: RunnerView) => void>();
 
   constructor(private readonly nc: NatsConnection, private readonly forgetAfterMs: number) {}
 
@@ -54,6 +55,12 @@ export class RunnerDirectory {
 
   get(runnerId: string): RunnerView | undefined {
     return this.runners.get(runnerId);
+  }
+
+  /** Calls `listener` with each runner's view as its heartbeat arrives; returns the unsubscribe. */
+  onHeartbeat(listener: (view: RunnerView) => void): () => void {
+    this.beatListeners.add(listener);
+    return () => this.beatListeners.delete(listener);
   }
 
   /** Marks a runner as alive (an event from it arrived). */
@@ -116,6 +123,7 @@ export class RunnerDirectory {
     let set = this.byModel.get(beat.model);
     if (!set) this.byModel.set(beat.model, (set = new Set()));
     set.add(beat.runnerId);
+    for (const listener of this.beatListeners) listener(view);
   }
 
   private expire(): void {
