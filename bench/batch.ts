@@ -7,6 +7,8 @@ import { join } from "node:path";
 import OpenAI, { toFile } from "openai";
 import { loadCatalog } from "../lib/catalog/load.js";
 import { createLogger } from "../lib/log.js";
+import { allowedCpus } from "../lib/process/cpu-affinity.js";
+import { benchLayout } from "./lib/cpu-layout.js";
 import { GenerateRequest, Priority } from "../proto/gen/tributary/v1/inference.js";
 import { createEngine } from "../runners/engines/create-engine.js";
 import { Scheduler, type RequestObserver } from "../runners/scheduler/scheduler.js";
@@ -18,6 +20,7 @@ const MAX_TOKENS = Number(process.env.BENCH_MAX_TOKENS ?? 16);
 const VALIDATE_LINES = 50_000;
 const TTFT_PROBES = Number(process.env.BENCH_TTFT_PROBES ?? 60);
 const log = createLogger("bench", {});
+const layout = benchLayout(loadCatalog(testCatalog).find((m) => m.id === TEST_MODEL)!.threads);
 
 const prompt = (i: number) => `Tell me story number ${i}.`;
 const body = (i: number) => ({ model: TEST_MODEL, messages: [{ role: "user", content: prompt(i) }], max_tokens: MAX_TOKENS, temperature: 0.8 });
@@ -88,11 +91,11 @@ interface StackFigures {
 /** The whole stack: validation of a 50,000-line file, then the batch with TTFT probes before and during it. */
 async function throughStack(): Promise<StackFigures> {
   const procs: Proc[] = [];
-  const nats = await startNats();
+  const nats = await startNats(layout.services);
   try {
-    procs.push(await startActorHost(nats.url));
-    procs.push(await startRunner(nats.url));
-    const gateway = await startGateway(nats.url);
+    procs.push(await startActorHost(nats.url, {}, layout.services));
+    procs.push(await startRunner(nats.url, {}, layout.runner));
+    const gateway = await startGateway(nats.url, {}, layout.services);
     procs.push(gateway);
     const actors = procs[0]!;
     const client = new OpenAI({ apiKey: TEST_KEY, baseURL: gateway.baseURL, maxRetries: 0 });
@@ -153,7 +156,7 @@ async function main(): Promise<void> {
   const md = [
     "# Batch benchmark",
     "",
-    `Run: \`npm run build && node dist/bench/batch.js\` on ${new Date().toISOString().slice(0, 10)}, tiny model \`${TEST_MODEL}\` (catalog/test.yaml: ${before.slots} slots, threads 1), one runner, one actor host, one gateway, one nats-server, all on this machine (2 cores).`,
+    `Run: \`npm run build && node dist/bench/batch.js\` on ${new Date().toISOString().slice(0, 10)}, tiny model \`${TEST_MODEL}\` (catalog/test.yaml: ${before.slots} slots, threads 1), one runner, one actor host, one gateway, one nats-server, all on this machine (${allowedCpus().length} CPUs); ${layout.description}.`,
     "",
     "| measure | value | notes |",
     "|---|---|---|",

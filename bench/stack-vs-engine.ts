@@ -8,6 +8,7 @@ import { parseArgs } from "node:util";
 import { loadCatalog } from "../lib/catalog/load.js";
 import { InProcessEngine } from "./lib/engine-baseline.js";
 import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
+import { benchLayout } from "./lib/cpu-layout.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
@@ -28,6 +29,7 @@ const warmup = Number(values.warmup);
 const levels = values.levels!.split(",").map(Number);
 const maxTokens = Number(values["max-tokens"]);
 const slots = Number(values.slots);
+const layout = benchLayout(loadCatalog(testCatalog).find((m) => m.id === TEST_MODEL)!.threads);
 const prompt = "Once upon a time, in a small village by the river,";
 const unlimited = { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 };
 const env = { TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { slots, queue_limit: 1024, rate_limits: unlimited } }) };
@@ -89,11 +91,11 @@ async function main(): Promise<void> {
   const baseline = new InProcessEngine(spec);
   await baseline.load();
 
-  const nats = await startNats();
+  const nats = await startNats(layout.services);
   // The whole stack: the actor host owns the rate-limit budgets (set far above this load).
-  const actors = await startActorHost(nats.url, env);
-  const runner = await startRunner(nats.url, env);
-  const gateway = await startGateway(nats.url, env);
+  const actors = await startActorHost(nats.url, env, layout.services);
+  const runner = await startRunner(nats.url, env, layout.runner);
+  const gateway = await startGateway(nats.url, env, layout.services);
   const client = new SseLoadClient("127.0.0.1", gateway.port, TEST_KEY);
   // No seed: seeded requests skip the prompt cache (to be reproducible), and real traffic rarely sets one.
   const body = (_seed: number) => ({ model: TEST_MODEL, messages: [{ role: "user", content: prompt }], max_tokens: maxTokens, temperature: 0.8 });
@@ -155,7 +157,7 @@ async function main(): Promise<void> {
   writeResults("stack-vs-engine.md", "Full stack vs in-process engine", [
     machineLine(),
     `Model ${TEST_MODEL} (stories260K, llama engine, threads 1), ${slots} slots, max_tokens ${maxTokens}, temperature 0.8, closed-loop clients; per level, ${rounds} rounds of ${seconds} s in-process then ${seconds} s through the stack (each after ${warmup} s of warm-up), summed. ` +
-      `Stack: nats-server, actor host (rate-limit budgets, limits far above the load), runner process and gateway process, clients in the benchmark process over HTTP/SSE. In-process: the same LlamaEngine and Scheduler in one process.`,
+      `Stack: nats-server, actor host (rate-limit budgets, limits far above the load), runner process and gateway process, clients in the benchmark process over HTTP/SSE. In-process: the same LlamaEngine and Scheduler in one process. Placement: ${layout.description}.`,
     table,
     targets.join("\n"),
     "Command: `npm run build && node dist/bench/stack-vs-engine.js`",

@@ -3,12 +3,15 @@ import { connect as tcpConnect } from "node:net";
 import { join } from "node:path";
 import { Duration, Effect } from "effect";
 import type { Logger } from "../lib/log.js";
+import { onCpus } from "../lib/process/cpu-affinity.js";
 import { spawnScoped } from "./child-process.js";
 
 export interface EmbeddedNatsOptions {
   home: string;
   port: number;
   log: Logger;
+  /** CPUs to run on (the services' share when runners are pinned). */
+  cpus?: readonly number[];
 }
 
 /**
@@ -51,7 +54,7 @@ export function embeddedNats(options: EmbeddedNatsOptions) {
     if (yield* Effect.promise(() => portOpen(options.port)))
       return yield* Effect.fail(new Error(`port ${options.port} is taken: set TRIBUTARY_NATS_PORT, or NATS_URL to use the server there`));
     const config = writeConfig(options.home, options.port);
-    yield* spawnScoped({ name: "nats-server", command: "nats-server", args: ["-c", config], env: process.env, stopTimeoutMs: 10_000 }, options.log);
+    yield* spawnScoped({ name: "nats-server", ...onCpus("nats-server", ["-c", config], options.cpus), env: process.env, stopTimeoutMs: 10_000 }, options.log);
     const ready = yield* Effect.promise(async () => {
       for (let i = 0; i < 100; i++) {
         if (await portOpen(options.port)) return true;

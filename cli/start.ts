@@ -1,7 +1,9 @@
 import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
 import { loadCatalog } from "../lib/catalog/load.js";
-import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readConfig } from "../lib/config.js";
+import type { ModelSpec } from "../lib/catalog/model-spec.js";
+import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, placementConfig, readConfig } from "../lib/config.js";
+import { allowedCpus, formatCpuList, onCpus, planCpus, taskset, type CpuPlan } from "../lib/process/cpu-affinity.js";
 import { createLogger } from "../lib/log.js";
 import { supervise, type ChildSpec } from "./child-process.js";
 import { embeddedNats } from "./embedded-nats.js";
@@ -9,6 +11,27 @@ import { localApiKey } from "./local-key.js";
 
 const log = createLogger("supervisor", { pid: process.pid });
 const entry = (path: string) => fileURLToPath(new URL(path, import.meta.url));
+
+/** CPUs a runner of `model` decodes on: its threads for a CPU llama model, none for GPU and sim models. */
+const cpuDemand = (model: ModelSpec) => (model.engine === "llama" && model.gpuLayers === 0 ? model.threads : 0);
+const runnerName = (model: ModelSpec, replica: number) => `runner ${model.id}#${replica}`;
+
+/** Decides CPU placement for the runners of `catalog` and logs it (or why there is none). */
+function placeProcesses(catalog: readonly ModelSpec[], setting: string): CpuPlan | undefined {
+  const demands = catalog.flatMap((m) => Array.from({ length: m.replicas }, (_, r) => ({ name: runnerName(m, r), cpus: cpuDemand(m) })));
+  const result = planCpus(setting, allowedCpus(), demands);
+  if (!result.plan) {
+    log.info("processes are not pinned to CPUs", { reason: result.reason });
+    return undefined;
+  }
+  if (!taskset()) {
+    log.warn("processes are not pinned to CPUs: taskset (util-linux) is not installed");
+    return undefined;
+  }
+  const runners = Object.fromEntries([...result.plan.runners].map(([name, cpus]) => [name, formatCpuList(cpus)]));
+  log.info("processes pinned to CPUs", { runners, others: formatCpuList(result.plan.services) });
+  return result.plan;
+}
 
 /**
  * `tributary start`: the whole stack on one machine. An embedded nats-server (unless NATS_URL
@@ -22,27 +45,27 @@ export function startStack() {
     const gateway = readConfig(gatewayConfig);
     const accounts = readConfig(accountsConfig);
     const catalog = loadCatalog(common.catalogPath);
+    const placement = placeProcesses(catalog, readConfig(placementConfig).runnerCpus);
+    const services = placement?.services;
     const apiKey = optionToUndefined(gateway.apiKey) ?? localApiKey(common.home);
-    const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: Number(process.env.TRIBUTARY_NATS_PORT ?? 4222), log }));
+    const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: Number(process.env.TRIBUTARY_NATS_PORT ?? 4222), log, cpus: services }));
     const env = { ...process.env, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: common.catalogPath };
     const stopTimeoutMs = gateway.drainTimeoutMs + 5_000;
 
     const children: ChildSpec[] = [
-      { name: "actor host", command: process.execPath, args: [entry("../actors/main.js")], env, stopTimeoutMs },
+      { name: "actor host", ...onCpus(process.execPath, [entry("../actors/main.js")], services), env, stopTimeoutMs },
     ];
     for (const model of catalog)
       for (let r = 0; r < model.replicas; r++)
         children.push({
-          name: `runner ${model.id}#${r}`,
-          command: process.execPath,
-          args: [entry("../runners/main.js")],
+          name: runnerName(model, r),
+          ...onCpus(process.execPath, [entry("../runners/main.js")], placement?.runners.get(runnerName(model, r)) ?? services),
           env: { ...env, TRIBUTARY_RUNNER_MODELS: model.id },
           stopTimeoutMs,
         });
     children.push({
       name: "gateway",
-      command: process.execPath,
-      args: [entry("../gateway/main.js")],
+      ...onCpus(process.execPath, [entry("../gateway/main.js")], services),
       env,
       stopTimeoutMs,
       onLine: (line) => {

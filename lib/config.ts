@@ -94,6 +94,12 @@ export const responsesConfig = Config.all({
   drainTimeoutMs: int("TRIBUTARY_DRAIN_TIMEOUT_MS", 30_000),
 });
 
+/** `tributary start` only: how the processes it starts are placed on CPUs. */
+export const placementConfig = Config.all({
+  /** "auto" (each CPU runner gets `threads` CPUs of its own when some are left over), "off", or a CPU list for the runners. */
+  runnerCpus: str("TRIBUTARY_RUNNER_CPUS", "auto"),
+});
+
 export const runnerConfig = Config.all({
   heartbeatMs: int("TRIBUTARY_HEARTBEAT_MS", 500),
   drainTimeoutMs: int("TRIBUTARY_DRAIN_TIMEOUT_MS", 30_000),

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { natsServerConfig } from "../../cli/embedded-nats.js";
+import { onCpus } from "../../lib/process/cpu-affinity.js";
 
 // Real processes for tests: nats-server, runner and gateway processes started from dist/,
 // each waited for through what it logs. Every process is killed at the end of the test.
@@ -30,8 +31,10 @@ process.on("exit", () => {
   for (const c of all) c.kill("SIGKILL");
 });
 
-export function startProcess(command: string, args: string[], env: NodeJS.ProcessEnv, name: string): Proc {
-  const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
+/** Starts a child process (on `cpus` when given: benchmarks place processes as `tributary start` does). */
+export function startProcess(command: string, args: string[], env: NodeJS.ProcessEnv, name: string, cpus?: readonly number[]): Proc {
+  const line = onCpus(command, args, cpus);
+  const child = spawn(line.command, line.args, { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
   all.add(child);
   const logs: Array<Record<string, unknown>> = [];
   const waiters: Array<{ pred: (r: Record<string, unknown>) => boolean; resolve: (r: Record<string, unknown>) => void }> = [];
@@ -94,11 +97,11 @@ export interface NatsServer extends Proc {
   storeDir: string;
 }
 
-export async function startNats(): Promise<NatsServer> {
+export async function startNats(cpus?: readonly number[]): Promise<NatsServer> {
   const storeDir = mkdtempSync(join(tmpdir(), "tributary-nats-"));
   const config = join(storeDir, "nats-server.conf");
   writeFileSync(config, natsServerConfig(-1, join(storeDir, "jetstream")));
-  const proc = startProcess("nats-server", ["-c", config], {}, "nats");
+  const proc = startProcess("nats-server", ["-c", config], {}, "nats", cpus);
   const rec = await proc.waitForLog((r) => typeof r.msg === "string" && r.msg.includes("Listening for client connections on"));
   const port = /:(\d+)\s*$/.exec(rec.msg as string)![1];
   const stop = proc.stop;
@@ -120,8 +123,8 @@ export interface Runner extends Proc {
   runnerId: string;
 }
 
-export async function startRunner(natsUrl: string, env: NodeJS.ProcessEnv = {}): Promise<Runner> {
-  const proc = startProcess(process.execPath, [dist("runners/main.js")], { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, ...env }, "runner");
+export async function startRunner(natsUrl: string, env: NodeJS.ProcessEnv = {}, cpus?: readonly number[]): Promise<Runner> {
+  const proc = startProcess(process.execPath, [dist("runners/main.js")], { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, ...env }, "runner", cpus);
   const rec = await proc.waitForLog((r) => r.msg === "runner ready");
   return { ...proc, runnerId: rec.runnerId as string };
 }
@@ -132,12 +135,13 @@ export interface ActorHost extends Proc {
 }
 
 /** The platform actor host (budgets, coordinators, stores, the admin service). */
-export async function startActorHost(natsUrl: string, env: NodeJS.ProcessEnv = {}): Promise<ActorHost> {
+export async function startActorHost(natsUrl: string, env: NodeJS.ProcessEnv = {}, cpus?: readonly number[]): Promise<ActorHost> {
   const proc = startProcess(
     process.execPath,
     [dist("actors/main.js")],
     { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_ADMIN_ADDR: "127.0.0.1:0", TRIBUTARY_ADMIN_TOKEN: TEST_ADMIN_TOKEN, ...env },
     "actors",
+    cpus,
   );
   await proc.waitForLog((r) => r.msg === "actor host ready");
   const admin = proc.logs.find((r) => r.msg === "admin service listening");
@@ -150,12 +154,13 @@ export interface Gateway extends Proc {
   baseURL: string;
 }
 
-export async function startGateway(natsUrl: string, env: NodeJS.ProcessEnv = {}): Promise<Gateway> {
+export async function startGateway(natsUrl: string, env: NodeJS.ProcessEnv = {}, cpus?: readonly number[]): Promise<Gateway> {
   const proc = startProcess(
     process.execPath,
     [dist("gateway/main.js")],
     { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_PORT: "0", TRIBUTARY_API_KEY: TEST_KEY, ...env },
     "gateway",
+    cpus,
   );
   const rec = await proc.waitForLog((r) => r.msg === "gateway listening");
   const port = rec.port as number;
