@@ -8,7 +8,7 @@ import OpenAI, { toFile } from "openai";
 import { loadCatalog } from "../lib/catalog/load.js";
 import { createLogger } from "../lib/log.js";
 import { allowedCpus } from "../lib/process/cpu-affinity.js";
-import { benchLayout } from "./lib/cpu-layout.js";
+import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
 import { GenerateRequest, Priority } from "../proto/gen/tributary/v1/inference.js";
 import { createEngine } from "../runners/engines/create-engine.js";
 import { Scheduler, type RequestObserver } from "../runners/scheduler/scheduler.js";
@@ -27,6 +27,16 @@ const body = (i: number) => ({ model: TEST_MODEL, messages: [{ role: "user", con
 
 /** The engine and scheduler in this process, every request submitted at once: the ceiling. */
 async function baseline(): Promise<{ tokensPerSecond: number; slots: number; seconds: number }> {
+  // On the runner's CPUs, as the stack's runner decodes.
+  placeSelf(layout.runner);
+  try {
+    return await baselineRun();
+  } finally {
+    placeSelf(undefined);
+  }
+}
+
+async function baselineRun(): Promise<{ tokensPerSecond: number; slots: number; seconds: number }> {
   const spec = loadCatalog(testCatalog).find((m) => m.id === TEST_MODEL)!;
   const engine = createEngine(spec, { modelCache: join(repoRoot, ".tributary", "models"), hfToken: undefined, hfEndpoint: undefined, log });
   await engine.load();

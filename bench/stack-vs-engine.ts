@@ -8,7 +8,7 @@ import { parseArgs } from "node:util";
 import { loadCatalog } from "../lib/catalog/load.js";
 import { InProcessEngine } from "./lib/engine-baseline.js";
 import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
-import { benchLayout } from "./lib/cpu-layout.js";
+import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
@@ -111,10 +111,13 @@ async function main(): Promise<void> {
       const stack = emptyResult();
       for (let round = 0; round < rounds; round++) {
         process.stderr.write(`concurrency ${concurrency}, round ${round + 1}/${rounds}: in-process, then stack\n`);
+        // The in-process engine decodes on the runner's CPUs, as the stack's runner does.
+        placeSelf(layout.runner);
         merge(inproc, await closedLoop(concurrency, async () => {
           const r = await baseline.chat(prompt, maxTokens).then((x) => ({ ok: true, ...x }), () => ({ ok: false, ttftMs: NaN, completionTokens: 0, gapsMs: [] }));
           return { ok: r.ok, tokens: r.completionTokens, ttftMs: r.ttftMs, gapsMs: r.gapsMs };
         }));
+        placeSelf(undefined);
         merge(stack, await closedLoop(concurrency, async (seed) => {
           const r = await client.streamChat(body(seed));
           return { ok: r.ok, tokens: r.completionTokens, ttftMs: r.ttftMs, gapsMs: r.gapsMs };
@@ -157,7 +160,7 @@ async function main(): Promise<void> {
   writeResults("stack-vs-engine.md", "Full stack vs in-process engine", [
     machineLine(),
     `Model ${TEST_MODEL} (stories260K, llama engine, threads 1), ${slots} slots, max_tokens ${maxTokens}, temperature 0.8, closed-loop clients; per level, ${rounds} rounds of ${seconds} s in-process then ${seconds} s through the stack (each after ${warmup} s of warm-up), summed. ` +
-      `Stack: nats-server, actor host (rate-limit budgets, limits far above the load), runner process and gateway process, clients in the benchmark process over HTTP/SSE. In-process: the same LlamaEngine and Scheduler in one process. Placement: ${layout.description}.`,
+      `Stack: nats-server, actor host (rate-limit budgets, limits far above the load), runner process and gateway process, clients in the benchmark process over HTTP/SSE. In-process: the same LlamaEngine and Scheduler in one process, on the runner's CPUs. Placement: ${layout.description}.`,
     table,
     targets.join("\n"),
     "Command: `npm run build && node dist/bench/stack-vs-engine.js`",

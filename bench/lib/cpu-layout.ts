@@ -1,4 +1,8 @@
-import { allowedCpus, formatCpuList, planCpus } from "../../lib/process/cpu-affinity.js";
+import { execFileSync } from "node:child_process";
+import { allowedCpus, formatCpuList, planCpus, taskset } from "../../lib/process/cpu-affinity.js";
+
+/** The CPUs this process was started with (placeSelf narrows them for a while). */
+const startCpus = allowedCpus();
 
 /** Where a benchmark's processes run: the placement `tributary start` picks for one CPU runner. */
 export interface BenchLayout {
@@ -10,7 +14,7 @@ export interface BenchLayout {
 
 /** TRIBUTARY_RUNNER_CPUS applies here as in `tributary start` (default "auto"). */
 export function benchLayout(runnerThreads: number): BenchLayout {
-  const result = planCpus(process.env.TRIBUTARY_RUNNER_CPUS ?? "auto", allowedCpus(), [{ name: "runner", cpus: runnerThreads }]);
+  const result = planCpus(process.env.TRIBUTARY_RUNNER_CPUS ?? "auto", startCpus, [{ name: "runner", cpus: runnerThreads }]);
   if (!result.plan) return { runner: undefined, services: undefined, description: `processes not pinned (${result.reason})` };
   const runner = result.plan.runners.get("runner")!;
   return {
@@ -18,4 +22,14 @@ export function benchLayout(runnerThreads: number): BenchLayout {
     services: result.plan.services,
     description: `runner on CPU ${formatCpuList(runner)}, gateway, actor host and nats-server on CPU ${formatCpuList(result.plan.services)} (as \`tributary start\` places them; TRIBUTARY_RUNNER_CPUS=off to float)`,
   };
+}
+
+/**
+ * Runs this process (every thread of it) on `cpus`, or on every CPU it may use when undefined.
+ * The in-process baselines run on the runner's CPUs, so that both sides of a ratio decode under
+ * the same placement.
+ */
+export function placeSelf(cpus: readonly number[] | undefined): void {
+  if (!taskset()) return;
+  execFileSync("taskset", ["-a", "-p", "-c", formatCpuList(cpus ?? startCpus), String(process.pid)], { stdio: "ignore" });
 }
