@@ -2,7 +2,7 @@
 // The tributary command line.
 //   tributary start      the whole stack on this machine (see README)
 //   tributary admin ...  organizations, projects, API keys, invitations (cli/admin.ts)
-import { Effect, Exit, Fiber } from "effect";
+import { Cause, Effect, Exit, Fiber } from "effect";
 import { createLogger } from "../lib/log.js";
 import { startStack } from "./start.js";
 
@@ -46,7 +46,8 @@ async function main(argv: string[]): Promise<number> {
       process.on("SIGTERM", stop);
       const exit = await Effect.runPromise(Fiber.await(fiber));
       if (Exit.isFailure(exit) && !Exit.hasInterrupts(exit)) {
-        log.error("start failed", { err: String(exit.cause) });
+        const err = Cause.squash(exit.cause);
+        log.error("start failed", { err: err instanceof Error ? `${err.name}: ${err.message}` : String(err) });
         return 1;
       }
       return 0;
