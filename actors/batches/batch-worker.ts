@@ -6,13 +6,13 @@ import { BatchStore, openBatchResults, type BatchStatus, type StoredBatch } from
 import { newId, randomToken } from "../../lib/ids.js";
 import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
-import { RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
 import { GenerationClient } from "../../gateway/inference/generation-client.js";
 import { RunnerDirectory, type RunnerView } from "../../gateway/inference/runner-directory.js";
 import { ConversationStore } from "../../gateway/responses/conversation-store.js";
 import { ResponseService } from "../../gateway/responses/response-service.js";
 import { ResponseStore } from "../../gateway/responses/response-store.js";
 import type { Actor, ActorContext } from "../runtime/actor.js";
+import { dispatchBudget } from "./dispatch-budget.js";
 import { LINE_EXECUTORS } from "./line-executors.js";
 import { responseLine, storeResult } from "./result-lines.js";
 import type { WorkItem } from "./work-item.js";
@@ -130,31 +130,13 @@ export class BatchWorker implements Actor {
     return status;
   }
 
-  /**
-   * Lines this worker may start now for `model`: every ready runner's slots plus the margin,
-   * less the interactive work on them, less this worker's lines in flight, less the batch work
-   * other workers have on them.
-   *
-   * A heartbeat is up to an interval old, so its batch figure is not this worker's live load:
-   * taken as is, lines that finished since it was sent would keep blocking new ones until the
-   * next beat, and the runner would drain and idle for part of every interval. Other workers'
-   * share is what the runner reported beyond this worker's own in-flight count when the beat came.
-   */
   private budget(model: string): number {
-    const mine = this.inFlight.get(model) ?? 0;
-    let capacity = 0;
-    let interactive = 0;
-    let others = 0;
-    for (const r of this.directory.all(model)) {
-      if (r.state !== State.STATE_READY) continue;
-      // Auto margin: four rounds of slots (a line's round trip through JetStream, NATS and the
-      // result write is long next to a short generation), never past the runner's batch queue bound.
-      const margin = this.options.queueMargin < 0 ? Math.min(4 * r.slotsTotal, r.queueLimit) : Math.min(this.options.queueMargin, r.queueLimit);
-      capacity += r.slotsTotal + margin;
-      interactive += Math.max(0, r.reported.slotsBusy - r.batchRunning) + Math.max(0, r.reported.queueLength - r.batchQueueLength);
-      others += Math.max(0, r.batchRunning + r.batchQueueLength - (this.inFlightAtBeat.get(r) ?? mine));
-    }
-    return capacity - interactive - mine - others;
+    return dispatchBudget({
+      runners: this.directory.all(model),
+      mine: this.inFlight.get(model) ?? 0,
+      mineAtBeat: (r) => this.inFlightAtBeat.get(r),
+      queueMargin: this.options.queueMargin,
+    });
   }
 
   private async pull(model: string): Promise<void> {
