@@ -117,7 +117,8 @@ async function main(): Promise<void> {
           const r = await baseline.chat(prompt, maxTokens).then((x) => ({ ok: true, ...x }), () => ({ ok: false, ttftMs: NaN, completionTokens: 0, gapsMs: [] }));
           return { ok: r.ok, tokens: r.completionTokens, ttftMs: r.ttftMs, gapsMs: r.gapsMs };
         }));
-        placeSelf(undefined);
+        // The load generator stays off the runner's CPUs, as a client on another machine would.
+        placeSelf(layout.services);
         merge(stack, await closedLoop(concurrency, async (seed) => {
           const r = await client.streamChat(body(seed));
           return { ok: r.ok, tokens: r.completionTokens, ttftMs: r.ttftMs, gapsMs: r.gapsMs };
