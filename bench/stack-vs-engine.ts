@@ -124,6 +124,7 @@ async function main(): Promise<void> {
           return { ok: r.ok, tokens: r.completionTokens, ttftMs: r.ttftMs, gapsMs: r.gapsMs };
         }));
       }
+      placeSelf(undefined);
       const inprocRate = inproc.tokens / inproc.seconds;
       const stackRate = stack.tokens / stack.seconds;
       const ratio = stackRate / inprocRate;

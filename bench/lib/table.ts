@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
-import { availableParallelism } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { allowedCpus } from "../../lib/process/cpu-affinity.js";
 
 export const resultsDir = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "bench", "results");
 
@@ -21,6 +21,9 @@ export function writeResults(name: string, title: string, sections: string[]): s
   return path;
 }
 
+/** Counted at start-up: benchmarks narrow their own CPU affinity while they run. */
+const machineCpus = allowedCpus().length;
+
 export function machineLine(): string {
-  return `Machine: ${process.platform} ${process.arch}, Node ${process.version}, ${availableParallelism()} CPUs. Date: ${new Date().toISOString()}.`;
+  return `Machine: ${process.platform} ${process.arch}, Node ${process.version}, ${machineCpus} CPUs. Date: ${new Date().toISOString()}.`;
 }
