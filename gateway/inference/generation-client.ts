@@ -91,11 +91,17 @@ export class GenerationClient {
     const limit = this.nc.info?.max_payload ?? Infinity;
     if (bytes.length > limit)
       throw new ApiError(413, `The request is too large to send to a runner (${bytes.length} bytes encoded; the limit is ${limit}).`, "invalid_request_error", "request_too_large");
-    const targets = this.directory.candidates(request.model).slice(0, MAX_ATTEMPTS).map((r) => subjects.runnerGenerate(r.runnerId));
+    const targets: Array<{ runnerId: string | undefined; subject: string }> = this.directory
+      .candidates(request.model)
+      .slice(0, MAX_ATTEMPTS)
+      .map((r) => ({ runnerId: r.runnerId, subject: subjects.runnerGenerate(r.runnerId) }));
     // A gateway that has not heard a heartbeat yet still reaches runners through the model's queue group.
-    if (targets.length === 0) targets.push(subjects.generate(request.model));
+    if (targets.length === 0) targets.push({ runnerId: undefined, subject: subjects.generate(request.model) });
     let lastRejection: ProtoError | undefined;
-    for (const subject of targets) {
+    for (const { runnerId, subject } of targets) {
+      // Counted when sent, not when admitted: a burst of requests picks runners before any reply
+      // is back, and each pick must see the ones before it. The next heartbeat replaces the guess.
+      if (runnerId) this.directory.noteAdmitted(runnerId, false);
       let reply: Admission;
       try {
         const msg = await this.nc.request(subject, bytes, { timeout: this.options.admissionTimeoutMs });
@@ -112,7 +118,8 @@ export class GenerationClient {
       const result = reply.result;
       if (result?.$case === "accepted") {
         stream.admitted = result.value;
-        this.directory.noteAdmitted(result.value.runnerId, result.value.queuePosition > 0);
+        // Admitted through the queue group: the runner is known only now.
+        if (!runnerId) this.directory.noteAdmitted(result.value.runnerId, result.value.queuePosition > 0);
         if (stream.done) stream.sendCancel(); // the client left while we waited
         return;
       }

@@ -69,7 +69,7 @@ export class RunnerDirectory {
     if (r) r.lastSeen = performance.now();
   }
 
-  /** Counts an admission locally until the next heartbeat brings the runner's own figures. */
+  /** Counts a request sent to a runner locally until the next heartbeat brings the runner's own figures. */
   noteAdmitted(runnerId: string, queued: boolean): void {
     const r = this.runners.get(runnerId);
     if (!r) return;
