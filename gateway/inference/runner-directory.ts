@@ -25,7 +25,7 @@ export interface RunnerView {
 /**
  * What this gateway knows about runners, from their heartbeats: which runners serve a model,
  * how loaded they are (for routing), and when each was last heard from (for loss detection).
- * Load figures are updated locally on each admission, so a burst between two heartbeats
+ * Load figures are updated locally on each request sent, so a burst between two heartbeats
  * spreads across runners instead of piling onto the one that looked idlest.
  */
 export class RunnerDirectory {
