@@ -12,7 +12,7 @@ import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
 import { GenerateRequest, Priority } from "../proto/gen/tributary/v1/inference.js";
 import { createEngine } from "../runners/engines/create-engine.js";
 import { Scheduler, type RequestObserver } from "../runners/scheduler/scheduler.js";
-import { repoRoot, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL, testCatalog, type Proc } from "../test/harness/processes.js";
+import { repoRoot, startPlacedStack, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
 
 const LINES = Number(process.env.BENCH_BATCH_LINES ?? 10_000);
 const BASELINE_REQUESTS = Number(process.env.BENCH_BASELINE_REQUESTS ?? 3_000);
@@ -100,14 +100,8 @@ interface StackFigures {
 
 /** The whole stack: validation of a 50,000-line file, then the batch with TTFT probes before and during it. */
 async function throughStack(): Promise<StackFigures> {
-  const procs: Proc[] = [];
-  const nats = await startNats(layout.services);
+  const { actors, gateway, close } = await startPlacedStack({}, layout);
   try {
-    procs.push(await startActorHost(nats.url, {}, layout.services));
-    procs.push(await startRunner(nats.url, {}, layout.runner));
-    const gateway = await startGateway(nats.url, {}, layout.services);
-    procs.push(gateway);
-    const actors = procs[0]!;
     const client = new OpenAI({ apiKey: TEST_KEY, baseURL: gateway.baseURL, maxRetries: 0 });
 
     // Warm up, then interactive TTFT on an idle stack.
@@ -139,8 +133,7 @@ async function throughStack(): Promise<StackFigures> {
     console.log(`batch: ${finished.batch.status}, ${finished.batch.request_counts?.completed}/${LINES} lines, ${outputTokens} tokens in ${seconds.toFixed(1)} s = ${batchTps.toFixed(0)} tok/s`);
     return { batchTps, seconds, outputTokens, validateMs, idle, busy, lines: `${LINES} lines (${finished.batch.status}, ${finished.batch.request_counts?.completed} completed)` };
   } finally {
-    for (const p of procs.reverse()) await p.kill();
-    await nats.stop();
+    await close();
   }
 }
 

@@ -7,7 +7,7 @@
 import { parseArgs } from "node:util";
 import { loadCatalog } from "../lib/catalog/load.js";
 import { InProcessEngine } from "./lib/engine-baseline.js";
-import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
+import { startPlacedStack, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
@@ -91,11 +91,9 @@ async function main(): Promise<void> {
   const baseline = new InProcessEngine(spec);
   await baseline.load();
 
-  const nats = await startNats(layout.services);
   // The whole stack: the actor host owns the rate-limit budgets (set far above this load).
-  const actors = await startActorHost(nats.url, env, layout.services);
-  const runner = await startRunner(nats.url, env, layout.runner);
-  const gateway = await startGateway(nats.url, env, layout.services);
+  const stack = await startPlacedStack(env, layout);
+  const { gateway } = stack;
   const client = new SseLoadClient("127.0.0.1", gateway.port, TEST_KEY);
   // No seed: seeded requests skip the prompt cache (to be reproducible), and real traffic rarely sets one.
   const body = (_seed: number) => ({ model: TEST_MODEL, messages: [{ role: "user", content: prompt }], max_tokens: maxTokens, temperature: 0.8 });
@@ -144,10 +142,7 @@ async function main(): Promise<void> {
     }
   } finally {
     client.close();
-    await gateway.stop();
-    await runner.stop();
-    await actors.stop();
-    await nats.stop();
+    await stack.close(true);
     await baseline.dispose();
   }
 

@@ -15,7 +15,7 @@ import { GenerateRequest, Priority, RunnerEvent } from "../proto/gen/tributary/v
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
 import { InProcessEngine } from "./lib/engine-baseline.js";
 import { SseLoadClient } from "./lib/sse-client.js";
-import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
+import { startPlacedStack, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
 
@@ -110,10 +110,7 @@ async function sample(n: number, one: (i: number) => Promise<number>): Promise<n
 async function main(): Promise<void> {
   const engine = new InProcessEngine(spec);
   await engine.load();
-  const nats = await startNats(layout.services);
-  const actors = await startActorHost(nats.url, env, layout.services);
-  const runner = await startRunner(nats.url, env, layout.runner);
-  const gateway = await startGateway(nats.url, env, layout.services);
+  const { nats, runner, gateway, close } = await startPlacedStack(env, layout);
   const nc = await connectNats(nats.url, "bench-ttft", createLogger("bench"));
   let http: KeepAliveChat | undefined;
   const samples = new Map<string, number[]>();
@@ -148,8 +145,7 @@ async function main(): Promise<void> {
     placeSelf(undefined);
     http?.close();
     await nc.close();
-    for (const p of [gateway, runner, actors]) await p.kill();
-    await nats.stop();
+    await close();
     await engine.dispose();
   }
 

@@ -2,6 +2,36 @@
 export { startNats, startRunner, startGateway, startActorHost, TEST_KEY, TEST_MODEL, testCatalog, repoRoot } from "../../test/harness/processes.js";
 
 import { readFileSync } from "node:fs";
+import { startActorHost, startGateway, startNats, startRunner, type ActorHost, type Gateway, type NatsServer, type Runner } from "../../test/harness/processes.js";
+import type { BenchLayout } from "./cpu-layout.js";
+
+/** The whole stack of one model runner, each process where `layout` puts it. */
+export interface PlacedStack {
+  nats: NatsServer;
+  actors: ActorHost;
+  runner: Runner;
+  gateway: Gateway;
+  /** Stops every process, gateway first: with SIGTERM and their drain when `graceful`, else SIGKILL. */
+  close(graceful?: boolean): Promise<void>;
+}
+
+/** Starts nats-server, the actor host, one runner and the gateway, placed as `tributary start` places them. */
+export async function startPlacedStack(env: NodeJS.ProcessEnv, layout: BenchLayout): Promise<PlacedStack> {
+  const nats = await startNats(layout.services);
+  const actors = await startActorHost(nats.url, env, layout.services);
+  const runner = await startRunner(nats.url, env, layout.runner);
+  const gateway = await startGateway(nats.url, env, layout.services);
+  return {
+    nats,
+    actors,
+    runner,
+    gateway,
+    async close(graceful = false) {
+      for (const p of [gateway, runner, actors]) await (graceful ? p.stop() : p.kill());
+      await nats.stop();
+    },
+  };
+}
 
 /** Resident memory of a process in MiB (Linux /proc). */
 export function rssMiB(pid: number): number {
