@@ -101,7 +101,7 @@ export class GenerationClient {
     for (const { runnerId, subject } of targets) {
       // Counted when sent, not when admitted: a burst of requests picks runners before any reply
       // is back, and each pick must see the ones before it. The next heartbeat replaces the guess.
-      if (runnerId) this.directory.noteAdmitted(runnerId, false);
+      if (runnerId) this.directory.noteRequest(runnerId, false);
       let reply: Admission;
       try {
         const msg = await this.nc.request(subject, bytes, { timeout: this.options.admissionTimeoutMs });
@@ -119,7 +119,7 @@ export class GenerationClient {
       if (result?.$case === "accepted") {
         stream.admitted = result.value;
         // Admitted through the queue group: the runner is known only now.
-        if (!runnerId) this.directory.noteAdmitted(result.value.runnerId, result.value.queuePosition > 0);
+        if (!runnerId) this.directory.noteRequest(result.value.runnerId, result.value.queuePosition > 0);
         if (stream.done) stream.sendCancel(); // the client left while we waited
         return;
       }

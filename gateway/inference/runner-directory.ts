@@ -70,7 +70,7 @@ export class RunnerDirectory {
   }
 
   /** Counts a request sent to a runner locally until the next heartbeat brings the runner's own figures. */
-  noteAdmitted(runnerId: string, queued: boolean): void {
+  noteRequest(runnerId: string, queued: boolean): void {
     const r = this.runners.get(runnerId);
     if (!r) return;
     if (queued || r.slotsBusy >= r.slotsTotal) r.queueLength++;
