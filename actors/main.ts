@@ -4,13 +4,13 @@
 // queue groups and JetStream consumers.
 //   node dist/actors/main.js
 import { hostname } from "node:os";
-import { loadCatalog } from "../lib/catalog/load.js";
+import { loadCatalog } from "../modules/catalog/mod.js";
 import { commonConfig, readConfig } from "../lib/config.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
 import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { platformActors } from "./registry.js";
-import { Supervisor } from "./runtime/supervisor.js";
+import { Supervisor } from "../modules/actor-runtime/mod.js";
 
 const log = createLogger("actors", { pid: process.pid });
 

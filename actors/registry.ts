@@ -1,5 +1,5 @@
-import type { ModelSpec } from "../lib/catalog/model-spec.js";
-import { resolveAdminToken } from "../lib/accounts/admin-token.js";
+import type { ModelSpec } from "../modules/catalog/mod.js";
+import { resolveAdminToken } from "../modules/accounts/mod.js";
 import { accountsConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig } from "../lib/config.js";
 import { AdminServiceActor } from "./admin/admin-service.js";
 import { BatchCoordinator } from "./batches/batch-coordinator.js";
@@ -7,7 +7,7 @@ import { BatchWorker } from "./batches/batch-worker.js";
 import { FileSweeper } from "./files/file-sweeper.js";
 import { BudgetHostActor, budgetHostOptions } from "./ratelimit/budget-host.js";
 import { BackgroundResponseWorker } from "./responses/background-worker.js";
-import type { Actor } from "./runtime/actor.js";
+import type { Actor } from "../modules/actor-runtime/mod.js";
 
 export interface PlatformContext {
   catalog: readonly ModelSpec[];

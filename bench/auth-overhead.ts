@@ -17,14 +17,10 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { connect } from "@nats-io/transport-node";
 import { startActorHost, startGateway, startNats, startRunner, repoRoot, testCatalog, TEST_KEY, TEST_MODEL, type Gateway, type Proc } from "../test/harness/processes.js";
-import { AccountStore } from "../lib/accounts/account-store.js";
-import { AccountDirectory } from "../gateway/auth/account-directory.js";
-import { AccountAuthenticator } from "../gateway/auth/account-authenticator.js";
-import { LastUsedRecorder } from "../gateway/auth/last-used.js";
+import { AccountStore, AccountDirectory, AccountAuthenticator, LastUsedRecorder } from "../modules/accounts/mod.js";
 import { createLogger } from "../lib/log.js";
-import { loadCatalog } from "../lib/catalog/load.js";
-import { BudgetClient } from "../gateway/ratelimit/budget-client.js";
-import { ClusterRateLimiter } from "../gateway/ratelimit/cluster-rate-limiter.js";
+import { loadCatalog } from "../modules/catalog/mod.js";
+import { BudgetClient, ClusterRateLimiter } from "../modules/ratelimit/mod.js";
 
 const { values: args } = parseArgs({
   options: {

@@ -5,7 +5,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import OpenAI, { toFile } from "openai";
-import { loadCatalog } from "../lib/catalog/load.js";
+import { loadCatalog } from "../modules/catalog/mod.js";
 import { createLogger } from "../lib/log.js";
 import { allowedCpus } from "../lib/process/cpu-affinity.js";
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";

@@ -5,7 +5,7 @@
 // Each level alternates in-process and stack runs for several rounds, so that drift in the
 // machine's speed during the run (a shared VM) affects both sides alike.
 import { parseArgs } from "node:util";
-import { loadCatalog } from "../lib/catalog/load.js";
+import { loadCatalog } from "../modules/catalog/mod.js";
 import { InProcessEngine } from "./lib/engine-baseline.js";
 import { startPlacedStack, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";

@@ -7,7 +7,7 @@
 import { connect as tcpConnect, type Socket } from "node:net";
 import { parseArgs } from "node:util";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { loadCatalog } from "../lib/catalog/load.js";
+import { loadCatalog } from "../modules/catalog/mod.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats } from "../lib/nats/connection.js";
 import { subjects } from "../lib/nats/subjects.js";

@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import { credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
 import { AdminServiceClient, type ApiKey, type Invitation, type Organization, type Project } from "../proto/gen/tributary/v1/admin.js";
-import { resolveAdminToken } from "../lib/accounts/admin-token.js";
+import { resolveAdminToken } from "../modules/accounts/mod.js";
 import { accountsConfig, commonConfig, optionToUndefined, readConfig } from "../lib/config.js";
 
 // `tributary admin ...`: the operators' command line, a thin client of the admin gRPC service

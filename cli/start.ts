@@ -1,7 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
-import { loadCatalog } from "../lib/catalog/load.js";
-import type { ModelSpec } from "../lib/catalog/model-spec.js";
+import { loadCatalog } from "../modules/catalog/mod.js";
+import type { ModelSpec } from "../modules/catalog/mod.js";
 import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, placementConfig, readConfig } from "../lib/config.js";
 import { allowedCpus, formatCpuList, onCpus, planCpus, taskset, type CpuPlan } from "../lib/process/cpu-affinity.js";
 import { createLogger } from "../lib/log.js";

@@ -1,7 +1,7 @@
 import uWS from "uWebSockets.js";
 import type { Logger } from "../lib/log.js";
-import type { Authenticator } from "./auth/authenticator.js";
-import { ApiError, errors } from "./http/api-error.js";
+import type { Authenticator } from "../modules/accounts/mod.js";
+import { ApiError, errors } from "../modules/openai/mod.js";
 import { HttpExchange } from "./http/exchange.js";
 import type { Match, Router } from "./http/router.js";
 

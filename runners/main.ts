@@ -1,12 +1,12 @@
 // The runner process: one runner actor per model it serves, under a supervisor.
 //   node dist/runners/main.js            (TRIBUTARY_RUNNER_MODELS picks the models; default: all)
 import { hostname } from "node:os";
-import { loadCatalog } from "../lib/catalog/load.js";
+import { loadCatalog } from "../modules/catalog/mod.js";
 import { commonConfig, optionToUndefined, readConfig, runnerConfig } from "../lib/config.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
 import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
-import { Supervisor } from "../actors/runtime/supervisor.js";
+import { Supervisor } from "../modules/actor-runtime/mod.js";
 import { createEngine, defaultModelCache } from "./engines/create-engine.js";
 import { startHealthServer } from "./health-server.js";
 import { RunnerActor } from "./runner-actor.js";

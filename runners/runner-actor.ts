@@ -10,9 +10,9 @@ import {
 import { queues, subjects } from "../lib/nats/subjects.js";
 import { randomToken } from "../lib/ids.js";
 import { Outbox } from "../lib/nats/outbox.js";
-import type { ModelSpec } from "../lib/catalog/model-spec.js";
-import type { Actor, ActorContext } from "../actors/runtime/actor.js";
-import { openMailbox } from "../actors/runtime/mailbox.js";
+import type { ModelSpec } from "../modules/catalog/mod.js";
+import type { Actor, ActorContext } from "../modules/actor-runtime/mod.js";
+import { openMailbox } from "../modules/actor-runtime/mod.js";
 import { EngineRequestError, type Engine } from "./engines/engine.js";
 import { AdmissionError, Scheduler } from "./scheduler/scheduler.js";
 import { ReplyPublisher } from "./reply-publisher.js";

@@ -7,11 +7,9 @@ import {
   type Organization,
   type Project,
 } from "../../proto/gen/tributary/v1/admin.js";
-import { AccountError, AccountStore, type ApiKeyView } from "../../lib/accounts/account-store.js";
-import { tokenMatches } from "../../lib/accounts/admin-token.js";
-import { invitationStatus, type InvitationRecord, type OrganizationRecord, type ProjectRecord } from "../../lib/accounts/records.js";
+import { AccountError, AccountStore, type ApiKeyView, tokenMatches, invitationStatus, type InvitationRecord, type OrganizationRecord, type ProjectRecord } from "../../modules/accounts/mod.js";
 import type { Logger } from "../../lib/log.js";
-import type { Actor, ActorContext } from "../runtime/actor.js";
+import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 
 export const toOrganization = (o: OrganizationRecord): Organization => ({ id: o.id, name: o.name, createdAt: o.created_at, defaultProjectId: o.default_project_id });
 export const toProject = (p: ProjectRecord): Project => ({ id: p.id, organizationId: p.organization_id, name: p.name, createdAt: p.created_at });

@@ -1,26 +1,13 @@
 import type { KV } from "@nats-io/kv";
 import { nanos } from "@nats-io/transport-node";
 import type { JsMsg } from "@nats-io/jetstream";
-import type { ModelSpec } from "../../lib/catalog/model-spec.js";
-import {
-  BatchStore,
-  FINAL_STATUSES,
-  openBatchResults,
-  purgeBatchLeftovers,
-  resultsFilter,
-  resultsStream,
-  type BatchError,
-  type BatchJob,
-  type StoredBatch,
-} from "../../lib/batches/batch-store.js";
-import { FileStore, type FileObject } from "../../lib/files/file-store.js";
+import type { ModelSpec } from "../../modules/catalog/mod.js";
+import { BatchStore, FINAL_STATUSES, openBatchResults, purgeBatchLeftovers, resultsFilter, resultsStream, type BatchError, type BatchJob, type StoredBatch, LINE_EXECUTORS, errorLine, ResultTally, storeResult, succeeded, type ResultLine, InputValidator, type WorkLine } from "../../modules/batches/mod.js";
+import { FileStore, type FileObject } from "../../modules/files/mod.js";
 import { ensureDurableConsumer, readStored } from "../../lib/nats/jetstream.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
-import type { Actor, ActorContext } from "../runtime/actor.js";
-import { LINE_EXECUTORS } from "./line-executors.js";
-import { errorLine, ResultTally, storeResult, succeeded, type ResultLine } from "./result-lines.js";
-import { InputValidator, type WorkLine } from "./validate-input.js";
-import type { WorkItem } from "./work-item.js";
+import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
+import type { WorkItem } from "../../modules/batches/mod.js";
 
 export interface BatchCoordinatorOptions {
   catalog: ReadonlyMap<string, ModelSpec>;

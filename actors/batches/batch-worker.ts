@@ -1,21 +1,15 @@
 import type { KV } from "@nats-io/kv";
 import { nanos } from "@nats-io/transport-node";
 import type { JsMsg } from "@nats-io/jetstream";
-import type { ModelSpec } from "../../lib/catalog/model-spec.js";
-import { BatchStore, openBatchResults, type BatchStatus, type StoredBatch } from "../../lib/batches/batch-store.js";
+import type { ModelSpec } from "../../modules/catalog/mod.js";
+import { BatchStore, openBatchResults, type BatchStatus, type StoredBatch, dispatchBudget, LINE_EXECUTORS, responseLine, storeResult } from "../../modules/batches/mod.js";
 import { newId, randomToken } from "../../lib/ids.js";
 import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
-import { GenerationClient } from "../../gateway/inference/generation-client.js";
-import { RunnerDirectory, type RunnerView } from "../../gateway/inference/runner-directory.js";
-import { ConversationStore } from "../../gateway/responses/conversation-store.js";
-import { ResponseService } from "../../gateway/responses/response-service.js";
-import { ResponseStore } from "../../gateway/responses/response-store.js";
-import type { Actor, ActorContext } from "../runtime/actor.js";
-import { dispatchBudget } from "./dispatch-budget.js";
-import { LINE_EXECUTORS } from "./line-executors.js";
-import { responseLine, storeResult } from "./result-lines.js";
-import type { WorkItem } from "./work-item.js";
+import { GenerationClient, RunnerDirectory, type RunnerView } from "../../modules/inference/mod.js";
+import { ConversationStore, ResponseService, ResponseStore } from "../../modules/responses/mod.js";
+import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
+import type { WorkItem } from "../../modules/batches/mod.js";
 
 export interface BatchWorkerOptions {
   catalog: ReadonlyMap<string, ModelSpec>;

@@ -1,5 +1,5 @@
-import { FileStore } from "../../lib/files/file-store.js";
-import type { Actor, ActorContext } from "../runtime/actor.js";
+import { FileStore } from "../../modules/files/mod.js";
+import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 
 /**
  * Deletes expired files (their metadata and contents) and the leftovers of interrupted uploads,

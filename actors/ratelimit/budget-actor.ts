@@ -3,9 +3,9 @@ import type { KV } from "@nats-io/kv";
 import { LeaseGrant, LeaseGrant_Status, LeaseRequest, LeaseReturn, type BudgetKey } from "../../proto/gen/tributary/v1/ratelimit.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import { updateRecord } from "../../lib/nats/kv-records.js";
-import { openMailbox } from "../runtime/mailbox.js";
-import type { Actor, ActorContext } from "../runtime/actor.js";
-import { applyReturn, decideChunk, remaining, rollWindow, windowEndsInMs, type BudgetRecord } from "./budget-policy.js";
+import { openMailbox } from "../../modules/actor-runtime/mod.js";
+import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
+import { applyReturn, decideChunk, remaining, rollWindow, windowEndsInMs, type BudgetRecord } from "../../modules/ratelimit/mod.js";
 
 export interface BudgetActorOptions {
   windowMs: number;

@@ -5,10 +5,10 @@ import { randomToken } from "../../lib/ids.js";
 import { openKv } from "../../lib/nats/jetstream.js";
 import { createRecord, getRecord, updateRecord } from "../../lib/nats/kv-records.js";
 import { buckets, kvToken, queues, subjects } from "../../lib/nats/subjects.js";
-import { openMailbox } from "../runtime/mailbox.js";
-import type { Actor, ActorContext } from "../runtime/actor.js";
+import { openMailbox } from "../../modules/actor-runtime/mod.js";
+import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import { BudgetActor, type BudgetActorOptions } from "./budget-actor.js";
-import { freshRecord, type BudgetRecord } from "./budget-policy.js";
+import { freshRecord, type BudgetRecord } from "../../modules/ratelimit/mod.js";
 
 export interface BudgetHostOptions extends BudgetActorOptions {
   /** How long the recorded owner of a budget has to answer "do you own it?" before it is taken over. */

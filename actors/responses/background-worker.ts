@@ -1,21 +1,15 @@
 import { jetstream, jetstreamManager, type Consumer, type JsMsg } from "@nats-io/jetstream";
 import { nanos, type Subscription } from "@nats-io/transport-node";
-import type { ModelSpec } from "../../lib/catalog/model-spec.js";
+import type { ModelSpec } from "../../modules/catalog/mod.js";
 import { randomToken } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
 import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
-import { ApiError } from "../../gateway/http/api-error.js";
-import { GenerationClient } from "../../gateway/inference/generation-client.js";
-import { RunnerDirectory } from "../../gateway/inference/runner-directory.js";
-import { ensureBackgroundStream, type BackgroundJob } from "../../gateway/responses/background-queue.js";
-import { ConversationStore } from "../../gateway/responses/conversation-store.js";
-import { ResponseEventLog } from "../../gateway/responses/response-event-log.js";
-import { isTerminal, responseErrorOf, ResponseService, type ResponseRun } from "../../gateway/responses/response-service.js";
-import { ResponseStore, type StoredResponse, type Versioned } from "../../gateway/responses/response-store.js";
-import type { ResponseCreateRequest } from "../../gateway/schemas/responses.js";
-import type { ResponseObject } from "../../gateway/translate/responses-object.js";
-import type { Actor, ActorContext } from "../runtime/actor.js";
+import { ApiError } from "../../modules/openai/mod.js";
+import { GenerationClient, RunnerDirectory } from "../../modules/inference/mod.js";
+import { ensureBackgroundStream, type BackgroundJob, ConversationStore, ResponseEventLog, isTerminal, responseErrorOf, ResponseService, type ResponseRun, ResponseStore, type StoredResponse, type Versioned } from "../../modules/responses/mod.js";
+import type { ResponseCreateRequest, ResponseObject } from "../../modules/openai/mod.js";
+import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 
 export interface BackgroundWorkerSettings {
   catalog: readonly ModelSpec[];

@@ -1,5 +1,5 @@
 import { GenerateRequest, Priority } from "../../proto/gen/tributary/v1/inference.js";
-import type { ModelSpec } from "../../lib/catalog/model-spec.js";
+import type { ModelSpec } from "../../modules/catalog/mod.js";
 import { createLogger } from "../../lib/log.js";
 import { LlamaEngine } from "../../runners/engines/llama/llama-engine.js";
 import { Scheduler } from "../../runners/scheduler/scheduler.js";

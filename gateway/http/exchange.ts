@@ -1,8 +1,8 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { newId } from "../../lib/ids.js";
-import { ApiError, errors } from "./api-error.js";
+import { ApiError, errors } from "../../modules/openai/mod.js";
 import { BodyReader } from "./body-reader.js";
-import type { Principal } from "../auth/principal.js";
+import type { Principal } from "../../modules/accounts/mod.js";
 
 const STATUS_TEXT: Record<number, string> = {
   200: "200 OK", 201: "201 Created", 204: "204 No Content", 400: "400 Bad Request", 401: "401 Unauthorized",

@@ -1,4 +1,4 @@
-import { errors } from "./api-error.js";
+import { errors } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "./exchange.js";
 
 export type Params = Record<string, string>;

@@ -1,14 +1,10 @@
 import { Schema } from "effect";
-import { emptyUsage, FINAL_STATUSES, purgeBatchLeftovers, type BatchObject, type BatchStore, type StoredBatch } from "../../lib/batches/batch-store.js";
-import type { FileStore } from "../../lib/files/file-store.js";
+import { emptyUsage, FINAL_STATUSES, purgeBatchLeftovers, type BatchObject, type BatchStore, type StoredBatch, LINE_EXECUTORS, OPENAI_BATCH_ENDPOINTS } from "../../modules/batches/mod.js";
+import type { FileStore } from "../../modules/files/mod.js";
 import { newSortableId } from "../../lib/ids.js";
-import { LINE_EXECUTORS, OPENAI_BATCH_ENDPOINTS } from "../../actors/batches/line-executors.js";
-import { errors } from "../http/api-error.js";
+import { errors, decodeBody, Metadata, Nullable, ExpiresAfterSchema, expiresAtFrom, listQuery } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import { decodeBody, Metadata, Nullable } from "../schemas/common.js";
-import { ExpiresAfterSchema, expiresAtFrom } from "../schemas/files.js";
-import { listQuery } from "../schemas/lists.js";
 import { listObject } from "./files.js";
 
 export interface BatchRouteDeps {

@@ -1,19 +1,14 @@
-import type { ModelSpec } from "../../lib/catalog/model-spec.js";
+import type { ModelSpec } from "../../modules/catalog/mod.js";
 import { newId } from "../../lib/ids.js";
-import { errors, type ApiError } from "../http/api-error.js";
+import { errors, type ApiError, parseChatCompletionRequest, type ChatCompletionRequest, chatToGenerateRequest } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import { admitGeneration, collectChatCompletion } from "../inference/chat-completion.js";
-import { apiErrorFromRunner } from "../inference/error-mapping.js";
-import type { GenerationClient } from "../inference/generation-client.js";
-import type { GenerationStream } from "../inference/generation-stream.js";
-import { estimateRequestTokens } from "../ratelimit/estimate.js";
-import type { RateLimiter } from "../ratelimit/rate-limiter.js";
-import { UsageMeter } from "../ratelimit/usage-meter.js";
-import { parseChatCompletionRequest, type ChatCompletionRequest } from "../schemas/chat-completions.js";
+import { admitGeneration, collectChatCompletion, apiErrorFromRunner } from "../../modules/inference/mod.js";
+import type { GenerationClient, GenerationStream } from "../../modules/inference/mod.js";
+import { estimateRequestTokens, UsageMeter } from "../../modules/ratelimit/mod.js";
+import type { RateLimiter } from "../../modules/ratelimit/mod.js";
 import { SseWriter } from "../sse/sse-writer.js";
-import { chatToGenerateRequest } from "../translate/chat-request.js";
-import { ChatChunkStream } from "../translate/chat-stream.js";
+import { ChatChunkStream } from "../sse/chat-stream.js";
 
 export interface ChatRouteDeps {
   catalog: ReadonlyMap<string, ModelSpec>;

@@ -1,11 +1,9 @@
 import { newId } from "../../lib/ids.js";
-import { errors } from "../http/api-error.js";
+import { errors, parseConversationCreate, parseConversationItems, parseConversationUpdate, normalizeInputItems } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import type { ConversationStore } from "../responses/conversation-store.js";
-import { parseConversationCreate, parseConversationItems, parseConversationUpdate } from "../schemas/conversations.js";
-import { normalizeInputItems } from "../translate/responses-items.js";
-import type { Item } from "../translate/responses-object.js";
+import type { ConversationStore } from "../../modules/responses/mod.js";
+import type { Item } from "../../modules/openai/mod.js";
 import { listObject, listQuery } from "./list-query.js";
 
 export interface ConversationRouteDeps {

@@ -1,12 +1,10 @@
 import type { Readable } from "node:stream";
-import { FILE_PURPOSES, FileTooLargeError, type FileDescription, type FileObject, type FilePurpose, type FileStore } from "../../lib/files/file-store.js";
-import { ApiError, errors } from "../http/api-error.js";
+import { FILE_PURPOSES, FileTooLargeError, type FileDescription, type FileObject, type FilePurpose, type FileStore } from "../../modules/files/mod.js";
+import { ApiError, errors, listQuery, expiresAtFrom, parseFileUpdate } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import { readMultipart } from "../http/multipart.js";
 import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
-import { listQuery } from "../schemas/lists.js";
-import { expiresAtFrom, parseFileUpdate } from "../schemas/files.js";
 
 export interface FileRouteDeps {
   store: FileStore;

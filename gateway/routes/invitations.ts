@@ -1,8 +1,7 @@
-import { AccountError, type AccountStore } from "../../lib/accounts/account-store.js";
-import type { OrganizationRecord, ProjectRecord } from "../../lib/accounts/records.js";
-import { ApiError, errors } from "../http/api-error.js";
+import { AccountError, type AccountStore } from "../../modules/accounts/mod.js";
+import type { OrganizationRecord, ProjectRecord } from "../../modules/accounts/mod.js";
+import { ApiError, errors, parseRedeemInvitation } from "../../modules/openai/mod.js";
 import type { Router } from "../http/router.js";
-import { parseRedeemInvitation } from "../schemas/invitations.js";
 
 export interface InvitationRouteDeps {
   store: AccountStore;

@@ -1,4 +1,4 @@
-import { errors } from "../http/api-error.js";
+import { errors } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 
 export interface ListQuery {

@@ -1,9 +1,8 @@
-import { errors } from "../http/api-error.js";
+import { errors, parsePromptCreateRequest } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import type { PromptStore } from "../responses/prompt-store.js";
-import { placeholdersOf } from "../responses/prompt-template.js";
-import { parsePromptCreateRequest } from "../schemas/prompts.js";
+import type { PromptStore } from "../../modules/responses/mod.js";
+import { placeholdersOf } from "../../modules/responses/mod.js";
 
 export interface PromptRouteDeps {
   prompts: PromptStore;

@@ -1,22 +1,15 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../lib/log.js";
 import type { GenerateRequest } from "../../proto/gen/tributary/v1/inference.js";
-import { estimateRequestTokens } from "../ratelimit/estimate.js";
-import type { RateLimiter } from "../ratelimit/rate-limiter.js";
-import { ApiError, errors } from "../http/api-error.js";
+import { estimateRequestTokens } from "../../modules/ratelimit/mod.js";
+import type { RateLimiter } from "../../modules/ratelimit/mod.js";
+import { ApiError, errors, parsePromptRunRequest, TEMPLATE_NAME, parseResponseCreateRequest, type ResponseCreateRequest, newResponseObject, type ResponseObject } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import type { BackgroundQueue } from "../responses/background-queue.js";
-import { publishCancel } from "../responses/background-queue.js";
-import type { PromptStore } from "../responses/prompt-store.js";
-import type { NumberedEvent, ResponseEventLog } from "../responses/response-event-log.js";
-import { checkInputs, placeholdersOf, renderBody } from "../responses/prompt-template.js";
-import { isTerminal, type ResponseRun, type ResponseService } from "../responses/response-service.js";
-import { parsePromptRunRequest, TEMPLATE_NAME } from "../schemas/prompts.js";
-import { parseResponseCreateRequest, type ResponseCreateRequest } from "../schemas/responses.js";
+import type { BackgroundQueue, PromptStore, NumberedEvent, ResponseEventLog } from "../../modules/responses/mod.js";
+import { publishCancel, checkInputs, placeholdersOf, renderBody, isTerminal, type ResponseRun, type ResponseService } from "../../modules/responses/mod.js";
 import { ResponseEventStream } from "../sse/response-event-stream.js";
 import { SseWriter } from "../sse/sse-writer.js";
-import { newResponseObject, type ResponseObject } from "../translate/responses-object.js";
 import { listQuery, listObject, pageOf } from "./list-query.js";
 
 export interface ResponseRouteDeps {

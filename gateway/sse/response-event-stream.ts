@@ -1,4 +1,4 @@
-import type { ResponseEvent, ResponseEventSink } from "../translate/responses-output.js";
+import type { ResponseEvent, ResponseEventSink } from "../../modules/openai/mod.js";
 import { sseEvent, type SseWriter } from "./sse-writer.js";
 
 /** Events after which a Responses stream is over. */

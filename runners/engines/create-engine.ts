@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import type { ModelSpec } from "../../lib/catalog/model-spec.js";
+import type { ModelSpec } from "../../modules/catalog/mod.js";
 import type { Logger } from "../../lib/log.js";
 import type { Engine } from "./engine.js";
 import { LlamaEngine } from "./llama/llama-engine.js";

@@ -1,5 +1,5 @@
 import { ErrorCode } from "../../proto/gen/tributary/v1/inference.js";
-import type { ModelSpec } from "../../lib/catalog/model-spec.js";
+import type { ModelSpec } from "../../modules/catalog/mod.js";
 import { EngineRequestError } from "./engine.js";
 
 /** Whether a prompt of `promptTokens` leaves room for the requested output (0: any output at all). */

@@ -1,4 +1,4 @@
-import { parseGoDuration } from "../../gateway/ratelimit/headers.js";
+import { parseGoDuration } from "../../modules/ratelimit/mod.js";
 
 // A closed-loop load of chat completions from several clients spread over several gateways, and
 // the accounting of what was admitted in each rate-limit window.

@@ -1,10 +1,8 @@
 import t from "tap";
-import { invitationIdOfCode, keyPrefix, newApiKey, newInvitationCode, sameDigest, sha256Hex } from "../../lib/accounts/secrets.js";
-import { parseConfiguredKeys } from "../../lib/accounts/local-keys.js";
-import { invitationStatus, type InvitationRecord } from "../../lib/accounts/records.js";
-import { estimatePromptTokens, estimateRequestTokens } from "../../gateway/ratelimit/estimate.js";
+import { invitationIdOfCode, keyPrefix, newApiKey, newInvitationCode, sameDigest, sha256Hex, parseConfiguredKeys, invitationStatus, type InvitationRecord } from "../../modules/accounts/mod.js";
+import { estimatePromptTokens, estimateRequestTokens } from "../../modules/ratelimit/mod.js";
 import { GenerateRequest } from "../../proto/gen/tributary/v1/inference.js";
-import type { ModelSpec } from "../../lib/catalog/model-spec.js";
+import type { ModelSpec } from "../../modules/catalog/mod.js";
 
 t.test("keys: kind prefix, high entropy, a short prefix shown", async (t) => {
   const a = newApiKey("project");

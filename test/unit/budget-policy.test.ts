@@ -1,5 +1,5 @@
 import t from "tap";
-import { applyReturn, decideChunk, freshRecord, remaining, rollWindow, windowEndsInMs } from "../../actors/ratelimit/budget-policy.js";
+import { applyReturn, decideChunk, freshRecord, remaining, rollWindow, windowEndsInMs } from "../../modules/ratelimit/mod.js";
 
 const limits = { requests: 60, tokens: 10_000 };
 const ask = (needRequests: number, needTokens: number, wantRequests = needRequests, wantTokens = needTokens) => ({ needRequests, needTokens, wantRequests, wantTokens });

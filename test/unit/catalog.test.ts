@@ -1,5 +1,5 @@
 import t from "tap";
-import { CatalogError, parseCatalog } from "../../lib/catalog/load.js";
+import { CatalogError, parseCatalog } from "../../modules/catalog/mod.js";
 import { repoRoot } from "../../lib/paths.js";
 
 const doc = `

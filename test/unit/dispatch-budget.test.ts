@@ -1,6 +1,6 @@
 import t from "tap";
-import { dispatchBudget } from "../../actors/batches/dispatch-budget.js";
-import type { RunnerView } from "../../gateway/inference/runner-directory.js";
+import { dispatchBudget } from "../../modules/batches/mod.js";
+import type { RunnerView } from "../../modules/inference/mod.js";
 import { RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
 
 /** A runner's view as its heartbeat reported it: 8 slots, queue bound 64 (auto margin 32). */

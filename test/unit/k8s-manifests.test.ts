@@ -2,7 +2,7 @@ import t from "tap";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
-import { parseCatalog } from "../../lib/catalog/load.js";
+import { parseCatalog } from "../../modules/catalog/mod.js";
 import { repoRoot } from "../../lib/paths.js";
 
 // The cluster manifests cannot be deployed here; this checks what can be checked without a

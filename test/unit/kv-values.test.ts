@@ -1,5 +1,5 @@
 import t from "tap";
-import { cutText } from "../../gateway/responses/kv-values.js";
+import { cutText } from "../../modules/responses/mod.js";
 import { kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
 
 t.test("kvToken writes any string as one KV key token, reversibly", async (t) => {

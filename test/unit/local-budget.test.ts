@@ -1,5 +1,5 @@
 import t from "tap";
-import { BudgetDenied, LocalBudget, type Grant, type LeaseAsk } from "../../gateway/ratelimit/local-budget.js";
+import { BudgetDenied, LocalBudget, type Grant, type LeaseAsk } from "../../modules/ratelimit/mod.js";
 
 // The gateway's side of a budget, against a scripted owner: which admissions need a lease, how
 // waiting requests share one, what a short grant means, and settlement.

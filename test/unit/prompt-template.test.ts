@@ -1,6 +1,6 @@
 import t from "tap";
-import { ApiError } from "../../gateway/http/api-error.js";
-import { checkInputs, placeholdersOf, renderBody } from "../../gateway/responses/prompt-template.js";
+import { ApiError } from "../../modules/openai/mod.js";
+import { checkInputs, placeholdersOf, renderBody } from "../../modules/responses/mod.js";
 
 const body = {
   model: "m",

@@ -1,5 +1,5 @@
 import t from "tap";
-import { goDuration, parseGoDuration, rateLimitHeaders, retryAfterHeaders } from "../../gateway/ratelimit/headers.js";
+import { goDuration, parseGoDuration, rateLimitHeaders, retryAfterHeaders } from "../../modules/ratelimit/mod.js";
 
 t.test("durations are written like Go's time.Duration", async (t) => {
   const cases: Array<[number, string]> = [

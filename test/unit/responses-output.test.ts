@@ -1,6 +1,6 @@
 import t from "tap";
 import { FinishReason } from "../../proto/gen/tributary/v1/inference.js";
-import { ResponseOutputBuilder, type ResponseEvent } from "../../gateway/translate/responses-output.js";
+import { ResponseOutputBuilder, type ResponseEvent } from "../../modules/openai/mod.js";
 
 const delta = (text: string, calls: Array<{ index: number; id?: string; name?: string; arguments?: string }> = []) => ({
   choiceIndex: 0,

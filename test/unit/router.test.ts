@@ -1,5 +1,5 @@
 import t from "tap";
-import { ApiError } from "../../gateway/http/api-error.js";
+import { ApiError } from "../../modules/openai/mod.js";
 import { Router } from "../../gateway/http/router.js";
 
 const noop = () => {};

@@ -1,6 +1,6 @@
 import t from "tap";
 import { ErrorCode, FinishReason, GenerateRequest, Priority } from "../../proto/gen/tributary/v1/inference.js";
-import { parseCatalog } from "../../lib/catalog/load.js";
+import { parseCatalog } from "../../modules/catalog/mod.js";
 import { createLogger } from "../../lib/log.js";
 import { SimEngine } from "../../runners/engines/sim/sim-engine.js";
 import { AdmissionError, Scheduler, type RequestObserver } from "../../runners/scheduler/scheduler.js";

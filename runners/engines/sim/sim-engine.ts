@@ -1,6 +1,6 @@
 import { ErrorCode, FinishReason, Truncation, type ChatMessage, type GenerateRequest } from "../../../proto/gen/tributary/v1/inference.js";
 import { MinHeap } from "../../../lib/collections/min-heap.js";
-import type { ModelSpec } from "../../../lib/catalog/model-spec.js";
+import type { ModelSpec } from "../../../modules/catalog/mod.js";
 import { TriggerMatcher } from "../../text/trigger-matcher.js";
 import { EngineRequestError, type ChoiceOutcome, type ChoiceSink, type Engine, type PreparedRequest } from "../engine.js";
 import { dropOldestTurns } from "../context-fit.js";

@@ -5,8 +5,7 @@ import { startStack } from "../../harness/stack.js";
 import { startGateway, TEST_KEY } from "../../harness/processes.js";
 import { adminOk } from "../../harness/admin.js";
 import { buckets } from "../../../lib/nats/subjects.js";
-import { sha256Hex } from "../../../lib/accounts/secrets.js";
-import { AccountStore } from "../../../lib/accounts/account-store.js";
+import { sha256Hex, AccountStore } from "../../../modules/accounts/mod.js";
 
 // A revocation reaches every gateway within a second: each caches keys, and each watches the
 // accounts bucket. Three gateways, each with the key cached, are polled while the key is revoked.

@@ -5,7 +5,7 @@ import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
 import { startStack } from "../../harness/stack.js";
 import { TEST_KEY } from "../../harness/processes.js";
-import { FileStore } from "../../../lib/files/file-store.js";
+import { FileStore } from "../../../modules/files/mod.js";
 import { buckets } from "../../../lib/nats/subjects.js";
 
 // /v1/files through the openai client: upload, retrieve, list (purpose, order, pages), content,

@@ -2,7 +2,7 @@ import t from "tap";
 import OpenAI, { RateLimitError } from "openai";
 import { startStack } from "../../harness/stack.js";
 import { TEST_KEY, TEST_MODEL } from "../../harness/processes.js";
-import { parseGoDuration } from "../../../gateway/ratelimit/headers.js";
+import { parseGoDuration } from "../../../modules/ratelimit/mod.js";
 
 // One gateway, small limits and a short window: the headers on success, the 429 for each limit,
 // settlement from usage, refunds of requests that generate nothing, and the openai client's retry.

@@ -1,0 +1,147 @@
+import type { ChoiceEnd, TokenDelta, Usage } from "../../proto/gen/tributary/v1/inference.js";
+import type { ApiError } from "../../modules/openai/mod.js";
+import { SSE_DONE, sseData, type SseWriter } from "./sse-writer.js";
+import { applyToolCallDelta, usageObject, finishReasonName, type OpenAIFinishReason } from "../../modules/openai/mod.js";
+
+const NO_CALLS: ReadonlyArray<{ index: number; c: { id: string; name: string; arguments: string } }> = [];
+
+interface PendingChoice {
+  roleSent: boolean;
+  text: string;
+  /** Tool-call fragments not yet written, by call index. */
+  toolCalls: Array<{ id: string; name: string; arguments: string } | undefined>;
+  finish: OpenAIFinishReason | null;
+  finishWritten: boolean;
+}
+
+export interface ChatStreamOptions {
+  id: string;
+  created: number;
+  model: string;
+  choices: number;
+  includeUsage: boolean;
+  /** Unwritten bytes allowed while the client is slow; past this the stream is dropped. */
+  maxPendingBytes: number;
+  /** Called when the client is too slow to keep up (the caller cancels the generation). */
+  onOverflow: () => void;
+}
+
+/**
+ * Writes runner events as `chat.completion.chunk` SSE events. While the client is behind, deltas
+ * of a choice merge into one pending chunk (text appended, tool-call fragments joined per call),
+ * which goes out when the socket drains: coalesced, never reordered or dropped.
+ */
+export class ChatChunkStream {
+  private readonly pending: PendingChoice[];
+  /** The chunk object's fixed fields, without the closing brace. */
+  private readonly base: string;
+  private readonly tail: string;
+  private pendingBytes = 0;
+  private usage: Usage | undefined;
+  private finished = false;
+
+  constructor(private readonly writer: SseWriter, private readonly options: ChatStreamOptions) {
+    this.pending = Array.from({ length: options.choices }, () => ({ roleSent: false, text: "", toolCalls: [], finish: null, finishWritten: false }));
+    this.base = `{"id":${JSON.stringify(options.id)},"object":"chat.completion.chunk","created":${options.created},"model":${JSON.stringify(options.model)},"service_tier":"default","system_fingerprint":null`;
+    this.tail = options.includeUsage ? `],"usage":null}` : `]}`;
+    writer.onDrain(() => this.flush());
+  }
+
+  delta(d: TokenDelta): void {
+    const p = this.pending[d.choiceIndex];
+    if (!p) return;
+    p.text += d.text;
+    this.pendingBytes += d.text.length;
+    for (const t of d.toolCalls) {
+      const calls = p.toolCalls as Array<{ id: string; name: string; arguments: string }>;
+      applyToolCallDelta(calls, t);
+      this.pendingBytes += t.arguments.length;
+    }
+    this.afterEvent();
+  }
+
+  choiceEnd(e: ChoiceEnd): void {
+    const p = this.pending[e.choiceIndex];
+    if (!p) return;
+    p.finish = finishReasonName(e.finishReason);
+    this.afterEvent();
+  }
+
+  /** The generation finished: write what is left, the usage chunk and [DONE]. */
+  complete(usage: Usage | undefined): void {
+    this.usage = usage;
+    this.finished = true;
+    this.flush();
+  }
+
+  /** Ends the stream with an error event (after the 200 went out, errors travel in the stream). */
+  fail(error: ApiError): void {
+    this.flush();
+    this.writer.end(sseData(JSON.stringify(error.toJSON())));
+  }
+
+  private afterEvent(): void {
+    if (this.writer.writable) this.flush();
+    else if (this.pendingBytes > this.options.maxPendingBytes) {
+      this.options.onOverflow();
+      this.writer.end();
+    }
+  }
+
+  private flush(): void {
+    if (this.writer.closed) return;
+    let frames = "";
+    for (let i = 0; i < this.pending.length; i++) {
+      const p = this.pending[i]!;
+      let calls = p.toolCalls.length === 0 ? NO_CALLS : p.toolCalls.flatMap((c, index) => (c ? [{ index, c }] : []));
+      if (!p.roleSent && (p.text || calls.length > 0 || p.finish)) {
+        // The first chunk of a choice carries the role (and, for a tool call, content null).
+        const callsFirst = calls.length > 0 && !p.text;
+        const first = callsFirst
+          ? `{"role":"assistant","content":null,"tool_calls":${this.toolCallsJson(calls)}}`
+          : `{"role":"assistant","content":"","refusal":null}`;
+        frames += this.chunk(i, first, null);
+        p.roleSent = true;
+        if (callsFirst) {
+          p.toolCalls = [];
+          calls = NO_CALLS;
+        }
+      }
+      if (p.text) {
+        frames += this.chunk(i, `{"content":${JSON.stringify(p.text)}}`, null);
+        p.text = "";
+      }
+      if (calls.length > 0) {
+        frames += this.chunk(i, `{"tool_calls":${this.toolCallsJson(calls)}}`, null);
+        p.toolCalls = [];
+      }
+      if (p.finish && !p.finishWritten) {
+        frames += this.chunk(i, "{}", p.finish);
+        p.finishWritten = true;
+      }
+    }
+    this.pendingBytes = 0;
+    if (this.finished) {
+      if (this.options.includeUsage)
+        frames += sseData(`${this.base},"choices":[],"usage":${JSON.stringify(usageObject(this.usage))}}`);
+      this.writer.end(frames + SSE_DONE);
+      return;
+    }
+    if (frames) this.writer.write(frames);
+  }
+
+  /** Calls new in this chunk carry id, type and name; later fragments only index and arguments. */
+  private toolCallsJson(calls: ReadonlyArray<{ index: number; c: { id: string; name: string; arguments: string } }>): string {
+    return JSON.stringify(
+      calls.map(({ index, c }) =>
+        c.id
+          ? { index, id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } }
+          : { index, function: { arguments: c.arguments } },
+      ),
+    );
+  }
+
+  private chunk(index: number, delta: string, finish: OpenAIFinishReason | null): string {
+    return sseData(`${this.base},"choices":[{"index":${index},"delta":${delta},"logprobs":null,"finish_reason":${finish ? `"${finish}"` : "null"}}${this.tail}`);
+  }
+}

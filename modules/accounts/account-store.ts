@@ -1,0 +1,329 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { KV } from "@nats-io/kv";
+import { newId } from "../../lib/ids.js";
+import { openKv } from "../../lib/nats/jetstream.js";
+import { buckets } from "../../lib/nats/subjects.js";
+import { createRecord, getRecord, listRecords, modifyRecord, updateRecord } from "../../lib/nats/kv-records.js";
+import {
+  accountKeys,
+  ID_PATTERN,
+  invitationStatus,
+  nowSeconds,
+  type ApiKeyRecord,
+  type InvitationRecord,
+  type KeyIndexRecord,
+  type OrganizationRecord,
+  type ProjectRecord,
+} from "./records.js";
+import { invitationIdOfCode, keyPrefix, newApiKey, newInvitationCode, sameDigest, sha256Hex } from "./secrets.js";
+
+export type AccountErrorCode = "not_found" | "invalid_argument" | "already_exists" | "failed_precondition";
+
+/** A refused account operation; the admin service maps `code` to a gRPC status, the gateway to HTTP. */
+export class AccountError extends Error {
+  override name = "AccountError";
+  constructor(readonly code: AccountErrorCode, message: string, readonly field?: string) {
+    super(message);
+  }
+}
+
+export const DEFAULT_PROJECT_NAME = "Default project";
+export const DEFAULT_KEY_NAME = "Secret key";
+export const DEFAULT_INVITATION_TTL_SECONDS = 14 * 24 * 3600;
+const MAX_NAME_LENGTH = 200;
+
+export interface ApiKeyView extends ApiKeyRecord {
+  last_used_at: number | null;
+}
+
+export interface CreatedKey {
+  key: ApiKeyView;
+  /** The key itself: shown once, stored nowhere. */
+  secret: string;
+}
+
+export interface Redemption {
+  organization: OrganizationRecord;
+  project: ProjectRecord;
+  key: CreatedKey;
+}
+
+function checkName(value: string | undefined, field: string, fallback?: string): string {
+  const name = (value ?? "").trim() || fallback;
+  if (!name) throw new AccountError("invalid_argument", `${field} is required.`, field);
+  if (name.length > MAX_NAME_LENGTH) throw new AccountError("invalid_argument", `${field} is too long (at most ${MAX_NAME_LENGTH} characters).`, field);
+  return name;
+}
+
+function checkId(value: string, field: string): string {
+  if (!ID_PATTERN.test(value)) throw new AccountError("invalid_argument", `${field} '${value}' is not a valid id.`, field);
+  return value;
+}
+
+/**
+ * Organizations, projects, API keys and invitations in JetStream KV. Stateless: any number of
+ * processes may use it at once. Creations are create-only writes (never overwrite), changes are
+ * compare-and-set on the record's revision.
+ */
+export class AccountStore {
+  constructor(readonly kv: KV, readonly usage: KV) {}
+
+  static async open(nc: NatsConnection): Promise<AccountStore> {
+    const [kv, usage] = await Promise.all([
+      openKv(nc, buckets.accounts, { history: 5, description: "Tributary organizations, projects, API keys (hashed) and invitations" }),
+      openKv(nc, buckets.apiKeyUsage, { history: 1, description: "Tributary API keys: last-used times" }),
+    ]);
+    return new AccountStore(kv, usage);
+  }
+
+  // ---- organizations and projects ----
+
+  async createOrganization(input: { name: string; projectName?: string; id?: string; projectId?: string }): Promise<{ organization: OrganizationRecord; project: ProjectRecord }> {
+    const name = checkName(input.name, "name");
+    const projectName = checkName(input.projectName, "project_name", DEFAULT_PROJECT_NAME);
+    const created_at = nowSeconds();
+    const organization: OrganizationRecord = {
+      id: input.id ? checkId(input.id, "organization_id") : newId("org-"),
+      name,
+      created_at,
+      default_project_id: input.projectId ? checkId(input.projectId, "project_id") : newId("proj_"),
+    };
+    const project: ProjectRecord = { id: organization.default_project_id, organization_id: organization.id, name: projectName, created_at };
+    // The project first: an organization is never visible without its default project.
+    if (!(await createRecord(this.kv, accountKeys.project(organization.id, project.id), project)))
+      throw new AccountError("already_exists", `Project ${project.id} already exists.`, "project_id");
+    if (!(await createRecord(this.kv, accountKeys.org(organization.id), organization)))
+      throw new AccountError("already_exists", `Organization ${organization.id} already exists.`, "organization_id");
+    return { organization, project };
+  }
+
+  async getOrganization(orgId: string): Promise<OrganizationRecord | undefined> {
+    if (!ID_PATTERN.test(orgId)) return undefined;
+    return (await getRecord<OrganizationRecord>(this.kv, accountKeys.org(orgId)))?.value;
+  }
+
+  async requireOrganization(orgId: string): Promise<OrganizationRecord> {
+    const org = await this.getOrganization(orgId);
+    if (!org) throw new AccountError("not_found", `No organization with id '${orgId}'.`, "organization_id");
+    return org;
+  }
+
+  async listOrganizations(): Promise<OrganizationRecord[]> {
+    const records = await listRecords<OrganizationRecord>(this.kv, accountKeys.orgs);
+    return records.map((r) => r.value).sort(byCreation);
+  }
+
+  async createProject(input: { organizationId: string; name: string; id?: string }): Promise<ProjectRecord> {
+    const org = await this.requireOrganization(input.organizationId);
+    const project: ProjectRecord = {
+      id: input.id ? checkId(input.id, "project_id") : newId("proj_"),
+      organization_id: org.id,
+      name: checkName(input.name, "name"),
+      created_at: nowSeconds(),
+    };
+    if (!(await createRecord(this.kv, accountKeys.project(org.id, project.id), project)))
+      throw new AccountError("already_exists", `Project ${project.id} already exists.`, "project_id");
+    return project;
+  }
+
+  async getProject(orgId: string, projectId: string): Promise<ProjectRecord | undefined> {
+    if (!ID_PATTERN.test(orgId) || !ID_PATTERN.test(projectId)) return undefined;
+    return (await getRecord<ProjectRecord>(this.kv, accountKeys.project(orgId, projectId)))?.value;
+  }
+
+  /** A project by its id alone (a wildcard listing: admin operations only, never per request). */
+  async findProject(projectId: string): Promise<ProjectRecord | undefined> {
+    if (!ID_PATTERN.test(projectId)) return undefined;
+    const found = await listRecords<ProjectRecord>(this.kv, accountKeys.projectAnywhere(projectId));
+    return found[0]?.value;
+  }
+
+  async listProjects(orgId: string): Promise<ProjectRecord[]> {
+    await this.requireOrganization(orgId);
+    const records = await listRecords<ProjectRecord>(this.kv, accountKeys.projectsOf(orgId));
+    return records.map((r) => r.value).sort(byCreation);
+  }
+
+  // ---- API keys ----
+
+  /** A new key of a project, or of an organization (reaching all its projects). */
+  async createApiKey(input: { projectId?: string; organizationId?: string; name?: string }): Promise<CreatedKey> {
+    if (!!input.projectId === !!input.organizationId)
+      throw new AccountError("invalid_argument", "Give either a project (a project key) or an organization (an organization key).", "project_id");
+    let orgId: string;
+    let projectId: string | null = null;
+    if (input.projectId) {
+      const project = await this.findProject(input.projectId);
+      if (!project) throw new AccountError("not_found", `No project with id '${input.projectId}'.`, "project_id");
+      orgId = project.organization_id;
+      projectId = project.id;
+    } else {
+      orgId = (await this.requireOrganization(input.organizationId!)).id;
+    }
+    return this.newKey(orgId, projectId, checkName(input.name, "name", DEFAULT_KEY_NAME));
+  }
+
+  private async newKey(organizationId: string, projectId: string | null, name: string): Promise<CreatedKey> {
+    const secret = newApiKey(projectId ? "project" : "organization");
+    const key = await this.registerKey(secret, { organizationId, projectId, name });
+    if (!key) throw new Error("a freshly generated API key collided with an existing one");
+    return { key: { ...key, last_used_at: null }, secret };
+  }
+
+  /**
+   * Stores `secret` (by its hash) as a key of the organization/project. Idempotent for a given
+   * secret: when the key exists already (possibly revoked) it is left as it is and undefined is
+   * returned, so re-registering a configured key never un-revokes it.
+   */
+  async registerKey(secret: string, input: { organizationId: string; projectId: string | null; name: string; id?: string }): Promise<ApiKeyRecord | undefined> {
+    const hash = sha256Hex(secret);
+    const record: ApiKeyRecord = {
+      id: input.id ?? newId("key_"),
+      name: input.name,
+      organization_id: input.organizationId,
+      project_id: input.projectId,
+      prefix: keyPrefix(secret),
+      created_at: nowSeconds(),
+      revoked_at: null,
+    };
+    // Index first: a key that authenticates is always listable and revocable by its id.
+    await createRecord<KeyIndexRecord>(this.kv, accountKeys.keyIndex(record.organization_id, record.id), { hash });
+    if (!(await createRecord(this.kv, accountKeys.apiKey(hash), record))) return undefined;
+    return record;
+  }
+
+  /** The record of a key, by the hash of the key (what gateways look up). */
+  async keyByHash(hash: string): Promise<ApiKeyRecord | undefined> {
+    return (await getRecord<ApiKeyRecord>(this.kv, accountKeys.apiKey(hash)))?.value;
+  }
+
+  async listApiKeys(input: { organizationId?: string; projectId?: string; includeRevoked?: boolean }): Promise<ApiKeyView[]> {
+    let orgId = input.organizationId;
+    if (input.projectId) {
+      const project = await this.findProject(input.projectId);
+      if (!project || (orgId && project.organization_id !== orgId))
+        throw new AccountError("not_found", `No project with id '${input.projectId}'.`, "project_id");
+      orgId = project.organization_id;
+    }
+    if (!orgId) throw new AccountError("invalid_argument", "Give an organization or a project.", "organization_id");
+    await this.requireOrganization(orgId);
+    const indexes = await listRecords<KeyIndexRecord>(this.kv, accountKeys.keyIndexesOf(orgId));
+    // An index whose record holds another id lost a registration race: it names no key.
+    const keys = await Promise.all(indexes.map(async (i) => {
+      const k = await this.keyByHash(i.value.hash);
+      return k && i.key.endsWith(`.${k.id}`) ? k : undefined;
+    }));
+    const visible = keys.filter(
+      (k): k is ApiKeyRecord => !!k && (input.includeRevoked || k.revoked_at === null) && (!input.projectId || k.project_id === input.projectId),
+    );
+    const lastUsed = await Promise.all(visible.map((k) => this.lastUsed(k.id)));
+    return visible.map((k, i) => ({ ...k, last_used_at: lastUsed[i] ?? null })).sort(byCreation);
+  }
+
+  /** Revokes a key; gateways drop it from their caches as soon as they see the change. */
+  async revokeApiKey(keyId: string): Promise<ApiKeyView> {
+    if (!ID_PATTERN.test(keyId)) throw new AccountError("not_found", `No API key with id '${keyId}'.`, "key_id");
+    const index = (await listRecords<KeyIndexRecord>(this.kv, accountKeys.keyIndexAnywhere(keyId)))[0];
+    if (!index || (await this.keyByHash(index.value.hash))?.id !== keyId) throw new AccountError("not_found", `No API key with id '${keyId}'.`, "key_id");
+    const revokedAt = nowSeconds();
+    const record = await modifyRecord<ApiKeyRecord>(this.kv, accountKeys.apiKey(index.value.hash), (k) =>
+      k.revoked_at === null ? { ...k, revoked_at: revokedAt } : undefined,
+    );
+    if (!record) throw new AccountError("not_found", `No API key with id '${keyId}'.`, "key_id");
+    return { ...record, last_used_at: await this.lastUsed(keyId) };
+  }
+
+  async lastUsed(keyId: string): Promise<number | null> {
+    return (await getRecord<{ last_used_at: number }>(this.usage, keyId))?.value.last_used_at ?? null;
+  }
+
+  /** Records that the key was used at `at` (Unix seconds), unless a later time is stored already. */
+  async recordLastUsed(keyId: string, at: number): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const current = await getRecord<{ last_used_at: number }>(this.usage, keyId);
+      if (current && current.value.last_used_at >= at) return;
+      const written = current
+        ? await updateRecord(this.usage, keyId, { last_used_at: at }, current.revision)
+        : await createRecord(this.usage, keyId, { last_used_at: at });
+      if (written !== undefined) return;
+    }
+  }
+
+  // ---- invitations ----
+
+  async createInvitation(input: { note?: string; expiresInSeconds?: number }): Promise<{ invitation: InvitationRecord; code: string }> {
+    const ttl = input.expiresInSeconds || DEFAULT_INVITATION_TTL_SECONDS;
+    if (!Number.isInteger(ttl) || ttl < 60 || ttl > 366 * 24 * 3600)
+      throw new AccountError("invalid_argument", "An invitation is valid between one minute and one year.", "expires_in_seconds");
+    const note = (input.note ?? "").trim();
+    if (note.length > MAX_NAME_LENGTH) throw new AccountError("invalid_argument", `note is too long (at most ${MAX_NAME_LENGTH} characters).`, "note");
+    const id = newId("inv_");
+    const code = newInvitationCode(id);
+    const created_at = nowSeconds();
+    const invitation: InvitationRecord = {
+      id,
+      note,
+      code_hash: sha256Hex(code),
+      created_at,
+      expires_at: created_at + ttl,
+      redeemed_at: null,
+      organization_id: null,
+      revoked_at: null,
+    };
+    if (!(await createRecord(this.kv, accountKeys.invitation(id), invitation))) throw new Error("invitation id collision");
+    return { invitation, code };
+  }
+
+  async listInvitations(): Promise<InvitationRecord[]> {
+    const records = await listRecords<InvitationRecord>(this.kv, accountKeys.invitations);
+    return records.map((r) => r.value).sort(byCreation);
+  }
+
+  async revokeInvitation(invitationId: string): Promise<InvitationRecord> {
+    const key = ID_PATTERN.test(invitationId) ? accountKeys.invitation(invitationId) : undefined;
+    const current = key ? await getRecord<InvitationRecord>(this.kv, key) : undefined;
+    if (!current || !key) throw new AccountError("not_found", `No invitation with id '${invitationId}'.`, "invitation_id");
+    const status = invitationStatus(current.value);
+    if (status === "redeemed") throw new AccountError("failed_precondition", "This invitation was redeemed already; revoke the keys of its organization instead.", "invitation_id");
+    const revokedAt = nowSeconds();
+    const record = await modifyRecord<InvitationRecord>(this.kv, key, (inv) =>
+      inv.revoked_at === null && inv.redeemed_at === null ? { ...inv, revoked_at: revokedAt } : undefined,
+    );
+    if (!record) throw new AccountError("not_found", `No invitation with id '${invitationId}'.`, "invitation_id");
+    if (record.redeemed_at !== null) throw new AccountError("failed_precondition", "This invitation was redeemed meanwhile.", "invitation_id");
+    return record;
+  }
+
+  /**
+   * Registration: a valid, unused invitation becomes an organization with its first project and
+   * first key. The invitation is claimed first (compare-and-set), so of two concurrent
+   * redemptions exactly one creates an organization.
+   */
+  async redeemInvitation(input: { code: string; organizationName: string; projectName?: string; keyName?: string }): Promise<Redemption> {
+    const organizationName = checkName(input.organizationName, "organization_name");
+    const projectName = checkName(input.projectName, "project_name", DEFAULT_PROJECT_NAME);
+    const keyName = checkName(input.keyName, "key_name", DEFAULT_KEY_NAME);
+    const code = (input.code ?? "").trim();
+    const id = invitationIdOfCode(code);
+    const notFound = () => new AccountError("not_found", "This invitation code is not valid.", "code");
+    if (!id) throw notFound();
+    const current = await getRecord<InvitationRecord>(this.kv, accountKeys.invitation(id));
+    if (!current || !sameDigest(sha256Hex(code), current.value.code_hash)) throw notFound();
+    const status = invitationStatus(current.value);
+    if (status === "revoked") throw notFound();
+    if (status === "redeemed") throw new AccountError("failed_precondition", "This invitation has been used already.", "code");
+    if (status === "expired") throw new AccountError("failed_precondition", "This invitation has expired.", "code");
+
+    const orgId = newId("org-");
+    const claimed: InvitationRecord = { ...current.value, redeemed_at: nowSeconds(), organization_id: orgId };
+    if ((await updateRecord(this.kv, accountKeys.invitation(id), claimed, current.revision)) === undefined)
+      throw new AccountError("failed_precondition", "This invitation has been used already.", "code");
+    const { organization, project } = await this.createOrganization({ id: orgId, name: organizationName, projectName });
+    const key = await this.newKey(organization.id, project.id, keyName);
+    return { organization, project, key };
+  }
+}
+
+function byCreation<T extends { created_at: number; id: string }>(a: T, b: T): number {
+  return a.created_at - b.created_at || a.id.localeCompare(b.id);
+}

@@ -1,0 +1,56 @@
+import { AccountStore, DEFAULT_PROJECT_NAME } from "./account-store.js";
+import { ID_PATTERN, nowSeconds, accountKeys, type OrganizationRecord, type ProjectRecord } from "./records.js";
+import { createRecord } from "../../lib/nats/kv-records.js";
+import { sha256Hex } from "./secrets.js";
+
+// Keys given in configuration (TRIBUTARY_API_KEY, TRIBUTARY_API_KEYS) are registered as real keys
+// of a local organization, so that a one-machine stack and the tests need no admin step. They are
+// keys like any other: listed, revocable, and a revoked one stays revoked when the stack restarts.
+
+export const LOCAL_ORGANIZATION_ID = "org-local";
+export const LOCAL_PROJECT_ID = "proj-local";
+
+export interface ConfiguredKey {
+  key: string;
+  projectId: string;
+}
+
+/** Parses TRIBUTARY_API_KEYS: "key1=proj_a,key2=proj_b" (each key in its own project of the local organization). */
+export function parseConfiguredKeys(value: string): ConfiguredKey[] {
+  return value
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((pair) => {
+      const at = pair.lastIndexOf("=");
+      if (at <= 0 || at === pair.length - 1) throw new Error(`TRIBUTARY_API_KEYS: expected key=project, got '${pair.slice(0, 6)}...'`);
+      const projectId = pair.slice(at + 1);
+      if (!ID_PATTERN.test(projectId)) throw new Error(`TRIBUTARY_API_KEYS: '${projectId}' is not a valid project id (letters, digits, - and _)`);
+      return { key: pair.slice(0, at), projectId };
+    });
+}
+
+/**
+ * Makes sure the local organization, the projects and the keys exist. Idempotent and safe when
+ * several gateways run it at once: every write is create-only, and ids are derived from the key.
+ */
+export async function registerConfiguredKeys(store: AccountStore, keys: readonly ConfiguredKey[]): Promise<void> {
+  if (keys.length === 0) return;
+  const created_at = nowSeconds();
+  const org: OrganizationRecord = { id: LOCAL_ORGANIZATION_ID, name: "Local", created_at, default_project_id: LOCAL_PROJECT_ID };
+  const projects = new Map<string, string>([[LOCAL_PROJECT_ID, DEFAULT_PROJECT_NAME]]);
+  for (const k of keys) if (!projects.has(k.projectId)) projects.set(k.projectId, k.projectId);
+  for (const [id, name] of projects) {
+    const project: ProjectRecord = { id, organization_id: org.id, name, created_at };
+    await createRecord(store.kv, accountKeys.project(org.id, id), project);
+  }
+  await createRecord(store.kv, accountKeys.org(org.id), org);
+  for (const k of keys) {
+    await store.registerKey(k.key, {
+      organizationId: org.id,
+      projectId: k.projectId,
+      name: "configured key",
+      id: `key_local_${sha256Hex(`tributary configured key id:${k.key}`).slice(0, 20)}`,
+    });
+  }
+}

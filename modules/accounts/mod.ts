@@ -1,0 +1,11 @@
+// The public surface of the accounts module: other modules and processes import from here only.
+export { AccountAuthenticator } from "./account-authenticator.js";
+export { AccountDirectory } from "./account-directory.js";
+export { AccountError, AccountStore, type ApiKeyView } from "./account-store.js";
+export { resolveAdminToken, tokenMatches } from "./admin-token.js";
+export { type Authenticator } from "./authenticator.js";
+export { LastUsedRecorder } from "./last-used.js";
+export { LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys } from "./local-keys.js";
+export { type Principal } from "./principal.js";
+export { type InvitationRecord, invitationStatus, type OrganizationRecord, type ProjectRecord } from "./records.js";
+export { invitationIdOfCode, keyPrefix, newApiKey, newInvitationCode, sameDigest, sha256Hex } from "./secrets.js";

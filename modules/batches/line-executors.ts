@@ -1,0 +1,107 @@
+import type { ModelSpec } from "../catalog/mod.js";
+import { Priority } from "../../proto/gen/tributary/v1/inference.js";
+import { ApiError, errors, parseChatCompletionRequest, parseResponseCreateRequest } from "../openai/mod.js";
+import { runChatCompletion } from "../inference/mod.js";
+import type { GenerationClient } from "../inference/mod.js";
+import type { ResponseService } from "../responses/mod.js";
+
+// What a batch line can target: one executor per endpoint, each validating a line's body with the
+// schema of the HTTP route itself and running it through the same code path as that route, at
+// batch priority. Another endpoint joins batches by adding its executor to LINE_EXECUTORS.
+
+export interface LineContext {
+  client: GenerationClient;
+  catalog: ReadonlyMap<string, ModelSpec>;
+  /** The batch's project: stored responses and conversations of a /v1/responses line are its. */
+  projectId: string;
+  /** The Responses core, for /v1/responses lines. */
+  responses: ResponseService;
+  requestId: string;
+  deadlineUnixMs: number;
+  /** Aborted when the batch is cancelled or expires. */
+  signal: AbortSignal;
+}
+
+/** How a line ended: an HTTP-like response for the output or error file, or "run it again later". */
+export type LineOutcome =
+  | { kind: "response"; statusCode: number; body: unknown }
+  | { kind: "retry"; reason: string; status: number };
+
+export interface LineExecutor {
+  readonly endpoint: string;
+  /** Checks the body with the route's schema (throws its ApiError) and names the model it asks for. */
+  validate(body: unknown): { model: string };
+  run(body: unknown, ctx: LineContext): Promise<LineOutcome>;
+}
+
+/** Failures a later attempt may not see: no runner, overload, a lost runner, a timeout, a cancel. */
+const TRANSIENT = new Set([499, 502, 503, 504]);
+
+function outcomeOf(err: unknown, requestId: string): LineOutcome {
+  const apiError = err instanceof ApiError ? err : errors.internal(requestId);
+  if (TRANSIENT.has(apiError.status) || apiError.status >= 500) return { kind: "retry", reason: apiError.message, status: apiError.status };
+  return { kind: "response", statusCode: apiError.status, body: apiError.toJSON() };
+}
+
+export const chatCompletionsExecutor: LineExecutor = {
+  endpoint: "/v1/chat/completions",
+  validate(body) {
+    return { model: parseChatCompletionRequest(body).model };
+  },
+  async run(json, ctx) {
+    try {
+      const body = parseChatCompletionRequest(json);
+      if (body.stream) throw errors.invalidParam("stream", "Streaming is not supported in batch requests: remove 'stream' from the body.");
+      const spec = ctx.catalog.get(body.model);
+      if (!spec) throw errors.modelNotFound(body.model);
+      const { completion } = await runChatCompletion(ctx.client, body, spec, {
+        requestId: ctx.requestId,
+        deadlineUnixMs: ctx.deadlineUnixMs,
+        priority: Priority.PRIORITY_BATCH,
+        signal: ctx.signal,
+      });
+      return { kind: "response", statusCode: 200, body: completion };
+    } catch (err) {
+      return outcomeOf(err, ctx.requestId);
+    }
+  },
+};
+
+/** /v1/responses lines: the Responses core, at batch priority (stored in the batch's project when `store`). */
+export const responsesExecutor: LineExecutor = {
+  endpoint: "/v1/responses",
+  validate(body) {
+    return { model: parseResponseCreateRequest(body).model };
+  },
+  async run(json, ctx) {
+    try {
+      const body = parseResponseCreateRequest(json);
+      if (body.stream) throw errors.invalidParam("stream", "Streaming is not supported in batch requests: remove 'stream' from the body.");
+      if (body.background) throw errors.invalidParam("background", "Background responses are not supported in batch requests: remove 'background' from the body.");
+      const response = await ctx.responses.respond(ctx.projectId, body, {
+        requestId: ctx.requestId,
+        deadlineUnixMs: ctx.deadlineUnixMs,
+        priority: Priority.PRIORITY_BATCH,
+        signal: ctx.signal,
+      });
+      return { kind: "response", statusCode: 200, body: response };
+    } catch (err) {
+      return outcomeOf(err, ctx.requestId);
+    }
+  },
+};
+
+/** The endpoints batches accept, by URL. */
+export const LINE_EXECUTORS: ReadonlyMap<string, LineExecutor> = new Map([chatCompletionsExecutor, responsesExecutor].map((e) => [e.endpoint, e]));
+
+/** Every endpoint OpenAI's batch API names (only those with an executor are accepted here). */
+export const OPENAI_BATCH_ENDPOINTS = [
+  "/v1/responses",
+  "/v1/chat/completions",
+  "/v1/embeddings",
+  "/v1/completions",
+  "/v1/moderations",
+  "/v1/images/generations",
+  "/v1/images/edits",
+  "/v1/videos",
+] as const;

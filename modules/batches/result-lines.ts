@@ -1,0 +1,75 @@
+import type { KV } from "@nats-io/kv";
+import { createRecord } from "../../lib/nats/kv-records.js";
+import { tokenUsage } from "../openai/mod.js";
+import type { BatchUsage } from "./batch-store.js";
+import { newId } from "../../lib/ids.js";
+
+// The lines of output and error files, and their storage while a batch runs: one KV entry per
+// finished input line, written create-only, so a line that ran twice (a redelivery after a
+// crash) still appears once.
+
+export interface ResultLine {
+  id: string;
+  custom_id: string;
+  response: { status_code: number; request_id: string; body: unknown } | null;
+  error: { code: string; message: string } | null;
+}
+
+export function responseLine(customId: string, statusCode: number, requestId: string, body: unknown): ResultLine {
+  return { id: newId("batch_req_"), custom_id: customId, response: { status_code: statusCode, request_id: requestId, body }, error: null };
+}
+
+export function errorLine(customId: string, code: string, message: string): ResultLine {
+  return { id: newId("batch_req_"), custom_id: customId, response: null, error: { code, message } };
+}
+
+/** Succeeded lines go to the output file; everything else to the error file. */
+export function succeeded(line: ResultLine): boolean {
+  return line.error === null && line.response !== null && line.response.status_code >= 200 && line.response.status_code < 300;
+}
+
+export const resultKey = (batchId: string, line: number) => `${batchId}.${line}`;
+
+/** Stores a line's result unless one is there already. True when this call wrote it. */
+export async function storeResult(results: KV, batchId: string, line: number, result: ResultLine): Promise<boolean> {
+  return (await createRecord(results, resultKey(batchId, line), result)) !== undefined;
+}
+
+/** Token usage of a successful line's response body (chat completions and responses shapes). */
+export function usageOf(line: ResultLine): { input: number; output: number } {
+  const usage = (line.response?.body as { usage?: Record<string, number> } | undefined)?.usage;
+  if (!usage) return { input: 0, output: 0 };
+  return { input: usage.prompt_tokens ?? usage.input_tokens ?? 0, output: usage.completion_tokens ?? usage.output_tokens ?? 0 };
+}
+
+/** Counts finished lines (each once) and their usage. */
+export class ResultTally {
+  private readonly seen: Uint8Array;
+  completed = 0;
+  failed = 0;
+  input = 0;
+  output = 0;
+
+  constructor(readonly total: number) {
+    this.seen = new Uint8Array(Math.max(1, total));
+  }
+
+  get finished(): number {
+    return this.completed + this.failed;
+  }
+
+  add(line: number, result: ResultLine): void {
+    if (line < 0 || line >= this.total || this.seen[line]) return;
+    this.seen[line] = 1;
+    if (succeeded(result)) {
+      this.completed++;
+      const u = usageOf(result);
+      this.input += u.input;
+      this.output += u.output;
+    } else this.failed++;
+  }
+
+  usage(): BatchUsage {
+    return tokenUsage(this.input, this.output);
+  }
+}

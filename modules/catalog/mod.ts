@@ -1,0 +1,3 @@
+// The public surface of the catalog module: other modules and processes import from here only.
+export { CatalogError, loadCatalog, parseCatalog } from "./load.js";
+export { type ModelSpec } from "./model-spec.js";

@@ -1,0 +1,300 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { KV } from "@nats-io/kv";
+import type { ObjectInfo, ObjectStore } from "@nats-io/obj";
+import { newSortableId } from "../../lib/ids.js";
+import { buckets, kvToken } from "../../lib/nats/subjects.js";
+import { jetStreamHandles, listKeys, openKv, openObjectStore, readStored, type JetStreamHandles } from "../../lib/nats/jetstream.js";
+
+// Files: contents in a JetStream Object Store (streamed in and out in chunks, never whole in
+// memory), metadata (the OpenAI file object) in a KV bucket keyed by project and file id. The
+// metadata is written only once the contents are complete, so a file is either fully there or
+// not at all; a reader of another project never finds it.
+
+export const FILE_PURPOSES = ["assistants", "batch", "fine-tune", "vision", "user_data", "evals"] as const;
+/** Purposes of files the platform writes itself (clients cannot upload them). */
+export const SYSTEM_PURPOSES = ["batch_output", "assistants_output", "fine-tune-results"] as const;
+export type FilePurpose = (typeof FILE_PURPOSES)[number] | (typeof SYSTEM_PURPOSES)[number];
+
+/** The OpenAI file object, exactly as clients get it. */
+export interface FileObject {
+  id: string;
+  object: "file";
+  bytes: number;
+  created_at: number;
+  filename: string;
+  purpose: FilePurpose;
+  status: "processed";
+  expires_at: number | null;
+  status_details: null;
+}
+
+interface StoredFile {
+  file: FileObject;
+  project: string;
+}
+
+/** Thrown by `upload` when the contents exceed the limit given (the partial object is gone). */
+export class FileTooLargeError extends Error {
+  override name = "FileTooLargeError";
+  constructor(readonly limit: number) {
+    super(`the file exceeds ${limit} bytes`);
+  }
+}
+
+const CHUNK_BYTES = 256 * 1024;
+/** Chunks of an upload that stopped this long ago, with no object naming them, are orphans. */
+const ORPHAN_AFTER_MS = 15 * 60_000;
+
+export interface UploadSpec {
+  project: string;
+  /** A fixed id (files the platform writes, so a retried write replaces its earlier attempt); random when absent. */
+  id?: string;
+  /** Refuse (and discard) contents beyond this many bytes. */
+  maxBytes: number;
+  /**
+   * Called once the contents are stored, with their size: names the file (a multipart form may
+   * carry `purpose` after the file part). Throwing discards the contents.
+   */
+  describe(bytes: number): Promise<FileDescription> | FileDescription;
+}
+
+export interface FileDescription {
+  filename: string;
+  purpose: FilePurpose;
+  /** Unix seconds; null for no expiry. */
+  expiresAt: number | null;
+  createdAt?: number;
+}
+
+export interface ListOptions {
+  purpose?: string;
+  limit: number;
+  order: "asc" | "desc";
+  after?: string;
+}
+
+export class FileStore {
+  private constructor(
+    private readonly meta: KV,
+    private readonly contents: ObjectStore,
+    private readonly handles: JetStreamHandles,
+  ) {}
+
+  static async open(nc: NatsConnection): Promise<FileStore> {
+    const [meta, contents, handles] = await Promise.all([
+      openKv(nc, buckets.files, { history: 1 }),
+      openObjectStore(nc, buckets.fileContents),
+      jetStreamHandles(nc),
+    ]);
+    return new FileStore(meta, contents, handles);
+  }
+
+  /**
+   * Streams `source` into the Object Store as it arrives, then records the metadata. Any failure
+   * (the source throws: client gone, parse error; the limit; JetStream) leaves nothing behind.
+   */
+  async upload(spec: UploadSpec, source: AsyncIterable<Uint8Array>): Promise<FileObject> {
+    const id = spec.id ?? newSortableId("file-");
+    let bytes = 0;
+    const iterator = source[Symbol.asyncIterator]();
+    const stream = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        try {
+          const { value, done } = await iterator.next();
+          if (done) return controller.close();
+          bytes += value.length;
+          if (bytes > spec.maxBytes) throw new FileTooLargeError(spec.maxBytes);
+          controller.enqueue(value);
+        } catch (err) {
+          controller.error(err);
+        }
+      },
+      async cancel() {
+        await iterator.return?.();
+      },
+    });
+    let info: ObjectInfo;
+    try {
+      info = await this.contents.put(
+        { name: id, metadata: { project: spec.project }, options: { max_chunk_size: CHUNK_BYTES } },
+        stream,
+      );
+    } catch (err) {
+      // The Object Store purges the chunks of a failed put itself; make sure no metadata exists either.
+      await this.deleteContents(id);
+      throw err;
+    }
+    try {
+      const described = await spec.describe(info.size);
+      const file: FileObject = {
+        id,
+        object: "file",
+        bytes: info.size,
+        created_at: described.createdAt ?? Math.floor(Date.now() / 1000),
+        filename: described.filename,
+        purpose: described.purpose,
+        status: "processed",
+        expires_at: described.expiresAt,
+        status_details: null,
+      };
+      await this.meta.create(this.key(spec.project, id), JSON.stringify({ file, project: spec.project } satisfies StoredFile));
+      return file;
+    } catch (err) {
+      await this.deleteContents(id);
+      throw err;
+    }
+  }
+
+  /** The file, or undefined when it does not exist, belongs to another project, or has expired. */
+  async get(project: string, id: string, now = Date.now()): Promise<FileObject | undefined> {
+    if (!validId(id)) return undefined;
+    const entry = await this.meta.get(this.key(project, id));
+    if (!entry || entry.operation !== "PUT") return undefined;
+    const { file } = entry.json<StoredFile>();
+    return isExpired(file, now) ? undefined : file;
+  }
+
+  /** Sets (or clears, with null) the expiry of a file; returns the updated object. */
+  async setExpiry(project: string, id: string, expiresAt: number | null): Promise<FileObject | undefined> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const entry = await this.meta.get(this.key(project, id));
+      if (!entry || entry.operation !== "PUT") return undefined;
+      const stored = entry.json<StoredFile>();
+      if (isExpired(stored.file, Date.now())) return undefined;
+      stored.file.expires_at = expiresAt;
+      try {
+        await this.meta.update(this.key(project, id), JSON.stringify(stored), entry.revision);
+        return stored.file;
+      } catch {
+        // a concurrent change: read again
+      }
+    }
+    throw new Error(`file ${id} is being changed concurrently`);
+  }
+
+  /** Lists a project's live files by creation (ids sort by creation time). */
+  async list(project: string, options: ListOptions): Promise<{ data: FileObject[]; has_more: boolean }> {
+    const ids = await listKeys(this.meta, `${kvToken(project)}.>`, kvToken(project) + ".");
+    ids.sort();
+    if (options.order === "desc") ids.reverse();
+    let start = 0;
+    if (options.after) {
+      const at = ids.indexOf(options.after);
+      start = at >= 0 ? at + 1 : ids.findIndex((id) => (options.order === "desc" ? id < options.after! : id > options.after!));
+      if (start < 0) start = ids.length;
+    }
+    const data: FileObject[] = [];
+    const now = Date.now();
+    for (let i = start; i < ids.length; i++) {
+      const file = await this.get(project, ids[i]!, now);
+      if (!file || (options.purpose && file.purpose !== options.purpose)) continue;
+      if (data.length === options.limit) return { data, has_more: true };
+      data.push(file);
+    }
+    return { data, has_more: false };
+  }
+
+  /** Deletes a file's metadata, then its contents. False when there was no such file. */
+  async delete(project: string, id: string): Promise<boolean> {
+    if (!validId(id)) return false;
+    const key = this.key(project, id);
+    const entry = await this.meta.get(key);
+    if (!entry || entry.operation !== "PUT") return false;
+    await this.meta.purge(key);
+    await this.deleteContents(id);
+    return true;
+  }
+
+  /**
+   * The contents, chunk by chunk, read with a bounded prefetch: the reader's pace (an HTTP
+   * client's, say) sets the pace of the reads from JetStream.
+   */
+  async *content(id: string): AsyncGenerator<Uint8Array> {
+    const info = await this.contents.info(id);
+    if (!info || info.deleted) throw new Error(`the contents of file ${id} are missing`);
+    if (info.size === 0) return;
+    let seen = 0;
+    for await (const m of readStored(this.handles, `OBJ_${buckets.fileContents}`, `$O.${buckets.fileContents}.C.${info.nuid}`, { prefetch: 16 })) {
+      seen += m.data.length;
+      yield m.data;
+    }
+    if (seen !== info.size) throw new Error(`file ${id}: read ${seen} of ${info.size} bytes`);
+  }
+
+  /** The contents split into lines (without their line ends), for JSONL readers. */
+  async *lines(id: string): AsyncGenerator<string> {
+    const decoder = new TextDecoder("utf-8");
+    let rest = "";
+    for await (const chunk of this.content(id)) {
+      const text = rest + decoder.decode(chunk, { stream: true });
+      const parts = text.split("\n");
+      rest = parts.pop()!;
+      for (const p of parts) yield p.endsWith("\r") ? p.slice(0, -1) : p;
+    }
+    rest += decoder.decode();
+    if (rest.length > 0) yield rest.endsWith("\r") ? rest.slice(0, -1) : rest;
+  }
+
+  /**
+   * Deletes expired files, objects whose metadata never got written (a crash between the two
+   * writes) and chunks of uploads that stopped without an object (a gateway killed mid-upload).
+   */
+  async sweep(now = Date.now()): Promise<{ expired: number; orphans: number }> {
+    let expired = 0;
+    let orphans = 0;
+    for (const key of await listKeys(this.meta, ">")) {
+      const entry = await this.meta.get(key);
+      if (!entry || entry.operation !== "PUT") continue;
+      const { file } = entry.json<StoredFile>();
+      if (!isExpired(file, now)) continue;
+      await this.meta.purge(key);
+      await this.deleteContents(file.id);
+      expired++;
+    }
+    const objects = await this.contents.list();
+    const referenced = new Set<string>();
+    for (const o of objects) {
+      referenced.add(o.nuid);
+      const project = o.metadata?.project;
+      if (!project || now - Date.parse(o.mtime) < ORPHAN_AFTER_MS) continue;
+      const entry = await this.meta.get(this.key(project, o.name));
+      if (!entry || entry.operation !== "PUT") {
+        await this.deleteContents(o.name);
+        orphans++;
+      }
+    }
+    const stream = `OBJ_${buckets.fileContents}`;
+    const chunkPrefix = `$O.${buckets.fileContents}.C.`;
+    const info = await this.handles.jsm.streams.info(stream, { subjects_filter: `${chunkPrefix}>` });
+    for (const subject of Object.keys(info.state.subjects ?? {})) {
+      const nuid = subject.slice(chunkPrefix.length);
+      if (referenced.has(nuid)) continue;
+      const last = await this.handles.jsm.streams.getMessage(stream, { last_by_subj: subject }).catch(() => null);
+      if (last && now - last.time.getTime() < ORPHAN_AFTER_MS) continue;
+      // Re-check: the upload may have completed since the listing.
+      if ((await this.contents.list()).some((o) => o.nuid === nuid)) continue;
+      await this.handles.jsm.streams.purge(stream, { filter: subject });
+      orphans++;
+    }
+    return { expired, orphans };
+  }
+
+  /** Deletes an object and its delete marker too: nothing of the file stays in the stream. */
+  private async deleteContents(id: string): Promise<void> {
+    await this.contents.delete(id).catch(() => {});
+    const stream = `OBJ_${buckets.fileContents}`;
+    await this.handles.jsm.streams.purge(stream, { filter: `$O.${buckets.fileContents}.M.${Buffer.from(id).toString("base64").replace(/\+/g, "-").replace(/\//g, "_")}` }).catch(() => {});
+  }
+
+  private key(project: string, id: string): string {
+    return `${kvToken(project)}.${id}`;
+  }
+}
+
+export function isExpired(file: FileObject, now: number): boolean {
+  return file.expires_at !== null && file.expires_at * 1000 <= now;
+}
+
+function validId(id: string): boolean {
+  return /^file-[A-Za-z0-9]{1,64}$/.test(id);
+}

@@ -1,0 +1,161 @@
+import { RequestError, TimeoutError, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { Admission, ErrorCode, GenerateRequest, RunnerEvent, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
+import { subjects } from "../../lib/nats/subjects.js";
+import type { Logger } from "../../lib/log.js";
+import { ApiError, errors } from "../openai/mod.js";
+import { apiErrorFromRunner } from "./runner-errors.js";
+import { GenerationStream } from "./generation-stream.js";
+import type { RunnerDirectory } from "./runner-directory.js";
+import { RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
+
+export interface GenerationClientOptions {
+  gatewayId: string;
+  admissionTimeoutMs: number;
+  runnerTimeoutMs: number;
+}
+
+/** Rejections after which another runner of the model may still take the request. */
+const RETRYABLE = new Set([ErrorCode.ERROR_CODE_QUEUE_FULL, ErrorCode.ERROR_CODE_DRAINING, ErrorCode.ERROR_CODE_MODEL_NOT_SERVED, ErrorCode.ERROR_CODE_MODEL_LOADING]);
+const MAX_ATTEMPTS = 3;
+
+/**
+ * Sends generate requests to runners and routes their events back. Each request names a reply
+ * subject under this gateway's prefix; one wildcard subscription receives the events of every
+ * request and hands them to the request's stream. A watchdog fails streams whose runner has gone
+ * silent (no event and no heartbeat within the runner timeout).
+ */
+export class GenerationClient {
+  private readonly streams = new Map<string, GenerationStream>();
+  private subscription: Subscription | undefined;
+  private watchdog: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly directory: RunnerDirectory,
+    private readonly options: GenerationClientOptions,
+    private readonly log: Logger,
+  ) {}
+
+  get inFlight(): number {
+    return this.streams.size;
+  }
+
+  start(): void {
+    this.subscription = this.nc.subscribe(subjects.replyWildcard(this.options.gatewayId), {
+      callback: (err, msg) => {
+        if (err) return;
+        let event: RunnerEvent;
+        try {
+          event = RunnerEvent.decode(msg.data);
+        } catch {
+          this.log.warn("malformed runner event ignored", { subject: msg.subject });
+          return;
+        }
+        this.streams.get(event.requestId)?.receive(event, this.onGap);
+      },
+    });
+    const period = Math.max(100, Math.min(1000, this.options.runnerTimeoutMs / 4));
+    this.watchdog = setInterval(() => this.checkRunners(), period);
+    this.watchdog.unref();
+  }
+
+  stop(): void {
+    if (this.watchdog) clearInterval(this.watchdog);
+    this.subscription?.unsubscribe();
+  }
+
+  /** Fails every open stream (gateway shutdown after its drain timeout). */
+  failAll(error: ApiError): void {
+    for (const s of [...this.streams.values()]) s.fail(error);
+  }
+
+  /**
+   * Sends `request` to a runner of its model and resolves once a runner admitted it; the stream
+   * then delivers the events. Throws the ApiError the client should get when no runner admits it.
+   */
+  async generate(request: GenerateRequest): Promise<GenerationStream> {
+    request.replySubject = subjects.reply(this.options.gatewayId, request.requestId);
+    const stream = new GenerationStream(request.requestId, request.model, this.nc, (s) => this.streams.delete(s.requestId));
+    this.streams.set(request.requestId, stream);
+    try {
+      await this.admit(request, stream);
+      return stream;
+    } catch (err) {
+      this.streams.delete(request.requestId);
+      throw err;
+    }
+  }
+
+  private async admit(request: GenerateRequest, stream: GenerationStream): Promise<void> {
+    const bytes = GenerateRequest.encode(request).finish();
+    const limit = this.nc.info?.max_payload ?? Infinity;
+    if (bytes.length > limit)
+      throw new ApiError(413, `The request is too large to send to a runner (${bytes.length} bytes encoded; the limit is ${limit}).`, "invalid_request_error", "request_too_large");
+    const targets: Array<{ runnerId: string | undefined; subject: string }> = this.directory
+      .candidates(request.model)
+      .slice(0, MAX_ATTEMPTS)
+      .map((r) => ({ runnerId: r.runnerId, subject: subjects.runnerGenerate(r.runnerId) }));
+    // A gateway that has not heard a heartbeat yet still reaches runners through the model's queue group.
+    if (targets.length === 0) targets.push({ runnerId: undefined, subject: subjects.generate(request.model) });
+    let lastRejection: ProtoError | undefined;
+    for (const { runnerId, subject } of targets) {
+      // Counted when sent, not when admitted: a burst of requests picks runners before any reply
+      // is back, and each pick must see the ones before it. The next heartbeat replaces the guess.
+      if (runnerId) this.directory.noteRequest(runnerId, false);
+      let reply: Admission;
+      try {
+        const msg = await this.nc.request(subject, bytes, { timeout: this.options.admissionTimeoutMs });
+        reply = Admission.decode(msg.data);
+      } catch (err) {
+        if (err instanceof RequestError && err.isNoResponders()) continue;
+        if (err instanceof TimeoutError || (err instanceof RequestError && err.cause instanceof TimeoutError)) {
+          // The runner may have admitted it: cancel rather than risk running it twice elsewhere.
+          stream.cancel();
+          throw errors.timeout(`No runner of ${request.model} answered within ${this.options.admissionTimeoutMs} ms.`);
+        }
+        throw err;
+      }
+      const result = reply.result;
+      if (result?.$case === "accepted") {
+        stream.admitted = result.value;
+        // Admitted through the queue group: the runner is known only now.
+        if (!runnerId) this.directory.noteRequest(result.value.runnerId, result.value.queuePosition > 0);
+        if (stream.done) stream.sendCancel(); // the client left while we waited
+        return;
+      }
+      if (result?.$case === "rejected") {
+        lastRejection = result.value;
+        if (!RETRYABLE.has(result.value.code)) throw apiErrorFromRunner(result.value, request.requestId);
+      }
+    }
+    if (lastRejection) throw apiErrorFromRunner(lastRejection, request.requestId);
+    throw this.noRunnerError(request.model);
+  }
+
+  private noRunnerError(model: string): ApiError {
+    const known = this.directory.all(model);
+    const failed = known.find((r) => r.state === State.STATE_FAILED);
+    if (failed) return errors.unavailable(`The model ${model} is unavailable: ${failed.detail}`, 10);
+    if (known.some((r) => r.state === State.STATE_LOADING)) return errors.unavailable(`The model ${model} is loading. Please retry shortly.`, 5);
+    return errors.unavailable(`No runner is serving the model ${model} right now. Please retry shortly.`, 5);
+  }
+
+  private readonly onGap = (stream: GenerationStream, expected: number, got: number) => {
+    this.log.error("runner events lost", { requestId: stream.requestId, expected, got });
+    stream.abandon(new ApiError(502, "The stream from the model runner lost messages; the request was stopped.", "server_error", "stream_interrupted"));
+  };
+
+  private checkRunners(): void {
+    const now = performance.now();
+    const limit = this.options.runnerTimeoutMs;
+    for (const stream of [...this.streams.values()]) {
+      const runnerId = stream.admitted?.runnerId;
+      if (!runnerId) continue;
+      const seen = Math.max(stream.lastEventAt, this.directory.get(runnerId)?.lastSeen ?? 0);
+      if (now - seen > limit) {
+        this.log.warn("runner lost mid-request", { requestId: stream.requestId, runnerId, silentMs: Math.round(now - seen) });
+        stream.fail(new ApiError(502, `The model runner stopped responding (nothing heard for ${((now - seen) / 1000).toFixed(1)} s). Please retry the request.`, "server_error", "runner_lost"));
+      }
+    }
+  }
+}

@@ -1,0 +1,136 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import {
+  Cancel,
+  type ChoiceEnd,
+  type Final,
+  type RunnerEvent,
+  type TokenDelta,
+} from "../../proto/gen/tributary/v1/inference.js";
+import { subjects } from "../../lib/nats/subjects.js";
+import type { ApiError } from "../openai/mod.js";
+
+/** Receives one request's events, in order. Exactly one of `final` or `failure` ends it. */
+export interface GenerationListener {
+  delta(delta: TokenDelta): void;
+  choiceEnd(end: ChoiceEnd): void;
+  /** A preempted batch choice restarts: drop what was received for it (batch requests only). */
+  choiceReset?(choiceIndex: number): void;
+  final(final: Final): void;
+  failure(error: ApiError): void;
+}
+
+export interface Admitted {
+  runnerId: string;
+  promptTokens: number;
+  maxTokens: number;
+  queuePosition: number;
+}
+
+/**
+ * The gateway's end of one generation. Events may arrive before the admission reply (they use
+ * different subjects), so they are buffered until a listener attaches. Sequence numbers are
+ * checked: a gap means core NATS dropped a message, and the stream fails rather than lie.
+ */
+export class GenerationStream {
+  admitted: Admitted | undefined;
+  /** performance.now() of the last event. */
+  lastEventAt = performance.now();
+  private listener: GenerationListener | undefined;
+  private buffered: Array<RunnerEvent | ApiError> = [];
+  private expectedSeq = 1;
+  private ended = false;
+  private cancelRequested = false;
+
+  constructor(
+    readonly requestId: string,
+    readonly model: string,
+    private readonly nc: NatsConnection,
+    private readonly release: (stream: GenerationStream) => void,
+  ) {}
+
+  get done(): boolean {
+    return this.ended;
+  }
+
+  /** Attaches the consumer; buffered events are delivered at once. */
+  listen(listener: GenerationListener): void {
+    this.listener = listener;
+    const pending = this.buffered;
+    this.buffered = [];
+    for (const item of pending) {
+      if (item instanceof Error) listener.failure(item);
+      else this.dispatch(item, listener);
+    }
+  }
+
+  /** Called by the client with each event addressed to this request. */
+  receive(event: RunnerEvent, onGap: (stream: GenerationStream, expected: number, got: number) => void): void {
+    if (this.ended) return;
+    this.lastEventAt = performance.now();
+    if (event.seq < this.expectedSeq) return; // duplicate
+    if (event.seq > this.expectedSeq) {
+      onGap(this, this.expectedSeq, event.seq);
+      return;
+    }
+    this.expectedSeq++;
+    if (this.listener) this.dispatch(event, this.listener);
+    else this.buffered.push(event);
+  }
+
+  /** Ends the stream with an error (runner lost, gap, shutdown). */
+  fail(error: ApiError): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.release(this);
+    if (this.listener) this.listener.failure(error);
+    else this.buffered.push(error);
+  }
+
+  /** Ends the stream with an error and tells the runner to stop working on it. */
+  abandon(error: ApiError): void {
+    if (this.ended) return;
+    this.fail(error);
+    this.cancelRequested = true;
+    this.sendCancel();
+  }
+
+  /** Asks the runner to stop (client went away); the stream ends silently. */
+  cancel(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.cancelRequested = true;
+    this.release(this);
+    this.sendCancel();
+  }
+
+  /** Sends the cancel that was requested before the runner was known. */
+  sendCancel(): void {
+    if (!this.cancelRequested) return;
+    const bytes = Cancel.encode({ requestId: this.requestId }).finish();
+    const runner = this.admitted?.runnerId;
+    this.nc.publish(runner ? subjects.runnerCancel(runner) : subjects.cancel(this.model), bytes);
+  }
+
+  private dispatch(event: RunnerEvent, listener: GenerationListener): void {
+    const e = event.event;
+    if (!e) return;
+    switch (e.$case) {
+      case "delta":
+        listener.delta(e.value);
+        break;
+      case "choiceEnd":
+        listener.choiceEnd(e.value);
+        break;
+      case "choiceReset":
+        listener.choiceReset?.(e.value.choiceIndex);
+        break;
+      case "final":
+        if (!this.ended) {
+          this.ended = true;
+          this.release(this);
+        }
+        listener.final(e.value);
+        break;
+    }
+  }
+}

@@ -1,0 +1,6 @@
+// The public surface of the inference module: other modules and processes import from here only.
+export { admitGeneration, collectChatCompletion, runChatCompletion } from "./chat-completion.js";
+export { GenerationClient } from "./generation-client.js";
+export { type GenerationListener, type GenerationStream } from "./generation-stream.js";
+export { RunnerDirectory, type RunnerView } from "./runner-directory.js";
+export { apiErrorFromRunner } from "./runner-errors.js";

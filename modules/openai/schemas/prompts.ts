@@ -1,0 +1,56 @@
+import { Schema } from "effect";
+import { errors } from "../api-error.js";
+import { Nullable, decodeBody } from "./common.js";
+import { ResponseCreateSchema, parseResponseCreateRequest } from "./responses.js";
+
+// Prompt templates (POST /v1/prompts) and running one (POST /v1/responses/{name}).
+
+export const TEMPLATE_NAME = /^(?!resp_)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(\/[A-Za-z0-9][A-Za-z0-9_.-]{0,63}){0,3}$/;
+const TemplateName = Schema.String.check(
+  Schema.isPattern(TEMPLATE_NAME, { message: "names are 1-4 segments separated by '/', each 1-64 characters of a-z, A-Z, 0-9, '_', '.' and '-' starting with a letter or digit, and not starting with 'resp_'" }),
+);
+
+/** Response fields a template may not fix: they belong to the call that runs it. */
+const PER_CALL = ["stream", "stream_options", "background", "previous_response_id", "conversation", "prompt", "log"] as const;
+
+const { stream: _s, stream_options: _so, background: _b, previous_response_id: _p, conversation: _c, prompt: _pr, log: _l, ...templateFields } = ResponseCreateSchema.fields;
+
+export const PromptCreateSchema = Schema.Struct({
+  name: TemplateName,
+  description: Nullable(Schema.String.check(Schema.isMaxLength(512))),
+  ...templateFields,
+});
+
+export interface PromptCreateRequest {
+  name: string;
+  description: string | null;
+  /** The response body the template runs (placeholders in instructions and input). */
+  body: Record<string, unknown>;
+}
+
+export function parsePromptCreateRequest(json: unknown): PromptCreateRequest {
+  if (json && typeof json === "object" && !Array.isArray(json))
+    for (const key of PER_CALL)
+      if (key in json) throw errors.invalidParam(key, `'${key}' cannot be part of a template: give it when running the template.`, "unknown_parameter");
+  const decoded = decodeBody(PromptCreateSchema, json);
+  const { name, description, ...rest } = json as Record<string, unknown>;
+  void decoded;
+  // The body must be a valid response request once its placeholders are filled; checking the
+  // template text itself catches every structural mistake (placeholders are plain text).
+  parseResponseCreateRequest(rest);
+  return { name: name as string, description: (description as string | null | undefined) ?? null, body: rest };
+}
+
+export const PromptRunSchema = Schema.Struct({
+  /** Template text that replaces the stored template's input for this call. */
+  template: Nullable(Schema.String),
+  inputs: Nullable(Schema.Record(Schema.String, Schema.Unknown)),
+  log: Nullable(Schema.Boolean),
+  stream: Nullable(Schema.Boolean),
+});
+
+export type PromptRunRequest = typeof PromptRunSchema.Type;
+
+export function parsePromptRunRequest(json: unknown): PromptRunRequest {
+  return decodeBody(PromptRunSchema, json);
+}

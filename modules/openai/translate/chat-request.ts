@@ -1,0 +1,136 @@
+import {
+  Priority,
+  ResponseFormat_Type,
+  ToolChoice_Mode,
+  Truncation,
+  type ChatMessage,
+  type GenerateRequest,
+  type ToolDefinition,
+} from "../../../proto/gen/tributary/v1/inference.js";
+import type { ModelSpec } from "../../catalog/mod.js";
+import { errors } from "../api-error.js";
+import type { ChatCompletionRequest, ChatMessageInput } from "../schemas/chat-completions.js";
+
+function textOf(content: unknown, param: string): string {
+  if (content === null || content === undefined) return "";
+  if (typeof content === "string") return content;
+  const parts = content as Array<{ type: string; text?: string; refusal?: string }>;
+  return parts
+    .map((p, i) => {
+      if (p.type === "text") return p.text ?? "";
+      if (p.type === "refusal") return p.refusal ?? "";
+      throw errors.invalidParam(`${param}[${i}].type`, `Invalid content part type '${p.type}': this model accepts text only.`, "unsupported_value");
+    })
+    .join("\n");
+}
+
+/** OpenAI messages to the contract's messages, checking that tool results answer earlier calls. */
+export function toChatMessages(messages: readonly ChatMessageInput[]): ChatMessage[] {
+  const callIds = new Set<string>();
+  return messages.map((m, i) => {
+    const param = `messages[${i}].content`;
+    switch (m.role) {
+      case "assistant": {
+        const toolCalls = (m.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments }));
+        for (const c of toolCalls) callIds.add(c.id);
+        return { role: "assistant", content: textOf(m.content, param), name: m.name ?? "", toolCalls, toolCallId: "" };
+      }
+      case "tool":
+        if (!callIds.has(m.tool_call_id))
+          throw errors.invalidParam(
+            `messages[${i}].tool_call_id`,
+            `Invalid parameter: messages with role 'tool' must be a response to a preceding message with 'tool_calls' (no call has id '${m.tool_call_id}').`,
+          );
+        return { role: "tool", content: textOf(m.content, param), name: "", toolCalls: [], toolCallId: m.tool_call_id };
+      case "function":
+        return { role: "user", content: `Result of function ${m.name}: ${m.content ?? ""}`, name: "", toolCalls: [], toolCallId: "" };
+      default:
+        return { role: m.role, content: textOf(m.content, param), name: m.name ?? "", toolCalls: [], toolCallId: "" };
+    }
+  });
+}
+
+export function toToolDefinitions(tools: ChatCompletionRequest["tools"]): ToolDefinition[] {
+  return (tools ?? []).map((t) => ({
+    name: t.function.name,
+    description: t.function.description ?? "",
+    parametersJson: t.function.parameters ? JSON.stringify(t.function.parameters) : "",
+    strict: t.function.strict ?? false,
+  }));
+}
+
+export interface RequestContext {
+  requestId: string;
+  deadlineUnixMs: number;
+  priority?: Priority;
+}
+
+/** Checks what the schema cannot (cross-field rules, model limits) and builds the runner request. */
+export function chatToGenerateRequest(body: ChatCompletionRequest, spec: ModelSpec, ctx: RequestContext): GenerateRequest {
+  const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? 0;
+  const maxParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
+  if (maxTokens > spec.maxOutputTokens)
+    throw errors.invalidParam(maxParam, `${maxParam} is too large: ${maxTokens}. This model supports at most ${spec.maxOutputTokens} completion tokens, whereas you provided ${maxTokens}.`);
+  if (body.logprobs) throw errors.invalidParam("logprobs", "logprobs are not supported by this server yet.", "unsupported_parameter");
+  if (body.stream_options && !body.stream)
+    throw errors.invalidParam("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.");
+
+  const tools = toToolDefinitions(body.tools);
+  const names = new Set<string>();
+  tools.forEach((t, i) => {
+    if (names.has(t.name)) throw errors.invalidParam(`tools[${i}].function.name`, `Duplicate function name '${t.name}' in tools.`);
+    names.add(t.name);
+  });
+  let toolChoice = { mode: ToolChoice_Mode.MODE_AUTO, functionName: "" };
+  const choice = body.tool_choice;
+  if (choice != null) {
+    if (choice !== "none" && tools.length === 0)
+      throw errors.invalidParam("tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.");
+    if (choice === "none") toolChoice = { mode: ToolChoice_Mode.MODE_NONE, functionName: "" };
+    else if (choice === "required") toolChoice = { mode: ToolChoice_Mode.MODE_REQUIRED, functionName: "" };
+    else if (typeof choice === "object") {
+      if (!names.has(choice.function.name))
+        throw errors.invalidParam("tool_choice", `Invalid value for 'tool_choice': function '${choice.function.name}' is not in 'tools'.`);
+      toolChoice = { mode: ToolChoice_Mode.MODE_FUNCTION, functionName: choice.function.name };
+    }
+  }
+
+  let responseFormat = { type: ResponseFormat_Type.TYPE_TEXT, name: "", schemaJson: "" };
+  const format = body.response_format;
+  if (format?.type === "json_object") responseFormat = { type: ResponseFormat_Type.TYPE_JSON_OBJECT, name: "", schemaJson: "" };
+  if (format?.type === "json_schema") {
+    if (!format.json_schema.schema) throw errors.missingParam("response_format.json_schema.schema");
+    responseFormat = { type: ResponseFormat_Type.TYPE_JSON_SCHEMA, name: format.json_schema.name, schemaJson: JSON.stringify(format.json_schema.schema) };
+  }
+
+  const stop = body.stop == null ? [] : typeof body.stop === "string" ? [body.stop] : [...body.stop];
+  return {
+    requestId: ctx.requestId,
+    model: spec.id,
+    messages: toChatMessages(body.messages),
+    prompt: "",
+    sampling: {
+      temperature: body.temperature ?? undefined,
+      topP: body.top_p ?? undefined,
+      seed: body.seed ?? undefined,
+      stop: stop.filter((s) => s.length > 0),
+      maxTokens,
+      frequencyPenalty: body.frequency_penalty ?? 0,
+      presencePenalty: body.presence_penalty ?? 0,
+      logitBias: Object.entries(body.logit_bias ?? {}).map(([token, bias]) => ({ token: Number(token), bias })),
+      n: body.n ?? 1,
+    },
+    tools,
+    toolChoice,
+    parallelToolCalls: body.parallel_tool_calls ?? true,
+    responseFormat,
+    priority: ctx.priority ?? Priority.PRIORITY_INTERACTIVE,
+    deadlineUnixMs: ctx.deadlineUnixMs,
+    replySubject: "",
+    reasoningEffort: body.reasoning_effort ?? "medium",
+    // Nobody watches the tokens of a non-streamed reply arrive: send each choice whole.
+    coalesceDeltas: !body.stream,
+    maxToolCalls: 0,
+    truncation: Truncation.TRUNCATION_DISABLED,
+  };
+}

@@ -1,0 +1,89 @@
+import type { ChoiceEnd, ToolCallDelta, TokenDelta, Usage } from "../../../proto/gen/tributary/v1/inference.js";
+import { finishReasonName, type OpenAIFinishReason } from "./finish-reason.js";
+
+interface ToolCallState {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+interface ChoiceState {
+  text: string;
+  toolCalls: ToolCallState[];
+  finishReason: OpenAIFinishReason | null;
+}
+
+export function usageObject(usage: Usage | undefined) {
+  const prompt = usage?.promptTokens ?? 0;
+  const completion = usage?.completionTokens ?? 0;
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+  };
+}
+
+export function applyToolCallDelta(calls: ToolCallState[], d: ToolCallDelta): void {
+  const call = (calls[d.index] ??= { id: "", name: "", arguments: "" });
+  if (d.id) call.id = d.id;
+  if (d.name) call.name = d.name;
+  call.arguments += d.arguments;
+}
+
+/** Builds a non-streamed `chat.completion` from runner events. */
+export class ChatCompletionAccumulator {
+  private readonly choices: ChoiceState[];
+
+  constructor(choices: number) {
+    this.choices = Array.from({ length: choices }, () => ({ text: "", toolCalls: [], finishReason: null }));
+  }
+
+  delta(d: TokenDelta): void {
+    const c = this.choices[d.choiceIndex];
+    if (!c) return;
+    c.text += d.text;
+    for (const t of d.toolCalls) applyToolCallDelta(c.toolCalls, t);
+  }
+
+  /** Forgets a choice's output (it was preempted and runs again). */
+  reset(choiceIndex: number): void {
+    const c = this.choices[choiceIndex];
+    if (c) Object.assign(c, { text: "", toolCalls: [], finishReason: null });
+  }
+
+  choiceEnd(e: ChoiceEnd): void {
+    const c = this.choices[e.choiceIndex];
+    if (c) c.finishReason = finishReasonName(e.finishReason);
+  }
+
+  toCompletion(id: string, created: number, model: string, usage: Usage | undefined) {
+    return {
+      id,
+      object: "chat.completion",
+      created,
+      model,
+      choices: this.choices.map((c, index) => {
+        const hasCalls = c.toolCalls.length > 0;
+        return {
+          index,
+          message: {
+            role: "assistant",
+            content: hasCalls && c.text === "" ? null : c.text,
+            refusal: null,
+            ...(hasCalls
+              ? { tool_calls: c.toolCalls.map((t) => ({ id: t.id, type: "function", function: { name: t.name, arguments: t.arguments } })) }
+              : {}),
+            annotations: [],
+          },
+          logprobs: null,
+          finish_reason: c.finishReason ?? "stop",
+        };
+      }),
+      usage: usageObject(usage),
+      service_tier: "default",
+      system_fingerprint: null,
+    };
+  }
+}

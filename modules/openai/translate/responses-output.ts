@@ -1,0 +1,111 @@
+import { newId } from "../../../lib/ids.js";
+import { FinishReason, type ToolCallDelta, type TokenDelta } from "../../../proto/gen/tributary/v1/inference.js";
+import type { FunctionCallItem, ItemStatus, MessageItem, OutputItem, OutputTextPart, ResponseObject } from "./responses-object.js";
+
+/** A Responses stream event before a sink numbers it (`sequence_number` is the sink's). */
+export interface ResponseEvent {
+  type: string;
+  [field: string]: unknown;
+}
+
+/** Where a response's events go: an SSE stream, a stored event log, or nowhere. */
+export interface ResponseEventSink {
+  event(event: ResponseEvent): void;
+}
+
+type Open =
+  | { kind: "message"; item: MessageItem; index: number; part: OutputTextPart }
+  | { kind: "call"; item: FunctionCallItem; index: number; callIndex: number };
+
+const copyMessage = (m: MessageItem): MessageItem => ({ ...m, content: m.content.map((p) => ({ ...p })) });
+const copyItem = (item: OutputItem): OutputItem => (item.type === "message" ? copyMessage(item) : { ...item });
+
+/** A deep copy of a response, for events: the live object keeps changing after they are queued. */
+export function snapshot(response: ResponseObject): ResponseObject {
+  return { ...response, output: response.output.map(copyItem), metadata: { ...response.metadata } };
+}
+
+/**
+ * Turns the runner's events of one choice into the response's output items and the events that
+ * describe them, in OpenAI's order (../shared/openai-reference.md §2.4): text opens a message
+ * item with one output_text part, each tool call opens a function_call item; an item is closed
+ * (its .done events) when the next one starts or the choice ends. Events carry copies, never the
+ * live items.
+ */
+export class ResponseOutputBuilder {
+  readonly output: OutputItem[] = [];
+  private open: Open | undefined;
+
+  constructor(private readonly emit: (event: ResponseEvent) => void) {}
+
+  delta(d: TokenDelta): void {
+    if (d.text) this.text(d.text);
+    for (const call of d.toolCalls) this.toolCall(call);
+  }
+
+  /** The choice finished: closes the open item (incomplete when the output budget ran out). */
+  end(finishReason: FinishReason): void {
+    this.close(finishReason === FinishReason.FINISH_REASON_LENGTH ? "incomplete" : "completed");
+  }
+
+  /**
+   * The choice starts over (a runner preempted a batch-priority choice): what it produced so far
+   * is dropped. Only non-streamed runs are preempted, so no event went out for it.
+   */
+  reset(): void {
+    this.output.length = 0;
+    this.open = undefined;
+  }
+
+  /** Generation stopped early (failure, cancel): the open item ends incomplete. */
+  abort(): void {
+    this.close("incomplete");
+  }
+
+  private text(text: string): void {
+    let open = this.open;
+    if (open?.kind !== "message") {
+      this.close("completed");
+      const item: MessageItem = { type: "message", id: newId("msg_"), role: "assistant", status: "in_progress", content: [] };
+      const index = this.output.push(item) - 1;
+      this.emit({ type: "response.output_item.added", output_index: index, item: copyMessage(item) });
+      const part: OutputTextPart = { type: "output_text", text: "", annotations: [], logprobs: [] };
+      this.emit({ type: "response.content_part.added", item_id: item.id, output_index: index, content_index: 0, part: { ...part } });
+      item.content.push(part);
+      open = this.open = { kind: "message", item, index, part };
+    }
+    open.part.text += text;
+    this.emit({ type: "response.output_text.delta", item_id: open.item.id, output_index: open.index, content_index: 0, delta: text, logprobs: [] });
+  }
+
+  private toolCall(d: ToolCallDelta): void {
+    let open = this.open;
+    if (open?.kind !== "call" || open.callIndex !== d.index) {
+      this.close("completed");
+      const item: FunctionCallItem = { type: "function_call", id: newId("fc_"), call_id: d.id || newId("call_"), name: d.name, arguments: "", status: "in_progress" };
+      const index = this.output.push(item) - 1;
+      this.emit({ type: "response.output_item.added", output_index: index, item: { ...item } });
+      open = this.open = { kind: "call", item, index, callIndex: d.index };
+    }
+    if (!d.arguments) return;
+    open.item.arguments += d.arguments;
+    this.emit({ type: "response.function_call_arguments.delta", item_id: open.item.id, output_index: open.index, delta: d.arguments });
+  }
+
+  private close(status: ItemStatus): void {
+    const open = this.open;
+    if (!open) return;
+    this.open = undefined;
+    const { item, index } = open;
+    if (open.kind === "message") {
+      const part = open.part;
+      this.emit({ type: "response.output_text.done", item_id: item.id, output_index: index, content_index: 0, text: part.text, logprobs: [] });
+      this.emit({ type: "response.content_part.done", item_id: item.id, output_index: index, content_index: 0, part: { ...part } });
+    } else {
+      const call = open.item;
+      this.emit({ type: "response.function_call_arguments.done", item_id: call.id, output_index: index, name: call.name, arguments: call.arguments });
+    }
+    item.status = status;
+    this.emit({ type: "response.output_item.done", output_index: index, item: copyItem(item) });
+  }
+}

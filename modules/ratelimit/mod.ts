@@ -1,0 +1,9 @@
+// The public surface of the ratelimit module: other modules and processes import from here only.
+export { BudgetClient } from "./budget-client.js";
+export { applyReturn, type BudgetRecord, decideChunk, freshRecord, remaining, rollWindow, windowEndsInMs } from "./budget-policy.js";
+export { ClusterRateLimiter } from "./cluster-rate-limiter.js";
+export { estimatePromptTokens, estimateRequestTokens } from "./estimate.js";
+export { goDuration, parseGoDuration, rateLimitHeaders, retryAfterHeaders } from "./headers.js";
+export { BudgetDenied, type Grant, type LeaseAsk, LocalBudget } from "./local-budget.js";
+export { type RateLimiter, UnlimitedRateLimiter } from "./rate-limiter.js";
+export { UsageMeter } from "./usage-meter.js";

@@ -1,0 +1,75 @@
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, normalize, relative } from "node:path";
+import t from "tap";
+import { repoRoot } from "../../lib/paths.js";
+
+// The layout rules of the README's layout table, checked on the TypeScript sources:
+//   - process shells (gateway, actors, runners, cli) import no other shell;
+//   - shared modules (modules/*) and lib/ import no shell: nothing imports upward;
+//   - lib/ imports no domain module;
+//   - a module is entered through its mod.ts only.
+
+const SHELLS = ["gateway", "actors", "runners", "cli"];
+const SOURCE_ROOTS = [...SHELLS, "modules", "lib"];
+
+function sources(dir: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(join(repoRoot, dir))) {
+    const rel = join(dir, name);
+    if (statSync(join(repoRoot, rel)).isDirectory()) out.push(...sources(rel));
+    else if (name.endsWith(".ts")) out.push(rel);
+  }
+  return out;
+}
+
+interface Edge {
+  from: string;
+  to: string;
+}
+
+function importsOf(file: string): Edge[] {
+  const text = readFileSync(join(repoRoot, file), "utf8");
+  const edges: Edge[] = [];
+  for (const m of text.matchAll(/(?:from|import)\s*\(?\s*"(\.{1,2}\/[^"]+)"/g))
+    edges.push({ from: file, to: normalize(join(dirname(file), m[1]!)).replace(/\.js$/, ".ts") });
+  return edges;
+}
+
+const top = (path: string) => path.split("/")[0]!;
+const moduleOf = (path: string) => (top(path) === "modules" ? path.split("/")[1] : undefined);
+
+const edges = SOURCE_ROOTS.flatMap(sources).flatMap(importsOf);
+
+t.test("the sources were found", async (t) => {
+  t.ok(edges.length > 300, `${edges.length} imports read`);
+  t.ok(edges.some((e) => top(e.from) === "gateway" && moduleOf(e.to) === "inference"), "the gateway imports the inference module");
+});
+
+t.test("no process shell imports another", async (t) => {
+  const bad = edges.filter((e) => SHELLS.includes(top(e.from)) && SHELLS.includes(top(e.to)) && top(e.from) !== top(e.to));
+  t.same(bad, [], "shell -> other shell");
+});
+
+t.test("shared modules and lib import no process shell", async (t) => {
+  const bad = edges.filter((e) => (top(e.from) === "modules" || top(e.from) === "lib") && SHELLS.includes(top(e.to)));
+  t.same(bad, [], "module or lib -> shell");
+});
+
+t.test("lib imports no domain module", async (t) => {
+  const bad = edges.filter((e) => top(e.from) === "lib" && top(e.to) === "modules");
+  t.same(bad, [], "lib -> modules");
+});
+
+t.test("modules are entered through their mod.ts", async (t) => {
+  const bad = edges.filter((e) => {
+    const target = moduleOf(e.to);
+    if (!target || moduleOf(e.from) === target) return false;
+    return relative(join("modules", target), e.to) !== "mod.ts";
+  });
+  t.same(bad, [], "import of a module's internal file from outside it");
+});
+
+t.test("every module has a mod.ts", async (t) => {
+  for (const name of readdirSync(join(repoRoot, "modules")))
+    t.ok(statSync(join(repoRoot, "modules", name, "mod.ts"), { throwIfNoEntry: false })?.isFile(), `modules/${name}/mod.ts`);
+});
