@@ -1,14 +1,14 @@
 import uWS from "uWebSockets.js";
 import type { Logger } from "../lib/log.js";
 import type { Authenticator } from "../modules/accounts/mod.js";
-import { ApiError, errors } from "../modules/openai/mod.js";
+import { asDomainError, isDomainError, type DomainError } from "../modules/errors/mod.js";
 import { HttpExchange } from "./http/exchange.js";
 import type { Match, Router } from "./http/router.js";
 
 /**
  * The uWebSockets.js server: every request goes through one dispatcher that matches the route
  * (404/405), authenticates (unless the route is public), runs the handler and turns any thrown
- * ApiError into an OpenAI error response. Unexpected errors become a 500 without internals.
+ * DomainError into an OpenAI error response. Unexpected errors become a 500 without internals.
  */
 export class GatewayServer {
   private readonly app: uWS.TemplatedApp;
@@ -63,7 +63,7 @@ export class GatewayServer {
     try {
       match = this.router.match(ex.method, ex.path);
     } catch (err) {
-      ex.error(err as ApiError);
+      ex.error(err as DomainError);
       return;
     }
     this.open.add(ex);
@@ -90,13 +90,9 @@ export class GatewayServer {
       }
     } catch (err) {
       if (ex.aborted) return;
-      if (err instanceof ApiError) {
-        if (ex.responded) return; // streamed responses report their own errors
-        ex.error(err);
-        return;
-      }
-      this.log.error("request failed", { requestId: ex.requestId, method: ex.method, path: ex.path, err });
-      if (!ex.responded) ex.error(errors.internal(ex.requestId));
+      const error = asDomainError(err);
+      if (error._tag === "Internal") this.log.error("request failed", { requestId: ex.requestId, method: ex.method, path: ex.path, err: isDomainError(err) ? error.cause : err });
+      if (!ex.responded) ex.error(error); // streamed responses report their own errors
     }
   }
 }

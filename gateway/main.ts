@@ -10,7 +10,7 @@ import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
 import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { GatewayServer } from "./app.js";
-import { ApiError } from "../modules/openai/mod.js";
+import { ShuttingDown } from "../modules/errors/mod.js";
 import { Router } from "./http/router.js";
 import { GenerationClient, RunnerDirectory } from "../modules/inference/mod.js";
 import { BatchStore } from "../modules/batches/mod.js";
@@ -108,7 +108,7 @@ async function main(): Promise<void> {
       const drained = await server.close(config.drainTimeoutMs);
       if (!drained) {
         log.warn("drain timeout: ending open streams", { inFlight: server.inFlight });
-        client.failAll(new ApiError(503, "The server is shutting down; the request was interrupted.", "server_error", "server_shutdown"));
+        client.failAll(new ShuttingDown());
         await new Promise((r) => setTimeout(r, 100));
         server.closeAll();
       }

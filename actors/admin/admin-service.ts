@@ -7,7 +7,8 @@ import {
   type Organization,
   type Project,
 } from "../../proto/gen/tributary/v1/admin.js";
-import { AccountError, AccountStore, type ApiKeyView, tokenMatches, invitationStatus, type InvitationRecord, type OrganizationRecord, type ProjectRecord } from "../../modules/accounts/mod.js";
+import { isDomainError } from "../../modules/errors/mod.js";
+import { AccountStore, type ApiKeyView, tokenMatches, invitationStatus, type InvitationRecord, type OrganizationRecord, type ProjectRecord } from "../../modules/accounts/mod.js";
 import type { Logger } from "../../lib/log.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 
@@ -34,12 +35,22 @@ export const toInvitation = (i: InvitationRecord): Invitation => ({
   status: invitationStatus(i),
 });
 
-const STATUS_OF: Record<AccountError["code"], status> = {
-  not_found: status.NOT_FOUND,
-  invalid_argument: status.INVALID_ARGUMENT,
-  already_exists: status.ALREADY_EXISTS,
-  failed_precondition: status.FAILED_PRECONDITION,
-};
+/** The gRPC status of a refused account operation (a domain error); undefined for anything else. */
+function grpcStatusOf(err: unknown): status | undefined {
+  if (!isDomainError(err)) return undefined;
+  switch (err._tag) {
+    case "InvalidParam":
+      return status.INVALID_ARGUMENT;
+    case "NotFound":
+      return status.NOT_FOUND;
+    case "Conflict":
+      return err.code === "already_exists" ? status.ALREADY_EXISTS : status.FAILED_PRECONDITION;
+    case "Gone":
+      return status.FAILED_PRECONDITION;
+    default:
+      return undefined;
+  }
+}
 
 interface GrpcError {
   code: status;
@@ -63,7 +74,8 @@ export function adminServiceImpl(store: AccountStore, token: string, log: Logger
       run(call.request).then(
         (res) => callback(null, res),
         (err: unknown) => {
-          if (err instanceof AccountError) return callback({ code: STATUS_OF[err.code], details: err.message } as GrpcError);
+          const code = grpcStatusOf(err);
+          if (code !== undefined) return callback({ code, details: (err as Error).message } as GrpcError);
           log.error("admin call failed", { method, err });
           callback({ code: status.INTERNAL, details: "internal error (see the actor host's log)" } as GrpcError);
         },

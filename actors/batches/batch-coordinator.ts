@@ -2,12 +2,13 @@ import type { KV } from "@nats-io/kv";
 import { nanos } from "@nats-io/transport-node";
 import type { JsMsg } from "@nats-io/jetstream";
 import type { ModelSpec } from "../../modules/catalog/mod.js";
-import { BatchStore, FINAL_STATUSES, openBatchResults, purgeBatchLeftovers, resultsFilter, resultsStream, type BatchError, type BatchJob, type StoredBatch, LINE_EXECUTORS, errorLine, ResultTally, storeResult, succeeded, type ResultLine, InputValidator, type WorkLine } from "../../modules/batches/mod.js";
+import { BatchStore, FINAL_STATUSES, openBatchResults, purgeBatchLeftovers, resultsFilter, resultsStream, type BatchError, type BatchJob, type StoredBatch, LINE_EXECUTORS, ResultTally, storeResult, InputValidator, type WorkLine } from "../../modules/batches/mod.js";
 import { FileStore, type FileObject } from "../../modules/files/mod.js";
 import { ensureDurableConsumer, readStored } from "../../lib/nats/jetstream.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import type { WorkItem } from "../../modules/batches/mod.js";
+import { notRunLine, succeeded, type ResultLine } from "../../modules/openai/mod.js";
 
 export interface BatchCoordinatorOptions {
   catalog: ReadonlyMap<string, ModelSpec>;
@@ -188,7 +189,7 @@ export class BatchCoordinator implements Actor {
     for await (const line of this.workLines(record, file)) {
       if (!this.options.catalog.has(line.model)) {
         // Not a validation failure: the line ends in the error file, the others run.
-        pending.push(storeResult(this.results, batch.id, line.line, errorLine(line.customId, "invalid_request",
+        pending.push(storeResult(this.results, batch.id, line.line, notRunLine(line.customId, "invalid_request",
           `The model \`${line.model}\` does not exist or you do not have access to it.`)));
       } else {
         const item: WorkItem = { project: record.project, batchId: batch.id, line: line.line, customId: line.customId, endpoint: batch.endpoint, body: line.body, expiresAt: batch.expires_at };
@@ -350,7 +351,7 @@ export class BatchCoordinator implements Actor {
       if (input && ok.size + failed.size < batch.request_counts.total) {
         for await (const line of self.workLines(record, input)) {
           if (ok.has(line.line) || failed.has(line.line)) continue;
-          buffer += JSON.stringify(errorLine(line.customId, neverRan.code, neverRan.message)) + "\n";
+          buffer += JSON.stringify(notRunLine(line.customId, neverRan.code, neverRan.message)) + "\n";
           if (buffer.length >= 64 * 1024) yield flush();
         }
       }

@@ -2,7 +2,7 @@ import type { KV } from "@nats-io/kv";
 import { nanos } from "@nats-io/transport-node";
 import type { JsMsg } from "@nats-io/jetstream";
 import type { ModelSpec } from "../../modules/catalog/mod.js";
-import { BatchStore, openBatchResults, type BatchStatus, type StoredBatch, dispatchBudget, LINE_EXECUTORS, responseLine, storeResult } from "../../modules/batches/mod.js";
+import { BatchStore, openBatchResults, type BatchStatus, type StoredBatch, dispatchBudget, LINE_EXECUTORS, storeResult } from "../../modules/batches/mod.js";
 import { newId, randomToken } from "../../lib/ids.js";
 import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
@@ -10,6 +10,8 @@ import { GenerationClient, RunnerDirectory, type RunnerView } from "../../module
 import { ConversationStore, ResponseService, ResponseStore } from "../../modules/responses/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import type { WorkItem } from "../../modules/batches/mod.js";
+import { errors } from "../../modules/errors/mod.js";
+import { failureLine, successLine } from "../../modules/openai/mod.js";
 
 export interface BatchWorkerOptions {
   catalog: ReadonlyMap<string, ModelSpec>;
@@ -180,9 +182,8 @@ export class BatchWorker implements Actor {
       const executor = LINE_EXECUTORS.get(item.endpoint);
       const requestId = newId("req_");
       if (!executor) {
-        await storeResult(this.results, item.batchId, item.line, responseLine(item.customId, 400, requestId, {
-          error: { message: `The endpoint ${item.endpoint} is not supported in batches.`, type: "invalid_request_error", param: "url", code: null },
-        }));
+        const unsupported = errors.invalidParam("url", `The endpoint ${item.endpoint} is not supported in batches.`);
+        await storeResult(this.results, item.batchId, item.line, failureLine(item.customId, requestId, unsupported));
         return m.ack();
       }
       const outcome = await executor.run(item.body, {
@@ -200,18 +201,18 @@ export class BatchWorker implements Actor {
       }
       if (outcome.kind === "retry") {
         const attempts = m.info.deliveryCount;
-        if (outcome.status === 500 && attempts >= MAX_SERVER_ERROR_ATTEMPTS) {
-          await storeResult(this.results, item.batchId, item.line, responseLine(item.customId, 500, requestId, {
-            error: { message: outcome.reason, type: "server_error", param: null, code: null },
-          }));
+        if (outcome.error._tag === "Internal" && attempts >= MAX_SERVER_ERROR_ATTEMPTS) {
+          this.ctx.log.error("batch line failed with an internal error", { batchId: item.batchId, line: item.line, err: outcome.error.cause });
+          await storeResult(this.results, item.batchId, item.line, failureLine(item.customId, requestId, outcome.error));
           return m.ack();
         }
-        this.ctx.log.debug("batch line will be retried", { batchId: item.batchId, line: item.line, reason: outcome.reason, attempts });
+        this.ctx.log.debug("batch line will be retried", { batchId: item.batchId, line: item.line, reason: outcome.error.message, attempts });
         return m.nak(Math.min(10_000, 500 * 2 ** Math.min(attempts, 5)));
       }
       // A result that arrives after the batch stopped is left out: the files are already fixed.
       if ((await this.batchStatus(item, 0)) !== "in_progress") return m.ack();
-      await storeResult(this.results, item.batchId, item.line, responseLine(item.customId, outcome.statusCode, requestId, outcome.body));
+      const result = outcome.kind === "succeeded" ? successLine(item.customId, requestId, outcome.body) : failureLine(item.customId, requestId, outcome.error);
+      await storeResult(this.results, item.batchId, item.line, result);
       m.ack();
     } catch (err) {
       this.ctx.log.warn("batch line failed; it will be retried", { batchId: item.batchId, line: item.line, err });

@@ -5,7 +5,7 @@ import { randomToken } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
 import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
-import { ApiError } from "../../modules/openai/mod.js";
+import { isDomainError } from "../../modules/errors/mod.js";
 import { GenerationClient, RunnerDirectory } from "../../modules/inference/mod.js";
 import { ensureBackgroundStream, type BackgroundJob, ConversationStore, ResponseEventLog, isTerminal, responseErrorOf, ResponseService, type ResponseRun, ResponseStore, type StoredResponse, type Versioned } from "../../modules/responses/mod.js";
 import type { ResponseCreateRequest, ResponseObject } from "../../modules/openai/mod.js";
@@ -24,7 +24,7 @@ export interface BackgroundWorkerSettings {
 }
 
 /** Failures of a run that another runner may not have: the run is tried again. */
-const RUNNER_LOST = new Set(["runner_lost", "stream_interrupted"]);
+const RUNNER_LOST: ReadonlySet<string> = new Set(["RunnerLost", "StreamInterrupted"]);
 /** Deliveries of a job whose handling keeps throwing (stores unavailable) before it is given up. */
 const MAX_DELIVERIES = 20;
 
@@ -205,9 +205,10 @@ export class BackgroundResponseWorker implements Actor {
       const prepared = await this.service.prepare(projectId, body, { id: responseId, createdAt: stored.value.response.created_at, input });
       run = await this.service.start(prepared);
     } catch (err) {
-      if (!(err instanceof ApiError)) throw err;
+      if (!isDomainError(err)) throw err;
       const deadline = stored.value.response.created_at * 1000 + this.settings.requestTimeoutMs;
-      if ((err.status === 503 || err.status === 504) && Date.now() < deadline) return "later"; // no runner free or ready yet
+      const noRoomYet = err._tag === "NoRunner" || err._tag === "QueueFull" || err._tag === "DeadlineExceeded" || err._tag === "Unavailable";
+      if (noRoomYet && Date.now() < deadline) return "later"; // no runner free or ready yet
       return this.finish(projectId, stored, err.message, responseErrorOf(err).code);
     }
     running.run = run;
@@ -239,7 +240,7 @@ export class BackgroundResponseWorker implements Actor {
       beforeEnd: async (final) => {
         if (running.handedBack) return;
         // Its runner died: a run nobody has seen yet starts over on another one.
-        again = !streamed && attempts + 1 < this.settings.maxAttempts && RUNNER_LOST.has(run.failure()?.code ?? "");
+        again = !streamed && attempts + 1 < this.settings.maxAttempts && RUNNER_LOST.has(run.failure()?._tag ?? "");
         if (again) return;
         await this.service.appendToConversation(run.prepared, final);
         await this.store(projectId, inProgress, final);

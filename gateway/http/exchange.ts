@@ -1,6 +1,7 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { newId } from "../../lib/ids.js";
-import { ApiError, errors } from "../../modules/openai/mod.js";
+import { Cancelled, errors, type DomainError } from "../../modules/errors/mod.js";
+import { openAIError } from "../../modules/openai/mod.js";
 import { BodyReader } from "./body-reader.js";
 import type { Principal } from "../../modules/accounts/mod.js";
 
@@ -51,7 +52,7 @@ export class HttpExchange {
     res.onAborted(() => {
       this.abortedFlag = true;
       this.markFinished();
-      this.body?.abort(new ApiError(499, "client closed the request", "invalid_request_error", "client_closed"));
+      this.body?.abort(new Cancelled({ reason: "client_closed" }));
       for (const h of this.abortHandlers.splice(0)) h();
     });
     this.responseHeaders["x-request-id"] = this.requestId;
@@ -112,10 +113,12 @@ export class HttpExchange {
     this.send(status, JSON.stringify(body), "application/json", closeConnection);
   }
 
-  error(err: ApiError): void {
-    for (const [k, v] of Object.entries(err.headers)) this.responseHeaders[k] = v;
-    // A 413 leaves an unread body on the connection: close it rather than parse the rest.
-    this.json(err.status, err.toJSON(), err.status === 413);
+  /** Answers with the OpenAI error for `err`: the one place a domain error becomes HTTP. */
+  error(err: DomainError, options: { closeConnection?: boolean } = {}): void {
+    const { status, body, headers } = openAIError(err, this.requestId);
+    for (const k in headers) this.responseHeaders[k] = headers[k]!;
+    // A body refused for its size is still arriving: close the connection rather than read the rest.
+    this.json(status, body, options.closeConnection ?? err._tag === "TooLarge");
   }
 
   send(status: number, body: string | Buffer, contentType: string, closeConnection = false): void {

@@ -1,6 +1,6 @@
 import busboy from "busboy";
 import type { Readable } from "node:stream";
-import { errors } from "../../modules/openai/mod.js";
+import { errors } from "../../modules/errors/mod.js";
 
 // A streaming multipart/form-data reader: form fields are collected (they are small), the one
 // file part is handed over as a stream while the body is still arriving, so an upload flows

@@ -1,4 +1,4 @@
-import { errors } from "../../modules/openai/mod.js";
+import { errors } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "./exchange.js";
 
 export type Params = Record<string, string>;
@@ -40,7 +40,7 @@ export class Router {
     return this.on("DELETE", pattern, handler, options);
   }
 
-  /** The matching route, or throws the 404/405 ApiError for the request. */
+  /** The matching route, or throws the 404/405 DomainError for the request. */
   match(method: string, path: string): Match {
     const parts = path.split("/").filter(Boolean);
     const allowed: string[] = [];

@@ -1,9 +1,10 @@
 import type { ModelSpec } from "../../modules/catalog/mod.js";
 import { newId } from "../../lib/ids.js";
-import { errors, type ApiError, parseChatCompletionRequest, type ChatCompletionRequest, chatToGenerateRequest } from "../../modules/openai/mod.js";
+import { parseChatCompletionRequest, type ChatCompletionRequest, chatToGenerateRequest } from "../../modules/openai/mod.js";
+import { errors, type DomainError } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import { admitGeneration, collectChatCompletion, apiErrorFromRunner } from "../../modules/inference/mod.js";
+import { admitGeneration, collectChatCompletion, domainErrorFromRunner } from "../../modules/inference/mod.js";
 import type { GenerationClient, GenerationStream } from "../../modules/inference/mod.js";
 import { estimateRequestTokens, UsageMeter } from "../../modules/ratelimit/mod.js";
 import type { RateLimiter } from "../../modules/ratelimit/mod.js";
@@ -66,6 +67,7 @@ function streamCompletion(
   writer.open();
   const chunks = new ChatChunkStream(writer, {
     id: opts.id,
+    requestId: ex.requestId,
     created: opts.created,
     model: body.model,
     choices: body.n ?? 1,
@@ -76,7 +78,7 @@ function streamCompletion(
   stream.listen(meter.wrap({
     delta: (d) => chunks.delta(d),
     choiceEnd: (e) => chunks.choiceEnd(e),
-    final: (f) => (f.error ? chunks.fail(apiErrorFromRunner(f.error, ex.requestId)) : chunks.complete(f.usage)),
-    failure: (err: ApiError) => chunks.fail(err),
+    final: (f) => (f.error ? chunks.fail(domainErrorFromRunner(f.error, body.model)) : chunks.complete(f.usage)),
+    failure: (err: DomainError) => chunks.fail(err),
   }));
 }

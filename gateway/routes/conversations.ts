@@ -1,5 +1,6 @@
 import { newId } from "../../lib/ids.js";
-import { errors, parseConversationCreate, parseConversationItems, parseConversationUpdate, normalizeInputItems } from "../../modules/openai/mod.js";
+import { parseConversationCreate, parseConversationItems, parseConversationUpdate, normalizeInputItems } from "../../modules/openai/mod.js";
+import { errors } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import type { ConversationStore } from "../../modules/responses/mod.js";

@@ -1,6 +1,7 @@
 import type { Readable } from "node:stream";
 import { FILE_PURPOSES, FileTooLargeError, type FileDescription, type FileObject, type FilePurpose, type FileStore } from "../../modules/files/mod.js";
-import { ApiError, errors, listQuery, expiresAtFrom, parseFileUpdate } from "../../modules/openai/mod.js";
+import { listQuery, expiresAtFrom, parseFileUpdate } from "../../modules/openai/mod.js";
+import { errors, isDomainError, type DomainError } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import { readMultipart } from "../http/multipart.js";
 import type { Router } from "../http/router.js";
@@ -33,10 +34,9 @@ export function registerFileRoutes(router: Router, deps: FileRouteDeps): void {
       const file = await upload(ex, deps, project(ex));
       ex.json(200, file);
     } catch (err) {
-      if (!(err instanceof ApiError) || ex.aborted) throw err;
+      if (!isDomainError(err) || ex.aborted) throw err;
       // The client may still be sending the rest of the body: answer and close the connection.
-      for (const [k, v] of Object.entries(err.headers)) ex.responseHeaders[k] = v;
-      ex.json(err.status, err.toJSON(), true);
+      ex.error(err, { closeConnection: true });
     }
   });
 
@@ -136,6 +136,6 @@ function describeUpload(fields: Record<string, string>, filename: string, bytes:
   return { filename, purpose, createdAt, expiresAt: ttl === undefined ? null : createdAt + ttl };
 }
 
-function tooLarge(limit: number, purpose: string): ApiError {
+function tooLarge(limit: number, purpose: string): DomainError {
   return errors.invalidParam("file", `File is too large: files for ${purpose} may be at most ${limit} bytes.`, "file_too_large");
 }

@@ -1,6 +1,6 @@
-import { AccountError, type AccountStore } from "../../modules/accounts/mod.js";
+import type { AccountStore } from "../../modules/accounts/mod.js";
 import type { OrganizationRecord, ProjectRecord } from "../../modules/accounts/mod.js";
-import { ApiError, errors, parseRedeemInvitation } from "../../modules/openai/mod.js";
+import { parseRedeemInvitation } from "../../modules/openai/mod.js";
 import type { Router } from "../http/router.js";
 
 export interface InvitationRouteDeps {
@@ -10,19 +10,6 @@ export interface InvitationRouteDeps {
 
 const organizationObject = (o: OrganizationRecord) => ({ object: "organization", id: o.id, name: o.name, created_at: o.created_at });
 const projectObject = (p: ProjectRecord) => ({ object: "organization.project", id: p.id, name: p.name, created_at: p.created_at, archived_at: null, status: "active" });
-
-function toApiError(err: AccountError): ApiError {
-  switch (err.code) {
-    case "not_found":
-      return new ApiError(404, err.message, "invalid_request_error", "invitation_not_found", err.field ?? "code");
-    case "failed_precondition":
-      return /expired/.test(err.message)
-        ? new ApiError(410, err.message, "invalid_request_error", "invitation_expired", "code")
-        : new ApiError(409, err.message, "invalid_request_error", "invitation_redeemed", "code");
-    default:
-      return errors.invalidParam(err.field ?? "code", err.message);
-  }
-}
 
 /**
  * POST /v1/invitations/redeem: how a customer registers in the private beta. Public (there is no
@@ -35,12 +22,7 @@ export function registerInvitationRoutes(router: Router, deps: InvitationRouteDe
     "/v1/invitations/redeem",
     async (ex) => {
       const body = parseRedeemInvitation(await ex.readJson(Math.min(deps.maxBodyBytes, 64 * 1024)));
-      let r;
-      try {
-        r = await deps.store.redeemInvitation({ code: body.code, organizationName: body.organization_name, projectName: body.project_name, keyName: body.key_name });
-      } catch (err) {
-        throw err instanceof AccountError ? toApiError(err) : err;
-      }
+      const r = await deps.store.redeemInvitation({ code: body.code, organizationName: body.organization_name, projectName: body.project_name, keyName: body.key_name });
       const k = r.key.key;
       ex.json(200, {
         object: "invitation.redemption",

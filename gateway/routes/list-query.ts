@@ -1,4 +1,4 @@
-import { errors } from "../../modules/openai/mod.js";
+import { errors } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 
 export interface ListQuery {

@@ -1,5 +1,5 @@
 import type { ModelSpec } from "../../modules/catalog/mod.js";
-import { errors } from "../../modules/openai/mod.js";
+import { errors } from "../../modules/errors/mod.js";
 import type { Router } from "../http/router.js";
 
 export function modelObject(spec: ModelSpec) {

@@ -1,4 +1,5 @@
-import { errors, parsePromptCreateRequest } from "../../modules/openai/mod.js";
+import { parsePromptCreateRequest } from "../../modules/openai/mod.js";
+import { errors } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import type { PromptStore } from "../../modules/responses/mod.js";

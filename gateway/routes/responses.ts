@@ -3,7 +3,8 @@ import type { Logger } from "../../lib/log.js";
 import type { GenerateRequest } from "../../proto/gen/tributary/v1/inference.js";
 import { estimateRequestTokens } from "../../modules/ratelimit/mod.js";
 import type { RateLimiter } from "../../modules/ratelimit/mod.js";
-import { ApiError, errors, parsePromptRunRequest, TEMPLATE_NAME, parseResponseCreateRequest, type ResponseCreateRequest, newResponseObject, type ResponseObject } from "../../modules/openai/mod.js";
+import { parsePromptRunRequest, TEMPLATE_NAME, parseResponseCreateRequest, type ResponseCreateRequest, newResponseObject, openAIError, type ResponseObject } from "../../modules/openai/mod.js";
+import { errors, isDomainError } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import type { BackgroundQueue, PromptStore, NumberedEvent, ResponseEventLog } from "../../modules/responses/mod.js";
@@ -97,7 +98,7 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     } catch (err) {
       if (!sink) throw err; // nothing was sent yet: an ordinary error response
       // A failed run already ended its stream with response.failed; anything else is told here.
-      if (!(err instanceof ApiError)) streamFailed(sink, ex, err);
+      if (!isDomainError(err)) streamFailed(sink, ex, err);
       return (sink as ResponseEventStream).close();
     }
     if (sink) (sink as ResponseEventStream).close();
@@ -179,7 +180,7 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
   /** After the 200 went out, a failure can only be told in the stream. */
   function streamFailed(sink: ResponseEventStream, ex: HttpExchange, err: unknown, sequenceNumber?: number): void {
     deps.log.error("response stream failed", { requestId: ex.requestId, err });
-    const event = { type: "error", code: "server_error", message: errors.internal(ex.requestId).message, param: null };
+    const event = { type: "error", code: "server_error", message: openAIError(errors.internal(err), ex.requestId).body.error.message, param: null };
     sink.event(sequenceNumber === undefined ? event : { ...event, sequence_number: sequenceNumber });
   }
 

@@ -1,7 +1,7 @@
 import type { ChoiceEnd, TokenDelta, Usage } from "../../proto/gen/tributary/v1/inference.js";
-import type { ApiError } from "../../modules/openai/mod.js";
+import type { DomainError } from "../../modules/errors/mod.js";
 import { SSE_DONE, sseData, type SseWriter } from "./sse-writer.js";
-import { applyToolCallDelta, usageObject, finishReasonName, type OpenAIFinishReason } from "../../modules/openai/mod.js";
+import { applyToolCallDelta, usageObject, finishReasonName, openAIError, type OpenAIFinishReason } from "../../modules/openai/mod.js";
 
 const NO_CALLS: ReadonlyArray<{ index: number; c: { id: string; name: string; arguments: string } }> = [];
 
@@ -16,6 +16,8 @@ interface PendingChoice {
 
 export interface ChatStreamOptions {
   id: string;
+  /** Quoted in the message of an internal error. */
+  requestId: string;
   created: number;
   model: string;
   choices: number;
@@ -75,9 +77,9 @@ export class ChatChunkStream {
   }
 
   /** Ends the stream with an error event (after the 200 went out, errors travel in the stream). */
-  fail(error: ApiError): void {
+  fail(error: DomainError): void {
     this.flush();
-    this.writer.end(sseData(JSON.stringify(error.toJSON())));
+    this.writer.end(sseData(JSON.stringify(openAIError(error, this.options.requestId).body)));
   }
 
   private afterEvent(): void {

@@ -1,20 +1,18 @@
 import { accountKeys, ID_PATTERN, type ApiKeyRecord, type OrganizationRecord, type ProjectRecord } from "./records.js";
 import { sha256Hex } from "./secrets.js";
-import { ApiError, errors } from "../openai/mod.js";
+import { errors, Unauthenticated } from "../errors/mod.js";
 import { MISS, type AccountDirectory } from "./account-directory.js";
 import { bearerToken, type Authenticator } from "./authenticator.js";
 import type { LastUsedRecorder } from "./last-used.js";
 import type { Principal } from "./principal.js";
 
-const mismatchedProject = () =>
-  new ApiError(401, "OpenAI-Project header should match project for API key", "invalid_request_error", "mismatched_project");
-const mismatchedOrganization = () =>
-  new ApiError(401, "OpenAI-Organization header should match organization for API key", "invalid_request_error", "mismatched_organization");
+const mismatchedProject = () => new Unauthenticated({ reason: "mismatched_project" });
+const mismatchedOrganization = () => new Unauthenticated({ reason: "mismatched_organization" });
 
 /**
  * API keys from the accounts bucket: the bearer key's sha256 names its record. A project key
  * reaches its project; an organization key reaches the project named by OpenAI-Project, else the
- * organization's default project. Unknown and revoked keys are the same 401 invalid_api_key.
+ * organization's default project. Unknown and revoked keys are the same Unauthenticated (invalid_api_key).
  * Answers synchronously when everything needed is cached (the common case).
  */
 export class AccountAuthenticator implements Authenticator {

@@ -15,17 +15,11 @@ import {
   type OrganizationRecord,
   type ProjectRecord,
 } from "./records.js";
+import { errors } from "../errors/mod.js";
 import { invitationIdOfCode, keyPrefix, newApiKey, newInvitationCode, sameDigest, sha256Hex } from "./secrets.js";
 
-export type AccountErrorCode = "not_found" | "invalid_argument" | "already_exists" | "failed_precondition";
-
-/** A refused account operation; the admin service maps `code` to a gRPC status, the gateway to HTTP. */
-export class AccountError extends Error {
-  override name = "AccountError";
-  constructor(readonly code: AccountErrorCode, message: string, readonly field?: string) {
-    super(message);
-  }
-}
+// Refusals are domain errors (modules/errors): InvalidParam, NotFound, Conflict (exists already,
+// used already) and Gone (expired). The admin service maps them to gRPC statuses, the gateway to HTTP.
 
 export const DEFAULT_PROJECT_NAME = "Default project";
 export const DEFAULT_KEY_NAME = "Secret key";
@@ -50,13 +44,13 @@ export interface Redemption {
 
 function checkName(value: string | undefined, field: string, fallback?: string): string {
   const name = (value ?? "").trim() || fallback;
-  if (!name) throw new AccountError("invalid_argument", `${field} is required.`, field);
-  if (name.length > MAX_NAME_LENGTH) throw new AccountError("invalid_argument", `${field} is too long (at most ${MAX_NAME_LENGTH} characters).`, field);
+  if (!name) throw errors.invalidParam(field, `${field} is required.`);
+  if (name.length > MAX_NAME_LENGTH) throw errors.invalidParam(field, `${field} is too long (at most ${MAX_NAME_LENGTH} characters).`);
   return name;
 }
 
 function checkId(value: string, field: string): string {
-  if (!ID_PATTERN.test(value)) throw new AccountError("invalid_argument", `${field} '${value}' is not a valid id.`, field);
+  if (!ID_PATTERN.test(value)) throw errors.invalidParam(field, `${field} '${value}' is not a valid id.`);
   return value;
 }
 
@@ -91,9 +85,9 @@ export class AccountStore {
     const project: ProjectRecord = { id: organization.default_project_id, organization_id: organization.id, name: projectName, created_at };
     // The project first: an organization is never visible without its default project.
     if (!(await createRecord(this.kv, accountKeys.project(organization.id, project.id), project)))
-      throw new AccountError("already_exists", `Project ${project.id} already exists.`, "project_id");
+      throw errors.conflict(`Project ${project.id} already exists.`, "project_id", "already_exists");
     if (!(await createRecord(this.kv, accountKeys.org(organization.id), organization)))
-      throw new AccountError("already_exists", `Organization ${organization.id} already exists.`, "organization_id");
+      throw errors.conflict(`Organization ${organization.id} already exists.`, "organization_id", "already_exists");
     return { organization, project };
   }
 
@@ -104,7 +98,7 @@ export class AccountStore {
 
   async requireOrganization(orgId: string): Promise<OrganizationRecord> {
     const org = await this.getOrganization(orgId);
-    if (!org) throw new AccountError("not_found", `No organization with id '${orgId}'.`, "organization_id");
+    if (!org) throw errors.notFound(`No organization with id '${orgId}'.`, "organization_id");
     return org;
   }
 
@@ -122,7 +116,7 @@ export class AccountStore {
       created_at: nowSeconds(),
     };
     if (!(await createRecord(this.kv, accountKeys.project(org.id, project.id), project)))
-      throw new AccountError("already_exists", `Project ${project.id} already exists.`, "project_id");
+      throw errors.conflict(`Project ${project.id} already exists.`, "project_id", "already_exists");
     return project;
   }
 
@@ -149,12 +143,12 @@ export class AccountStore {
   /** A new key of a project, or of an organization (reaching all its projects). */
   async createApiKey(input: { projectId?: string; organizationId?: string; name?: string }): Promise<CreatedKey> {
     if (!!input.projectId === !!input.organizationId)
-      throw new AccountError("invalid_argument", "Give either a project (a project key) or an organization (an organization key).", "project_id");
+      throw errors.invalidParam("project_id", "Give either a project (a project key) or an organization (an organization key).");
     let orgId: string;
     let projectId: string | null = null;
     if (input.projectId) {
       const project = await this.findProject(input.projectId);
-      if (!project) throw new AccountError("not_found", `No project with id '${input.projectId}'.`, "project_id");
+      if (!project) throw errors.notFound(`No project with id '${input.projectId}'.`, "project_id");
       orgId = project.organization_id;
       projectId = project.id;
     } else {
@@ -202,10 +196,10 @@ export class AccountStore {
     if (input.projectId) {
       const project = await this.findProject(input.projectId);
       if (!project || (orgId && project.organization_id !== orgId))
-        throw new AccountError("not_found", `No project with id '${input.projectId}'.`, "project_id");
+        throw errors.notFound(`No project with id '${input.projectId}'.`, "project_id");
       orgId = project.organization_id;
     }
-    if (!orgId) throw new AccountError("invalid_argument", "Give an organization or a project.", "organization_id");
+    if (!orgId) throw errors.invalidParam("organization_id", "Give an organization or a project.");
     await this.requireOrganization(orgId);
     const indexes = await listRecords<KeyIndexRecord>(this.kv, accountKeys.keyIndexesOf(orgId));
     // An index whose record holds another id lost a registration race: it names no key.
@@ -222,14 +216,14 @@ export class AccountStore {
 
   /** Revokes a key; gateways drop it from their caches as soon as they see the change. */
   async revokeApiKey(keyId: string): Promise<ApiKeyView> {
-    if (!ID_PATTERN.test(keyId)) throw new AccountError("not_found", `No API key with id '${keyId}'.`, "key_id");
+    if (!ID_PATTERN.test(keyId)) throw errors.notFound(`No API key with id '${keyId}'.`, "key_id");
     const index = (await listRecords<KeyIndexRecord>(this.kv, accountKeys.keyIndexAnywhere(keyId)))[0];
-    if (!index || (await this.keyByHash(index.value.hash))?.id !== keyId) throw new AccountError("not_found", `No API key with id '${keyId}'.`, "key_id");
+    if (!index || (await this.keyByHash(index.value.hash))?.id !== keyId) throw errors.notFound(`No API key with id '${keyId}'.`, "key_id");
     const revokedAt = nowSeconds();
     const record = await modifyRecord<ApiKeyRecord>(this.kv, accountKeys.apiKey(index.value.hash), (k) =>
       k.revoked_at === null ? { ...k, revoked_at: revokedAt } : undefined,
     );
-    if (!record) throw new AccountError("not_found", `No API key with id '${keyId}'.`, "key_id");
+    if (!record) throw errors.notFound(`No API key with id '${keyId}'.`, "key_id");
     return { ...record, last_used_at: await this.lastUsed(keyId) };
   }
 
@@ -254,9 +248,9 @@ export class AccountStore {
   async createInvitation(input: { note?: string; expiresInSeconds?: number }): Promise<{ invitation: InvitationRecord; code: string }> {
     const ttl = input.expiresInSeconds || DEFAULT_INVITATION_TTL_SECONDS;
     if (!Number.isInteger(ttl) || ttl < 60 || ttl > 366 * 24 * 3600)
-      throw new AccountError("invalid_argument", "An invitation is valid between one minute and one year.", "expires_in_seconds");
+      throw errors.invalidParam("expires_in_seconds", "An invitation is valid between one minute and one year.");
     const note = (input.note ?? "").trim();
-    if (note.length > MAX_NAME_LENGTH) throw new AccountError("invalid_argument", `note is too long (at most ${MAX_NAME_LENGTH} characters).`, "note");
+    if (note.length > MAX_NAME_LENGTH) throw errors.invalidParam("note", `note is too long (at most ${MAX_NAME_LENGTH} characters).`);
     const id = newId("inv_");
     const code = newInvitationCode(id);
     const created_at = nowSeconds();
@@ -282,15 +276,15 @@ export class AccountStore {
   async revokeInvitation(invitationId: string): Promise<InvitationRecord> {
     const key = ID_PATTERN.test(invitationId) ? accountKeys.invitation(invitationId) : undefined;
     const current = key ? await getRecord<InvitationRecord>(this.kv, key) : undefined;
-    if (!current || !key) throw new AccountError("not_found", `No invitation with id '${invitationId}'.`, "invitation_id");
+    if (!current || !key) throw errors.notFound(`No invitation with id '${invitationId}'.`, "invitation_id");
     const status = invitationStatus(current.value);
-    if (status === "redeemed") throw new AccountError("failed_precondition", "This invitation was redeemed already; revoke the keys of its organization instead.", "invitation_id");
+    if (status === "redeemed") throw errors.conflict("This invitation was redeemed already; revoke the keys of its organization instead.", "invitation_id", "invitation_redeemed");
     const revokedAt = nowSeconds();
     const record = await modifyRecord<InvitationRecord>(this.kv, key, (inv) =>
       inv.revoked_at === null && inv.redeemed_at === null ? { ...inv, revoked_at: revokedAt } : undefined,
     );
-    if (!record) throw new AccountError("not_found", `No invitation with id '${invitationId}'.`, "invitation_id");
-    if (record.redeemed_at !== null) throw new AccountError("failed_precondition", "This invitation was redeemed meanwhile.", "invitation_id");
+    if (!record) throw errors.notFound(`No invitation with id '${invitationId}'.`, "invitation_id");
+    if (record.redeemed_at !== null) throw errors.conflict("This invitation was redeemed meanwhile.", "invitation_id", "invitation_redeemed");
     return record;
   }
 
@@ -305,19 +299,19 @@ export class AccountStore {
     const keyName = checkName(input.keyName, "key_name", DEFAULT_KEY_NAME);
     const code = (input.code ?? "").trim();
     const id = invitationIdOfCode(code);
-    const notFound = () => new AccountError("not_found", "This invitation code is not valid.", "code");
+    const notFound = () => errors.notFound("This invitation code is not valid.", "code", "invitation_not_found");
     if (!id) throw notFound();
     const current = await getRecord<InvitationRecord>(this.kv, accountKeys.invitation(id));
     if (!current || !sameDigest(sha256Hex(code), current.value.code_hash)) throw notFound();
     const status = invitationStatus(current.value);
     if (status === "revoked") throw notFound();
-    if (status === "redeemed") throw new AccountError("failed_precondition", "This invitation has been used already.", "code");
-    if (status === "expired") throw new AccountError("failed_precondition", "This invitation has expired.", "code");
+    if (status === "redeemed") throw errors.conflict("This invitation has been used already.", "code", "invitation_redeemed");
+    if (status === "expired") throw errors.gone("This invitation has expired.", "code", "invitation_expired");
 
     const orgId = newId("org-");
     const claimed: InvitationRecord = { ...current.value, redeemed_at: nowSeconds(), organization_id: orgId };
     if ((await updateRecord(this.kv, accountKeys.invitation(id), claimed, current.revision)) === undefined)
-      throw new AccountError("failed_precondition", "This invitation has been used already.", "code");
+      throw errors.conflict("This invitation has been used already.", "code", "invitation_redeemed");
     const { organization, project } = await this.createOrganization({ id: orgId, name: organizationName, projectName });
     const key = await this.newKey(organization.id, project.id, keyName);
     return { organization, project, key };

@@ -1,8 +1,8 @@
-import { errors } from "../openai/mod.js";
+import { errors } from "../errors/mod.js";
 import type { Principal } from "./principal.js";
 
 /**
- * Resolves a bearer token to a principal, or throws the 401 ApiError. `headers` (lower-case names)
+ * Resolves a bearer token to a principal, or throws Unauthenticated. `headers` (lower-case names)
  * carry what else selects the principal: OpenAI-Project and OpenAI-Organization.
  */
 export interface Authenticator {

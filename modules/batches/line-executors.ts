@@ -1,6 +1,7 @@
 import type { ModelSpec } from "../catalog/mod.js";
 import { Priority } from "../../proto/gen/tributary/v1/inference.js";
-import { ApiError, errors, parseChatCompletionRequest, parseResponseCreateRequest } from "../openai/mod.js";
+import { asDomainError, errors, isTransient, type DomainError } from "../errors/mod.js";
+import { parseChatCompletionRequest, parseResponseCreateRequest } from "../openai/mod.js";
 import { runChatCompletion } from "../inference/mod.js";
 import type { GenerationClient } from "../inference/mod.js";
 import type { ResponseService } from "../responses/mod.js";
@@ -22,25 +23,24 @@ export interface LineContext {
   signal: AbortSignal;
 }
 
-/** How a line ended: an HTTP-like response for the output or error file, or "run it again later". */
+/** How a line ended: its response body, its error (for the error file), or "run it again later". */
 export type LineOutcome =
-  | { kind: "response"; statusCode: number; body: unknown }
-  | { kind: "retry"; reason: string; status: number };
+  | { kind: "succeeded"; body: unknown }
+  | { kind: "failed"; error: DomainError }
+  | { kind: "retry"; error: DomainError };
 
 export interface LineExecutor {
   readonly endpoint: string;
-  /** Checks the body with the route's schema (throws its ApiError) and names the model it asks for. */
+  /** Checks the body with the route's schema (throws its domain error) and names the model it asks for. */
   validate(body: unknown): { model: string };
   run(body: unknown, ctx: LineContext): Promise<LineOutcome>;
 }
 
-/** Failures a later attempt may not see: no runner, overload, a lost runner, a timeout, a cancel. */
-const TRANSIENT = new Set([499, 502, 503, 504]);
-
-function outcomeOf(err: unknown, requestId: string): LineOutcome {
-  const apiError = err instanceof ApiError ? err : errors.internal(requestId);
-  if (TRANSIENT.has(apiError.status) || apiError.status >= 500) return { kind: "retry", reason: apiError.message, status: apiError.status };
-  return { kind: "response", statusCode: apiError.status, body: apiError.toJSON() };
+/** A failure a later attempt may not see (no runner, overload, a lost runner, a timeout, a cancel) is retried. */
+function outcomeOf(err: unknown): LineOutcome {
+  const error = asDomainError(err);
+  if (isTransient(error) || error._tag === "Cancelled") return { kind: "retry", error };
+  return { kind: "failed", error };
 }
 
 export const chatCompletionsExecutor: LineExecutor = {
@@ -60,9 +60,9 @@ export const chatCompletionsExecutor: LineExecutor = {
         priority: Priority.PRIORITY_BATCH,
         signal: ctx.signal,
       });
-      return { kind: "response", statusCode: 200, body: completion };
+      return { kind: "succeeded", body: completion };
     } catch (err) {
-      return outcomeOf(err, ctx.requestId);
+      return outcomeOf(err);
     }
   },
 };
@@ -84,9 +84,9 @@ export const responsesExecutor: LineExecutor = {
         priority: Priority.PRIORITY_BATCH,
         signal: ctx.signal,
       });
-      return { kind: "response", statusCode: 200, body: response };
+      return { kind: "succeeded", body: response };
     } catch (err) {
-      return outcomeOf(err, ctx.requestId);
+      return outcomeOf(err);
     }
   },
 };

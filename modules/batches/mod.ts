@@ -2,6 +2,6 @@
 export { type BatchError, type BatchJob, type BatchObject, type BatchStatus, BatchStore, emptyUsage, FINAL_STATUSES, openBatchResults, purgeBatchLeftovers, resultsFilter, resultsStream, type StoredBatch } from "./batch-store.js";
 export { dispatchBudget } from "./dispatch-budget.js";
 export { LINE_EXECUTORS, OPENAI_BATCH_ENDPOINTS } from "./line-executors.js";
-export { errorLine, responseLine, type ResultLine, ResultTally, storeResult, succeeded } from "./result-lines.js";
+export { ResultTally, storeResult } from "./result-lines.js";
 export { InputValidator, type WorkLine } from "./validate-input.js";
 export { type WorkItem } from "./work-item.js";

@@ -1,32 +1,11 @@
 import type { KV } from "@nats-io/kv";
 import { createRecord } from "../../lib/nats/kv-records.js";
-import { tokenUsage } from "../openai/mod.js";
+import { succeeded, tokenUsage, type ResultLine } from "../openai/mod.js";
 import type { BatchUsage } from "./batch-store.js";
-import { newId } from "../../lib/ids.js";
 
 // The lines of output and error files, and their storage while a batch runs: one KV entry per
 // finished input line, written create-only, so a line that ran twice (a redelivery after a
 // crash) still appears once.
-
-export interface ResultLine {
-  id: string;
-  custom_id: string;
-  response: { status_code: number; request_id: string; body: unknown } | null;
-  error: { code: string; message: string } | null;
-}
-
-export function responseLine(customId: string, statusCode: number, requestId: string, body: unknown): ResultLine {
-  return { id: newId("batch_req_"), custom_id: customId, response: { status_code: statusCode, request_id: requestId, body }, error: null };
-}
-
-export function errorLine(customId: string, code: string, message: string): ResultLine {
-  return { id: newId("batch_req_"), custom_id: customId, response: null, error: { code, message } };
-}
-
-/** Succeeded lines go to the output file; everything else to the error file. */
-export function succeeded(line: ResultLine): boolean {
-  return line.error === null && line.response !== null && line.response.status_code >= 200 && line.response.status_code < 300;
-}
 
 export const resultKey = (batchId: string, line: number) => `${batchId}.${line}`;
 

@@ -1,4 +1,4 @@
-import { ApiError } from "../openai/mod.js";
+import { isClientError, isDomainError } from "../errors/mod.js";
 import type { BatchError } from "./batch-store.js";
 import type { LineExecutor } from "./line-executors.js";
 
@@ -87,11 +87,11 @@ export class InputValidator {
     try {
       model = this.executor.validate(entry.body).model;
     } catch (err) {
-      if (!(err instanceof ApiError)) throw err;
+      if (!isDomainError(err) || !isClientError(err)) throw err;
       this.add({
-        code: err.code ?? "invalid_request",
+        code: err._tag === "InvalidParam" ? err.code : "invalid_request",
         message: `Line ${lineNo}: ${err.message}`,
-        param: err.param ? `body.${err.param}` : "body",
+        param: "param" in err && err.param ? `body.${err.param}` : "body",
         line: lineNo,
       });
       return undefined;

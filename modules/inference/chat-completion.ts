@@ -1,9 +1,10 @@
 import type { ModelSpec } from "../catalog/mod.js";
 import { newId } from "../../lib/ids.js";
 import type { GenerateRequest, Priority, Usage } from "../../proto/gen/tributary/v1/inference.js";
-import { ApiError, chatToGenerateRequest, ChatCompletionAccumulator } from "../openai/mod.js";
+import { chatToGenerateRequest, ChatCompletionAccumulator } from "../openai/mod.js";
+import { Cancelled } from "../errors/mod.js";
 import type { ChatCompletionRequest } from "../openai/mod.js";
-import { apiErrorFromRunner } from "./runner-errors.js";
+import { domainErrorFromRunner } from "./runner-errors.js";
 import type { GenerationClient } from "./generation-client.js";
 import type { GenerationListener, GenerationStream } from "./generation-stream.js";
 
@@ -20,7 +21,7 @@ export interface ChatRunContext {
 
 export type ChatCompletion = ReturnType<ChatCompletionAccumulator["toCompletion"]>;
 
-const cancelled = () => new ApiError(499, "The request was cancelled.", "invalid_request_error", "cancelled");
+const cancelled = () => new Cancelled({ reason: "cancelled" });
 
 /** Hands a built request to a runner; resolves once a runner admitted it. */
 export async function admitGeneration(client: GenerationClient, request: GenerateRequest, signal?: AbortSignal): Promise<GenerationStream> {
@@ -67,13 +68,13 @@ export function collectChatCompletion(
       delta: (d) => acc.delta(d),
       choiceEnd: (e) => acc.choiceEnd(e),
       choiceReset: (index) => acc.reset(index),
-      final: settle((f) => (f.error ? reject(apiErrorFromRunner(f.error, requestId)) : resolve(f.usage))),
+      final: settle((f) => (f.error ? reject(domainErrorFromRunner(f.error, body.model)) : resolve(f.usage))),
       failure: settle(reject),
     }));
   }).then((usage) => acc.toCompletion(id, created, body.model, usage));
 }
 
-/** Runs one chat completion to its final object. Throws the ApiError the caller would answer with. */
+/** Runs one chat completion to its final object. Throws the domain error of a refusal or failure. */
 export async function runChatCompletion(
   client: GenerationClient,
   body: ChatCompletionRequest,

@@ -1,9 +1,9 @@
 import { RequestError, TimeoutError, type NatsConnection, type Subscription } from "@nats-io/transport-node";
-import { Admission, ErrorCode, GenerateRequest, RunnerEvent, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
+import { Admission, GenerateRequest, RunnerEvent, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { Logger } from "../../lib/log.js";
-import { ApiError, errors } from "../openai/mod.js";
-import { apiErrorFromRunner } from "./runner-errors.js";
+import { errors, NoRunner, RunnerLost, StreamInterrupted, type DomainError } from "../errors/mod.js";
+import { domainErrorFromRunner, retryElsewhere } from "./runner-errors.js";
 import { GenerationStream } from "./generation-stream.js";
 import type { RunnerDirectory } from "./runner-directory.js";
 import { RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
@@ -14,8 +14,6 @@ export interface GenerationClientOptions {
   runnerTimeoutMs: number;
 }
 
-/** Rejections after which another runner of the model may still take the request. */
-const RETRYABLE = new Set([ErrorCode.ERROR_CODE_QUEUE_FULL, ErrorCode.ERROR_CODE_DRAINING, ErrorCode.ERROR_CODE_MODEL_NOT_SERVED, ErrorCode.ERROR_CODE_MODEL_LOADING]);
 const MAX_ATTEMPTS = 3;
 
 /**
@@ -65,13 +63,13 @@ export class GenerationClient {
   }
 
   /** Fails every open stream (gateway shutdown after its drain timeout). */
-  failAll(error: ApiError): void {
+  failAll(error: DomainError): void {
     for (const s of [...this.streams.values()]) s.fail(error);
   }
 
   /**
    * Sends `request` to a runner of its model and resolves once a runner admitted it; the stream
-   * then delivers the events. Throws the ApiError the client should get when no runner admits it.
+   * then delivers the events. Throws the domain error of the refusal when no runner admits it.
    */
   async generate(request: GenerateRequest): Promise<GenerationStream> {
     request.replySubject = subjects.reply(this.options.gatewayId, request.requestId);
@@ -90,7 +88,7 @@ export class GenerationClient {
     const bytes = GenerateRequest.encode(request).finish();
     const limit = this.nc.info?.max_payload ?? Infinity;
     if (bytes.length > limit)
-      throw new ApiError(413, `The request is too large to send to a runner (${bytes.length} bytes encoded; the limit is ${limit}).`, "invalid_request_error", "request_too_large");
+      throw errors.tooLarge(`The request is too large to send to a runner (${bytes.length} bytes encoded; the limit is ${limit}).`);
     const targets: Array<{ runnerId: string | undefined; subject: string }> = this.directory
       .candidates(request.model)
       .slice(0, MAX_ATTEMPTS)
@@ -111,7 +109,7 @@ export class GenerationClient {
         if (err instanceof TimeoutError || (err instanceof RequestError && err.cause instanceof TimeoutError)) {
           // The runner may have admitted it: cancel rather than risk running it twice elsewhere.
           stream.cancel();
-          throw errors.timeout(`No runner of ${request.model} answered within ${this.options.admissionTimeoutMs} ms.`);
+          throw errors.deadline(`No runner of ${request.model} answered within ${this.options.admissionTimeoutMs} ms.`);
         }
         throw err;
       }
@@ -125,24 +123,23 @@ export class GenerationClient {
       }
       if (result?.$case === "rejected") {
         lastRejection = result.value;
-        if (!RETRYABLE.has(result.value.code)) throw apiErrorFromRunner(result.value, request.requestId);
+        if (!retryElsewhere(result.value)) throw domainErrorFromRunner(result.value, request.model);
       }
     }
-    if (lastRejection) throw apiErrorFromRunner(lastRejection, request.requestId);
+    if (lastRejection) throw domainErrorFromRunner(lastRejection, request.model);
     throw this.noRunnerError(request.model);
   }
 
-  private noRunnerError(model: string): ApiError {
+  private noRunnerError(model: string): NoRunner {
     const known = this.directory.all(model);
-    const failed = known.find((r) => r.state === State.STATE_FAILED);
-    if (failed) return errors.unavailable(`The model ${model} is unavailable: ${failed.detail}`, 10);
-    if (known.some((r) => r.state === State.STATE_LOADING)) return errors.unavailable(`The model ${model} is loading. Please retry shortly.`, 5);
-    return errors.unavailable(`No runner is serving the model ${model} right now. Please retry shortly.`, 5);
+    if (known.some((r) => r.state === State.STATE_LOADING)) return new NoRunner({ model, state: "loading", retryAfterSeconds: 5 });
+    if (known.some((r) => r.state === State.STATE_FAILED)) return new NoRunner({ model, state: "failed", retryAfterSeconds: 10 });
+    return new NoRunner({ model, state: "none", retryAfterSeconds: 5 });
   }
 
   private readonly onGap = (stream: GenerationStream, expected: number, got: number) => {
     this.log.error("runner events lost", { requestId: stream.requestId, expected, got });
-    stream.abandon(new ApiError(502, "The stream from the model runner lost messages; the request was stopped.", "server_error", "stream_interrupted"));
+    stream.abandon(new StreamInterrupted({ message: "The stream from the model runner lost messages; the request was stopped." }));
   };
 
   private checkRunners(): void {
@@ -154,7 +151,7 @@ export class GenerationClient {
       const seen = Math.max(stream.lastEventAt, this.directory.get(runnerId)?.lastSeen ?? 0);
       if (now - seen > limit) {
         this.log.warn("runner lost mid-request", { requestId: stream.requestId, runnerId, silentMs: Math.round(now - seen) });
-        stream.fail(new ApiError(502, `The model runner stopped responding (nothing heard for ${((now - seen) / 1000).toFixed(1)} s). Please retry the request.`, "server_error", "runner_lost"));
+        stream.fail(new RunnerLost({ message: `The model runner stopped responding (nothing heard for ${((now - seen) / 1000).toFixed(1)} s). Please retry the request.` }));
       }
     }
   }

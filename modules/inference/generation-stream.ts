@@ -7,7 +7,7 @@ import {
   type TokenDelta,
 } from "../../proto/gen/tributary/v1/inference.js";
 import { subjects } from "../../lib/nats/subjects.js";
-import type { ApiError } from "../openai/mod.js";
+import type { DomainError } from "../errors/mod.js";
 
 /** Receives one request's events, in order. Exactly one of `final` or `failure` ends it. */
 export interface GenerationListener {
@@ -16,7 +16,7 @@ export interface GenerationListener {
   /** A preempted batch choice restarts: drop what was received for it (batch requests only). */
   choiceReset?(choiceIndex: number): void;
   final(final: Final): void;
-  failure(error: ApiError): void;
+  failure(error: DomainError): void;
 }
 
 export interface Admitted {
@@ -36,7 +36,7 @@ export class GenerationStream {
   /** performance.now() of the last event. */
   lastEventAt = performance.now();
   private listener: GenerationListener | undefined;
-  private buffered: Array<RunnerEvent | ApiError> = [];
+  private buffered: Array<RunnerEvent | DomainError> = [];
   private expectedSeq = 1;
   private ended = false;
   private cancelRequested = false;
@@ -78,7 +78,7 @@ export class GenerationStream {
   }
 
   /** Ends the stream with an error (runner lost, gap, shutdown). */
-  fail(error: ApiError): void {
+  fail(error: DomainError): void {
     if (this.ended) return;
     this.ended = true;
     this.release(this);
@@ -87,7 +87,7 @@ export class GenerationStream {
   }
 
   /** Ends the stream with an error and tells the runner to stop working on it. */
-  abandon(error: ApiError): void {
+  abandon(error: DomainError): void {
     if (this.ended) return;
     this.fail(error);
     this.cancelRequested = true;

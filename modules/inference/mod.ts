@@ -3,4 +3,4 @@ export { admitGeneration, collectChatCompletion, runChatCompletion } from "./cha
 export { GenerationClient } from "./generation-client.js";
 export { type GenerationListener, type GenerationStream } from "./generation-stream.js";
 export { RunnerDirectory, type RunnerView } from "./runner-directory.js";
-export { apiErrorFromRunner } from "./runner-errors.js";
+export { domainErrorFromRunner } from "./runner-errors.js";

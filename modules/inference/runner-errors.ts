@@ -1,24 +1,32 @@
 import { ErrorCode, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
-import { ApiError, errors } from "../openai/mod.js";
+import { Cancelled, errors, type DomainError, NoRunner, QueueFull } from "../errors/mod.js";
 
-/** Maps a runner's error to the HTTP error the client gets. */
-export function apiErrorFromRunner(error: ProtoError, requestId: string): ApiError {
+/** A runner's refusal or failure (protobuf `Error`) as the domain error it stands for. */
+export function domainErrorFromRunner(error: ProtoError, model: string): DomainError {
   switch (error.code) {
     case ErrorCode.ERROR_CODE_INVALID_REQUEST:
-      return errors.invalidParam(error.param || "", error.message);
+      return errors.invalidParam(error.param || null, error.message);
     case ErrorCode.ERROR_CODE_CONTEXT_LENGTH_EXCEEDED:
       return errors.contextLength(error.message, error.param || "messages");
     case ErrorCode.ERROR_CODE_QUEUE_FULL:
     case ErrorCode.ERROR_CODE_DRAINING:
-      return errors.overloaded(`The model is overloaded: ${error.message}. Please retry after a short wait.`);
+      return new QueueFull({ model, detail: error.message });
     case ErrorCode.ERROR_CODE_MODEL_LOADING:
+      return new NoRunner({ model, state: "loading", retryAfterSeconds: 5 });
     case ErrorCode.ERROR_CODE_MODEL_NOT_SERVED:
-      return errors.unavailable(error.message, 5);
+      return new NoRunner({ model, state: "none", retryAfterSeconds: 5 });
     case ErrorCode.ERROR_CODE_DEADLINE_EXCEEDED:
-      return errors.timeout(`The request timed out: ${error.message}.`);
+      return errors.deadline(`The request timed out: ${error.message}.`);
     case ErrorCode.ERROR_CODE_CANCELLED:
-      return new ApiError(499, "The request was cancelled.", "invalid_request_error", "cancelled");
+      return new Cancelled({ reason: "cancelled" });
     default:
-      return errors.internal(requestId);
+      return errors.internal(new Error(`runner error ${error.code}: ${error.message}`));
   }
 }
+
+/** Refusals after which another runner of the model may still take the request. */
+export const retryElsewhere = (error: ProtoError): boolean =>
+  error.code === ErrorCode.ERROR_CODE_QUEUE_FULL ||
+  error.code === ErrorCode.ERROR_CODE_DRAINING ||
+  error.code === ErrorCode.ERROR_CODE_MODEL_NOT_SERVED ||
+  error.code === ErrorCode.ERROR_CODE_MODEL_LOADING;

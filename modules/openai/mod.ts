@@ -1,5 +1,6 @@
 // The public surface of the openai module: other modules and processes import from here only.
-export { ApiError, errors } from "./api-error.js";
+export { failureLine, notRunLine, type ResultLine, succeeded, successLine } from "./batch-lines.js";
+export { openAIError, type OpenAIError, type OpenAIErrorBody } from "./error-body.js";
 export { type ChatCompletionRequest, parseChatCompletionRequest } from "./schemas/chat-completions.js";
 export { decodeBody, Metadata, Nullable } from "./schemas/common.js";
 export { parseConversationCreate, parseConversationItems, parseConversationUpdate } from "./schemas/conversations.js";

@@ -2,12 +2,12 @@ import { RequestError, TimeoutError, type NatsConnection } from "@nats-io/transp
 import { Activation, BudgetKey, LeaseGrant, LeaseGrant_Status, LeaseRequest, LeaseReturn } from "../../proto/gen/tributary/v1/ratelimit.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { Logger } from "../../lib/log.js";
-import { errors } from "../openai/mod.js";
+import { errors } from "../errors/mod.js";
 import type { Grant, LeaseAsk, Limits } from "./local-budget.js";
 
 export interface BudgetClientOptions {
   gatewayId: string;
-  /** How long a request may wait for a budget owner (failover included) before a 503. */
+  /** How long a request may wait for a budget owner (failover included) before refusing it (Unavailable). */
   waitMs: number;
   /** One lease round trip; past it the owner is presumed gone and the budget re-activated. */
   requestTimeoutMs: number;

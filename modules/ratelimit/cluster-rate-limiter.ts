@@ -1,7 +1,7 @@
 import type { ModelSpec } from "../catalog/mod.js";
 import type { BudgetKey } from "../../proto/gen/tributary/v1/ratelimit.js";
 import type { Principal } from "../accounts/mod.js";
-import { ApiError } from "../openai/mod.js";
+import { RateLimited } from "../errors/mod.js";
 import type { BudgetClient } from "./budget-client.js";
 import { goDuration, rateLimitHeaders, retryAfterHeaders } from "./headers.js";
 import { BudgetDenied, LocalBudget, DEFAULT_LOCAL_BUDGET_OPTIONS, type LocalBudgetOptions, type Taken } from "./local-budget.js";
@@ -102,7 +102,7 @@ export class ClusterRateLimiter implements RateLimiter {
     return this.scope === "key" ? `for key ${scopeId}` : `in ${this.scope} ${scopeId}`;
   }
 
-  private denied(d: BudgetDenied, spec: ModelSpec, scopeId: string): ApiError {
+  private denied(d: BudgetDenied, spec: ModelSpec, scopeId: string): RateLimited {
     const s = d.snapshot;
     const requests = d.which === "requests";
     const limit = requests ? s.limitRequests : s.limitTokens;
@@ -111,27 +111,25 @@ export class ClusterRateLimiter implements RateLimiter {
       ? (requests ? "requests per min (RPM)" : "tokens per min (TPM)")
       : `${d.which} per ${goDuration(d.windowMs)} window`;
     const wait = s.resetMs > 0 ? s.resetMs : 1000;
-    return new ApiError(
-      429,
-      `Rate limit reached for ${spec.id} ${this.where(scopeId)} on ${unit}: Limit ${limit}, Used ${limit - remaining}, Requested ${d.requested}. ` +
+    return new RateLimited({
+      message:
+        `Rate limit reached for ${spec.id} ${this.where(scopeId)} on ${unit}: Limit ${limit}, Used ${limit - remaining}, Requested ${d.requested}. ` +
         `Please try again in ${goDuration(wait)}.`,
-      requests ? "requests" : "tokens",
-      "rate_limit_exceeded",
-      null,
-      { ...rateLimitHeaders(s), ...retryAfterHeaders(wait) },
-    );
+      limit: requests ? "requests" : "tokens",
+      retryable: true,
+      headers: { ...rateLimitHeaders(s), ...retryAfterHeaders(wait) },
+    });
   }
 
   /** A request whose estimate alone exceeds the limit can never be admitted: retrying is pointless. */
-  private tooLarge(spec: ModelSpec, scopeId: string, limit: number, requested: number): ApiError {
-    return new ApiError(
-      429,
-      `Request too large for ${spec.id} ${this.where(scopeId)} on tokens per min (TPM): Limit ${limit}, Requested ${requested}. ` +
+  private tooLarge(spec: ModelSpec, scopeId: string, limit: number, requested: number): RateLimited {
+    return new RateLimited({
+      message:
+        `Request too large for ${spec.id} ${this.where(scopeId)} on tokens per min (TPM): Limit ${limit}, Requested ${requested}. ` +
         `The input or output tokens must be reduced in order to run successfully (lower max_tokens or the length of the messages).`,
-      "tokens",
-      "rate_limit_exceeded",
-      null,
-      { "x-should-retry": "false" },
-    );
+      limit: "tokens",
+      retryable: false,
+      headers: {},
+    });
   }
 }

@@ -29,8 +29,8 @@ export interface Admission {
 
 /**
  * The rate limits every route that generates goes through: `admit` takes one request and the
- * estimated tokens from the budget of (principal, model), or throws the 429 ApiError (with its
- * headers), or a 503 when no budget owner can be reached.
+ * estimated tokens from the budget of (principal, model), or throws RateLimited (with its
+ * headers), or Unavailable when no budget owner can be reached.
  */
 export interface RateLimiter {
   admit(principal: Principal, spec: ModelSpec, estimatedTokens: number): Admission | Promise<Admission>;

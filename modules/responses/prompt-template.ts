@@ -1,4 +1,4 @@
-import { errors } from "../openai/mod.js";
+import { errors } from "../errors/mod.js";
 
 // Prompt templates: `{{name}}` placeholders (spaces inside the braces allowed; names are
 // letters, digits and underscores, not starting with a digit) in a template's instructions and

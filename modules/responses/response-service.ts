@@ -2,8 +2,9 @@ import type { ModelSpec } from "../catalog/mod.js";
 import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
 import { FinishReason, Priority, type ChatMessage, type ChoiceEnd, type Final, type GenerateRequest, type TokenDelta } from "../../proto/gen/tributary/v1/inference.js";
-import { ApiError, errors, normalizeInputItems, toChatMessages, newResponseObject, responseUsage, type Item, type ResponseError, type ResponseObject, ResponseOutputBuilder, snapshot, type ResponseEvent, type ResponseEventSink, checkResponseRequest, responseToGenerateRequest, type GenerationOptions } from "../openai/mod.js";
-import { apiErrorFromRunner } from "../inference/mod.js";
+import { normalizeInputItems, toChatMessages, newResponseObject, responseUsage, type Item, type ResponseError, type ResponseObject, ResponseOutputBuilder, snapshot, type ResponseEvent, type ResponseEventSink, checkResponseRequest, responseToGenerateRequest, type GenerationOptions } from "../openai/mod.js";
+import { domainErrorFromRunner } from "../inference/mod.js";
+import { errors, isClientError, isDomainError, type DomainError } from "../errors/mod.js";
 import type { GenerationClient, GenerationStream } from "../inference/mod.js";
 import type { ResponseCreateRequest } from "../openai/mod.js";
 import type { ConversationStore } from "./conversation-store.js";
@@ -52,7 +53,7 @@ export interface RunOptions {
   deadlineUnixMs?: number;
   /**
    * Runs with the runner request before it is sent (rate limits take their budget here, or throw
-   * the 429). The charge is settled once with the tokens really used: the final usage, or the
+   * RateLimited). The charge is settled once with the tokens really used: the final usage, or the
    * prompt plus what was generated when the run stopped early; 0 when no runner admitted it.
    */
   charge?: (request: GenerateRequest) => Promise<TokenCharge>;
@@ -66,9 +67,11 @@ export interface TokenCharge {
 const conversationIdOf = (c: ResponseCreateRequest["conversation"]) => (c == null ? null : typeof c === "string" ? c : c.id);
 
 /** `error` on a failed response, from the error the client would have received. */
-export function responseErrorOf(err: ApiError): ResponseError {
-  const code = err.status === 429 ? "rate_limit_exceeded" : err.status >= 400 && err.status < 500 ? "invalid_prompt" : "server_error";
-  return { code, message: err.message };
+export function responseErrorOf(err: DomainError): ResponseError {
+  if (err._tag === "RateLimited") return { code: "rate_limit_exceeded", message: err.message };
+  if (isClientError(err)) return { code: "invalid_prompt", message: err.message };
+  // Internal failures say nothing about the internals.
+  return { code: "server_error", message: err._tag === "Internal" ? "The response failed because of an internal error." : err.message };
 }
 
 /**
@@ -95,7 +98,7 @@ export class ResponseService {
     return spec;
   }
 
-  /** Checks `body` and reads the state it refers to. Throws the ApiError the client gets. */
+  /** Checks `body` and reads the state it refers to. Throws the domain error of a bad request. */
   async prepare(projectId: string, body: ResponseCreateRequest, options: PrepareOptions = {}): Promise<PreparedResponse> {
     const spec = this.spec(body.model);
     const generation = checkResponseRequest(body, spec);
@@ -105,7 +108,7 @@ export class ResponseService {
     if (body.previous_response_id != null) {
       const previous = await this.deps.responses.context(projectId, body.previous_response_id);
       if (!previous)
-        throw new ApiError(400, `Previous response with id '${body.previous_response_id}' not found.`, "invalid_request_error", "previous_response_not_found", "previous_response_id");
+        throw errors.invalidParam("previous_response_id", `Previous response with id '${body.previous_response_id}' not found.`, "previous_response_not_found");
       const status = previous.response.status;
       if (status === "queued" || status === "in_progress")
         throw errors.invalidParam("previous_response_id", `Previous response with id '${body.previous_response_id}' is still ${status}: wait until it finishes.`);
@@ -138,7 +141,7 @@ export class ResponseService {
     };
   }
 
-  /** Sends the request to a runner; resolves once admitted. Throws the ApiError for a refusal. */
+  /** Sends the request to a runner; resolves once admitted. Throws the domain error of a refusal. */
   /** The runner request of a prepared response. */
   generateRequestOf(prepared: PreparedResponse, options: RunOptions = {}): GenerateRequest {
     return responseToGenerateRequest(prepared.body, prepared.spec, prepared.options, prepared.messages, {
@@ -159,7 +162,7 @@ export class ResponseService {
     } catch (err) {
       charge?.settle(0); // nothing was generated: the hold goes back
       // The runner names its messages; the client sent input.
-      if (err instanceof ApiError && err.code === "context_length_exceeded") throw errors.contextLength(err.message, "input");
+      if (isDomainError(err) && err._tag === "ContextLengthExceeded") throw errors.contextLength(err.message, "input");
       throw err;
     }
   }
@@ -168,7 +171,7 @@ export class ResponseService {
    * Runs one foreground response to its end: prepare, start, run, store. This is the whole of
    * POST /v1/responses without background, for the HTTP route and for batch lines alike.
    * `onStart` runs once a runner admitted it and may return the sink for its events (the route
-   * opens its SSE stream there); `signal` stops it (nothing is stored then). Throws the ApiError
+   * opens its SSE stream there); `signal` stops it (nothing is stored then). Throws the domain error
    * the caller answers with: a refusal before anything ran, or the failure of a failed run.
    */
   async respond(
@@ -212,12 +215,12 @@ export class ResponseRun {
   readonly response: ResponseObject;
   private readonly builder: ResponseOutputBuilder;
   private sink: ResponseEventSink | undefined;
-  private settle: ((final: Final | ApiError | "cancelled") => void) | undefined;
-  private outcome: Final | ApiError | "cancelled" | undefined;
+  private settle: ((final: Final | DomainError | "cancelled") => void) | undefined;
+  private outcome: Final | DomainError | "cancelled" | undefined;
   private finishReason = FinishReason.FINISH_REASON_UNSPECIFIED;
   /** Usage the runner reported with a failure (tokens were spent all the same). */
   private failureUsage: Final["usage"];
-  private storeFailure: ApiError | undefined;
+  private storeFailure: DomainError | undefined;
   /** Reports a failure to persist the result (the run still ends, as failed). */
   onStoreError: ((err: unknown) => void) | undefined;
 
@@ -250,7 +253,7 @@ export class ResponseRun {
     const emit = (e: ResponseEvent) => this.sink?.event(e);
     if (options.announce !== false) emit({ type: "response.created", response: snapshot(this.response) });
     emit({ type: "response.in_progress", response: snapshot(this.response) });
-    const outcome = await new Promise<Final | ApiError | "cancelled">((resolve) => {
+    const outcome = await new Promise<Final | DomainError | "cancelled">((resolve) => {
       this.settle = resolve;
       if (this.outcome) return resolve(this.outcome);
       const listener = {
@@ -269,19 +272,19 @@ export class ResponseRun {
         },
         final: (f: Final) => {
           if (f.error) this.failureUsage = f.usage;
-          this.finish(f.error ? apiErrorFromRunner(f.error, this.stream.requestId) : f);
+          this.finish(f.error ? domainErrorFromRunner(f.error, this.stream.model) : f);
         },
-        failure: (err: ApiError) => this.finish(err),
+        failure: (err: DomainError) => this.finish(err),
       };
       this.stream.listen(listener);
     });
     const response = this.response;
-    const usage = outcome instanceof ApiError || outcome === "cancelled" ? this.failureUsage : outcome.usage;
+    const usage = isDomainError(outcome) || outcome === "cancelled" ? this.failureUsage : outcome.usage;
     this.charge?.settle(usage ? usage.promptTokens + usage.completionTokens : (this.stream.admitted?.promptTokens ?? 0) + this.generatedTokens);
     if (outcome === "cancelled") {
       this.builder.abort();
       response.status = "cancelled";
-    } else if (outcome instanceof ApiError) {
+    } else if (isDomainError(outcome)) {
       this.builder.abort();
       response.status = "failed";
       response.error = responseErrorOf(outcome);
@@ -298,7 +301,7 @@ export class ResponseRun {
         await options.beforeEnd(response);
       } catch (err) {
         // The result could not be kept (JetStream unavailable): the client must not believe it was.
-        this.storeFailure = errors.internal(this.stream.requestId);
+        this.storeFailure = errors.internal(err);
         response.status = "failed";
         response.error = { code: "server_error", message: "The response could not be stored. Please retry." };
         response.completed_at = null;
@@ -314,12 +317,12 @@ export class ResponseRun {
     return this.storeFailure !== undefined;
   }
 
-  /** The error of a failed run, as the HTTP error a non-streamed request answers with. */
-  failure(): ApiError | undefined {
-    return this.storeFailure ?? (this.outcome instanceof ApiError ? this.outcome : undefined);
+  /** The error of a failed run (a non-streamed request answers with it). */
+  failure(): DomainError | undefined {
+    return this.storeFailure ?? (isDomainError(this.outcome) ? this.outcome : undefined);
   }
 
-  private finish(outcome: Final | ApiError | "cancelled"): void {
+  private finish(outcome: Final | DomainError | "cancelled"): void {
     if (this.outcome) return;
     this.outcome = outcome;
     this.settle?.(outcome);

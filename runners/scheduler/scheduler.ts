@@ -77,7 +77,7 @@ export interface SchedulerStats {
  * which free their slot within one decode step.
  *
  * Two classes of work: interactive requests go before batch requests, and each class has its
- * own queue bound, so batch work can never make an interactive request bounce with a 503. When
+ * own queue bound, so batch work can never make an interactive request bounce with QueueFull. When
  * an interactive choice waits and no slot is free, the most recently started batch choice is
  * preempted: aborted (its slot frees within a decode step), announced with choiceReset, and put
  * back at the head of the batch lane to run again from the start. Batch work thus fills every

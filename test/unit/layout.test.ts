@@ -73,3 +73,19 @@ t.test("every module has a mod.ts", async (t) => {
   for (const name of readdirSync(join(repoRoot, "modules")))
     t.ok(statSync(join(repoRoot, "modules", name, "mod.ts"), { throwIfNoEntry: false })?.isFile(), `modules/${name}/mod.ts`);
 });
+
+t.test("HTTP statuses are chosen only at the edge: the gateway, and the one error mapping", async (t) => {
+  // Numbers where a status is set or compared; the runner's probe server and its Hugging Face client speak HTTP themselves.
+  const statusLike = /\b(?:status(?:Code)?|status_code)\s*(?:===|!==|==|=|:)\s*[1-5]\d\d\b|\bnew\s+\w*Error\(\s*[1-5]\d\d\s*,/;
+  const allowed = new Set(["modules/openai/error-body.ts", "modules/openai/batch-lines.ts", "runners/health-server.ts", "runners/engines/llama/model-source.ts"]);
+  const offenders: string[] = [];
+  for (const file of ["modules", "actors", "runners", "lib", "cli"].flatMap(sources)) {
+    if (allowed.has(file)) continue;
+    readFileSync(join(repoRoot, file), "utf8")
+      .split("\n")
+      .forEach((line, i) => {
+        if (statusLike.test(line.replace(/\/\/.*$/, ""))) offenders.push(`${file}:${i + 1}: ${line.trim()}`);
+      });
+  }
+  t.same(offenders, [], "status numbers outside the edge");
+});

@@ -1,5 +1,5 @@
 import t from "tap";
-import { ApiError } from "../../modules/openai/mod.js";
+import { isDomainError } from "../../modules/errors/mod.js";
 import { checkInputs, placeholdersOf, renderBody } from "../../modules/responses/mod.js";
 
 const body = {
@@ -34,7 +34,7 @@ t.test("inputs: all required, none unknown, scalars only", async (t) => {
     try {
       checkInputs("x", names, inputs);
     } catch (e) {
-      return e instanceof ApiError ? e.param : "not an ApiError";
+      return isDomainError(e) && e._tag === "InvalidParam" ? e.param : "not an InvalidParam";
     }
     return "no error";
   };

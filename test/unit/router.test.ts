@@ -1,5 +1,6 @@
 import t from "tap";
-import { ApiError } from "../../modules/openai/mod.js";
+import { type DomainError } from "../../modules/errors/mod.js";
+import { openAIError } from "../../modules/openai/mod.js";
 import { Router } from "../../gateway/http/router.js";
 
 const noop = () => {};
@@ -21,10 +22,18 @@ t.test("static, parameter and rest routes", async (t) => {
 });
 
 t.test("unknown path is 404, known path with another method is 405 with Allow", async (t) => {
-  const e404 = (() => { try { router.match("GET", "/v1/unknown"); } catch (e) { return e as ApiError; } })()!;
+  const refusal = (method: string, path: string) => {
+    try {
+      router.match(method, path);
+    } catch (e) {
+      return openAIError(e as DomainError, "req_test");
+    }
+    throw new Error(`${method} ${path} matched`);
+  };
+  const e404 = refusal("GET", "/v1/unknown");
   t.equal(e404.status, 404);
-  t.equal(e404.code, "unknown_url");
-  const e405 = (() => { try { router.match("PUT", "/v1/files/x"); } catch (e) { return e as ApiError; } })()!;
+  t.equal(e404.body.error.code, "unknown_url");
+  const e405 = refusal("PUT", "/v1/files/x");
   t.equal(e405.status, 405);
   t.equal(e405.headers.allow, "DELETE");
 });

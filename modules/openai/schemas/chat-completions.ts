@@ -1,5 +1,5 @@
 import { Schema } from "effect";
-import { errors } from "../api-error.js";
+import { errors } from "../../errors/mod.js";
 import { Anything, FunctionName, IntAtLeast, IntBetween, JsonSchemaObject, Metadata, Nullable, ReasoningEffort, between, decodeBody, decodeTagged } from "./common.js";
 
 // POST /v1/chat/completions, as in ../shared/openai-reference.md §1.1.

@@ -1,6 +1,6 @@
 import { Schema } from "effect";
 import { firstIssue } from "../../../lib/schema-errors.js";
-import { ApiError, errors } from "../api-error.js";
+import { errors, type DomainError } from "../../errors/mod.js";
 
 // Building blocks shared by the OpenAI request schemas, and the mapping of a schema failure to
 // the OpenAI error that names the parameter.
@@ -69,7 +69,7 @@ function throwWithPrefix(prefix: string, issue: { path: string; message: string 
   throw schemaError({ path, message: issue.message });
 }
 
-export function schemaError(issue: { path: string; message: string }): ApiError {
+export function schemaError(issue: { path: string; message: string }): DomainError {
   const param = issue.path;
   if (issue.message === "Missing key") return errors.missingParam(param);
   if (issue.message.startsWith("Expected no excess")) return errors.unknownParam(param);

@@ -1,5 +1,5 @@
 import { Schema } from "effect";
-import { errors } from "../api-error.js";
+import { errors } from "../../errors/mod.js";
 import { decodeBody } from "./common.js";
 
 // Expiry policies (files' `expires_after`, batches' `output_expires_after`) and the body of

@@ -1,4 +1,4 @@
-import { errors } from "../api-error.js";
+import { errors } from "../../errors/mod.js";
 
 export interface ListQuery {
   limit: number;

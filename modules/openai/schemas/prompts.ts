@@ -1,5 +1,5 @@
 import { Schema } from "effect";
-import { errors } from "../api-error.js";
+import { errors } from "../../errors/mod.js";
 import { Nullable, decodeBody } from "./common.js";
 import { ResponseCreateSchema, parseResponseCreateRequest } from "./responses.js";
 

@@ -8,7 +8,7 @@ import {
   type ToolDefinition,
 } from "../../../proto/gen/tributary/v1/inference.js";
 import type { ModelSpec } from "../../catalog/mod.js";
-import { errors } from "../api-error.js";
+import { errors } from "../../errors/mod.js";
 import type { ChatCompletionRequest, ChatMessageInput } from "../schemas/chat-completions.js";
 
 function textOf(content: unknown, param: string): string {

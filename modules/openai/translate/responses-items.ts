@@ -1,6 +1,6 @@
 import { newId } from "../../../lib/ids.js";
 import type { ChatMessage } from "../../../proto/gen/tributary/v1/inference.js";
-import { errors } from "../api-error.js";
+import { errors } from "../../errors/mod.js";
 import type { ContentPart, InputItem } from "../schemas/responses.js";
 import type { Item, MessageItem } from "./responses-object.js";
 
@@ -57,7 +57,7 @@ function partsText(parts: readonly ContentPart[], param: string): string {
 /**
  * The runner's messages for `instructions` + `history` + `input`. Function calls join the
  * assistant message before them; a function_call_output must answer a call made earlier, in the
- * history or in this input (400 naming the input item otherwise). Outputs in the history whose
+ * history or in this input (InvalidParam naming the input item otherwise). Outputs in the history whose
  * call is gone (a deleted response of the chain) are left out; reasoning items are not replayed.
  */
 export function toChatMessages(instructions: string | null | undefined, history: readonly Item[], input: readonly Item[]): ChatMessage[] {

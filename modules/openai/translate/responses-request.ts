@@ -10,7 +10,7 @@ import {
   type ToolDefinition,
 } from "../../../proto/gen/tributary/v1/inference.js";
 import type { ModelSpec } from "../../catalog/mod.js";
-import { errors } from "../api-error.js";
+import { errors } from "../../errors/mod.js";
 import type { ResponseCreateRequest } from "../schemas/responses.js";
 
 /** What a Responses request asks of the runner besides its messages, checked against the model. */
