@@ -23,6 +23,12 @@ export interface RunnerView {
 }
 
 /**
+ * How long a directory keeps a runner it no longer hears from: four runner timeouts, at least
+ * 10 s, so that a runner is declared lost (its streams ended) long before it is forgotten.
+ */
+export const runnerForgetAfterMs = (runnerTimeoutMs: number) => Math.max(runnerTimeoutMs * 4, 10_000);
+
+/**
  * What this gateway knows about runners, from their heartbeats: which runners serve a model,
  * how loaded they are (for routing), and when each was last heard from (for loss detection).
  * Load figures are updated locally on each request sent, so a burst between two heartbeats
