@@ -34,10 +34,6 @@ export class GenerationClient {
     private readonly log: Logger,
   ) {}
 
-  get inFlight(): number {
-    return this.streams.size;
-  }
-
   start(): void {
     this.subscription = this.nc.subscribe(subjects.replyWildcard(this.options.gatewayId), {
       callback: (err, msg) => {

@@ -69,12 +69,6 @@ export class RunnerDirectory {
     return () => this.beatListeners.delete(listener);
   }
 
-  /** Marks a runner as alive (an event from it arrived). */
-  touch(runnerId: string): void {
-    const r = this.runners.get(runnerId);
-    if (r) r.lastSeen = performance.now();
-  }
-
   /** Counts a request sent to a runner locally until the next heartbeat brings the runner's own figures. */
   noteRequest(runnerId: string, queued: boolean): void {
     const r = this.runners.get(runnerId);
