@@ -19,7 +19,7 @@ async function main(): Promise<void> {
   const catalog = loadCatalog(common.catalogPath);
   const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-actors-${hostname()}-${process.pid}`, log);
   const supervisor = new Supervisor(nc, log);
-  const factories = platformActors({ catalog, home: common.home, env: process.env });
+  const factories = platformActors({ catalog, home: common.home });
   for (const make of factories) await supervisor.spawn(make);
   log.info("actor host ready", { actors: supervisor.actors.map((a) => a.name) });
 

@@ -1,6 +1,6 @@
 import type { ModelSpec } from "../modules/catalog/mod.js";
 import { resolveAdminToken } from "../modules/accounts/mod.js";
-import { accountsConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig } from "../lib/config.js";
+import { accountsConfig, filesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, timeoutsConfig } from "../lib/config.js";
 import { AdminServiceActor } from "./admin/admin-service.js";
 import { BatchCoordinator } from "./batches/batch-coordinator.js";
 import { BatchWorker } from "./batches/batch-worker.js";
@@ -12,7 +12,6 @@ import type { Actor } from "../modules/actor-runtime/mod.js";
 export interface PlatformContext {
   catalog: readonly ModelSpec[];
   home: string;
-  env: NodeJS.ProcessEnv;
 }
 
 /**
@@ -26,6 +25,7 @@ export function platformActors(ctx: PlatformContext): Array<() => Actor> {
 /** Background responses (POST /v1/responses with background: true). */
 function responseActors(ctx: PlatformContext): Array<() => Actor> {
   const responses = readConfig(responsesConfig);
+  const timeouts = readConfig(timeoutsConfig);
   return [
     () =>
       new BackgroundResponseWorker({
@@ -34,10 +34,10 @@ function responseActors(ctx: PlatformContext): Array<() => Actor> {
         concurrency: responses.backgroundConcurrency,
         ackWaitMs: responses.backgroundAckWaitMs,
         maxAttempts: responses.backgroundMaxAttempts,
-        requestTimeoutMs: responses.requestTimeoutMs,
-        admissionTimeoutMs: responses.admissionTimeoutMs,
-        runnerTimeoutMs: responses.runnerTimeoutMs,
-        drainTimeoutMs: responses.drainTimeoutMs,
+        requestTimeoutMs: timeouts.requestTimeoutMs,
+        admissionTimeoutMs: timeouts.admissionTimeoutMs,
+        runnerTimeoutMs: timeouts.runnerTimeoutMs,
+        drainTimeoutMs: timeouts.drainTimeoutMs,
       }),
   ];
 }
@@ -60,7 +60,7 @@ function accountActors(ctx: PlatformContext): Array<() => Actor> {
 /** Files and batches: the expiry sweeper, the batch coordinator and the batch worker. */
 function fileAndBatchActors(ctx: PlatformContext): Array<() => Actor> {
   const files = readConfig(filesConfig);
-  const inference = readConfig(gatewayConfig);
+  const timeouts = readConfig(timeoutsConfig);
   const catalog = new Map(ctx.catalog.map((m) => [m.id, m]));
   return [
     () => new FileSweeper(files.fileSweepMs),
@@ -69,9 +69,9 @@ function fileAndBatchActors(ctx: PlatformContext): Array<() => Actor> {
       catalog,
       ackWaitMs: files.batchAckWaitMs,
       queueMargin: files.batchQueueMargin,
-      admissionTimeoutMs: inference.admissionTimeoutMs,
-      runnerTimeoutMs: inference.runnerTimeoutMs,
-      requestTimeoutMs: inference.requestTimeoutMs,
+      admissionTimeoutMs: timeouts.admissionTimeoutMs,
+      runnerTimeoutMs: timeouts.runnerTimeoutMs,
+      requestTimeoutMs: timeouts.requestTimeoutMs,
       responseTtlSeconds: readConfig(responsesConfig).ttlSeconds,
     }),
   ];

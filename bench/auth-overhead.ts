@@ -20,6 +20,7 @@ import { startActorHost, startGateway, startNats, startRunner, repoRoot, testCat
 import { AccountStore, AccountDirectory, AccountAuthenticator, LastUsedRecorder } from "../modules/accounts/mod.js";
 import { createLogger } from "../lib/log.js";
 import { loadCatalog } from "../modules/catalog/mod.js";
+import { catalogOverridesConfig, readConfig } from "../lib/config.js";
 import { BudgetClient, ClusterRateLimiter } from "../modules/ratelimit/mod.js";
 
 const { values: args } = parseArgs({
@@ -136,7 +137,7 @@ async function main(): Promise<void> {
 
     // Admission in process, against the live budget owner: what limits-on adds to each request
     // once the gateway holds a chunk (leases are counted: each is a round trip to the owner).
-    const spec = loadCatalog(testCatalog, { ...process.env, ...env }).find((m) => m.id === TEST_MODEL)!;
+    const spec = loadCatalog(testCatalog, readConfig(catalogOverridesConfig, { ...process.env, ...env })).find((m) => m.id === TEST_MODEL)!;
     const budgetClient = new BudgetClient(nc, { gatewayId: "gbench", waitMs: 10_000, requestTimeoutMs: 1_000 }, log);
     const limiter = new ClusterRateLimiter(budgetClient, "organization");
     const principal = { organizationId: "org-bench-admission", projectId: "proj-bench", keyId: "key-bench" };

@@ -6,6 +6,7 @@
 // machine's speed during the run (a shared VM) affects both sides alike.
 import { parseArgs } from "node:util";
 import { loadCatalog } from "../modules/catalog/mod.js";
+import { catalogOverridesConfig, readConfig } from "../lib/config.js";
 import { InProcessEngine } from "./lib/engine-baseline.js";
 import { startPlacedStack, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
@@ -87,7 +88,7 @@ function merge(into: LevelResult, part: LevelResult): void {
 }
 
 async function main(): Promise<void> {
-  const spec = loadCatalog(testCatalog, { ...process.env, ...env }).find((m) => m.id === TEST_MODEL)!;
+  const spec = loadCatalog(testCatalog, readConfig(catalogOverridesConfig, { ...process.env, ...env })).find((m) => m.id === TEST_MODEL)!;
   const baseline = new InProcessEngine(spec);
   await baseline.load();
 

@@ -8,6 +8,7 @@ import { connect as tcpConnect, type Socket } from "node:net";
 import { parseArgs } from "node:util";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { loadCatalog } from "../modules/catalog/mod.js";
+import { catalogOverridesConfig, readConfig } from "../lib/config.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats } from "../lib/nats/connection.js";
 import { subjects } from "../lib/nats/subjects.js";
@@ -32,7 +33,7 @@ const maxTokensLevels = values["max-tokens"]!.split(",").map(Number);
 const prompt = "Once upon a time, in a small village by the river,";
 const unlimited = { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 };
 const env = { TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { slots: 64, queue_limit: 1024, rate_limits: unlimited } }) };
-const spec = loadCatalog(testCatalog, { ...process.env, ...env }).find((m) => m.id === TEST_MODEL)!;
+const spec = loadCatalog(testCatalog, readConfig(catalogOverridesConfig, { ...process.env, ...env })).find((m) => m.id === TEST_MODEL)!;
 const layout = benchLayout(spec.threads);
 
 /** One streamed request straight to a runner over NATS: ms to the first non-empty delta. */

@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
-import { Duration, Effect, Schedule } from "effect";
+import { Duration, Effect, Exit } from "effect";
 import type { Logger } from "../lib/log.js";
+import { RESTART_POLICY, restartForever, type RestartPolicy } from "../lib/process/restart.js";
 
 export interface ChildSpec {
   name: string;
@@ -70,20 +71,16 @@ export function spawnScoped(spec: ChildSpec, log: Logger) {
 }
 
 /**
- * Runs the child until the surrounding fiber is interrupted, restarting it with exponential
- * backoff (1 s doubling to 30 s) whenever it exits on its own.
+ * Runs the child until the surrounding fiber is interrupted, restarting it whenever it exits on
+ * its own, with the restart policy every supervisor shares: exponential backoff from 0.5 s to
+ * 30 s, back to 0.5 s once a child had run for a minute before it exited.
  */
-export function supervise(spec: ChildSpec, log: Logger): Effect.Effect<never> {
-  const once = Effect.scoped(
-    Effect.gen(function* () {
-      const child = yield* spawnScoped(spec, log);
-      const exit = yield* waitForExit(child);
-      log.error("child exited unexpectedly; restarting", { child: spec.name, code: exit.code, signal: exit.signal });
-      return yield* Effect.fail(exit);
-    }),
-  );
-  const backoff = Schedule.exponential(Duration.seconds(1)).pipe(
-    Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(30)))),
-  );
-  return once.pipe(Effect.retry(backoff), Effect.flatMap(() => Effect.never)) as Effect.Effect<never>;
+export function supervise(spec: ChildSpec, log: Logger, policy: RestartPolicy = RESTART_POLICY): Effect.Effect<never> {
+  const once = Effect.scoped(Effect.flatMap(spawnScoped(spec, log), waitForExit));
+  return restartForever(once, policy, ({ exit, ranForMs }, restartIn) => {
+    const ended = Exit.isSuccess(exit) ? exit.value : undefined;
+    log.error("child exited unexpectedly; restarting", {
+      child: spec.name, code: ended?.code, signal: ended?.signal, ranForMs, restartInMs: Duration.toMillis(restartIn),
+    });
+  });
 }

@@ -2,7 +2,7 @@ import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import type { ModelSpec } from "../modules/catalog/mod.js";
-import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, placementConfig, readConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readConfig, startConfig, timeoutsConfig } from "../lib/config.js";
 import { allowedCpus, formatCpuList, onCpus, planCpus, taskset, type CpuPlan } from "../lib/process/cpu-affinity.js";
 import { createLogger } from "../lib/log.js";
 import { supervise, type ChildSpec } from "./child-process.js";
@@ -45,12 +45,13 @@ export function startStack() {
     const gateway = readConfig(gatewayConfig);
     const accounts = readConfig(accountsConfig);
     const catalog = loadCatalog(common.catalogPath);
-    const placement = placeProcesses(catalog, readConfig(placementConfig).runnerCpus);
+    const start = readConfig(startConfig);
+    const placement = placeProcesses(catalog, start.runnerCpus);
     const services = placement?.services;
     const apiKey = optionToUndefined(gateway.apiKey) ?? localApiKey(common.home);
-    const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: Number(process.env.TRIBUTARY_NATS_PORT ?? 4222), log, cpus: services }));
+    const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: start.natsPort, log, cpus: services }));
     const env = { ...process.env, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: common.catalogPath };
-    const stopTimeoutMs = gateway.drainTimeoutMs + 5_000;
+    const stopTimeoutMs = readConfig(timeoutsConfig).drainTimeoutMs + 5_000;
 
     const children: ChildSpec[] = [
       { name: "actor host", ...onCpus(process.execPath, [entry("../actors/main.js")], services), env, stopTimeoutMs },

@@ -3,7 +3,7 @@
 import { hostname } from "node:os";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { AccountStore, LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys, AccountAuthenticator, AccountDirectory, LastUsedRecorder } from "../modules/accounts/mod.js";
-import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, timeoutsConfig } from "../lib/config.js";
 import { FileStore } from "../modules/files/mod.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
@@ -12,7 +12,7 @@ import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { GatewayServer } from "./app.js";
 import { ShuttingDown } from "../modules/errors/mod.js";
 import { Router } from "./http/router.js";
-import { GenerationClient, RunnerDirectory } from "../modules/inference/mod.js";
+import { GenerationClient, RunnerDirectory, runnerForgetAfterMs } from "../modules/inference/mod.js";
 import { BatchStore } from "../modules/batches/mod.js";
 import { registerBatchRoutes } from "./routes/batches.js";
 import { BudgetClient, ClusterRateLimiter, UnlimitedRateLimiter, type RateLimiter } from "../modules/ratelimit/mod.js";
@@ -32,6 +32,7 @@ const log = createLogger("gateway", { pid: process.pid, gatewayId });
 async function main(): Promise<void> {
   const common = readConfig(commonConfig);
   const config = readConfig(gatewayConfig);
+  const timeouts = readConfig(timeoutsConfig);
   const files = readConfig(filesConfig);
   const accounts = readConfig(accountsConfig);
   const rateLimits = readConfig(rateLimitConfig);
@@ -40,12 +41,12 @@ async function main(): Promise<void> {
   const catalog = new Map(loadCatalog(common.catalogPath).map((m) => [m.id, m]));
 
   const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-gateway-${hostname()}-${process.pid}`, log);
-  const directory = new RunnerDirectory(nc, Math.max(config.runnerTimeoutMs * 4, 10_000));
+  const directory = new RunnerDirectory(nc, runnerForgetAfterMs(timeouts.runnerTimeoutMs));
   directory.start();
   const client = new GenerationClient(nc, directory, {
     gatewayId,
-    admissionTimeoutMs: config.admissionTimeoutMs,
-    runnerTimeoutMs: config.runnerTimeoutMs,
+    admissionTimeoutMs: timeouts.admissionTimeoutMs,
+    runnerTimeoutMs: timeouts.runnerTimeoutMs,
   }, log);
   client.start();
   const fileStore = await FileStore.open(nc);
@@ -78,7 +79,7 @@ async function main(): Promise<void> {
     client,
     rateLimiter,
     maxBodyBytes: config.maxBodyBytes,
-    requestTimeoutMs: config.requestTimeoutMs,
+    requestTimeoutMs: timeouts.requestTimeoutMs,
     maxPendingStreamBytes: config.maxPendingStreamBytes,
   });
   const responsesSettings = readConfig(responsesConfig);
@@ -89,7 +90,7 @@ async function main(): Promise<void> {
     BackgroundQueue.open(nc),
     ResponseEventLog.open(nc),
   ]);
-  const service = new ResponseService({ catalog, client, responses, conversations, requestTimeoutMs: config.requestTimeoutMs, log });
+  const service = new ResponseService({ catalog, client, responses, conversations, requestTimeoutMs: timeouts.requestTimeoutMs, log });
   registerResponseRoutes(router, { nc, service, prompts, background, events, rateLimiter, maxBodyBytes: config.maxBodyBytes, maxPendingStreamBytes: config.maxPendingStreamBytes, log });
   registerConversationRoutes(router, { conversations, maxBodyBytes: config.maxBodyBytes });
   registerPromptRoutes(router, { prompts, catalog, maxBodyBytes: config.maxBodyBytes });
@@ -105,7 +106,7 @@ async function main(): Promise<void> {
     log,
     async () => {
       draining = true;
-      const drained = await server.close(config.drainTimeoutMs);
+      const drained = await server.close(timeouts.drainTimeoutMs);
       if (!drained) {
         log.warn("drain timeout: ending open streams", { inFlight: server.inFlight });
         client.failAll(new ShuttingDown());

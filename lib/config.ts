@@ -1,11 +1,48 @@
 import { resolve } from "node:path";
-import { Cause, Config, Effect, Exit, Option, Schema } from "effect";
+import { Cause, Config, ConfigProvider, Effect, Exit, Option, Schema } from "effect";
 import { repoRoot } from "./paths.js";
 
 // Every environment variable the processes read, with its default. The README lists them.
 
 const str = (name: string, fallback: string) => Config.String(name).pipe(Config.withDefault(fallback));
 const int = (name: string, fallback: number) => Config.Int(name).pipe(Config.withDefault(fallback));
+/** A variable that may be unset (undefined then). */
+const optional = <A>(config: Config.Config<A>) => Config.option(config).pipe(Config.map(Option.getOrUndefined));
+const count = (name: string) => Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)), name);
+
+const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
+
+/** Read by every process when its logger is first used. */
+export const logConfig = Config.all({
+  /** debug, info, warn or error, in any case; anything else logs at info. */
+  level: str("TRIBUTARY_LOG_LEVEL", "info").pipe(
+    Config.map((v) => LOG_LEVELS.find((l) => l === v.toLowerCase()) ?? "info"),
+  ),
+});
+
+/** How JetStream buckets and streams are created (every process that opens one). */
+export const jetStreamConfig = Config.all({
+  /** Replicas of the buckets and streams Tributary creates: 1 on one server, 3 on a JetStream cluster. */
+  replicas: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 5 })), "TRIBUTARY_JS_REPLICAS").pipe(Config.withDefault(1)),
+});
+
+/**
+ * Catalog fields set for every model on top of the catalog file (every process that loads the
+ * catalog). TRIBUTARY_MODEL_OVERRIDES is checked against the catalog's schema when it loads.
+ */
+export const catalogOverridesConfig = Config.all({
+  slots: optional(count("TRIBUTARY_SLOTS")),
+  queueLimit: optional(count("TRIBUTARY_QUEUE_LIMIT")),
+  threads: optional(count("TRIBUTARY_THREADS")),
+  replicas: optional(count("TRIBUTARY_REPLICAS")),
+  /** A number of layers, "auto" or "max". */
+  gpuLayers: optional(Config.schema(Schema.Union([Schema.Literals(["auto", "max"]), Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))]), "TRIBUTARY_GPU_LAYERS")),
+  engine: optional(Config.schema(Schema.Literals(["llama", "sim"]), "TRIBUTARY_ENGINE")),
+  /** JSON: {"<model id>": {<catalog fields>}}. */
+  modelOverrides: optional(Config.String("TRIBUTARY_MODEL_OVERRIDES")),
+});
+
+export type CatalogOverrides = Partial<ConfigValue<typeof catalogOverridesConfig>>;
 
 export const commonConfig = Config.all({
   /** Existing NATS server(s), comma separated; empty means "start an embedded nats-server" (cli start). */
@@ -21,17 +58,25 @@ export const gatewayConfig = Config.all({
   /** A key registered (idempotently) as a key of the local organization: local use and tests. */
   apiKey: Config.option(Config.String("TRIBUTARY_API_KEY")),
   maxBodyBytes: int("TRIBUTARY_MAX_BODY_BYTES", 8 * 1024 * 1024),
-  /** A runner that sends neither a delta nor a heartbeat for this long is declared lost. */
-  runnerTimeoutMs: int("TRIBUTARY_RUNNER_TIMEOUT_MS", 5_000),
-  /** How long a gateway waits for a runner to admit or reject a request. */
-  admissionTimeoutMs: int("TRIBUTARY_ADMISSION_TIMEOUT_MS", 10_000),
-  /** Upper bound on one generation, queueing included; the runner abandons it afterwards. */
-  requestTimeoutMs: int("TRIBUTARY_REQUEST_TIMEOUT_MS", 600_000),
-  drainTimeoutMs: int("TRIBUTARY_DRAIN_TIMEOUT_MS", 30_000),
   /** Bytes a slow SSE client may leave unread before the stream is ended (deltas coalesce below it). */
   maxPendingStreamBytes: int("TRIBUTARY_MAX_PENDING_STREAM_BYTES", 8 * 1024 * 1024),
   /** More keys, each mapped to its own project: "key1=proj_a,key2=proj_b" (tests of project isolation). */
   apiKeys: str("TRIBUTARY_API_KEYS", ""),
+});
+
+/**
+ * How long generations may take and processes may drain: the gateway, the actor host (background
+ * responses, batch lines) and the runners read the same values.
+ */
+export const timeoutsConfig = Config.all({
+  /** A runner that sends neither a delta nor a heartbeat for this long is declared lost. */
+  runnerTimeoutMs: int("TRIBUTARY_RUNNER_TIMEOUT_MS", 5_000),
+  /** How long a caller waits for a runner to admit or reject a request. */
+  admissionTimeoutMs: int("TRIBUTARY_ADMISSION_TIMEOUT_MS", 10_000),
+  /** Upper bound on one generation, queueing included; the runner abandons it afterwards. */
+  requestTimeoutMs: int("TRIBUTARY_REQUEST_TIMEOUT_MS", 600_000),
+  /** On shutdown, how long in-flight work may finish (streams, generations, background runs) before it is ended or handed back. */
+  drainTimeoutMs: int("TRIBUTARY_DRAIN_TIMEOUT_MS", 30_000),
 });
 
 /** Files and batches (read by the gateway and the actor host alike). */
@@ -86,23 +131,18 @@ export const responsesConfig = Config.all({
   backgroundAckWaitMs: int("TRIBUTARY_BACKGROUND_ACK_WAIT_MS", 30_000),
   /** Attempts of one background response before it is marked failed. */
   backgroundMaxAttempts: int("TRIBUTARY_BACKGROUND_MAX_ATTEMPTS", 3),
-  /** Same meanings as the gateway's variables of the same names, for the worker's generations. */
-  requestTimeoutMs: int("TRIBUTARY_REQUEST_TIMEOUT_MS", 600_000),
-  admissionTimeoutMs: int("TRIBUTARY_ADMISSION_TIMEOUT_MS", 10_000),
-  runnerTimeoutMs: int("TRIBUTARY_RUNNER_TIMEOUT_MS", 5_000),
-  /** On shutdown, how long running background responses may finish before they are handed back. */
-  drainTimeoutMs: int("TRIBUTARY_DRAIN_TIMEOUT_MS", 30_000),
 });
 
-/** `tributary start` only: how the processes it starts are placed on CPUs. */
-export const placementConfig = Config.all({
-  /** "auto" (each CPU runner gets `threads` CPUs of its own when some are left over), "off", or a CPU list for the runners. */
+/** `tributary start` only. */
+export const startConfig = Config.all({
+  /** How the processes it starts are placed on CPUs: "auto" (each CPU runner gets `threads` CPUs of its own when some are left over), "off", or a CPU list for the runners. */
   runnerCpus: str("TRIBUTARY_RUNNER_CPUS", "auto"),
+  /** Port of the embedded nats-server (when NATS_URL is unset). */
+  natsPort: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 65535 })), "TRIBUTARY_NATS_PORT").pipe(Config.withDefault(4222)),
 });
 
 export const runnerConfig = Config.all({
   heartbeatMs: int("TRIBUTARY_HEARTBEAT_MS", 500),
-  drainTimeoutMs: int("TRIBUTARY_DRAIN_TIMEOUT_MS", 30_000),
   /** Restrict this runner process to these catalog models (comma separated); empty = all with replicas > 0. */
   models: str("TRIBUTARY_RUNNER_MODELS", ""),
   modelCache: Config.option(Config.String("TRIBUTARY_MODEL_CACHE")),
@@ -118,9 +158,14 @@ export class ConfigurationError extends Error {
   override name = "ConfigurationError";
 }
 
-/** Reads a config from the environment, throwing a readable error naming the variable. */
-export function readConfig<A>(config: Config.Config<A>): A {
-  const exit = Effect.runSyncExit(Effect.gen(function* () {
+export type ConfigValue<C> = C extends Config.Config<infer A> ? A : never;
+
+/**
+ * Reads a config from the environment (or from `env`, a record of variables: tests, benchmarks),
+ * throwing a readable error naming the variable.
+ */
+export function readConfig<A>(config: Config.Config<A>, env?: Record<string, string | undefined>): A {
+  const exit = Effect.runSyncExit(env ? config.parse(ConfigProvider.fromEnvRecord(env)) : Effect.gen(function* () {
     return yield* config;
   }));
   if (Exit.isSuccess(exit)) return exit.value;

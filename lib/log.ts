@@ -1,19 +1,12 @@
+import { logConfig, readConfig } from "./config.js";
+
 // Structured logs: one JSON object per line on stderr, so that the supervisor, kubectl logs
 // and log shippers can all read them. Kept tiny on purpose: it is called on request paths.
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
-function levelFromEnv(): LogLevel {
-  const v = (process.env.TRIBUTARY_LOG_LEVEL ?? "info").toLowerCase();
-  return v in rank ? (v as LogLevel) : "info";
-}
-
-let threshold = rank[levelFromEnv()];
-
-export function setLogLevel(level: LogLevel): void {
-  threshold = rank[level];
-}
+const threshold = rank[readConfig(logConfig).level];
 
 export interface Logger {
   debug(msg: string, fields?: Record<string, unknown>): void;

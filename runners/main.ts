@@ -2,7 +2,7 @@
 //   node dist/runners/main.js            (TRIBUTARY_RUNNER_MODELS picks the models; default: all)
 import { hostname } from "node:os";
 import { loadCatalog } from "../modules/catalog/mod.js";
-import { commonConfig, optionToUndefined, readConfig, runnerConfig } from "../lib/config.js";
+import { commonConfig, optionToUndefined, readConfig, runnerConfig, timeoutsConfig } from "../lib/config.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
 import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
@@ -16,6 +16,7 @@ const log = createLogger("runner", { pid: process.pid });
 async function main(): Promise<void> {
   const common = readConfig(commonConfig);
   const config = readConfig(runnerConfig);
+  const timeouts = readConfig(timeoutsConfig);
   const catalog = loadCatalog(common.catalogPath);
   const wanted = config.models ? new Set(config.models.split(",").map((s) => s.trim()).filter(Boolean)) : undefined;
   if (wanted) for (const id of wanted) if (!catalog.some((m) => m.id === id)) throw new Error(`TRIBUTARY_RUNNER_MODELS names ${id}, which is not in ${common.catalogPath}`);
@@ -31,7 +32,7 @@ async function main(): Promise<void> {
     log,
   };
   for (const spec of models)
-    await supervisor.spawn(() => new RunnerActor(spec, createEngine(spec, engineEnv), { heartbeatMs: config.heartbeatMs, drainTimeoutMs: config.drainTimeoutMs }));
+    await supervisor.spawn(() => new RunnerActor(spec, createEngine(spec, engineEnv), { heartbeatMs: config.heartbeatMs, drainTimeoutMs: timeouts.drainTimeoutMs }));
   if (config.healthPort > 0) {
     await startHealthServer(config.healthPort, config.healthHost, () => supervisor.actors.map((a) => (a as RunnerActor).status()));
     log.info("health server listening", { port: config.healthPort });

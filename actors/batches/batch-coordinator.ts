@@ -2,7 +2,7 @@ import type { KV } from "@nats-io/kv";
 import { nanos } from "@nats-io/transport-node";
 import type { JsMsg } from "@nats-io/jetstream";
 import type { ModelSpec } from "../../modules/catalog/mod.js";
-import { BatchStore, FINAL_STATUSES, openBatchResults, purgeBatchLeftovers, resultsFilter, resultsStream, type BatchError, type BatchJob, type StoredBatch, LINE_EXECUTORS, ResultTally, storeResult, InputValidator, type WorkLine } from "../../modules/batches/mod.js";
+import { BatchStore, FINAL_STATUSES, openBatchResults, purgeBatchLeftovers, resultsFilter, resultsStream, type BatchError, type BatchJob, type StoredBatch, LINE_EXECUTORS, ResultTally, storeResult, InputValidator, validLines, type WorkLine } from "../../modules/batches/mod.js";
 import { FileStore, type FileObject } from "../../modules/files/mod.js";
 import { ensureDurableConsumer, readStored } from "../../lib/nats/jetstream.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
@@ -186,7 +186,7 @@ export class BatchCoordinator implements Actor {
     }
     const pending: Promise<unknown>[] = [];
     let published = 0;
-    for await (const line of this.workLines(record, file)) {
+    for await (const line of this.workLines(file)) {
       if (!this.options.catalog.has(line.model)) {
         // Not a validation failure: the line ends in the error file, the others run.
         pending.push(storeResult(this.results, batch.id, line.line, notRunLine(line.customId, "invalid_request",
@@ -207,13 +207,9 @@ export class BatchCoordinator implements Actor {
     this.ctx.log.info("batch enqueued", { batchId: batch.id, lines: published });
   }
 
-  private async *workLines(record: StoredBatch, file: FileObject): AsyncGenerator<WorkLine> {
-    const executor = LINE_EXECUTORS.get(record.batch.endpoint)!;
-    const validator = new InputValidator(record.batch.endpoint, executor, this.options.maxBatchRequests);
-    for await (const text of this.files.lines(file.id)) {
-      const line = validator.accept(text);
-      if (line) yield line;
-    }
+  /** The lines of the (validated) input, read again: nothing is decoded a second time. */
+  private workLines(file: FileObject): AsyncGenerator<WorkLine> {
+    return validLines(this.files.lines(file.id));
   }
 
   /** Follows the results of a running batch until all are in, it expires, or it is cancelled. */
@@ -349,7 +345,7 @@ export class BatchCoordinator implements Actor {
         if (buffer.length >= 64 * 1024) yield flush();
       }
       if (input && ok.size + failed.size < batch.request_counts.total) {
-        for await (const line of self.workLines(record, input)) {
+        for await (const line of self.workLines(input)) {
           if (ok.has(line.line) || failed.has(line.line)) continue;
           buffer += JSON.stringify(notRunLine(line.customId, neverRan.code, neverRan.message)) + "\n";
           if (buffer.length >= 64 * 1024) yield flush();

@@ -1,6 +1,6 @@
 import type { ChoiceEnd, TokenDelta, Usage } from "../../proto/gen/tributary/v1/inference.js";
 import type { DomainError } from "../../modules/errors/mod.js";
-import { SSE_DONE, sseData, type SseWriter } from "./sse-writer.js";
+import { SSE_DONE, sseData, type SseOutput } from "./sse-writer.js";
 import { applyToolCallDelta, usageObject, finishReasonName, openAIError, type OpenAIFinishReason } from "../../modules/openai/mod.js";
 
 const NO_CALLS: ReadonlyArray<{ index: number; c: { id: string; name: string; arguments: string } }> = [];
@@ -42,7 +42,7 @@ export class ChatChunkStream {
   private usage: Usage | undefined;
   private finished = false;
 
-  constructor(private readonly writer: SseWriter, private readonly options: ChatStreamOptions) {
+  constructor(private readonly writer: SseOutput, private readonly options: ChatStreamOptions) {
     this.pending = Array.from({ length: options.choices }, () => ({ roleSent: false, text: "", toolCalls: [], finish: null, finishWritten: false }));
     this.base = `{"id":${JSON.stringify(options.id)},"object":"chat.completion.chunk","created":${options.created},"model":${JSON.stringify(options.model)},"service_tier":"default","system_fingerprint":null`;
     this.tail = options.includeUsage ? `],"usage":null}` : `]}`;
@@ -78,11 +78,14 @@ export class ChatChunkStream {
 
   /** Ends the stream with an error event (after the 200 went out, errors travel in the stream). */
   fail(error: DomainError): void {
+    if (this.writer.closed) return;
     this.flush();
     this.writer.end(sseData(JSON.stringify(openAIError(error, this.options.requestId).body)));
   }
 
   private afterEvent(): void {
+    // Events still in flight after the end (a dropped client's generation stopping) change nothing.
+    if (this.writer.closed) return;
     if (this.writer.writable) this.flush();
     else if (this.pendingBytes > this.options.maxPendingBytes) {
       this.options.onOverflow();

@@ -1,5 +1,5 @@
 import type { ResponseEvent, ResponseEventSink } from "../../modules/openai/mod.js";
-import { sseEvent, type SseWriter } from "./sse-writer.js";
+import { sseEvent, type SseOutput } from "./sse-writer.js";
 
 /** Events after which a Responses stream is over. */
 export const TERMINAL_EVENTS: ReadonlySet<string> = new Set(["response.completed", "response.incomplete", "response.failed", "error"]);
@@ -35,7 +35,7 @@ export class ResponseEventStream implements ResponseEventSink {
   private pendingBytes = 0;
   private ended = false;
 
-  constructor(private readonly writer: SseWriter, private readonly options: ResponseEventStreamOptions) {
+  constructor(private readonly writer: SseOutput, private readonly options: ResponseEventStreamOptions) {
     this.sequence = 0;
     writer.onDrain(() => this.flush());
   }

@@ -1,11 +1,28 @@
 import type { HttpExchange } from "../http/exchange.js";
 
 /**
+ * Where an event stream writes its frames: what ChatChunkStream and ResponseEventStream need of
+ * SseWriter (unit tests record the bytes through it).
+ */
+export interface SseOutput {
+  /** False while the client is behind (the producer holds and coalesces), after the end, or once the client left. */
+  readonly writable: boolean;
+  /** True after the end or once the client left: nothing more can be written. */
+  readonly closed: boolean;
+  /** `handler` runs when the client caught up. */
+  onDrain(handler: () => void): void;
+  /** Writes framed events; returns `writable` after it. */
+  write(frames: string): boolean;
+  /** Writes the last frames and ends the response. */
+  end(finalFrames?: string): void;
+}
+
+/**
  * Writes Server-Sent Events through uWS with backpressure: once a write reports that the socket
  * is behind, `writable` turns false and the producer is expected to hold (and coalesce) its
  * output until `onDrain` fires. Nothing is written after the client left.
  */
-export class SseWriter {
+export class SseWriter implements SseOutput {
   private blocked = false;
   private ended = false;
   private drainHandler: (() => void) | undefined;

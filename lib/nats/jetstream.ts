@@ -12,14 +12,13 @@ import {
 } from "@nats-io/jetstream";
 import { Kvm, type KV, type KvOptions } from "@nats-io/kv";
 import { Objm, type ObjectStore, type ObjectStoreOptions } from "@nats-io/obj";
+import { jetStreamConfig, readConfig } from "../config.js";
 
 // Opening JetStream state the same way everywhere: create-or-bind, with the replica count of
 // the deployment (1 on one machine, 3 on a JetStream cluster: TRIBUTARY_JS_REPLICAS).
 
-export function jetStreamReplicas(env: NodeJS.ProcessEnv = process.env): number {
-  const n = Number(env.TRIBUTARY_JS_REPLICAS ?? 1);
-  return Number.isInteger(n) && n >= 1 && n <= 5 ? n : 1;
-}
+let replicas: number | undefined;
+const jetStreamReplicas = () => (replicas ??= readConfig(jetStreamConfig).replicas);
 
 /** Opens the KV bucket `name`, creating it with `options` when it does not exist yet. */
 export async function openKv(nc: NatsConnection, name: string, options: Partial<KvOptions> = {}): Promise<KV> {

@@ -1,4 +1,4 @@
 // The public surface of the actor-runtime module: other modules and processes import from here only.
 export { type Actor, type ActorContext } from "./actor.js";
 export { openMailbox } from "./mailbox.js";
-export { Supervisor } from "./supervisor.js";
+export { superviseActor, Supervisor, type SupervisedActor } from "./supervisor.js";

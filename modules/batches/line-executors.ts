@@ -31,9 +31,15 @@ export type LineOutcome =
 
 export interface LineExecutor {
   readonly endpoint: string;
-  /** Checks the body with the route's schema (throws its domain error) and names the model it asks for. */
+  /** Decodes the body with the route's schema (throws its domain error) and names the model it asks for: the coordinator's validation. */
   validate(body: unknown): { model: string };
+  /** Decodes the body of a validated line (a work item, read from the work stream) and runs it. */
   run(body: unknown, ctx: LineContext): Promise<LineOutcome>;
+}
+
+/** A batch line's result is one response body: a line cannot ask for a stream. */
+function refuseStream(body: { stream?: boolean | null }): void {
+  if (body.stream) throw errors.invalidParam("stream", "Streaming is not supported in batch requests: remove 'stream' from the body.");
 }
 
 /** A failure a later attempt may not see (no runner, overload, a lost runner, a timeout, a cancel) is retried. */
@@ -51,7 +57,7 @@ export const chatCompletionsExecutor: LineExecutor = {
   async run(json, ctx) {
     try {
       const body = parseChatCompletionRequest(json);
-      if (body.stream) throw errors.invalidParam("stream", "Streaming is not supported in batch requests: remove 'stream' from the body.");
+      refuseStream(body);
       const spec = ctx.catalog.get(body.model);
       if (!spec) throw errors.modelNotFound(body.model);
       const { completion } = await runChatCompletion(ctx.client, body, spec, {
@@ -76,7 +82,7 @@ export const responsesExecutor: LineExecutor = {
   async run(json, ctx) {
     try {
       const body = parseResponseCreateRequest(json);
-      if (body.stream) throw errors.invalidParam("stream", "Streaming is not supported in batch requests: remove 'stream' from the body.");
+      refuseStream(body);
       if (body.background) throw errors.invalidParam("background", "Background responses are not supported in batch requests: remove 'background' from the body.");
       const response = await ctx.responses.respond(ctx.projectId, body, {
         requestId: ctx.requestId,

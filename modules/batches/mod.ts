@@ -3,5 +3,5 @@ export { type BatchError, type BatchJob, type BatchObject, type BatchStatus, Bat
 export { dispatchBudget } from "./dispatch-budget.js";
 export { LINE_EXECUTORS, OPENAI_BATCH_ENDPOINTS } from "./line-executors.js";
 export { ResultTally, storeResult } from "./result-lines.js";
-export { InputValidator, type WorkLine } from "./validate-input.js";
+export { InputValidator, validLines, type WorkLine } from "./validate-input.js";
 export { type WorkItem } from "./work-item.js";

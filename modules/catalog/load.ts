@@ -4,6 +4,7 @@ import { Schema } from "effect";
 import { parse as parseYaml } from "yaml";
 import { firstIssue } from "../../lib/schema-errors.js";
 import { repoRoot } from "../../lib/paths.js";
+import { catalogOverridesConfig, readConfig, type CatalogOverrides } from "../../lib/config.js";
 import { CatalogFileSchema, ModelEntrySchema, type ModelEntry } from "./schema.js";
 import { MODEL_DEFAULTS, type ModelSpec } from "./model-spec.js";
 
@@ -19,36 +20,21 @@ const decodeOverrides = Schema.decodeUnknownResult(
   })),
 );
 
-/**
- * Environment overrides, applied on top of every catalog entry:
- *   TRIBUTARY_SLOTS, TRIBUTARY_QUEUE_LIMIT, TRIBUTARY_THREADS, TRIBUTARY_GPU_LAYERS, TRIBUTARY_ENGINE,
- *   TRIBUTARY_REPLICAS, and TRIBUTARY_MODEL_OVERRIDES (JSON: {"<model id>": {<catalog fields>}}).
- */
-function envOverrides(env: NodeJS.ProcessEnv): Partial<ModelEntry> {
-  const out: Record<string, unknown> = {};
-  const int = (name: string, key: string) => {
-    const v = env[name];
-    if (v === undefined || v === "") return;
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0) throw new CatalogError(`${name} must be a non-negative integer, got "${v}"`);
-    out[key] = n;
+/** The overrides every model gets (TRIBUTARY_SLOTS, ...: lib/config.ts), as catalog fields. */
+function globalOverrides(o: CatalogOverrides): Partial<ModelEntry> {
+  const fields = {
+    slots: o.slots,
+    queue_limit: o.queueLimit,
+    threads: o.threads,
+    replicas: o.replicas,
+    gpu_layers: o.gpuLayers,
+    engine: o.engine,
   };
-  int("TRIBUTARY_SLOTS", "slots");
-  int("TRIBUTARY_QUEUE_LIMIT", "queue_limit");
-  int("TRIBUTARY_THREADS", "threads");
-  int("TRIBUTARY_REPLICAS", "replicas");
-  const gpu = env.TRIBUTARY_GPU_LAYERS;
-  if (gpu) out.gpu_layers = gpu === "auto" || gpu === "max" ? gpu : Number(gpu);
-  const engine = env.TRIBUTARY_ENGINE;
-  if (engine) {
-    if (engine !== "llama" && engine !== "sim") throw new CatalogError(`TRIBUTARY_ENGINE must be llama or sim, got "${engine}"`);
-    out.engine = engine;
-  }
-  return out as Partial<ModelEntry>;
+  return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) as Partial<ModelEntry>;
 }
 
-function perModelOverrides(env: NodeJS.ProcessEnv): Record<string, Partial<ModelEntry>> {
-  const raw = env.TRIBUTARY_MODEL_OVERRIDES;
+/** TRIBUTARY_MODEL_OVERRIDES: {"<model id>": {<catalog fields>}}, checked against the catalog's schema. */
+function perModelOverrides(raw: string | undefined): Record<string, Partial<ModelEntry>> {
   if (!raw) return {};
   let json: unknown;
   try {
@@ -104,8 +90,8 @@ export function toModelSpec(entry: ModelEntry, baseDir: string, created: number)
   };
 }
 
-/** Parses a catalog document (YAML or JSON text) and applies env overrides. */
-export function parseCatalog(text: string, origin: string, env: NodeJS.ProcessEnv = process.env, created = 0): ModelSpec[] {
+/** Parses a catalog document (YAML or JSON text) and applies the overrides (by default: the environment's). */
+export function parseCatalog(text: string, origin: string, overrides: CatalogOverrides = readConfig(catalogOverridesConfig), created = 0): ModelSpec[] {
   let doc: unknown;
   try {
     doc = parseYaml(text);
@@ -119,8 +105,8 @@ export function parseCatalog(text: string, origin: string, env: NodeJS.ProcessEn
   }
   const file = r.success;
   const baseDir = file.base_dir ? resolve(repoRoot, file.base_dir) : repoRoot;
-  const global = envOverrides(env);
-  const perModel = perModelOverrides(env);
+  const global = globalOverrides(overrides);
+  const perModel = perModelOverrides(overrides.modelOverrides);
   const seen = new Set<string>();
   const specs = file.models.map((entry) => {
     if (seen.has(entry.id)) throw new CatalogError(`${origin}: model id "${entry.id}" appears twice`);
@@ -132,7 +118,7 @@ export function parseCatalog(text: string, origin: string, env: NodeJS.ProcessEn
   return specs;
 }
 
-export function loadCatalog(path: string, env: NodeJS.ProcessEnv = process.env): ModelSpec[] {
+export function loadCatalog(path: string, overrides: CatalogOverrides = readConfig(catalogOverridesConfig)): ModelSpec[] {
   let text: string;
   let created: number;
   try {
@@ -141,5 +127,5 @@ export function loadCatalog(path: string, env: NodeJS.ProcessEnv = process.env):
   } catch (err) {
     throw new CatalogError(`cannot read catalog ${path}: ${(err as Error).message}`);
   }
-  return parseCatalog(text, path, env, created);
+  return parseCatalog(text, path, overrides, created);
 }

@@ -1,10 +1,10 @@
 import { RequestError, TimeoutError, type NatsConnection, type Subscription } from "@nats-io/transport-node";
-import { Admission, GenerateRequest, RunnerEvent, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
+import { Admission, Cancel, GenerateRequest, RunnerEvent, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { Logger } from "../../lib/log.js";
 import { errors, NoRunner, RunnerLost, StreamInterrupted, type DomainError } from "../errors/mod.js";
 import { domainErrorFromRunner, retryElsewhere } from "./runner-errors.js";
-import { GenerationStream } from "./generation-stream.js";
+import { GenerationStream, type StreamOwner } from "./generation-stream.js";
 import type { RunnerDirectory } from "./runner-directory.js";
 import { RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
 
@@ -34,9 +34,12 @@ export class GenerationClient {
     private readonly log: Logger,
   ) {}
 
-  get inFlight(): number {
-    return this.streams.size;
-  }
+  /** How the streams of this client are released and cancelled. */
+  private readonly owner: StreamOwner = {
+    release: (stream) => this.streams.delete(stream.requestId),
+    cancel: (requestId, model, runnerId) =>
+      this.nc.publish(runnerId ? subjects.runnerCancel(runnerId) : subjects.cancel(model), Cancel.encode({ requestId }).finish()),
+  };
 
   start(): void {
     this.subscription = this.nc.subscribe(subjects.replyWildcard(this.options.gatewayId), {
@@ -73,7 +76,7 @@ export class GenerationClient {
    */
   async generate(request: GenerateRequest): Promise<GenerationStream> {
     request.replySubject = subjects.reply(this.options.gatewayId, request.requestId);
-    const stream = new GenerationStream(request.requestId, request.model, this.nc, (s) => this.streams.delete(s.requestId));
+    const stream = new GenerationStream(request.requestId, request.model, this.owner);
     this.streams.set(request.requestId, stream);
     try {
       await this.admit(request, stream);

@@ -1,12 +1,4 @@
-import type { NatsConnection } from "@nats-io/transport-node";
-import {
-  Cancel,
-  type ChoiceEnd,
-  type Final,
-  type RunnerEvent,
-  type TokenDelta,
-} from "../../proto/gen/tributary/v1/inference.js";
-import { subjects } from "../../lib/nats/subjects.js";
+import type { ChoiceEnd, Final, RunnerEvent, TokenDelta } from "../../proto/gen/tributary/v1/inference.js";
 import type { DomainError } from "../errors/mod.js";
 
 /** Receives one request's events, in order. Exactly one of `final` or `failure` ends it. */
@@ -17,6 +9,14 @@ export interface GenerationListener {
   choiceReset?(choiceIndex: number): void;
   final(final: Final): void;
   failure(error: DomainError): void;
+}
+
+/** What a stream needs of the client that owns it (GenerationClient: its map of streams and NATS). */
+export interface StreamOwner {
+  /** The stream ended: its events are no longer routed to it. */
+  release(stream: GenerationStream): void;
+  /** Tells the runner that admitted the request (or, not known yet, every runner of the model) to stop it. */
+  cancel(requestId: string, model: string, runnerId: string | undefined): void;
 }
 
 export interface Admitted {
@@ -44,8 +44,7 @@ export class GenerationStream {
   constructor(
     readonly requestId: string,
     readonly model: string,
-    private readonly nc: NatsConnection,
-    private readonly release: (stream: GenerationStream) => void,
+    private readonly owner: StreamOwner,
   ) {}
 
   get done(): boolean {
@@ -81,7 +80,7 @@ export class GenerationStream {
   fail(error: DomainError): void {
     if (this.ended) return;
     this.ended = true;
-    this.release(this);
+    this.owner.release(this);
     if (this.listener) this.listener.failure(error);
     else this.buffered.push(error);
   }
@@ -99,16 +98,13 @@ export class GenerationStream {
     if (this.ended) return;
     this.ended = true;
     this.cancelRequested = true;
-    this.release(this);
+    this.owner.release(this);
     this.sendCancel();
   }
 
   /** Sends the cancel that was requested before the runner was known. */
   sendCancel(): void {
-    if (!this.cancelRequested) return;
-    const bytes = Cancel.encode({ requestId: this.requestId }).finish();
-    const runner = this.admitted?.runnerId;
-    this.nc.publish(runner ? subjects.runnerCancel(runner) : subjects.cancel(this.model), bytes);
+    if (this.cancelRequested) this.owner.cancel(this.requestId, this.model, this.admitted?.runnerId);
   }
 
   private dispatch(event: RunnerEvent, listener: GenerationListener): void {
@@ -127,7 +123,7 @@ export class GenerationStream {
       case "final":
         if (!this.ended) {
           this.ended = true;
-          this.release(this);
+          this.owner.release(this);
         }
         listener.final(e.value);
         break;

@@ -1,6 +1,6 @@
 // The public surface of the inference module: other modules and processes import from here only.
 export { admitGeneration, collectChatCompletion, runChatCompletion } from "./chat-completion.js";
 export { GenerationClient } from "./generation-client.js";
-export { type GenerationListener, type GenerationStream } from "./generation-stream.js";
-export { RunnerDirectory, type RunnerView } from "./runner-directory.js";
+export { type GenerationListener, GenerationStream, type StreamOwner } from "./generation-stream.js";
+export { RunnerDirectory, runnerForgetAfterMs, type RunnerView } from "./runner-directory.js";
 export { domainErrorFromRunner } from "./runner-errors.js";

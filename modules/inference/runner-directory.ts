@@ -23,6 +23,12 @@ export interface RunnerView {
 }
 
 /**
+ * How long a directory keeps a runner it no longer hears from: four runner timeouts, at least
+ * 10 s, so that a runner is declared lost (its streams ended) long before it is forgotten.
+ */
+export const runnerForgetAfterMs = (runnerTimeoutMs: number) => Math.max(runnerTimeoutMs * 4, 10_000);
+
+/**
  * What this gateway knows about runners, from their heartbeats: which runners serve a model,
  * how loaded they are (for routing), and when each was last heard from (for loss detection).
  * Load figures are updated locally on each request sent, so a burst between two heartbeats
@@ -61,12 +67,6 @@ export class RunnerDirectory {
   onHeartbeat(listener: (view: RunnerView) => void): () => void {
     this.beatListeners.add(listener);
     return () => this.beatListeners.delete(listener);
-  }
-
-  /** Marks a runner as alive (an event from it arrived). */
-  touch(runnerId: string): void {
-    const r = this.runners.get(runnerId);
-    if (r) r.lastSeen = performance.now();
   }
 
   /** Counts a request sent to a runner locally until the next heartbeat brings the runner's own figures. */

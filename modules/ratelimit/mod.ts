@@ -5,5 +5,5 @@ export { ClusterRateLimiter } from "./cluster-rate-limiter.js";
 export { estimatePromptTokens, estimateRequestTokens } from "./estimate.js";
 export { goDuration, parseGoDuration, rateLimitHeaders, retryAfterHeaders } from "./headers.js";
 export { BudgetDenied, type Grant, type LeaseAsk, LocalBudget } from "./local-budget.js";
-export { type RateLimiter, UnlimitedRateLimiter } from "./rate-limiter.js";
+export { type Admission, type RateLimiter, UnlimitedRateLimiter } from "./rate-limiter.js";
 export { UsageMeter } from "./usage-meter.js";

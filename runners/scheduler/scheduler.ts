@@ -112,10 +112,6 @@ export class Scheduler {
     };
   }
 
-  get inFlight(): number {
-    return this.requests.size;
-  }
-
   /**
    * Admits a prepared request: it starts at once when slots are free, else it queues.
    * Returns its queue position (0 = started). Throws AdmissionError when the queue is full.

@@ -1,6 +1,10 @@
 import t from "tap";
 import { CatalogError, parseCatalog } from "../../modules/catalog/mod.js";
 import { repoRoot } from "../../lib/paths.js";
+import { catalogOverridesConfig, ConfigurationError, readConfig } from "../../lib/config.js";
+
+/** The overrides a process with these environment variables reads. */
+const fromEnv = (env: Record<string, string>) => readConfig(catalogOverridesConfig, env);
 
 const doc = `
 models:
@@ -25,19 +29,27 @@ t.test("defaults, relative sources and rate limits", async (t) => {
 });
 
 t.test("environment overrides: global and per model", async (t) => {
-  const [small, sim] = parseCatalog(doc, "x.yaml", {
+  const [small, sim] = parseCatalog(doc, "x.yaml", fromEnv({
     TRIBUTARY_SLOTS: "16",
+    TRIBUTARY_GPU_LAYERS: "auto",
     TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ "acme/sim": { slots: 2, sim: { tokens_per_second: 5 } } }),
-  });
+  }));
   t.equal(small!.slots, 16);
+  t.equal(small!.gpuLayers, "auto");
   t.equal(sim!.slots, 2);
   t.equal(sim!.sim.tokensPerSecond, 5);
+  t.equal(parseCatalog(doc, "x.yaml", fromEnv({ TRIBUTARY_GPU_LAYERS: "12", TRIBUTARY_SLOTS: "" }))[0]!.gpuLayers, 12, "an empty variable is unset");
+});
+
+t.test("an override variable that is not valid names itself", async (t) => {
+  for (const [name, value] of [["TRIBUTARY_SLOTS", "-1"], ["TRIBUTARY_THREADS", "two"], ["TRIBUTARY_GPU_LAYERS", "most"], ["TRIBUTARY_ENGINE", "vllm"]] as const)
+    t.throws(() => fromEnv({ [name]: value }), { name: ConfigurationError.name, message: new RegExp(name) }, `${name}=${value}`);
 });
 
 t.test("every rule gives a clear error", async (t) => {
-  const bad = (text: string, env: NodeJS.ProcessEnv, pattern: RegExp) => {
+  const bad = (text: string, env: Record<string, string>, pattern: RegExp) => {
     try {
-      parseCatalog(text, "c.yaml", env);
+      parseCatalog(text, "c.yaml", fromEnv(env));
       t.fail(`accepted: ${text}`);
     } catch (e) {
       t.ok(e instanceof CatalogError, "a CatalogError");
@@ -50,7 +62,6 @@ t.test("every rule gives a clear error", async (t) => {
   bad("models: [{ id: a/b, engine: sim, context_length: 5, max_output_tokens: 9 }]", {}, /exceeds context_length/);
   bad("models: [{ id: a/b, engine: sim, context_length: 5, colour: red }]", {}, /colour/);
   bad("models: [{ id: a/b, engine: sim, context_length: 5 }, { id: a/b, engine: sim, context_length: 5 }]", {}, /appears twice/);
-  bad(doc, { TRIBUTARY_SLOTS: "-1" }, /TRIBUTARY_SLOTS/);
   bad(doc, { TRIBUTARY_MODEL_OVERRIDES: "{" }, /not valid JSON/);
   bad(doc, { TRIBUTARY_MODEL_OVERRIDES: '{"x/y": {"slots": 1}}' }, /not in c\.yaml/);
   bad("models: [", {}, /not valid YAML/);

@@ -89,3 +89,24 @@ t.test("HTTP statuses are chosen only at the edge: the gateway, and the one erro
   }
   t.same(offenders, [], "status numbers outside the edge");
 });
+
+t.test("environment variables are read in lib/config.ts only, and each is in the README", async (t) => {
+  // Passing the whole environment on to a child process is not reading a variable.
+  const reads = /process\.env\s*(?:\.\s*\w|\[)|\bConfig\.\w+\(\s*"/;
+  const offenders: string[] = [];
+  for (const file of SOURCE_ROOTS.flatMap(sources)) {
+    if (file === "lib/config.ts") continue;
+    readFileSync(join(repoRoot, file), "utf8")
+      .split("\n")
+      .forEach((line, i) => {
+        if (reads.test(line)) offenders.push(`${file}:${i + 1}: ${line.trim()}`);
+      });
+  }
+  t.same(offenders, [], "environment reads outside lib/config.ts");
+
+  const config = readFileSync(join(repoRoot, "lib/config.ts"), "utf8");
+  const names = [...new Set([...config.matchAll(/"((?:TRIBUTARY|NATS|HF)_[A-Z_]+)"/g)].map((m) => m[1]!))];
+  t.ok(names.length > 40, `${names.length} variables in lib/config.ts`);
+  const readme = readFileSync(join(repoRoot, "README.md"), "utf8");
+  t.same(names.filter((n) => !readme.includes("`" + n + "`")), [], "variables missing from the README");
+});

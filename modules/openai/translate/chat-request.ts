@@ -5,11 +5,13 @@ import {
   Truncation,
   type ChatMessage,
   type GenerateRequest,
+  type ToolChoice,
   type ToolDefinition,
 } from "../../../proto/gen/tributary/v1/inference.js";
 import type { ModelSpec } from "../../catalog/mod.js";
 import { errors } from "../../errors/mod.js";
 import type { ChatCompletionRequest, ChatMessageInput } from "../schemas/chat-completions.js";
+import { forcedFunction, functionNames, requireToolsFor } from "./tool-choice.js";
 
 function textOf(content: unknown, param: string): string {
   if (content === null || content === undefined) return "";
@@ -76,24 +78,13 @@ export function chatToGenerateRequest(body: ChatCompletionRequest, spec: ModelSp
     throw errors.invalidParam("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.");
 
   const tools = toToolDefinitions(body.tools);
-  const names = new Set<string>();
-  tools.forEach((t, i) => {
-    if (names.has(t.name)) throw errors.invalidParam(`tools[${i}].function.name`, `Duplicate function name '${t.name}' in tools.`);
-    names.add(t.name);
-  });
-  let toolChoice = { mode: ToolChoice_Mode.MODE_AUTO, functionName: "" };
+  const names = functionNames(tools.map((t) => t.name), (i) => `tools[${i}].function.name`);
+  let toolChoice: ToolChoice = { mode: ToolChoice_Mode.MODE_AUTO, functionName: "" };
   const choice = body.tool_choice;
-  if (choice != null) {
-    if (choice !== "none" && tools.length === 0)
-      throw errors.invalidParam("tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.");
-    if (choice === "none") toolChoice = { mode: ToolChoice_Mode.MODE_NONE, functionName: "" };
-    else if (choice === "required") toolChoice = { mode: ToolChoice_Mode.MODE_REQUIRED, functionName: "" };
-    else if (typeof choice === "object") {
-      if (!names.has(choice.function.name))
-        throw errors.invalidParam("tool_choice", `Invalid value for 'tool_choice': function '${choice.function.name}' is not in 'tools'.`);
-      toolChoice = { mode: ToolChoice_Mode.MODE_FUNCTION, functionName: choice.function.name };
-    }
-  }
+  requireToolsFor(choice, tools.length);
+  if (choice === "none") toolChoice = { mode: ToolChoice_Mode.MODE_NONE, functionName: "" };
+  else if (choice === "required") toolChoice = { mode: ToolChoice_Mode.MODE_REQUIRED, functionName: "" };
+  else if (choice != null && typeof choice === "object") toolChoice = forcedFunction(choice.function.name, names, "tool_choice");
 
   let responseFormat = { type: ResponseFormat_Type.TYPE_TEXT, name: "", schemaJson: "" };
   const format = body.response_format;

@@ -12,6 +12,7 @@ import {
 import type { ModelSpec } from "../../catalog/mod.js";
 import { errors } from "../../errors/mod.js";
 import type { ResponseCreateRequest } from "../schemas/responses.js";
+import { forcedFunction, functionNames, requireToolsFor } from "./tool-choice.js";
 
 /** What a Responses request asks of the runner besides its messages, checked against the model. */
 export interface GenerationOptions {
@@ -40,11 +41,7 @@ export function checkResponseRequest(body: ResponseCreateRequest, spec: ModelSpe
   if ((body.top_logprobs ?? 0) > 0 || body.include?.includes("message.output_text.logprobs"))
     throw errors.invalidParam(body.top_logprobs ? "top_logprobs" : "include", "logprobs are not supported by this server yet.", "unsupported_parameter");
 
-  const names = new Set<string>();
-  body.tools.forEach((t, i) => {
-    if (names.has(t.name)) throw errors.invalidParam(`tools[${i}].name`, `Duplicate function name '${t.name}' in tools.`);
-    names.add(t.name);
-  });
+  const names = functionNames(body.tools.map((t) => t.name), (i) => `tools[${i}].name`);
   let tools: ToolDefinition[] = body.tools.map((t) => ({
     name: t.name,
     description: t.description ?? "",
@@ -54,14 +51,11 @@ export function checkResponseRequest(body: ResponseCreateRequest, spec: ModelSpe
 
   let toolChoice: ToolChoice = { mode: ToolChoice_Mode.MODE_AUTO, functionName: "" };
   const choice = body.tool_choice;
-  if (choice != null && choice !== "none" && tools.length === 0)
-    throw errors.invalidParam("tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.");
+  requireToolsFor(choice, tools.length);
   if (choice === "none") toolChoice = { mode: ToolChoice_Mode.MODE_NONE, functionName: "" };
   else if (choice === "required") toolChoice = { mode: ToolChoice_Mode.MODE_REQUIRED, functionName: "" };
-  else if (choice != null && typeof choice === "object" && choice.type === "function") {
-    if (!names.has(choice.name)) throw errors.invalidParam("tool_choice.name", `Invalid value for 'tool_choice': function '${choice.name}' is not in 'tools'.`);
-    toolChoice = { mode: ToolChoice_Mode.MODE_FUNCTION, functionName: choice.name };
-  } else if (choice != null && typeof choice === "object" && choice.type === "allowed_tools") {
+  else if (choice != null && typeof choice === "object" && choice.type === "function") toolChoice = forcedFunction(choice.name, names, "tool_choice.name");
+  else if (choice != null && typeof choice === "object" && choice.type === "allowed_tools") {
     // The model may call only these: the others are not offered to it at all.
     const allowed = new Set<string>();
     choice.tools.forEach((t, i) => {

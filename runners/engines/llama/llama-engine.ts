@@ -164,9 +164,9 @@ export class LlamaEngine implements Engine {
     let functionName: string | undefined;
     if (choice === ToolChoice_Mode.MODE_REQUIRED) mode = "required";
     if (choice === ToolChoice_Mode.MODE_FUNCTION) {
+      // The contract: a forced function is one of the request's tools (the gateway's translation checks tool_choice).
       functionName = request.toolChoice!.functionName;
-      if (!argumentGrammars.has(functionName))
-        throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `tool_choice names function '${functionName}', which is not in tools`, "tool_choice");
+      if (!argumentGrammars.has(functionName)) throw new Error(`GenerateRequest breaks its contract: tool_choice forces '${functionName}', which is not among its tools`);
       mode = "function";
     }
     return {

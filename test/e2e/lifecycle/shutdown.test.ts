@@ -39,24 +39,40 @@ t.test("tributary start: Ctrl-C lets in-flight streams finish, then every proces
   });
   t.teardown(() => cli.kill("SIGKILL"));
   const pids = new Set<number>();
+  const gatewayPids: number[] = [];
   createInterface({ input: cli.stderr }).on("line", (line) => {
     const nats = /^\[(\d+)\]/.exec(line);
     if (nats) pids.add(Number(nats[1]));
     try {
-      const pid = (JSON.parse(line) as { pid?: number }).pid;
-      if (pid) pids.add(pid);
+      const record = JSON.parse(line) as { pid?: number; msg?: string };
+      if (record.pid) pids.add(record.pid);
+      if (record.msg === "gateway listening" && record.pid) gatewayPids.push(record.pid);
     } catch {}
   });
-  const banner = await new Promise<string>((resolve) => {
-    let out = "";
-    cli.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-      if (/Tributary is up: (\S+)/.test(out)) resolve(out);
-    });
+  // Each gateway that starts prints the banner (with the port it got: TRIBUTARY_PORT is 0).
+  let stdout = "";
+  let heard = () => {};
+  cli.stdout.on("data", (d: Buffer) => {
+    stdout += d.toString();
+    heard();
   });
-  const baseURL = /Tributary is up: (\S+)/.exec(banner)![1]!;
-  const key = /API key: (\S+)\)/.exec(banner)![1]!;
+  const banner = async (n: number): Promise<string> => {
+    for (;;) {
+      const all = [...stdout.matchAll(/Tributary is up: .*/g)];
+      if (all.length >= n) return all[n - 1]![0];
+      await new Promise<void>((resolve) => (heard = resolve));
+    }
+  };
+  const first = await banner(1);
+  const key = /API key: (\S+)\)/.exec(first)![1]!;
   t.match(key, /^sk-local-/, "a local key was made and printed");
+
+  // A process that dies is started again by the supervisor.
+  t.equal(gatewayPids.length, 1);
+  process.kill(gatewayPids[0]!, "SIGKILL");
+  const baseURL = /Tributary is up: (\S+)/.exec(await banner(2))![1]!;
+  t.equal(gatewayPids.length, 2, "a new gateway process started after the first was killed");
+  t.not(gatewayPids[1], gatewayPids[0]);
   const client = new OpenAI({ apiKey: key, baseURL, maxRetries: 0 });
   // The runner may still be loading: retry until it serves.
   for (let i = 0; i < 50; i++) {

@@ -90,7 +90,7 @@ export interface ToolDefinition {
 
 export interface ToolChoice {
   mode: ToolChoice_Mode;
-  /** Set when mode is MODE_FUNCTION. */
+  /** Set when mode is MODE_FUNCTION: the name of one of the request's tools (the sender checks it). */
   functionName: string;
 }
 

@@ -1,0 +1,212 @@
+import t from "tap";
+import { ChatChunkStream, type ChatStreamOptions } from "../../gateway/sse/chat-stream.js";
+import type { SseOutput } from "../../gateway/sse/sse-writer.js";
+import { RunnerLost } from "../../modules/errors/mod.js";
+import { FinishReason, type ToolCallDelta } from "../../proto/gen/tributary/v1/inference.js";
+
+// The chat chunk stream, driven with scripted runner events; its output is the exact bytes an
+// SSE client receives, recorded write by write, with the socket's backpressure played by hand.
+
+/** An SseOutput that records each write and lets the test fill the socket and drain it. */
+class RecordedOutput implements SseOutput {
+  /** Each write (and the end's final frames), as written. */
+  readonly writes: string[] = [];
+  ended = false;
+  private behind = false;
+  private drain: (() => void) | undefined;
+
+  get writable(): boolean {
+    return !this.behind && !this.ended;
+  }
+  get closed(): boolean {
+    return this.ended;
+  }
+  onDrain(handler: () => void): void {
+    this.drain = handler;
+  }
+  write(frames: string): boolean {
+    if (this.ended) throw new Error("write after end");
+    this.writes.push(frames);
+    return this.writable;
+  }
+  end(finalFrames = ""): void {
+    if (this.ended) throw new Error("ended twice");
+    this.writes.push(finalFrames);
+    this.ended = true;
+  }
+  /** The socket's buffer is full: the producer must hold its output. */
+  fillUp(): void {
+    this.behind = true;
+  }
+  /** The client read everything: the producer may write again. */
+  catchUp(): void {
+    this.behind = false;
+    this.drain?.();
+  }
+  /** Every SSE event written so far, in order ("[DONE]" as a string, the rest parsed). */
+  get events(): unknown[] {
+    return this.writes.join("").split("\n\n").filter(Boolean).map((frame) => {
+      if (!frame.startsWith("data: ")) throw new Error(`not an SSE data frame: ${frame}`);
+      const data = frame.slice(6);
+      return data === "[DONE]" ? data : JSON.parse(data);
+    });
+  }
+}
+
+function chatStream(options: Partial<ChatStreamOptions> = {}) {
+  const out = new RecordedOutput();
+  let overflows = 0;
+  const stream = new ChatChunkStream(out, {
+    id: "chatcmpl-1", requestId: "req_1", created: 1_700_000_000, model: "m/x", choices: 1, includeUsage: false,
+    maxPendingBytes: 1_000, onOverflow: () => overflows++, ...options,
+  });
+  return { out, stream, overflows: () => overflows };
+}
+
+const text = (value: string, choiceIndex = 0) => ({ choiceIndex, text: value, toolCalls: [], tokens: 1 });
+const calls = (toolCalls: Array<Partial<ToolCallDelta> & { index: number }>, choiceIndex = 0) => ({
+  choiceIndex, text: "", tokens: 1, toolCalls: toolCalls.map((c) => ({ id: "", name: "", arguments: "", ...c })),
+});
+const end = (finishReason = FinishReason.FINISH_REASON_STOP, choiceIndex = 0) => ({ choiceIndex, finishReason, completionTokens: 2 });
+/** The `choices[0]` of each chunk event: its index, delta and finish reason. */
+const choicesOf = (events: unknown[]) =>
+  events.map((e) => (e === "[DONE]" ? e : (e as { choices: Array<{ index: number; delta: unknown; finish_reason: unknown }> }).choices[0] ?? "no choice"));
+
+t.test("the bytes of a short answer: role, content, finish, [DONE]", async (t) => {
+  const { out, stream } = chatStream();
+  stream.delta(text("Once"));
+  stream.delta(text(" upon"));
+  stream.choiceEnd(end());
+  stream.complete({ promptTokens: 5, completionTokens: 2 });
+  const head = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m/x","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":`;
+  t.same(out.writes, [
+    `data: ${head}{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]}\n\n` +
+      `data: ${head}{"content":"Once"},"logprobs":null,"finish_reason":null}]}\n\n`,
+    `data: ${head}{"content":" upon"},"logprobs":null,"finish_reason":null}]}\n\n`,
+    `data: ${head}{},"logprobs":null,"finish_reason":"stop"}]}\n\n`,
+    "data: [DONE]\n\n",
+  ]);
+  t.ok(out.ended);
+});
+
+t.test("while the client is behind, deltas of a choice merge into one chunk that goes out on drain", async (t) => {
+  const { out, stream } = chatStream({ choices: 2 });
+  stream.delta(text("A", 0));
+  t.equal(out.writes.length, 1);
+  out.fillUp();
+  stream.delta(text("b", 0));
+  stream.delta(text("X", 1));
+  stream.delta(text("c", 0));
+  stream.delta(text("Y", 1));
+  stream.choiceEnd(end(FinishReason.FINISH_REASON_LENGTH, 1));
+  t.equal(out.writes.length, 1, "nothing is written while the socket is full");
+  out.catchUp();
+  t.equal(out.writes.length, 2, "one write on drain");
+  t.same(choicesOf(out.events), [
+    { index: 0, delta: { role: "assistant", content: "", refusal: null }, logprobs: null, finish_reason: null },
+    { index: 0, delta: { content: "A" }, logprobs: null, finish_reason: null },
+    { index: 0, delta: { content: "bc" }, logprobs: null, finish_reason: null },
+    { index: 1, delta: { role: "assistant", content: "", refusal: null }, logprobs: null, finish_reason: null },
+    { index: 1, delta: { content: "XY" }, logprobs: null, finish_reason: null },
+    { index: 1, delta: {}, logprobs: null, finish_reason: "length" },
+  ], "every byte, in order per choice, in fewer chunks");
+});
+
+t.test("tool calls: the first chunk names the call, later fragments carry only arguments", async (t) => {
+  const { out, stream } = chatStream();
+  stream.delta(calls([{ index: 0, id: "call_1", name: "get_weather" }]));
+  stream.delta(calls([{ index: 0, arguments: '{"city"' }]));
+  stream.delta(calls([{ index: 0, arguments: ':"Paris"}' }]));
+  stream.choiceEnd(end(FinishReason.FINISH_REASON_TOOL_CALLS));
+  stream.complete(undefined);
+  t.same(choicesOf(out.events), [
+    { index: 0, delta: { role: "assistant", content: null, tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "get_weather", arguments: "" } }] }, logprobs: null, finish_reason: null },
+    { index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city"' } }] }, logprobs: null, finish_reason: null },
+    { index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: ':"Paris"}' } }] }, logprobs: null, finish_reason: null },
+    { index: 0, delta: {}, logprobs: null, finish_reason: "tool_calls" },
+    "[DONE]",
+  ]);
+});
+
+t.test("tool-call fragments held back while the client is behind are joined per call", async (t) => {
+  const { out, stream } = chatStream();
+  out.fillUp();
+  stream.delta(calls([{ index: 0, id: "call_1", name: "f", arguments: '{"a"' }]));
+  stream.delta(calls([{ index: 0, arguments: ":1}" }, { index: 1, id: "call_2", name: "g", arguments: "{" }]));
+  stream.delta(calls([{ index: 1, arguments: "}" }]));
+  out.catchUp();
+  stream.delta(calls([{ index: 1, arguments: " " }]));
+  t.same(choicesOf(out.events), [
+    {
+      index: 0,
+      delta: {
+        role: "assistant", content: null,
+        tool_calls: [
+          { index: 0, id: "call_1", type: "function", function: { name: "f", arguments: '{"a":1}' } },
+          { index: 1, id: "call_2", type: "function", function: { name: "g", arguments: "{}" } },
+        ],
+      },
+      logprobs: null, finish_reason: null,
+    },
+    { index: 0, delta: { tool_calls: [{ index: 1, function: { arguments: " " } }] }, logprobs: null, finish_reason: null },
+  ]);
+});
+
+t.test("include_usage: every chunk says usage null, and a last chunk without choices carries it", async (t) => {
+  const { out, stream } = chatStream({ includeUsage: true });
+  stream.delta(text("Hi"));
+  stream.choiceEnd(end());
+  stream.complete({ promptTokens: 7, completionTokens: 3 });
+  const events = out.events;
+  t.equal(events.at(-1), "[DONE]");
+  for (const e of events.slice(0, -2)) t.equal((e as { usage: unknown }).usage, null);
+  t.match(events.at(-2), {
+    object: "chat.completion.chunk", choices: [],
+    usage: { prompt_tokens: 7, completion_tokens: 3, total_tokens: 10, prompt_tokens_details: { cached_tokens: 0 } },
+  });
+});
+
+t.test("the end waits for nothing: complete while behind writes the rest, usage and [DONE] in the final write", async (t) => {
+  const { out, stream } = chatStream();
+  stream.delta(text("a"));
+  out.fillUp();
+  stream.delta(text("b"));
+  stream.choiceEnd(end());
+  stream.complete(undefined);
+  t.ok(out.ended);
+  t.equal(out.writes.length, 2);
+  t.same(choicesOf(out.events).slice(2), [{ index: 0, delta: { content: "b" }, logprobs: null, finish_reason: null }, { index: 0, delta: {}, logprobs: null, finish_reason: "stop" }, "[DONE]"]);
+});
+
+t.test("an error after the 200 ends the stream with an error event and no [DONE]", async (t) => {
+  const { out, stream } = chatStream();
+  stream.delta(text("a"));
+  out.fillUp();
+  stream.delta(text("b"));
+  stream.fail(new RunnerLost({ message: "The model runner stopped responding." }));
+  t.ok(out.ended);
+  const events = out.events;
+  t.same(choicesOf(events.slice(0, 3)).map((c) => (c as { delta: unknown }).delta), [{ role: "assistant", content: "", refusal: null }, { content: "a" }, { content: "b" }], "what was held back goes out first");
+  t.same(events.at(-1), { error: { message: "The model runner stopped responding.", type: "server_error", param: null, code: "runner_lost" } });
+  t.notOk(events.includes("[DONE]"));
+});
+
+t.test("a client that falls further behind than maxPendingBytes is dropped; at the limit it is not", async (t) => {
+  const atLimit = chatStream({ maxPendingBytes: 10 });
+  atLimit.out.fillUp();
+  atLimit.stream.delta(text("12345"));
+  atLimit.stream.delta(text("67890"));
+  t.equal(atLimit.overflows(), 0, "10 pending bytes: still held");
+  t.notOk(atLimit.out.ended);
+
+  const over = chatStream({ maxPendingBytes: 10 });
+  over.out.fillUp();
+  over.stream.delta(text("12345"));
+  over.stream.delta(text("678901"));
+  t.equal(over.overflows(), 1, "11 pending bytes: the generation is told to stop");
+  t.ok(over.out.ended);
+  t.same(over.out.writes, [""], "the response ends without the held events");
+  over.stream.delta(text("more"));
+  over.stream.complete(undefined);
+  t.equal(over.out.writes.length, 1, "nothing is written after that");
+});
