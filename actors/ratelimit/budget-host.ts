@@ -8,7 +8,7 @@ import { buckets, kvToken, queues, subjects } from "../../lib/nats/subjects.js";
 import { openMailbox } from "../../modules/actor-runtime/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import { BudgetActor, type BudgetActorOptions } from "./budget-actor.js";
-import { freshRecord, type BudgetRecord } from "../../modules/ratelimit/mod.js";
+import { budgetRecordSchema, freshRecord, type BudgetRecord } from "../../modules/ratelimit/mod.js";
 
 export interface BudgetHostOptions extends BudgetActorOptions {
   /** How long the recorded owner of a budget has to answer "do you own it?" before it is taken over. */
@@ -114,7 +114,7 @@ export class BudgetHostActor implements Actor {
     const kv = this.kv!;
     for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS && !this.stopping; attempt++) {
       if (this.budgets.get(id)?.owns) return { ownerHost: this.hostId, error: "" };
-      const current = await getRecord<BudgetRecord>(kv, id);
+      const current = await getRecord(kv, id, budgetRecordSchema);
       if (!current) {
         // Limits come with the first lease; a window with nothing granted needs none yet.
         const record = freshRecord(this.hostId, this.options.windowMs, Date.now(), { requests: 0, tokens: 0 });

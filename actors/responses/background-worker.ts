@@ -7,7 +7,7 @@ import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import { isDomainError } from "../../modules/errors/mod.js";
 import { GenerationClient, RunnerDirectory } from "../../modules/inference/mod.js";
-import { ensureBackgroundStream, type BackgroundJob, ConversationStore, ResponseEventLog, isTerminal, responseErrorOf, ResponseService, type ResponseRun, ResponseStore, type StoredResponse, type Versioned } from "../../modules/responses/mod.js";
+import { backgroundJobSchema, ensureBackgroundStream, type BackgroundJob, ConversationStore, ResponseEventLog, isTerminal, responseErrorOf, ResponseService, type ResponseRun, ResponseStore, type StoredResponse, type Versioned } from "../../modules/responses/mod.js";
 import type { ResponseCreateRequest, ResponseObject } from "../../modules/openai/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 
@@ -159,9 +159,9 @@ export class BackgroundResponseWorker implements Actor {
   private async handle(msg: JsMsg): Promise<void> {
     let job: BackgroundJob;
     try {
-      job = msg.json<BackgroundJob>();
-    } catch {
-      this.log.warn("malformed background job dropped", { seq: msg.seq });
+      job = backgroundJobSchema.parseBytes(`${msg.subject} #${msg.seq}`, msg.data);
+    } catch (err) {
+      this.log.error("malformed background job dropped", { err });
       return msg.term();
     }
     const keepAlive = setInterval(() => msg.working(), Math.max(1_000, this.settings.ackWaitMs / 3));
@@ -190,7 +190,8 @@ export class BackgroundResponseWorker implements Actor {
     const responses = this.service.responses;
     let stored = await responses.get(projectId, responseId);
     if (!stored || isTerminal(stored.value.response.status)) return "done"; // deleted, cancelled while queued, or already finished
-    const body = stored.value.request as ResponseCreateRequest;
+    const body = stored.value.request;
+    if (!body) return this.finish(projectId, stored, "The background request is missing.");
     const streamed = body.stream === true;
     const attempts = stored.value.attempts ?? 0;
     if (stored.value.response.status === "in_progress") {
@@ -275,7 +276,7 @@ export class BackgroundResponseWorker implements Actor {
     while (current && !isTerminal(current.value.response.status)) {
       const response: ResponseObject = { ...current.value.response, status: "failed", error: { code, message }, completed_at: null };
       if ((await this.service.responses.update(projectId, { ...current.value, response }, current.revision)) !== undefined) {
-        if ((current.value.request as ResponseCreateRequest | undefined)?.stream) {
+        if (current.value.request?.stream) {
           const sink = this.events.writer(id, await this.events.nextSequence(id));
           sink.event({ type: "response.failed", response });
           await sink.flush();

@@ -44,7 +44,7 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     if (!stored) throw notFound(id!);
     const q = ex.searchParams();
     if (q.get("stream") !== "true") return ex.json(200, stored.value.response);
-    if (!(stored.value.request as ResponseCreateRequest | undefined)?.stream)
+    if (!stored.value.request?.stream)
       throw errors.invalidParam("stream", "Only background responses created with stream: true can be streamed again.");
     const rawAfter = q.get("starting_after");
     const startingAfter = rawAfter === null ? -1 : Number(rawAfter);
@@ -57,7 +57,7 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     const projectId = projectOf(ex);
     const stored = await service.responses.get(projectId, id!);
     if (!stored || !(await service.responses.delete(projectId, id!))) throw notFound(id!);
-    if ((stored.value.request as ResponseCreateRequest | undefined)?.stream) void deps.events.purge(id!);
+    if (stored.value.request?.stream) void deps.events.purge(id!);
     // A background run still going stops rather than write into a deleted response.
     if (!isTerminal(stored.value.response.status)) publishCancel(deps.nc, id!);
     ex.json(200, { id, object: "response", deleted: true });

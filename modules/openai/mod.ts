@@ -9,6 +9,7 @@ export { parseRedeemInvitation } from "./schemas/invitations.js";
 export { listQuery } from "./schemas/lists.js";
 export { parsePromptCreateRequest, parsePromptRunRequest, TEMPLATE_NAME } from "./schemas/prompts.js";
 export { parseResponseCreateRequest, type ResponseCreateRequest } from "./schemas/responses.js";
+export { ItemSchema, ResponseObjectSchema, ResultLineSchema, storedValues, TokenUsageSchema } from "./schemas/objects.js";
 export { tokenUsage, type TokenUsage } from "./token-usage.js";
 export { chatToGenerateRequest } from "./translate/chat-request.js";
 export { applyToolCallDelta, ChatCompletionAccumulator, usageObject } from "./translate/chat-response.js";

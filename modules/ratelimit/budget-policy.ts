@@ -1,3 +1,6 @@
+import { Schema } from "effect";
+import { valueSchema } from "../../lib/nats/kv-records.js";
+
 // The state of one budget and how chunks of it are granted: pure functions, unit-tested.
 
 /** Persisted in the rate-limits bucket; every grant is written before it is answered. */
@@ -15,6 +18,20 @@ export interface BudgetRecord {
   /** Unix ms of the last write. */
   updated_at: number;
 }
+
+/** How a budget record is read back from the rate-limits bucket. */
+export const budgetRecordSchema = valueSchema<BudgetRecord>()(
+  Schema.Struct({
+    owner: Schema.String,
+    window: Schema.Number,
+    window_ms: Schema.Number,
+    limit_requests: Schema.Number,
+    limit_tokens: Schema.Number,
+    granted_requests: Schema.Number,
+    granted_tokens: Schema.Number,
+    updated_at: Schema.Number,
+  }),
+);
 
 export interface Ask {
   needRequests: number;

@@ -1,5 +1,5 @@
 // The public surface of the responses module: other modules and processes import from here only.
-export { type BackgroundJob, BackgroundQueue, ensureBackgroundStream, publishCancel } from "./background-queue.js";
+export { type BackgroundJob, backgroundJobSchema, BackgroundQueue, ensureBackgroundStream, publishCancel } from "./background-queue.js";
 export { ConversationStore } from "./conversation-store.js";
 export { cutText } from "./kv-values.js";
 export { PromptStore } from "./prompt-store.js";

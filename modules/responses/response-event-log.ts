@@ -1,11 +1,18 @@
+import { Schema } from "effect";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type PubAck } from "@nats-io/jetstream";
-import { ensureStream } from "../../lib/nats/jetstream.js";
+import { ensureStream, isNotFound } from "../../lib/nats/jetstream.js";
+import { valueSchema } from "../../lib/nats/kv-records.js";
 import { streams, subjects } from "../../lib/nats/subjects.js";
 import type { ResponseEvent, ResponseEventSink } from "../openai/mod.js";
 
 /** A stored event: numbered, as the client receives it. */
 export type NumberedEvent = ResponseEvent & { sequence_number: number };
+
+/** Stored events are checked for what the log relies on (type, number); the rest is the event's own. */
+const numberedEvent = valueSchema<NumberedEvent>()(
+  Schema.StructWithRest(Schema.Struct({ type: Schema.String, sequence_number: Schema.Int }), [Schema.Record(Schema.String, Schema.Unknown)]),
+);
 
 export const TERMINAL_TYPES: ReadonlySet<string> = new Set(["response.completed", "response.incomplete", "response.failed", "error"]);
 const DELTAS = new Set(["response.output_text.delta", "response.function_call_arguments.delta"]);
@@ -49,9 +56,10 @@ export class ResponseEventLog {
   async last(responseId: string): Promise<NumberedEvent | undefined> {
     try {
       const msg = await this.jsm.streams.getMessage(streams.responseEvents, { last_by_subj: subjects.responseEvents(responseId) });
-      return msg ? msg.json<NumberedEvent>() : undefined;
-    } catch {
-      return undefined;
+      return msg ? numberedEvent.parseBytes(`${msg.subject} #${msg.seq}`, msg.data) : undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
     }
   }
 
@@ -88,7 +96,7 @@ export class ResponseEventLog {
     try {
       for await (const msg of messages) {
         lastAt = Date.now();
-        const event = msg.json<NumberedEvent>();
+        const event = numberedEvent.parseBytes(`${msg.subject} #${msg.seq}`, msg.data);
         onEvent(event);
         if (TERMINAL_TYPES.has(event.type)) break;
       }
