@@ -4,7 +4,7 @@ import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageTyp
 import { ensureStream, isNotFound } from "../../lib/nats/jetstream.js";
 import { valueSchema } from "../../lib/nats/kv-records.js";
 import { streams, subjects } from "../../lib/nats/subjects.js";
-import type { ResponseEvent, ResponseEventSink } from "../openai/mod.js";
+import { continuesDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink } from "../openai/mod.js";
 
 /** A stored event: numbered, as the client receives it. */
 export type NumberedEvent = ResponseEvent & { sequence_number: number };
@@ -14,8 +14,6 @@ const numberedEvent = valueSchema<NumberedEvent>()(
   Schema.StructWithRest(Schema.Struct({ type: Schema.String, sequence_number: Schema.Int }), [Schema.Record(Schema.String, Schema.Unknown)]),
 );
 
-export const TERMINAL_TYPES: ReadonlySet<string> = new Set(["response.completed", "response.incomplete", "response.failed", "error"]);
-const DELTAS = new Set(["response.output_text.delta", "response.function_call_arguments.delta"]);
 /** Deltas produced within this window go out as one event (fewer JetStream writes per token). */
 const COALESCE_MS = 25;
 const RETENTION_NS = 24 * 3600 * 1_000_000_000;
@@ -98,7 +96,7 @@ export class ResponseEventLog {
         lastAt = Date.now();
         const event = numberedEvent.parseBytes(`${msg.subject} #${msg.seq}`, msg.data);
         onEvent(event);
-        if (TERMINAL_TYPES.has(event.type)) break;
+        if (RESPONSE_TERMINAL_EVENTS.has(event.type)) break;
       }
     } finally {
       ended = true;
@@ -134,12 +132,12 @@ export class EventLogWriter implements ResponseEventSink {
 
   event(event: ResponseEvent): void {
     const p = this.pending;
-    if (p && DELTAS.has(event.type) && p.type === event.type && p.item_id === event.item_id && p.content_index === event.content_index) {
+    if (p && continuesDelta(p, event)) {
       p.delta = (p.delta as string) + (event.delta as string);
       return;
     }
     this.publishPending();
-    if (DELTAS.has(event.type)) {
+    if (RESPONSE_DELTA_EVENTS.has(event.type)) {
       this.pending = { ...event };
       this.timer = setTimeout(() => this.publishPending(), COALESCE_MS);
       return;
