@@ -7,6 +7,7 @@ export { parseConversationCreate, parseConversationItems, parseConversationUpdat
 export { ExpiresAfterSchema, expiresAtFrom, parseFileUpdate } from "./schemas/files.js";
 export { parseRedeemInvitation } from "./schemas/invitations.js";
 export { listQuery } from "./schemas/lists.js";
+export { ItemSchema, ResponseObjectSchema, ResultLineSchema, storedValues, TokenUsageSchema } from "./schemas/objects.js";
 export { parsePromptCreateRequest, parsePromptRunRequest, TEMPLATE_NAME } from "./schemas/prompts.js";
 export { parseResponseCreateRequest, type ResponseCreateRequest } from "./schemas/responses.js";
 export { tokenUsage, type TokenUsage } from "./token-usage.js";
@@ -17,4 +18,3 @@ export { normalizeInputItems, toChatMessages } from "./translate/responses-items
 export { type Item, newResponseObject, type ResponseError, type ResponseObject, responseUsage } from "./translate/responses-object.js";
 export { continuesDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink, ResponseOutputBuilder, snapshot } from "./translate/responses-output.js";
 export { checkResponseRequest, type GenerationOptions, responseToGenerateRequest } from "./translate/responses-request.js";
-export { ItemSchema, ResponseObjectSchema, ResultLineSchema, storedValues, TokenUsageSchema } from "./schemas/objects.js";

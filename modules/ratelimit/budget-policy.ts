@@ -103,10 +103,14 @@ export function decideChunk(rec: BudgetRecord, ask: Ask, activeGateways: number)
   };
 }
 
-/** Applies a chunk a gateway gave back (ignored when it belongs to an earlier window). */
-export function applyReturn(rec: BudgetRecord, window: number, chunk: Chunk): boolean {
+/**
+ * Applies what came back for `window` (ignored once that window is over): a chunk a gateway did
+ * not use, or the settlement of a background response, whose usage beyond its estimate
+ * (`overrunTokens`) counts as granted.
+ */
+export function applyReturn(rec: BudgetRecord, window: number, back: Chunk & { overrunTokens?: number }): boolean {
   if (window !== rec.window) return false;
-  rec.granted_requests = Math.max(0, rec.granted_requests - chunk.requests);
-  rec.granted_tokens = Math.max(0, rec.granted_tokens - chunk.tokens);
+  rec.granted_requests = Math.max(0, rec.granted_requests - back.requests);
+  rec.granted_tokens = Math.max(0, rec.granted_tokens - back.tokens) + (back.overrunTokens ?? 0);
   return true;
 }

@@ -7,6 +7,8 @@ import { randomToken } from "../../lib/ids.js";
 import { openKv } from "../../lib/nats/jetstream.js";
 import { isDomainError } from "../errors/mod.js";
 import { parseResponseCreateRequest, ResponseObjectSchema, storedValues, type Item, type ResponseCreateRequest, type ResponseObject } from "../openai/mod.js";
+import { HeldChargeSchema } from "../ratelimit/mod.js";
+import type { BackgroundCharge } from "./background-states.js";
 import { CHUNK_CHARS, deleteChunks, readChunks, writeChunks } from "./kv-values.js";
 
 export type { Versioned };
@@ -20,6 +22,8 @@ export interface StoredResponse {
   request?: ResponseCreateRequest;
   /** Background responses: runs started so far (a worker that died leaves one behind). */
   attempts?: number;
+  /** Background responses: the rate-limit charge taken when it was queued, until a run settles it. */
+  charge?: BackgroundCharge;
 }
 
 /** The response object and the background request, kept together. */
@@ -28,6 +32,7 @@ const DocSchema = Schema.Struct({
   /** Checked with the request schema itself (parseResponseCreateRequest) when read. */
   request: Schema.optionalKey(Schema.Unknown),
   attempts: Schema.optionalKey(Schema.Number),
+  charge: Schema.optionalKey(Schema.Struct({ held: HeldChargeSchema, spentTokens: Schema.Number, unmetered: Schema.Boolean })),
 });
 type Doc = Omit<StoredResponse, "ancestors" | "request"> & { request?: unknown };
 
@@ -94,6 +99,7 @@ export class ResponseStore {
     const value: StoredResponse = { response: stored.response, ancestors };
     if (stored.request !== undefined) value.request = requestOf(key, stored.request);
     if (stored.attempts !== undefined) value.attempts = stored.attempts;
+    if (stored.charge !== undefined) value.charge = stored.charge;
     return { value, revision: found.revision };
   }
 
@@ -111,7 +117,7 @@ export class ResponseStore {
   }
 
   /** Replaces the stored response if it is still at `revision`; undefined when it changed since. */
-  async update(projectId: string, stored: StoredResponse, revision: number): Promise<number | undefined> {
+  private async update(projectId: string, stored: StoredResponse, revision: number): Promise<number | undefined> {
     const key = this.key(projectId, stored.response.id);
     const previous = (await getRecord(this.kv, key, headSchema))?.value;
     if (!previous) return undefined;
@@ -182,6 +188,7 @@ export class ResponseStore {
     const value: Doc = { response: stored.response };
     if (stored.request !== undefined) value.request = stored.request;
     if (stored.attempts !== undefined) value.attempts = stored.attempts;
+    if (stored.charge !== undefined) value.charge = stored.charge;
     const json = JSON.stringify(value);
     if (json.length <= CHUNK_CHARS) return { v: 1, ancestors: stored.ancestors, inputChunks, doc: value };
     const gen = randomToken(8);
