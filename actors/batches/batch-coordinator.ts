@@ -99,6 +99,12 @@ export class BatchCoordinator implements Actor {
       if (await this.drive(job, control.signal)) m.ack();
       else m.nak(); // stopping: another coordinator takes it at once
     } catch (err) {
+      if (err instanceof InvalidValue) {
+        // Its record does not decode: no later delivery will read it better.
+        log.error("batch dropped: its record does not decode", { err });
+        m.term("batch record does not decode");
+        return;
+      }
       log.error("batch coordination failed; retrying", { err });
       m.nak(2_000);
     } finally {

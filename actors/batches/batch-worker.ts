@@ -224,6 +224,12 @@ export class BatchWorker implements Actor {
       await storeResult(this.results, item.batchId, item.line, result);
       m.ack();
     } catch (err) {
+      if (err instanceof InvalidValue) {
+        // Its batch's record does not decode: its coordinator dropped the batch too.
+        this.ctx.log.error("batch line dropped: its batch's record does not decode", { batchId: item.batchId, line: item.line, err });
+        m.term("batch record does not decode");
+        return;
+      }
       this.ctx.log.warn("batch line failed; it will be retried", { batchId: item.batchId, line: item.line, err });
       m.nak(2_000);
     } finally {

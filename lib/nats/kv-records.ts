@@ -156,20 +156,21 @@ const DEFAULT_ATTEMPTS = 20;
  * The compare-and-set loop every store uses: read the record, let `change` compute the next value
  * from it, write that at the revision read, and start over when someone else wrote in between.
  * `change` gets a freshly decoded value on each attempt (it may modify it) and returns the value
- * to store, or undefined to leave the record as it is. With `create`, `change` also runs for an
+ * to store, or undefined to leave the record as it is; it may be async (look something up before
+ * deciding), the write still fails if the record changed meanwhile. With `create`, `change` also runs for an
  * absent record (getting undefined) and its value is created. Returns what is stored afterwards,
  * or undefined when the record is absent (and nothing was created).
  */
 export async function compareAndSet<T>(
   target: CasTarget<T>,
-  change: (current: T | undefined) => T | undefined,
+  change: (current: T | undefined) => T | undefined | Promise<T | undefined>,
   options: { where: string; create?: boolean; attempts?: number },
 ): Promise<Modified<T> | undefined> {
   const attempts = options.attempts ?? DEFAULT_ATTEMPTS;
   for (let i = 0; i < attempts; i++) {
     const current = await target.read();
     if (!current && !options.create) return undefined;
-    const next = change(current?.value);
+    const next = await change(current?.value);
     if (next === undefined) return current ? { ...current, changed: false } : undefined;
     const revision = await target.write(next, current?.revision);
     if (revision !== undefined) return { value: next, revision, changed: true };

@@ -178,11 +178,13 @@ export class BackgroundLifecycle {
     // What to settle when the response is deleted while it runs (no record to carry the charge).
     const orphan = (tokens: number): Settlement | undefined => claimed.value.charge && { held: claimed.value.charge.held, usedTokens: usedTokens(claimed.value.charge, tokens) };
     let rerun = false;
+    // Stopped by its host's shutdown (a run that finished first is stored as usual).
+    const handedBack = (result: ResponseObject) => control.handedBack && result.status === "cancelled";
     const final = await run.run({
       sink,
       announce: false,
       beforeEnd: async (result) => {
-        if (control.handedBack) return; // stored below
+        if (handedBack(result)) return; // stored below
         // Its runner died: a run nobody has seen yet starts over on another one.
         rerun = !streamed && attempts < maxAttempts && RUNNER_LOST.has(run.failure()?._tag ?? "Internal");
         if (rerun) return;
@@ -191,7 +193,7 @@ export class BackgroundLifecycle {
       },
     });
 
-    if (control.handedBack) {
+    if (handedBack(final)) {
       if (streamed) {
         // Its events are out: it cannot start over elsewhere.
         const cut: ResponseObject = { ...final, status: "failed", error: { code: "server_error", message: STREAM_CUT }, completed_at: null };

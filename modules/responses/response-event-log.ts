@@ -64,7 +64,8 @@ export class ResponseEventLog {
   /**
    * Delivers the response's events from the first one until a terminal event, or until
    * `signal` aborts (client gone). `onIdle` runs when nothing arrived for a while: it may end the
-   * stream (a response cancelled before a worker took it has no worker to write its end).
+   * stream (a response cancelled before a worker took it has no worker to write its end); when
+   * it throws, following stops and rejects with its error.
    */
   async follow(
     responseId: string,
@@ -82,14 +83,21 @@ export class ResponseEventLog {
     const idleMs = options.idleMs ?? 2_000;
     let lastAt = Date.now();
     let ended = false;
+    let idleFailure: { err: unknown } | undefined;
     const idleTimer = setInterval(() => {
       if (ended || Date.now() - lastAt < idleMs) return;
-      void options.onIdle().then((end) => {
-        if (end) {
+      options.onIdle().then(
+        (end) => {
+          if (!end) return;
           ended = true;
           stop();
-        }
-      });
+        },
+        (err: unknown) => {
+          idleFailure = { err };
+          ended = true;
+          stop();
+        },
+      );
     }, idleMs);
     try {
       for await (const msg of messages) {
@@ -104,6 +112,7 @@ export class ResponseEventLog {
       options.signal.removeEventListener("abort", stop);
       await messages.close();
     }
+    if (idleFailure) throw idleFailure.err;
   }
 
   /** Deletes the response's events (the response was deleted). */
