@@ -153,7 +153,9 @@ export class BackgroundResponseWorker implements Actor {
     this.running.set(job.responseId, control);
     const deliveries = msg.info.deliveryCount;
     try {
-      this.acknowledge(msg, await this.lifecycle.run(job, control));
+      const outcome = await this.lifecycle.run(job, control);
+      this.log.debug("background job handled", { response: job.responseId, outcome, deliveries });
+      this.acknowledge(msg, outcome);
     } catch (err) {
       if (err instanceof InvalidValue) {
         // Its record does not decode: no later delivery will read it better.
@@ -173,7 +175,7 @@ export class BackgroundResponseWorker implements Actor {
 
   private acknowledge(msg: JsMsg, outcome: RunOutcome): void {
     if (outcome === "done") msg.ack();
-    else if (outcome === "handed_back") msg.nak(); // another host takes it at once
+    else if (outcome === "again") msg.nak(); // another runner or host takes it at once
     else msg.nak(retryDelayMs(msg.info.deliveryCount));
   }
 }

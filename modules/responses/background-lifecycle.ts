@@ -64,8 +64,12 @@ export class RunControl {
   }
 }
 
-/** What became of a job: final ("done"), to be tried again after a pause, or handed back at once. */
-export type RunOutcome = "done" | "later" | "handed_back";
+/**
+ * What became of a job: the response is final ("done"); it waits for room or for the store
+ * ("later": try again after a pause); or it is queued again and can run at once elsewhere
+ * ("again": its runner was lost, or its host handed it back).
+ */
+export type RunOutcome = "done" | "later" | "again";
 
 /**
  * The whole life of a background response in one place: queued by a gateway (queue), run by a
@@ -131,8 +135,9 @@ export class BackgroundLifecycle {
 
   /**
    * Runs one job: the response goes in_progress, runs, and ends stored with its result ("done");
-   * or it waits in the queue ("later": no runner has room yet, its runner was lost, its result
-   * could not be stored); or `control` hands it back (the host stops). Throws when the stores fail.
+   * or it waits in the queue ("later": no runner has room yet, its result could not be stored);
+   * or it is queued again ("again": its runner was lost, or `control` handed it back because
+   * the host stops). Throws when the stores fail.
    */
   async run(job: BackgroundJob, control: RunControl): Promise<RunOutcome> {
     const { projectId, responseId: id } = job;
@@ -155,7 +160,10 @@ export class BackgroundLifecycle {
     } catch (err) {
       if (!isDomainError(err)) throw err;
       const deadline = found.value.response.created_at * 1000 + this.deps.requestTimeoutMs;
-      if (NO_ROOM_YET.has(err._tag) && Date.now() < deadline) return "later";
+      if (NO_ROOM_YET.has(err._tag) && Date.now() < deadline) {
+        this.deps.log.debug("background response waits for a runner", { response: id, reason: err.message });
+        return "later";
+      }
       return this.failed(projectId, id, responseErrorOf(err));
     }
     control.attach(run);
@@ -201,11 +209,11 @@ export class BackgroundLifecycle {
         if (stored?.changed && stored.value.response.status === "failed") sink?.event({ type: "response.failed", response: stored.value.response });
       } else await this.move(projectId, id, (current) => requeue(current, final, runTokens, false), orphan(runTokens));
       await sink?.flush();
-      return "handed_back";
+      return "again";
     }
     if (rerun) {
       await this.move(projectId, id, (current) => requeue(current, final, runTokens, true), orphan(runTokens));
-      return "later";
+      return "again";
     }
     if (final.status === "cancelled") sink?.event(cancelledEvent());
     await sink?.flush();
