@@ -18,7 +18,7 @@ import { registerBatchRoutes } from "./routes/batches.js";
 import { BudgetClient, ClusterRateLimiter, UnlimitedRateLimiter, type RateLimiter } from "../modules/ratelimit/mod.js";
 import { registerChatRoutes } from "./routes/chat-completions.js";
 import { registerFileRoutes } from "./routes/files.js";
-import { BackgroundQueue, ConversationStore, PromptStore, ResponseEventLog, ResponseService, ResponseStore } from "../modules/responses/mod.js";
+import { BackgroundLifecycle, BackgroundQueue, ConversationStore, PromptStore, ResponseEventLog, ResponseService, ResponseStore } from "../modules/responses/mod.js";
 import { registerConversationRoutes } from "./routes/conversations.js";
 import { registerPromptRoutes } from "./routes/prompts.js";
 import { registerResponseRoutes } from "./routes/responses.js";
@@ -91,7 +91,16 @@ async function main(): Promise<void> {
     ResponseEventLog.open(nc),
   ]);
   const service = new ResponseService({ catalog, client, responses, conversations, requestTimeoutMs: timeouts.requestTimeoutMs, log });
-  registerResponseRoutes(router, { nc, service, prompts, background, events, rateLimiter, maxBodyBytes: config.maxBodyBytes, maxPendingStreamBytes: config.maxPendingStreamBytes, log });
+  const lifecycle = new BackgroundLifecycle({
+    nc,
+    service,
+    events,
+    queue: background,
+    maxAttempts: responsesSettings.backgroundMaxAttempts,
+    requestTimeoutMs: timeouts.requestTimeoutMs,
+    log,
+  });
+  registerResponseRoutes(router, { nc, service, prompts, background: lifecycle, events, rateLimiter, maxBodyBytes: config.maxBodyBytes, maxPendingStreamBytes: config.maxPendingStreamBytes, log });
   registerConversationRoutes(router, { conversations, maxBodyBytes: config.maxBodyBytes });
   registerPromptRoutes(router, { prompts, catalog, maxBodyBytes: config.maxBodyBytes });
 

@@ -2,13 +2,14 @@ import type { KV } from "@nats-io/kv";
 import { nanos } from "@nats-io/transport-node";
 import type { JsMsg } from "@nats-io/jetstream";
 import type { ModelSpec } from "../../modules/catalog/mod.js";
-import { BatchStore, FINAL_STATUSES, openBatchResults, purgeBatchLeftovers, resultsFilter, resultsStream, type BatchError, type BatchJob, type StoredBatch, LINE_EXECUTORS, ResultTally, storeResult, InputValidator, validLines, type WorkLine } from "../../modules/batches/mod.js";
+import { BatchStore, batchJobSchema, FINAL_STATUSES, openBatchResults, purgeBatchLeftovers, resultsFilter, resultsStream, type BatchError, type BatchJob, type StoredBatch, LINE_EXECUTORS, ResultTally, storeResult, InputValidator, validLines, type WorkLine } from "../../modules/batches/mod.js";
 import { FileStore, type FileObject } from "../../modules/files/mod.js";
 import { ensureDurableConsumer, readStored } from "../../lib/nats/jetstream.js";
+import { InvalidValue } from "../../lib/nats/kv-records.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import type { WorkItem } from "../../modules/batches/mod.js";
-import { notRunLine, succeeded, type ResultLine } from "../../modules/openai/mod.js";
+import { notRunLine, storedValues, succeeded, type ResultLine } from "../../modules/openai/mod.js";
 
 export interface BatchCoordinatorOptions {
   catalog: ReadonlyMap<string, ModelSpec>;
@@ -21,6 +22,8 @@ export interface BatchCoordinatorOptions {
 }
 
 const now = () => Math.floor(Date.now() / 1000);
+/** A line whose stored result does not decode: it ran, its result is lost; counted as failed. */
+const LOST_RESULT = { code: "server_error", message: "The result of this request was lost. Please run it again." };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const encoder = new TextEncoder();
 
@@ -81,8 +84,9 @@ export class BatchCoordinator implements Actor {
   private async own(m: JsMsg): Promise<void> {
     let job: BatchJob;
     try {
-      job = m.json<BatchJob>();
-    } catch {
+      job = batchJobSchema.parseBytes(`${m.subject} #${m.seq}`, m.data);
+    } catch (err) {
+      this.ctx.log.error("malformed batch job dropped", { err });
       m.term("malformed batch job");
       return;
     }
@@ -95,6 +99,12 @@ export class BatchCoordinator implements Actor {
       if (await this.drive(job, control.signal)) m.ack();
       else m.nak(); // stopping: another coordinator takes it at once
     } catch (err) {
+      if (err instanceof InvalidValue) {
+        // Its record does not decode: no later delivery will read it better.
+        log.error("batch dropped: its record does not decode", { err });
+        m.term("batch record does not decode");
+        return;
+      }
       log.error("batch coordination failed; retrying", { err });
       m.nak(2_000);
     } finally {
@@ -220,7 +230,7 @@ export class BatchCoordinator implements Actor {
     const counting = (async () => {
       for await (const e of watcher) {
         if (e.operation !== "PUT") continue;
-        tally.add(Number(e.key.slice(batch.id.length + 1)), e.json<ResultLine>());
+        tally.add(Number(e.key.slice(batch.id.length + 1)), this.resultOf(e.key, e.string()));
       }
     })();
     const progressMs = this.options.progressMs ?? 500;
@@ -298,6 +308,8 @@ export class BatchCoordinator implements Actor {
 
     const ok = new Set<number>();
     const failed = new Set<number>();
+    const lost = new Set<number>();
+    const readResult = (m: JsMsg) => this.resultOf(`${m.subject} #${m.seq}`, new TextDecoder().decode(m.data));
     const tally = new ResultTally(batch.request_counts.total);
     let lastSeq = 0;
     const lineOf = (m: JsMsg) => Number(m.subject.slice(m.subject.lastIndexOf(".") + 1));
@@ -307,9 +319,13 @@ export class BatchCoordinator implements Actor {
       for await (const m of readStored(store, resultsStream, resultsFilter(batch.id))) {
         lastSeq = Math.max(lastSeq, m.seq);
         const line = lineOf(m);
-        const result = m.json<ResultLine>();
-        if (ok.has(line) || failed.has(line)) continue;
+        if (ok.has(line) || failed.has(line) || lost.has(line)) continue;
+        const result = readResult(m);
         tally.add(line, result);
+        if (result === undefined) {
+          lost.add(line);
+          continue;
+        }
         if (!succeeded(result)) {
           failed.add(line);
           continue;
@@ -347,7 +363,8 @@ export class BatchCoordinator implements Actor {
       if (input && ok.size + failed.size < batch.request_counts.total) {
         for await (const line of self.workLines(input)) {
           if (ok.has(line.line) || failed.has(line.line)) continue;
-          buffer += JSON.stringify(notRunLine(line.customId, neverRan.code, neverRan.message)) + "\n";
+          const why = lost.has(line.line) ? LOST_RESULT : neverRan;
+          buffer += JSON.stringify(notRunLine(line.customId, why.code, why.message)) + "\n";
           if (buffer.length >= 64 * 1024) yield flush();
         }
       }
@@ -377,6 +394,17 @@ export class BatchCoordinator implements Actor {
     }
     await purgeBatchLeftovers(this.batches.handles, batch.id);
     log.info("batch finished", { status: ending, completed: tally.completed, failed: tally.failed, total: batch.request_counts.total });
+  }
+
+  /** A stored line result, or undefined (logged) when it does not decode: the line counts as failed. */
+  private resultOf(where: string, json: string): ResultLine | undefined {
+    try {
+      return storedValues.resultLine.parse(where, json);
+    } catch (err) {
+      if (!(err instanceof InvalidValue)) throw err;
+      this.ctx.log.error("a batch line result does not decode", { err });
+      return undefined;
+    }
   }
 
   /** Writes one of the batch's files under a fixed id (a retried finalisation replaces it); none when empty. */

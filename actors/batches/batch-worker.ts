@@ -2,9 +2,10 @@ import type { KV } from "@nats-io/kv";
 import { nanos } from "@nats-io/transport-node";
 import type { JsMsg } from "@nats-io/jetstream";
 import type { ModelSpec } from "../../modules/catalog/mod.js";
-import { BatchStore, openBatchResults, type BatchStatus, type StoredBatch, dispatchBudget, LINE_EXECUTORS, storeResult } from "../../modules/batches/mod.js";
+import { BatchStore, openBatchResults, type BatchStatus, storedBatchSchema, dispatchBudget, LINE_EXECUTORS, storeResult, workItemSchema } from "../../modules/batches/mod.js";
 import { newId, randomToken } from "../../lib/ids.js";
 import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
+import { decodeEntry, InvalidValue } from "../../lib/nats/kv-records.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import { GenerationClient, RunnerDirectory, runnerForgetAfterMs, type RunnerView } from "../../modules/inference/mod.js";
 import { ConversationStore, ResponseService, ResponseStore } from "../../modules/responses/mod.js";
@@ -108,7 +109,14 @@ export class BatchWorker implements Actor {
     void (async () => {
       for await (const e of watcher) {
         const batchId = e.key.slice(e.key.indexOf(".") + 1);
-        const status = e.operation === "PUT" ? e.json<StoredBatch>().batch.status : undefined;
+        let status: BatchStatus | undefined;
+        try {
+          status = decodeEntry(e, storedBatchSchema)?.value.batch.status;
+        } catch (err) {
+          if (!(err instanceof InvalidValue)) throw err;
+          this.ctx.log.error("a batch record does not decode", { err });
+          continue;
+        }
         this.statusCache.set(batchId, { status, at: Date.now() });
         if (status !== "in_progress") for (const c of this.running.get(batchId) ?? []) c.abort();
       }
@@ -163,8 +171,9 @@ export class BatchWorker implements Actor {
   private async runLine(model: string, m: JsMsg): Promise<void> {
     let item: WorkItem;
     try {
-      item = m.json<WorkItem>();
-    } catch {
+      item = workItemSchema.parseBytes(`${m.subject} #${m.seq}`, m.data);
+    } catch (err) {
+      this.ctx.log.error("malformed batch line dropped", { err });
       m.term("malformed work item");
       return;
     }
@@ -215,6 +224,12 @@ export class BatchWorker implements Actor {
       await storeResult(this.results, item.batchId, item.line, result);
       m.ack();
     } catch (err) {
+      if (err instanceof InvalidValue) {
+        // Its batch's record does not decode: its coordinator dropped the batch too.
+        this.ctx.log.error("batch line dropped: its batch's record does not decode", { batchId: item.batchId, line: item.line, err });
+        m.term("batch record does not decode");
+        return;
+      }
       this.ctx.log.warn("batch line failed; it will be retried", { batchId: item.batchId, line: item.line, err });
       m.nak(2_000);
     } finally {

@@ -17,8 +17,9 @@ export class FileSweeper implements Actor {
     const store = await FileStore.open(ctx.nc);
     const sweep = async () => {
       try {
-        const { expired, orphans } = await store.sweep();
+        const { expired, orphans, undecodable } = await store.sweep();
         if (expired || orphans) ctx.log.info("file sweep", { expired, orphans });
+        if (undecodable.length > 0) ctx.log.error("file records that do not decode were left alone", { keys: undecodable.slice(0, 20), count: undecodable.length });
       } catch (err) {
         ctx.log.warn("file sweep failed", { err });
       }

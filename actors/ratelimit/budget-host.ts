@@ -3,12 +3,12 @@ import type { KV } from "@nats-io/kv";
 import { Activation, BudgetKey, OwnerProbeReply } from "../../proto/gen/tributary/v1/ratelimit.js";
 import { randomToken } from "../../lib/ids.js";
 import { openKv } from "../../lib/nats/jetstream.js";
-import { createRecord, getRecord, updateRecord } from "../../lib/nats/kv-records.js";
+import { compareAndSet, kvRecord } from "../../lib/nats/kv-records.js";
 import { buckets, kvToken, queues, subjects } from "../../lib/nats/subjects.js";
 import { openMailbox } from "../../modules/actor-runtime/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import { BudgetActor, type BudgetActorOptions } from "./budget-actor.js";
-import { freshRecord, type BudgetRecord } from "../../modules/ratelimit/mod.js";
+import { budgetRecordSchema, freshRecord, type BudgetRecord } from "../../modules/ratelimit/mod.js";
 
 export interface BudgetHostOptions extends BudgetActorOptions {
   /** How long the recorded owner of a budget has to answer "do you own it?" before it is taken over. */
@@ -111,27 +111,28 @@ export class BudgetHostActor implements Actor {
 
   /** Makes this host the owner of the budget, unless a live host owns it. */
   private async claim(key: BudgetKey, id: string): Promise<Activation> {
-    const kv = this.kv!;
-    for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS && !this.stopping; attempt++) {
-      if (this.budgets.get(id)?.owns) return { ownerHost: this.hostId, error: "" };
-      const current = await getRecord<BudgetRecord>(kv, id);
-      if (!current) {
+    if (this.budgets.get(id)?.owns) return { ownerHost: this.hostId, error: "" };
+    let liveOwner = "";
+    let previousOwner = "";
+    const claimed = await compareAndSet(
+      kvRecord(this.kv!, id, budgetRecordSchema),
+      async (current) => {
+        previousOwner = current?.owner ?? "";
         // Limits come with the first lease; a window with nothing granted needs none yet.
-        const record = freshRecord(this.hostId, this.options.windowMs, Date.now(), { requests: 0, tokens: 0 });
-        const revision = await createRecord(kv, id, record);
-        if (revision !== undefined) return this.own(key, id, record, revision);
-        continue;
-      }
-      const owner = current.value.owner;
-      if (owner && owner !== this.hostId && (await this.ownerAlive(owner, key))) return { ownerHost: owner, error: "" };
-      const record: BudgetRecord = { ...current.value, owner: this.hostId, updated_at: Date.now() };
-      const revision = await updateRecord(kv, id, record, current.revision);
-      if (revision !== undefined) {
-        if (owner && owner !== this.hostId) this.ctx?.log.info("took over a budget from an owner that did not answer", { budget: id, previousOwner: owner });
-        return this.own(key, id, record, revision);
-      }
-    }
-    return { ownerHost: "", error: this.stopping ? "host stopping" : "budget record kept changing" };
+        if (!current) return freshRecord(this.hostId, this.options.windowMs, Date.now(), { requests: 0, tokens: 0 });
+        if (this.stopping) return undefined;
+        if (current.owner && current.owner !== this.hostId && (await this.ownerAlive(current.owner, key))) {
+          liveOwner = current.owner;
+          return undefined;
+        }
+        liveOwner = "";
+        return { ...current, owner: this.hostId, updated_at: Date.now() };
+      },
+      { where: id, create: true, attempts: MAX_CLAIM_ATTEMPTS },
+    );
+    if (!claimed?.changed) return liveOwner ? { ownerHost: liveOwner, error: "" } : { ownerHost: "", error: "host stopping" };
+    if (previousOwner && previousOwner !== this.hostId) this.ctx?.log.info("took over a budget from an owner that did not answer", { budget: id, previousOwner });
+    return this.own(key, id, claimed.value, claimed.revision);
   }
 
   private async own(key: BudgetKey, id: string, record: BudgetRecord, revision: number): Promise<Activation> {

@@ -3,11 +3,11 @@ import type { Logger } from "../../lib/log.js";
 import type { GenerateRequest } from "../../proto/gen/tributary/v1/inference.js";
 import { estimateRequestTokens } from "../../modules/ratelimit/mod.js";
 import type { RateLimiter } from "../../modules/ratelimit/mod.js";
-import { parsePromptRunRequest, TEMPLATE_NAME, parseResponseCreateRequest, type ResponseCreateRequest, newResponseObject, openAIError, type ResponseObject } from "../../modules/openai/mod.js";
+import { parsePromptRunRequest, TEMPLATE_NAME, parseResponseCreateRequest, type ResponseCreateRequest, openAIError, type ResponseObject } from "../../modules/openai/mod.js";
 import { errors, isDomainError } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import type { BackgroundQueue, PromptStore, NumberedEvent, ResponseEventLog } from "../../modules/responses/mod.js";
+import type { BackgroundLifecycle, PromptStore, NumberedEvent, ResponseEventLog } from "../../modules/responses/mod.js";
 import { publishCancel, checkInputs, placeholdersOf, renderBody, isTerminal, type ResponseRun, type ResponseService } from "../../modules/responses/mod.js";
 import { ResponseEventStream } from "../sse/response-event-stream.js";
 import { SseWriter } from "../sse/sse-writer.js";
@@ -17,7 +17,7 @@ export interface ResponseRouteDeps {
   nc: NatsConnection;
   service: ResponseService;
   prompts: PromptStore;
-  background: BackgroundQueue;
+  background: BackgroundLifecycle;
   events: ResponseEventLog;
   rateLimiter: RateLimiter;
   maxBodyBytes: number;
@@ -44,7 +44,7 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     if (!stored) throw notFound(id!);
     const q = ex.searchParams();
     if (q.get("stream") !== "true") return ex.json(200, stored.value.response);
-    if (!(stored.value.request as ResponseCreateRequest | undefined)?.stream)
+    if (!stored.value.request?.stream)
       throw errors.invalidParam("stream", "Only background responses created with stream: true can be streamed again.");
     const rawAfter = q.get("starting_after");
     const startingAfter = rawAfter === null ? -1 : Number(rawAfter);
@@ -57,7 +57,7 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     const projectId = projectOf(ex);
     const stored = await service.responses.get(projectId, id!);
     if (!stored || !(await service.responses.delete(projectId, id!))) throw notFound(id!);
-    if ((stored.value.request as ResponseCreateRequest | undefined)?.stream) void deps.events.purge(id!);
+    if (stored.value.request?.stream) void deps.events.purge(id!);
     // A background run still going stops rather than write into a deleted response.
     if (!isTerminal(stored.value.response.status)) publishCancel(deps.nc, id!);
     ex.json(200, { id, object: "response", deleted: true });
@@ -119,25 +119,9 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     const projectId = projectOf(ex);
     // Checked and resolved now, so a bad request fails here rather than in the worker.
     const prepared = await service.prepare(projectId, body);
-    // A background run is charged its estimate when it is queued (the worker has no budget client).
-    const charge = await rateLimit(ex, body)(service.generateRequestOf(prepared));
-    charge.settle(estimateRequestTokens(service.generateRequestOf(prepared), prepared.spec));
-    const response = newResponseObject(body, { id: prepared.id, createdAt: prepared.createdAt, conversationId: prepared.conversationId }, "queued");
-    const request = { ...body, input: [] };
-    await service.responses.create(projectId, { response, ancestors: prepared.ancestors, request }, prepared.input);
-    try {
-      if (body.stream) {
-        // The first two events are the gateway's; the worker continues from sequence number 2.
-        const log = deps.events.writer(response.id, 0);
-        log.event({ type: "response.created", response });
-        log.event({ type: "response.queued", response });
-        await log.flush();
-      }
-      await deps.background.enqueue({ projectId, responseId: response.id });
-    } catch (err) {
-      await service.responses.delete(projectId, response.id).catch(() => {});
-      throw err;
-    }
+    // Charged its estimate now; the run settles it with what it used, wherever it runs.
+    const admission = await rateLimit(ex, body)(service.generateRequestOf(prepared));
+    const response = await deps.background.queue(prepared, admission.hold());
     if (body.stream) await followEvents(ex, projectId, response.id, -1);
     else ex.json(200, response);
   }
@@ -185,18 +169,7 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
   }
 
   async function cancelResponse(ex: HttpExchange, id: string): Promise<void> {
-    const projectId = projectOf(ex);
-    for (;;) {
-      const stored = await service.responses.get(projectId, id);
-      if (!stored) throw notFound(id);
-      const response = stored.value.response;
-      if (!response.background) throw errors.invalidParam("response_id", "Only responses created with background: true can be cancelled.");
-      if (isTerminal(response.status)) return ex.json(200, response);
-      response.status = "cancelled";
-      if ((await service.responses.update(projectId, stored.value, stored.revision)) === undefined) continue; // the worker moved it on: look again
-      publishCancel(deps.nc, id);
-      return ex.json(200, response);
-    }
+    ex.json(200, await deps.background.cancel(projectOf(ex), id));
   }
 
   async function runTemplate(ex: HttpExchange, name: string): Promise<void> {

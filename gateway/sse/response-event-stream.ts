@@ -1,8 +1,5 @@
-import type { ResponseEvent, ResponseEventSink } from "../../modules/openai/mod.js";
+import { continuesDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink } from "../../modules/openai/mod.js";
 import { sseEvent, type SseOutput } from "./sse-writer.js";
-
-/** Events after which a Responses stream is over. */
-export const TERMINAL_EVENTS: ReadonlySet<string> = new Set(["response.completed", "response.incomplete", "response.failed", "error"]);
 
 export interface ResponseEventStreamOptions {
   /** Unwritten bytes allowed while the client is slow; past this the stream is dropped. */
@@ -14,12 +11,6 @@ export interface ResponseEventStreamOptions {
    * merged, so a client can resume from any number it saw.
    */
   numbered?: boolean;
-}
-
-const DELTAS = new Set(["response.output_text.delta", "response.function_call_arguments.delta"]);
-
-function mergeable(a: ResponseEvent, b: ResponseEvent): boolean {
-  return a.type === b.type && DELTAS.has(a.type) && a.item_id === b.item_id && a.content_index === b.content_index;
 }
 
 /**
@@ -43,14 +34,14 @@ export class ResponseEventStream implements ResponseEventSink {
   event(event: ResponseEvent): void {
     if (this.ended || this.writer.closed) return;
     const last = this.pending.at(-1);
-    if (last && !this.options.numbered && mergeable(last, event)) {
+    if (last && !this.options.numbered && continuesDelta(last, event)) {
       last.delta = (last.delta as string) + (event.delta as string);
       this.pendingBytes += (event.delta as string).length;
     } else {
       this.pending.push({ ...event });
-      this.pendingBytes += DELTAS.has(event.type) ? 128 + (event.delta as string).length : 512;
+      this.pendingBytes += RESPONSE_DELTA_EVENTS.has(event.type) ? 128 + (event.delta as string).length : 512;
     }
-    if (TERMINAL_EVENTS.has(event.type)) {
+    if (RESPONSE_TERMINAL_EVENTS.has(event.type)) {
       this.ended = true;
       this.writer.end(this.frames());
       return;

@@ -1,11 +1,88 @@
+import { Schema } from "effect";
 import type { KV, KvEntry } from "@nats-io/kv";
+import { firstIssue } from "../schema-errors.js";
+import { listKeys } from "./jetstream.js";
 
-// JSON records in a KV bucket, with the revision each was read at: updates are compare-and-set on
-// that revision, so two writers never overwrite each other's change unseen.
+// Values in JetStream (KV records, stream messages) are JSON written by this code and read back
+// through a schema, never cast: a value that does not decode is an error of the request that read
+// it (InvalidValue, logged with its key), not a process crash or a lie to the type checker.
+// Updates are compare-and-set on the revision a record was read at, so two writers never
+// overwrite each other's change unseen.
 
 export interface Versioned<T> {
   value: T;
   revision: number;
+}
+
+/** Types as decoded from JSON: fresh objects, so `readonly` (which schemas put everywhere) can go. */
+export type Mutable<T> = T extends ReadonlyArray<infer U>
+  ? Mutable<U>[]
+  : T extends (...args: never[]) => unknown
+    ? T
+    : T extends object
+      ? { -readonly [K in keyof T]: Mutable<T[K]> }
+      : T;
+
+/** A stored value (or a message between processes) that does not decode with its schema. */
+export class InvalidValue extends Error {
+  override name = "InvalidValue";
+  constructor(
+    /** The KV key, or the subject and stream sequence of a message. */
+    readonly where: string,
+    readonly path: string,
+    readonly issue: string,
+  ) {
+    super(`stored value at ${where} does not decode${path ? ` at ${path}` : ""}: ${issue}`);
+  }
+}
+
+type DecoderOf<T> = (input: unknown) => { ok: true; value: T } | { ok: false; path: string; message: string };
+
+/** How a stored value of type T is read back: decode with a schema. See `valueSchema`. */
+export class ValueSchema<T> {
+  constructor(private readonly decoder: DecoderOf<T>) {}
+
+  /** The value, or InvalidValue naming `where`. */
+  decode(where: string, input: unknown): T {
+    const result = this.decoder(input);
+    if (result.ok) return result.value;
+    throw new InvalidValue(where, result.path, result.message);
+  }
+
+  /** JSON text (a KV value, a message payload) to a value, or InvalidValue. */
+  parse(where: string, json: string): T {
+    let input: unknown;
+    try {
+      input = JSON.parse(json);
+    } catch (err) {
+      throw new InvalidValue(where, "", `not JSON (${(err as Error).message})`);
+    }
+    return this.decode(where, input);
+  }
+
+  /** A message payload (UTF-8 JSON) to a value, or InvalidValue. */
+  parseBytes(where: string, data: Uint8Array): T {
+    return this.parse(where, new TextDecoder().decode(data));
+  }
+}
+
+/**
+ * The ValueSchema of T for `schema`, which must decode exactly to a T (the type checker refuses
+ * a schema whose decoded type, readonly markers aside, is not assignable to T). Unknown keys are
+ * dropped, so a schema lists every key its type has, optional ones included.
+ *
+ *   const FileSchema = valueSchema<StoredFile>()(Schema.Struct({ ... }));
+ */
+export function valueSchema<T>() {
+  return <S extends Schema.ConstraintDecoder<unknown>>(schema: S & ([Mutable<S["Type"]>] extends [T] ? unknown : { "decodes to a type other than T": never })): ValueSchema<T> => {
+    const decode = Schema.decodeUnknownResult(schema, { errors: "first", onExcessProperty: "ignore" });
+    return new ValueSchema<T>((input) => {
+      const result = decode(input);
+      if (result._tag === "Success") return { ok: true, value: result.success as T };
+      const issue = firstIssue(result.failure);
+      return { ok: false, path: issue.path, message: issue.message };
+    });
+  };
 }
 
 // JetStream API codes of a failed expectation on the last sequence (compare-and-set lost).
@@ -23,13 +100,14 @@ export function live(entry: KvEntry | null): KvEntry | undefined {
   return entry && entry.operation === "PUT" && entry.length > 0 ? entry : undefined;
 }
 
-export function decodeEntry<T>(entry: KvEntry | null): Versioned<T> | undefined {
+/** A KV entry's value decoded with `schema`, with its revision; undefined when there is none. */
+export function decodeEntry<T>(entry: KvEntry | null, schema: ValueSchema<T>): Versioned<T> | undefined {
   const found = live(entry);
-  return found ? { value: found.json<T>(), revision: found.revision } : undefined;
+  return found ? { value: schema.parse(found.key, found.string()), revision: found.revision } : undefined;
 }
 
-export async function getRecord<T>(kv: KV, key: string): Promise<Versioned<T> | undefined> {
-  return decodeEntry<T>(await kv.get(key));
+export async function getRecord<T>(kv: KV, key: string, schema: ValueSchema<T>): Promise<Versioned<T> | undefined> {
+  return decodeEntry(await kv.get(key), schema);
 }
 
 /** Creates the record; its revision, or undefined when the key already holds one. */
@@ -52,31 +130,78 @@ export async function updateRecord<T>(kv: KV, key: string, value: T, revision: n
   }
 }
 
-/**
- * Read-modify-write with retries on conflict: `change` gets the current value and returns the new
- * one (or undefined to leave it as it is). Returns the value that ended up stored.
- */
-export async function modifyRecord<T>(kv: KV, key: string, change: (current: T) => T | undefined, attempts = 10): Promise<T | undefined> {
-  for (let i = 0; i < attempts; i++) {
-    const current = await getRecord<T>(kv, key);
-    if (!current) return undefined;
-    const next = change(current.value);
-    if (next === undefined) return current.value;
-    if ((await updateRecord(kv, key, next, current.revision)) !== undefined) return next;
-  }
-  throw new Error(`KV record ${key} kept changing: gave up after ${attempts} attempts`);
+/** What a compare-and-set loop reads and writes: one KV record, or a store's own layout of one. */
+export interface CasTarget<T> {
+  read(): Promise<Versioned<T> | undefined>;
+  /** Writes `value` if the record is still at `revision` (absent, when undefined); the new revision, or undefined on conflict. */
+  write(value: T, revision: number | undefined): Promise<number | undefined>;
 }
 
-/** Every key matching `filter` (wildcards allowed). */
-export async function listKeys(kv: KV, filter: string): Promise<string[]> {
-  const out: string[] = [];
-  for await (const k of await kv.keys(filter)) out.push(k);
-  return out;
+/** The value stored after a compare-and-set, and whether this call's change is what put it there. */
+export interface Modified<T> extends Versioned<T> {
+  changed: boolean;
+}
+
+/** Thrown when a record kept changing under a compare-and-set loop. */
+export class RecordContended extends Error {
+  override name = "RecordContended";
+  constructor(readonly where: string, readonly attempts: number) {
+    super(`${where} kept changing: gave up after ${attempts} attempts`);
+  }
+}
+
+const DEFAULT_ATTEMPTS = 20;
+
+/**
+ * The compare-and-set loop every store uses: read the record, let `change` compute the next value
+ * from it, write that at the revision read, and start over when someone else wrote in between.
+ * `change` gets a freshly decoded value on each attempt (it may modify it) and returns the value
+ * to store, or undefined to leave the record as it is; it may be async (look something up before
+ * deciding), the write still fails if the record changed meanwhile. With `create`, `change` also runs for an
+ * absent record (getting undefined) and its value is created. Returns what is stored afterwards,
+ * or undefined when the record is absent (and nothing was created).
+ */
+export async function compareAndSet<T>(
+  target: CasTarget<T>,
+  change: (current: T | undefined) => T | undefined | Promise<T | undefined>,
+  options: { where: string; create?: boolean; attempts?: number },
+): Promise<Modified<T> | undefined> {
+  const attempts = options.attempts ?? DEFAULT_ATTEMPTS;
+  for (let i = 0; i < attempts; i++) {
+    const current = await target.read();
+    if (!current && !options.create) return undefined;
+    const next = await change(current?.value);
+    if (next === undefined) return current ? { ...current, changed: false } : undefined;
+    const revision = await target.write(next, current?.revision);
+    if (revision !== undefined) return { value: next, revision, changed: true };
+  }
+  throw new RecordContended(options.where, attempts);
+}
+
+/** A plain KV record as a compare-and-set target. */
+export function kvRecord<T>(kv: KV, key: string, schema: ValueSchema<T>): CasTarget<T> {
+  return {
+    read: () => getRecord(kv, key, schema),
+    write: (value, revision) => (revision === undefined ? createRecord(kv, key, value) : updateRecord(kv, key, value, revision)),
+  };
+}
+
+/**
+ * Read-modify-write of an existing record with compare-and-set (see `compareAndSet`): `change`
+ * returns the new value, or undefined to leave it. Undefined when there is no record.
+ */
+export function modifyRecord<T>(kv: KV, key: string, schema: ValueSchema<T>, change: (current: T) => T | undefined): Promise<Modified<T> | undefined> {
+  return compareAndSet(kvRecord(kv, key, schema), (current) => change(current!), { where: key });
+}
+
+/** Like `modifyRecord`, but an absent record is created from `change(undefined)`. */
+export function upsertRecord<T>(kv: KV, key: string, schema: ValueSchema<T>, change: (current: T | undefined) => T | undefined): Promise<Modified<T> | undefined> {
+  return compareAndSet(kvRecord(kv, key, schema), change, { where: key, create: true });
 }
 
 /** The records of every key matching `filter`, read in parallel; keys deleted meanwhile are skipped. */
-export async function listRecords<T>(kv: KV, filter: string): Promise<Array<Versioned<T> & { key: string }>> {
+export async function listRecords<T>(kv: KV, filter: string, schema: ValueSchema<T>): Promise<Array<Versioned<T> & { key: string }>> {
   const keys = await listKeys(kv, filter);
-  const records = await Promise.all(keys.map(async (key) => ({ key, record: await getRecord<T>(kv, key) })));
+  const records = await Promise.all(keys.map(async (key) => ({ key, record: await getRecord(kv, key, schema) })));
   return records.flatMap(({ key, record }) => (record ? [{ key, ...record }] : []));
 }

@@ -1,8 +1,9 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { KvWatchInclude, type KV, type KvWatchEntry } from "@nats-io/kv";
 import type { QueuedIterator } from "@nats-io/nats-core";
-import { decodeEntry } from "../../lib/nats/kv-records.js";
+import { decodeEntry, InvalidValue } from "../../lib/nats/kv-records.js";
 import type { Logger } from "../../lib/log.js";
+import { accountRecordSchema, type AccountKey } from "./records.js";
 
 export interface DirectoryOptions {
   /** Entries kept at most (unknown keys included); the oldest written go first. */
@@ -63,14 +64,18 @@ export class AccountDirectory {
     return this.cache.size;
   }
 
-  /** The cached value of `key` (undefined: known not to exist), or MISS. */
-  peek<T>(key: string): T | undefined | typeof MISS {
+  /**
+   * The cached value of `key` (undefined: known not to exist), or MISS. Values are cached as
+   * decoded by the schema of their key (`accountRecordSchema`), which is what `AccountKey<T>` names.
+   */
+  peek<T>(key: AccountKey<T>): T | undefined | typeof MISS {
     const c = this.cache.get(key);
     if (!c || c.expiresAt <= performance.now()) return MISS;
     return c.value as T | undefined;
   }
 
-  async get<T>(key: string): Promise<T | undefined> {
+  /** The record at `key`, from the cache or read (InvalidValue when the stored value does not decode). */
+  async get<T>(key: AccountKey<T>): Promise<T | undefined> {
     const cached = this.peek<T>(key);
     if (cached !== MISS) return cached;
     let pending = this.inflight.get(key);
@@ -83,7 +88,7 @@ export class AccountDirectory {
 
   private async read(key: string): Promise<unknown> {
     const entry = await this.kv.get(key);
-    const record = decodeEntry<unknown>(entry);
+    const record = decodeEntry(entry, schemaOf(key));
     return this.store(key, entry?.revision ?? 0, record?.value);
   }
 
@@ -104,7 +109,17 @@ export class AccountDirectory {
   private apply(e: KvWatchEntry): void {
     // Only keys held (or being read) matter: anything else is read fresh when first needed.
     if (!this.cache.has(e.key) && !this.inflight.has(e.key)) return;
-    this.store(e.key, e.revision, decodeEntry<unknown>(e)?.value);
+    let value: unknown;
+    try {
+      value = decodeEntry(e, schemaOf(e.key))?.value;
+    } catch (err) {
+      if (!(err instanceof InvalidValue)) throw err;
+      // Forgotten: the next request that needs it reads it again and fails with the error.
+      this.log.error("an accounts record does not decode", { key: e.key, err });
+      this.cache.delete(e.key);
+      return;
+    }
+    this.store(e.key, e.revision, value);
   }
 
   private async watch(): Promise<void> {
@@ -122,4 +137,10 @@ export class AccountDirectory {
         setTimeout(() => void this.watch().catch((err: unknown) => this.log.error("accounts watch restart failed", { err })), 500);
       });
   }
+}
+
+function schemaOf(key: string) {
+  const schema = accountRecordSchema(key);
+  if (!schema) throw new Error(`no account record lives at ${key}`);
+  return schema;
 }

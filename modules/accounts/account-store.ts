@@ -3,9 +3,10 @@ import type { KV } from "@nats-io/kv";
 import { newId } from "../../lib/ids.js";
 import { openKv } from "../../lib/nats/jetstream.js";
 import { buckets } from "../../lib/nats/subjects.js";
-import { createRecord, getRecord, listRecords, modifyRecord, updateRecord } from "../../lib/nats/kv-records.js";
+import { createRecord, getRecord, listRecords, modifyRecord, updateRecord, upsertRecord } from "../../lib/nats/kv-records.js";
 import {
   accountKeys,
+  accountRecords,
   ID_PATTERN,
   invitationStatus,
   nowSeconds,
@@ -93,7 +94,7 @@ export class AccountStore {
 
   async getOrganization(orgId: string): Promise<OrganizationRecord | undefined> {
     if (!ID_PATTERN.test(orgId)) return undefined;
-    return (await getRecord<OrganizationRecord>(this.kv, accountKeys.org(orgId)))?.value;
+    return (await getRecord(this.kv, accountKeys.org(orgId), accountRecords.organization))?.value;
   }
 
   async requireOrganization(orgId: string): Promise<OrganizationRecord> {
@@ -103,7 +104,7 @@ export class AccountStore {
   }
 
   async listOrganizations(): Promise<OrganizationRecord[]> {
-    const records = await listRecords<OrganizationRecord>(this.kv, accountKeys.orgs);
+    const records = await listRecords(this.kv, accountKeys.orgs, accountRecords.organization);
     return records.map((r) => r.value).sort(byCreation);
   }
 
@@ -122,19 +123,19 @@ export class AccountStore {
 
   async getProject(orgId: string, projectId: string): Promise<ProjectRecord | undefined> {
     if (!ID_PATTERN.test(orgId) || !ID_PATTERN.test(projectId)) return undefined;
-    return (await getRecord<ProjectRecord>(this.kv, accountKeys.project(orgId, projectId)))?.value;
+    return (await getRecord(this.kv, accountKeys.project(orgId, projectId), accountRecords.project))?.value;
   }
 
   /** A project by its id alone (a wildcard listing: admin operations only, never per request). */
   async findProject(projectId: string): Promise<ProjectRecord | undefined> {
     if (!ID_PATTERN.test(projectId)) return undefined;
-    const found = await listRecords<ProjectRecord>(this.kv, accountKeys.projectAnywhere(projectId));
+    const found = await listRecords(this.kv, accountKeys.projectAnywhere(projectId), accountRecords.project);
     return found[0]?.value;
   }
 
   async listProjects(orgId: string): Promise<ProjectRecord[]> {
     await this.requireOrganization(orgId);
-    const records = await listRecords<ProjectRecord>(this.kv, accountKeys.projectsOf(orgId));
+    const records = await listRecords(this.kv, accountKeys.projectsOf(orgId), accountRecords.project);
     return records.map((r) => r.value).sort(byCreation);
   }
 
@@ -188,7 +189,7 @@ export class AccountStore {
 
   /** The record of a key, by the hash of the key (what gateways look up). */
   async keyByHash(hash: string): Promise<ApiKeyRecord | undefined> {
-    return (await getRecord<ApiKeyRecord>(this.kv, accountKeys.apiKey(hash)))?.value;
+    return (await getRecord(this.kv, accountKeys.apiKey(hash), accountRecords.apiKey))?.value;
   }
 
   async listApiKeys(input: { organizationId?: string; projectId?: string; includeRevoked?: boolean }): Promise<ApiKeyView[]> {
@@ -201,7 +202,7 @@ export class AccountStore {
     }
     if (!orgId) throw errors.invalidParam("organization_id", "Give an organization or a project.");
     await this.requireOrganization(orgId);
-    const indexes = await listRecords<KeyIndexRecord>(this.kv, accountKeys.keyIndexesOf(orgId));
+    const indexes = await listRecords(this.kv, accountKeys.keyIndexesOf(orgId), accountRecords.keyIndex);
     // An index whose record holds another id lost a registration race: it names no key.
     const keys = await Promise.all(indexes.map(async (i) => {
       const k = await this.keyByHash(i.value.hash);
@@ -217,30 +218,23 @@ export class AccountStore {
   /** Revokes a key; gateways drop it from their caches as soon as they see the change. */
   async revokeApiKey(keyId: string): Promise<ApiKeyView> {
     if (!ID_PATTERN.test(keyId)) throw errors.notFound(`No API key with id '${keyId}'.`, "key_id");
-    const index = (await listRecords<KeyIndexRecord>(this.kv, accountKeys.keyIndexAnywhere(keyId)))[0];
+    const index = (await listRecords(this.kv, accountKeys.keyIndexAnywhere(keyId), accountRecords.keyIndex))[0];
     if (!index || (await this.keyByHash(index.value.hash))?.id !== keyId) throw errors.notFound(`No API key with id '${keyId}'.`, "key_id");
     const revokedAt = nowSeconds();
-    const record = await modifyRecord<ApiKeyRecord>(this.kv, accountKeys.apiKey(index.value.hash), (k) =>
+    const record = await modifyRecord(this.kv, accountKeys.apiKey(index.value.hash), accountRecords.apiKey, (k) =>
       k.revoked_at === null ? { ...k, revoked_at: revokedAt } : undefined,
     );
     if (!record) throw errors.notFound(`No API key with id '${keyId}'.`, "key_id");
-    return { ...record, last_used_at: await this.lastUsed(keyId) };
+    return { ...record.value, last_used_at: await this.lastUsed(keyId) };
   }
 
   async lastUsed(keyId: string): Promise<number | null> {
-    return (await getRecord<{ last_used_at: number }>(this.usage, keyId))?.value.last_used_at ?? null;
+    return (await getRecord(this.usage, keyId, accountRecords.lastUsed))?.value.last_used_at ?? null;
   }
 
   /** Records that the key was used at `at` (Unix seconds), unless a later time is stored already. */
   async recordLastUsed(keyId: string, at: number): Promise<void> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const current = await getRecord<{ last_used_at: number }>(this.usage, keyId);
-      if (current && current.value.last_used_at >= at) return;
-      const written = current
-        ? await updateRecord(this.usage, keyId, { last_used_at: at }, current.revision)
-        : await createRecord(this.usage, keyId, { last_used_at: at });
-      if (written !== undefined) return;
-    }
+    await upsertRecord(this.usage, keyId, accountRecords.lastUsed, (current) => (current && current.last_used_at >= at ? undefined : { last_used_at: at }));
   }
 
   // ---- invitations ----
@@ -269,20 +263,20 @@ export class AccountStore {
   }
 
   async listInvitations(): Promise<InvitationRecord[]> {
-    const records = await listRecords<InvitationRecord>(this.kv, accountKeys.invitations);
+    const records = await listRecords(this.kv, accountKeys.invitations, accountRecords.invitation);
     return records.map((r) => r.value).sort(byCreation);
   }
 
   async revokeInvitation(invitationId: string): Promise<InvitationRecord> {
     const key = ID_PATTERN.test(invitationId) ? accountKeys.invitation(invitationId) : undefined;
-    const current = key ? await getRecord<InvitationRecord>(this.kv, key) : undefined;
+    const current = key ? await getRecord(this.kv, key, accountRecords.invitation) : undefined;
     if (!current || !key) throw errors.notFound(`No invitation with id '${invitationId}'.`, "invitation_id");
     const status = invitationStatus(current.value);
     if (status === "redeemed") throw errors.conflict("This invitation was redeemed already; revoke the keys of its organization instead.", "invitation_id", "invitation_redeemed");
     const revokedAt = nowSeconds();
-    const record = await modifyRecord<InvitationRecord>(this.kv, key, (inv) =>
+    const record = (await modifyRecord(this.kv, key, accountRecords.invitation, (inv) =>
       inv.revoked_at === null && inv.redeemed_at === null ? { ...inv, revoked_at: revokedAt } : undefined,
-    );
+    ))?.value;
     if (!record) throw errors.notFound(`No invitation with id '${invitationId}'.`, "invitation_id");
     if (record.redeemed_at !== null) throw errors.conflict("This invitation was redeemed meanwhile.", "invitation_id", "invitation_redeemed");
     return record;
@@ -301,7 +295,7 @@ export class AccountStore {
     const id = invitationIdOfCode(code);
     const notFound = () => errors.notFound("This invitation code is not valid.", "code", "invitation_not_found");
     if (!id) throw notFound();
-    const current = await getRecord<InvitationRecord>(this.kv, accountKeys.invitation(id));
+    const current = await getRecord(this.kv, accountKeys.invitation(id), accountRecords.invitation);
     if (!current || !sameDigest(sha256Hex(code), current.value.code_hash)) throw notFound();
     const status = invitationStatus(current.value);
     if (status === "revoked") throw notFound();

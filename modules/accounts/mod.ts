@@ -7,5 +7,5 @@ export { type Authenticator } from "./authenticator.js";
 export { LastUsedRecorder } from "./last-used.js";
 export { LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys } from "./local-keys.js";
 export { type Principal } from "./principal.js";
-export { type InvitationRecord, invitationStatus, type OrganizationRecord, type ProjectRecord } from "./records.js";
+export { accountRecords, type InvitationRecord, invitationStatus, type OrganizationRecord, type ProjectRecord } from "./records.js";
 export { invitationIdOfCode, keyPrefix, newApiKey, newInvitationCode, sameDigest, sha256Hex } from "./secrets.js";

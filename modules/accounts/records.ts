@@ -1,5 +1,8 @@
-// The account records kept in the accounts KV bucket (JSON), and where each one lives.
-// Timestamps are Unix seconds, as in OpenAI's objects; null means "not (yet)".
+import { Schema } from "effect";
+import { valueSchema, type ValueSchema } from "../../lib/nats/kv-records.js";
+
+// The account records kept in the accounts KV bucket (JSON), where each one lives, and the schema
+// each is read back with. Timestamps are Unix seconds, as in OpenAI's objects; null means "not (yet)".
 
 export interface OrganizationRecord {
   id: string;
@@ -59,20 +62,73 @@ export function invitationStatus(inv: InvitationRecord, nowSeconds = Math.floor(
 /** Ids are subject and KV tokens: letters, digits, '-' and '_' only. */
 export const ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 
+/** The last-used time of a key, in the key-usage bucket under the key's id. */
+export interface LastUsedRecord {
+  last_used_at: number;
+}
+
+const Str = Schema.String;
+const Time = Schema.Number;
+const NullOr = Schema.NullOr;
+
+/** How each record is read back. */
+export const accountRecords = {
+  organization: valueSchema<OrganizationRecord>()(Schema.Struct({ id: Str, name: Str, created_at: Time, default_project_id: Str })),
+  project: valueSchema<ProjectRecord>()(Schema.Struct({ id: Str, organization_id: Str, name: Str, created_at: Time })),
+  apiKey: valueSchema<ApiKeyRecord>()(
+    Schema.Struct({ id: Str, name: Str, organization_id: Str, project_id: NullOr(Str), prefix: Str, created_at: Time, revoked_at: NullOr(Time) }),
+  ),
+  keyIndex: valueSchema<KeyIndexRecord>()(Schema.Struct({ hash: Str })),
+  invitation: valueSchema<InvitationRecord>()(
+    Schema.Struct({
+      id: Str,
+      note: Str,
+      code_hash: Str,
+      created_at: Time,
+      expires_at: Time,
+      redeemed_at: NullOr(Time),
+      organization_id: NullOr(Str),
+      revoked_at: NullOr(Time),
+    }),
+  ),
+  lastUsed: valueSchema<LastUsedRecord>()(Schema.Struct({ last_used_at: Time })),
+};
+
+/** A key of the accounts bucket, typed by the record it holds. */
+export type AccountKey<T> = string & { readonly __holds?: T };
+
 /** KV keys of the accounts bucket. */
 export const accountKeys = {
-  org: (orgId: string) => `org.${orgId}`,
+  org: (orgId: string): AccountKey<OrganizationRecord> => `org.${orgId}`,
   orgs: "org.*",
-  project: (orgId: string, projectId: string) => `project.${orgId}.${projectId}`,
+  project: (orgId: string, projectId: string): AccountKey<ProjectRecord> => `project.${orgId}.${projectId}`,
   projectsOf: (orgId: string) => `project.${orgId}.*`,
   /** Any organization's project with this id (admin lookups only: a wildcard listing). */
   projectAnywhere: (projectId: string) => `project.*.${projectId}`,
-  apiKey: (hash: string) => `apikey.${hash}`,
-  keyIndex: (orgId: string, keyId: string) => `keyid.${orgId}.${keyId}`,
+  apiKey: (hash: string): AccountKey<ApiKeyRecord> => `apikey.${hash}`,
+  keyIndex: (orgId: string, keyId: string): AccountKey<KeyIndexRecord> => `keyid.${orgId}.${keyId}`,
   keyIndexesOf: (orgId: string) => `keyid.${orgId}.*`,
   keyIndexAnywhere: (keyId: string) => `keyid.*.${keyId}`,
-  invitation: (invitationId: string) => `invitation.${invitationId}`,
+  invitation: (invitationId: string): AccountKey<InvitationRecord> => `invitation.${invitationId}`,
   invitations: "invitation.*",
 } as const;
+
+/** The schema of the record at `key` of the accounts bucket, from the key's first token. */
+export function accountRecordSchema(key: string): ValueSchema<unknown> | undefined {
+  switch (key.slice(0, key.indexOf("."))) {
+    case "org":
+      return accountRecords.organization;
+    case "project":
+      return accountRecords.project;
+    case "apikey":
+      return accountRecords.apiKey;
+    case "keyid":
+      return accountRecords.keyIndex;
+    case "invitation":
+      return accountRecords.invitation;
+    default:
+      return undefined;
+  }
+}
 
 export const nowSeconds = (): number => Math.floor(Date.now() / 1000);

@@ -1,6 +1,7 @@
+import { Schema } from "effect";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { isRevisionConflict } from "../../lib/nats/kv-records.js";
-import { tokenUsage, type TokenUsage } from "../openai/mod.js";
+import { getRecord, modifyRecord, valueSchema, type ValueSchema } from "../../lib/nats/kv-records.js";
+import { tokenUsage, TokenUsageSchema, type TokenUsage } from "../openai/mod.js";
 import type { KV } from "@nats-io/kv";
 import { RetentionPolicy, type JetStreamClient } from "@nats-io/jetstream";
 import { buckets, kvToken, streams, subjects } from "../../lib/nats/subjects.js";
@@ -68,9 +69,51 @@ export interface BatchJob {
 
 export const emptyUsage = (): BatchUsage => tokenUsage(0, 0);
 
-export class ConflictError extends Error {
-  override name = "ConflictError";
-}
+const BATCH_STATUSES = ["validating", "failed", "in_progress", "finalizing", "completed", "expired", "cancelling", "cancelled"] as const;
+const NullOrTime = Schema.NullOr(Schema.Number);
+const Count = Schema.Number;
+
+/** How a batch record is read back (the batch watchers of workers decode it too). */
+export const storedBatchSchema: ValueSchema<StoredBatch> = valueSchema<StoredBatch>()(
+  Schema.Struct({
+    batch: Schema.Struct({
+      id: Schema.String,
+      object: Schema.Literal("batch"),
+      endpoint: Schema.String,
+      model: Schema.NullOr(Schema.String),
+      errors: Schema.NullOr(
+        Schema.Struct({
+          object: Schema.Literal("list"),
+          data: Schema.mutable(Schema.Array(Schema.Struct({ code: Schema.String, message: Schema.String, param: Schema.NullOr(Schema.String), line: Schema.NullOr(Count) }))),
+        }),
+      ),
+      input_file_id: Schema.String,
+      completion_window: Schema.String,
+      status: Schema.Literals(BATCH_STATUSES),
+      output_file_id: Schema.NullOr(Schema.String),
+      error_file_id: Schema.NullOr(Schema.String),
+      created_at: Schema.Number,
+      in_progress_at: NullOrTime,
+      expires_at: Schema.Number,
+      finalizing_at: NullOrTime,
+      completed_at: NullOrTime,
+      failed_at: NullOrTime,
+      expired_at: NullOrTime,
+      cancelling_at: NullOrTime,
+      cancelled_at: NullOrTime,
+      request_counts: Schema.Struct({ total: Count, completed: Count, failed: Count }),
+      metadata: Schema.NullOr(Schema.Record(Schema.String, Schema.String)),
+      usage: TokenUsageSchema,
+    }),
+    project: Schema.String,
+    outputTtlSeconds: Schema.NullOr(Schema.Number),
+    enqueued: Schema.Boolean,
+    ending: Schema.NullOr(Schema.Literals(["completed", "expired", "cancelled"])),
+  }),
+);
+
+/** How a job message of the jobs stream is read back. */
+export const batchJobSchema = valueSchema<BatchJob>()(Schema.Struct({ project: Schema.String, batchId: Schema.String }));
 
 export class BatchStore {
   private constructor(
@@ -97,34 +140,18 @@ export class BatchStore {
   }
 
   async get(project: string, id: string): Promise<StoredBatch | undefined> {
-    return (await this.getEntry(project, id))?.record;
-  }
-
-  async getEntry(project: string, id: string): Promise<{ record: StoredBatch; revision: number } | undefined> {
-    if (!/^batch_[A-Za-z0-9]{1,64}$/.test(id)) return undefined;
-    const entry = await this.kv.get(this.key(project, id));
-    if (!entry || entry.operation !== "PUT") return undefined;
-    return { record: entry.json<StoredBatch>(), revision: entry.revision };
+    if (!validId(id)) return undefined;
+    return (await getRecord(this.kv, this.key(project, id), storedBatchSchema))?.value;
   }
 
   /**
-   * Applies `change` with compare-and-set, retrying on concurrent writes. `change` returns the
-   * new record, or undefined to leave the record as it is (the transition no longer applies).
+   * Applies `change` with compare-and-set, retrying on concurrent writes. `change` gets a fresh
+   * copy it may modify and returns the new record, or undefined to leave the record as it is (the
+   * transition no longer applies). Returns the record as stored afterwards.
    */
   async update(project: string, id: string, change: (record: StoredBatch) => StoredBatch | undefined): Promise<StoredBatch | undefined> {
-    for (let attempt = 0; attempt < 20; attempt++) {
-      const current = await this.getEntry(project, id);
-      if (!current) return undefined;
-      const next = change(structuredClone(current.record));
-      if (!next) return current.record;
-      try {
-        await this.kv.update(this.key(project, id), JSON.stringify(next), current.revision);
-        return next;
-      } catch (err) {
-        if (!isRevisionConflict(err)) throw err;
-      }
-    }
-    throw new ConflictError(`batch ${id} is being changed concurrently`);
+    if (!validId(id)) return undefined;
+    return (await modifyRecord(this.kv, this.key(project, id), storedBatchSchema, change))?.value;
   }
 
   async delete(project: string, id: string): Promise<void> {
@@ -178,3 +205,5 @@ export async function purgeBatchLeftovers(handles: JetStreamHandles, batchId: st
   await handles.jsm.streams.purge(streams.batchWork, { filter: subjects.batchWorkOfBatch(batchId) }).catch(() => {});
   await handles.jsm.streams.purge(resultsStream, { filter: resultsFilter(batchId) }).catch(() => {});
 }
+
+const validId = (id: string) => /^batch_[A-Za-z0-9]{1,64}$/.test(id);

@@ -37,10 +37,11 @@ export class ResultTally {
     return this.completed + this.failed;
   }
 
-  add(line: number, result: ResultLine): void {
+  /** Counts line `line` once; an undefined result (one that was stored but does not decode) counts as failed. */
+  add(line: number, result: ResultLine | undefined): void {
     if (line < 0 || line >= this.total || this.seen[line]) return;
     this.seen[line] = 1;
-    if (succeeded(result)) {
+    if (result && succeeded(result)) {
       this.completed++;
       const u = usageOf(result);
       this.input += u.input;

@@ -1,3 +1,6 @@
+import { Schema } from "effect";
+import { valueSchema } from "../../lib/nats/kv-records.js";
+
 /** One batch line waiting on the work stream (subject: batch.work.<model>.<batch id>). */
 export interface WorkItem {
   project: string;
@@ -10,3 +13,16 @@ export interface WorkItem {
   /** The batch's expires_at (Unix seconds): the line's deadline. */
   expiresAt: number;
 }
+
+/** How a work item is read back from the work stream (its body is checked by the line's executor). */
+export const workItemSchema = valueSchema<WorkItem>()(
+  Schema.Struct({
+    project: Schema.String,
+    batchId: Schema.String,
+    line: Schema.Int,
+    customId: Schema.String,
+    endpoint: Schema.String,
+    body: Schema.Unknown,
+    expiresAt: Schema.Number,
+  }),
+);

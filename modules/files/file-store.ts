@@ -1,9 +1,11 @@
+import { Schema } from "effect";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import type { ObjectInfo, ObjectStore } from "@nats-io/obj";
 import { newSortableId } from "../../lib/ids.js";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
 import { jetStreamHandles, listKeys, openKv, openObjectStore, readStored, type JetStreamHandles } from "../../lib/nats/jetstream.js";
+import { getRecord, InvalidValue, modifyRecord, valueSchema } from "../../lib/nats/kv-records.js";
 
 // Files: contents in a JetStream Object Store (streamed in and out in chunks, never whole in
 // memory), metadata (the OpenAI file object) in a KV bucket keyed by project and file id. The
@@ -32,6 +34,24 @@ interface StoredFile {
   file: FileObject;
   project: string;
 }
+
+const NullOrTime = Schema.NullOr(Schema.Number);
+const storedFile = valueSchema<StoredFile>()(
+  Schema.Struct({
+    file: Schema.Struct({
+      id: Schema.String,
+      object: Schema.Literal("file"),
+      bytes: Schema.Number,
+      created_at: Schema.Number,
+      filename: Schema.String,
+      purpose: Schema.Literals([...FILE_PURPOSES, ...SYSTEM_PURPOSES]),
+      status: Schema.Literal("processed"),
+      expires_at: NullOrTime,
+      status_details: Schema.Null,
+    }),
+    project: Schema.String,
+  }),
+);
 
 /** Thrown by `upload` when the contents exceed the limit given (the partial object is gone). */
 export class FileTooLargeError extends Error {
@@ -148,28 +168,19 @@ export class FileStore {
   /** The file, or undefined when it does not exist, belongs to another project, or has expired. */
   async get(project: string, id: string, now = Date.now()): Promise<FileObject | undefined> {
     if (!validId(id)) return undefined;
-    const entry = await this.meta.get(this.key(project, id));
-    if (!entry || entry.operation !== "PUT") return undefined;
-    const { file } = entry.json<StoredFile>();
-    return isExpired(file, now) ? undefined : file;
+    const file = (await getRecord(this.meta, this.key(project, id), storedFile))?.value.file;
+    return !file || isExpired(file, now) ? undefined : file;
   }
 
   /** Sets (or clears, with null) the expiry of a file; returns the updated object. */
   async setExpiry(project: string, id: string, expiresAt: number | null): Promise<FileObject | undefined> {
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const entry = await this.meta.get(this.key(project, id));
-      if (!entry || entry.operation !== "PUT") return undefined;
-      const stored = entry.json<StoredFile>();
-      if (isExpired(stored.file, Date.now())) return undefined;
-      stored.file.expires_at = expiresAt;
-      try {
-        await this.meta.update(this.key(project, id), JSON.stringify(stored), entry.revision);
-        return stored.file;
-      } catch {
-        // a concurrent change: read again
-      }
-    }
-    throw new Error(`file ${id} is being changed concurrently`);
+    if (!validId(id)) return undefined;
+    const stored = await modifyRecord(this.meta, this.key(project, id), storedFile, (current) => {
+      if (isExpired(current.file, Date.now())) return undefined;
+      current.file.expires_at = expiresAt;
+      return current;
+    });
+    return stored?.changed ? stored.value.file : undefined;
   }
 
   /** Lists a project's live files by creation (ids sort by creation time). */
@@ -239,14 +250,21 @@ export class FileStore {
    * Deletes expired files, objects whose metadata never got written (a crash between the two
    * writes) and chunks of uploads that stopped without an object (a gateway killed mid-upload).
    */
-  async sweep(now = Date.now()): Promise<{ expired: number; orphans: number }> {
+  async sweep(now = Date.now()): Promise<{ expired: number; orphans: number; undecodable: string[] }> {
     let expired = 0;
     let orphans = 0;
+    const undecodable: string[] = [];
     for (const key of await listKeys(this.meta, ">")) {
-      const entry = await this.meta.get(key);
-      if (!entry || entry.operation !== "PUT") continue;
-      const { file } = entry.json<StoredFile>();
-      if (!isExpired(file, now)) continue;
+      let file: FileObject | undefined;
+      try {
+        file = (await getRecord(this.meta, key, storedFile))?.value.file;
+      } catch (err) {
+        // Left alone (its expiry is unknown) and reported; the other files are swept.
+        if (!(err instanceof InvalidValue)) throw err;
+        undecodable.push(key);
+        continue;
+      }
+      if (!file || !isExpired(file, now)) continue;
       await this.meta.purge(key);
       await this.deleteContents(file.id);
       expired++;
@@ -276,7 +294,7 @@ export class FileStore {
       await this.handles.jsm.streams.purge(stream, { filter: subject });
       orphans++;
     }
-    return { expired, orphans };
+    return { expired, orphans, undecodable };
   }
 
   /** Deletes an object and its delete marker too: nothing of the file stays in the stream. */

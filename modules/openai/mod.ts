@@ -7,6 +7,7 @@ export { parseConversationCreate, parseConversationItems, parseConversationUpdat
 export { ExpiresAfterSchema, expiresAtFrom, parseFileUpdate } from "./schemas/files.js";
 export { parseRedeemInvitation } from "./schemas/invitations.js";
 export { listQuery } from "./schemas/lists.js";
+export { ItemSchema, ResponseObjectSchema, ResultLineSchema, storedValues, TokenUsageSchema } from "./schemas/objects.js";
 export { parsePromptCreateRequest, parsePromptRunRequest, TEMPLATE_NAME } from "./schemas/prompts.js";
 export { parseResponseCreateRequest, type ResponseCreateRequest } from "./schemas/responses.js";
 export { tokenUsage, type TokenUsage } from "./token-usage.js";
@@ -15,5 +16,5 @@ export { applyToolCallDelta, ChatCompletionAccumulator, usageObject } from "./tr
 export { finishReasonName, type OpenAIFinishReason } from "./translate/finish-reason.js";
 export { normalizeInputItems, toChatMessages } from "./translate/responses-items.js";
 export { type Item, newResponseObject, type ResponseError, type ResponseObject, responseUsage } from "./translate/responses-object.js";
-export { type ResponseEvent, type ResponseEventSink, ResponseOutputBuilder, snapshot } from "./translate/responses-output.js";
+export { continuesDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink, ResponseOutputBuilder, snapshot } from "./translate/responses-output.js";
 export { checkResponseRequest, type GenerationOptions, responseToGenerateRequest } from "./translate/responses-request.js";

@@ -67,7 +67,7 @@ export class BudgetClient {
 
   /** Hands an unused part of a chunk back (best effort: a lost return only leaves budget unused). */
   giveBack(budget: BudgetKey, window: number, requests: number, tokens: number): void {
-    const bytes = LeaseReturn.encode({ budget, gatewayId: this.options.gatewayId, window, requests, tokens }).finish();
+    const bytes = LeaseReturn.encode({ budget, gatewayId: this.options.gatewayId, window, requests, tokens, overrunTokens: 0 }).finish();
     this.nc.publish(subjects.budgetReturn(budget.model, budget.scope, budget.scopeId), bytes);
   }
 

@@ -1,3 +1,6 @@
+import { Schema } from "effect";
+import { valueSchema } from "../../lib/nats/kv-records.js";
+
 // The state of one budget and how chunks of it are granted: pure functions, unit-tested.
 
 /** Persisted in the rate-limits bucket; every grant is written before it is answered. */
@@ -15,6 +18,20 @@ export interface BudgetRecord {
   /** Unix ms of the last write. */
   updated_at: number;
 }
+
+/** How a budget record is read back from the rate-limits bucket. */
+export const budgetRecordSchema = valueSchema<BudgetRecord>()(
+  Schema.Struct({
+    owner: Schema.String,
+    window: Schema.Number,
+    window_ms: Schema.Number,
+    limit_requests: Schema.Number,
+    limit_tokens: Schema.Number,
+    granted_requests: Schema.Number,
+    granted_tokens: Schema.Number,
+    updated_at: Schema.Number,
+  }),
+);
 
 export interface Ask {
   needRequests: number;
@@ -86,10 +103,14 @@ export function decideChunk(rec: BudgetRecord, ask: Ask, activeGateways: number)
   };
 }
 
-/** Applies a chunk a gateway gave back (ignored when it belongs to an earlier window). */
-export function applyReturn(rec: BudgetRecord, window: number, chunk: Chunk): boolean {
+/**
+ * Applies what came back for `window` (ignored once that window is over): a chunk a gateway did
+ * not use, or the settlement of a background response, whose usage beyond its estimate
+ * (`overrunTokens`) counts as granted.
+ */
+export function applyReturn(rec: BudgetRecord, window: number, back: Chunk & { overrunTokens?: number }): boolean {
   if (window !== rec.window) return false;
-  rec.granted_requests = Math.max(0, rec.granted_requests - chunk.requests);
-  rec.granted_tokens = Math.max(0, rec.granted_tokens - chunk.tokens);
+  rec.granted_requests = Math.max(0, rec.granted_requests - back.requests);
+  rec.granted_tokens = Math.max(0, rec.granted_tokens - back.tokens) + (back.overrunTokens ?? 0);
   return true;
 }

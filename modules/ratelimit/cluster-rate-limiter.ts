@@ -56,8 +56,8 @@ export class ClusterRateLimiter implements RateLimiter {
     } catch (err) {
       return fail(err);
     }
-    if (taken instanceof Promise) return taken.then((t) => this.admission(budget, t), fail);
-    return this.admission(budget, taken);
+    if (taken instanceof Promise) return taken.then((t) => this.admission(budget, scopeId, spec.id, t), fail);
+    return this.admission(budget, scopeId, spec.id, taken);
   }
 
   private budget(model: string, scopeId: string, limits: { requests: number; tokens: number }): LocalBudget {
@@ -82,7 +82,7 @@ export class ClusterRateLimiter implements RateLimiter {
     return entry.local;
   }
 
-  private admission(budget: LocalBudget, taken: Taken): Admission {
+  private admission(budget: LocalBudget, scopeId: string, model: string, taken: Taken): Admission {
     let settled = false;
     return {
       headers: rateLimitHeaders(taken.snapshot),
@@ -90,6 +90,11 @@ export class ClusterRateLimiter implements RateLimiter {
         if (settled) return;
         settled = true;
         budget.settle(taken.window, taken.tokens, Math.max(0, used));
+      },
+      hold: () => {
+        if (settled) return undefined;
+        settled = true;
+        return { model, scope: this.scope, scopeId, window: taken.window, tokens: taken.tokens };
       },
     };
   }

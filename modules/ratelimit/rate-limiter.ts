@@ -1,5 +1,6 @@
 import type { ModelSpec } from "../catalog/mod.js";
 import type { Principal } from "../accounts/mod.js";
+import type { HeldCharge } from "./held-charge.js";
 
 /** Whose budget a request draws from: one per model and organization unless configured otherwise. */
 export type RateLimitScope = "organization" | "project" | "key";
@@ -25,6 +26,12 @@ export interface Admission {
    * 0 refunds the whole estimate (the request failed before generating). Only the first call counts.
    */
   settle(tokensUsed: number): void;
+  /**
+   * Hands the charge to another process, which settles it with `settleHeldCharge` (a background
+   * response, run by an actor host): nothing is settled here any more. Undefined when there is
+   * nothing to settle (rate limits off).
+   */
+  hold(): HeldCharge | undefined;
 }
 
 /**
@@ -38,7 +45,7 @@ export interface RateLimiter {
   stop(): Promise<void>;
 }
 
-const UNLIMITED: Admission = { headers: {}, settle: () => {} };
+const UNLIMITED: Admission = { headers: {}, settle: () => {}, hold: () => undefined };
 
 /** TRIBUTARY_RATE_LIMITS=off: every request is admitted, no headers. */
 export class UnlimitedRateLimiter implements RateLimiter {

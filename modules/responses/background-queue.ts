@@ -1,6 +1,8 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
+import { Schema } from "effect";
 import { ensureStream } from "../../lib/nats/jetstream.js";
+import { valueSchema } from "../../lib/nats/kv-records.js";
 import { streams, subjects } from "../../lib/nats/subjects.js";
 
 /** One queued background response: the worker reads the rest from the responses bucket. */
@@ -8,6 +10,9 @@ export interface BackgroundJob {
   projectId: string;
   responseId: string;
 }
+
+/** How a job is read back from the queue. */
+export const backgroundJobSchema = valueSchema<BackgroundJob>()(Schema.Struct({ projectId: Schema.String, responseId: Schema.String }));
 
 /** The durable work queue of background responses (a JetStream work-queue stream). */
 export async function ensureBackgroundStream(nc: NatsConnection): Promise<void> {

@@ -1,8 +1,9 @@
+import { Schema } from "effect";
 import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
-import { isRevisionConflict, live } from "../../lib/nats/kv-records.js";
+import { getRecord, live, modifyRecord, valueSchema } from "../../lib/nats/kv-records.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
-import type { Item } from "../openai/mod.js";
+import { storedValues, type Item } from "../openai/mod.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 
 export interface ConversationObject {
@@ -17,6 +18,18 @@ interface Head {
   conversation: ConversationObject;
   next: number;
 }
+
+const head = valueSchema<Head>()(
+  Schema.Struct({
+    conversation: Schema.Struct({
+      id: Schema.String,
+      object: Schema.Literal("conversation"),
+      created_at: Schema.Number,
+      metadata: Schema.Record(Schema.String, Schema.String),
+    }),
+    next: Schema.Number,
+  }),
+);
 
 export interface ItemPage {
   data: Item[];
@@ -53,23 +66,15 @@ export class ConversationStore {
   }
 
   async get(projectId: string, id: string): Promise<ConversationObject | undefined> {
-    return live(await this.kv.get(this.key(projectId, id)))?.json<Head>().conversation;
+    return (await getRecord(this.kv, this.key(projectId, id), head))?.value.conversation;
   }
 
   async updateMetadata(projectId: string, id: string, metadata: Record<string, string>): Promise<ConversationObject | undefined> {
-    const key = this.key(projectId, id);
-    for (;;) {
-      const entry = live(await this.kv.get(key));
-      if (!entry) return undefined;
-      const head = entry.json<Head>();
-      head.conversation.metadata = metadata;
-      try {
-        await this.kv.update(key, JSON.stringify(head), entry.revision);
-        return head.conversation;
-      } catch (err) {
-        if (!isRevisionConflict(err)) throw err;
-      }
-    }
+    const stored = await modifyRecord(this.kv, this.key(projectId, id), head, (current) => {
+      current.conversation.metadata = metadata;
+      return current;
+    });
+    return stored?.value.conversation;
   }
 
   /** Deletes the conversation and its items; false when there was none. */
@@ -90,21 +95,10 @@ export class ConversationStore {
     const key = this.key(projectId, id);
     const present = new Set((await this.positions(key)).map((p) => p.itemId));
     const fresh = items.filter((item) => !present.has(item.id));
-    let first: number;
-    for (;;) {
-      const entry = live(await this.kv.get(key));
-      if (!entry) return undefined;
-      const head = entry.json<Head>();
-      first = head.next;
-      head.next += fresh.length;
-      if (fresh.length === 0) break;
-      try {
-        await this.kv.update(key, JSON.stringify(head), entry.revision);
-        break;
-      } catch (err) {
-        if (!isRevisionConflict(err)) throw err;
-      }
-    }
+    // Reserves positions first..first+n-1 by moving `next` on (none to reserve: just check it exists).
+    const reserved = await modifyRecord(this.kv, key, head, (current) => (fresh.length === 0 ? undefined : { ...current, next: current.next + fresh.length }));
+    if (!reserved) return undefined;
+    const first = reserved.value.next - fresh.length;
     await Promise.all(fresh.map((item, i) => this.kv.put(`${key}.it.${seqToken(first + i)}.${kvToken(item.id)}`, JSON.stringify(item))));
     return fresh;
   }
@@ -133,7 +127,7 @@ export class ConversationStore {
   async item(projectId: string, id: string, itemId: string): Promise<Item | undefined> {
     const found = await this.findItemKey(projectId, id, itemId);
     if (!found) return undefined;
-    return live(await this.kv.get(found))?.json<Item>();
+    return (await getRecord(this.kv, found, storedValues.item))?.value;
   }
 
   async deleteItem(projectId: string, id: string, itemId: string): Promise<boolean> {
@@ -156,10 +150,7 @@ export class ConversationStore {
   }
 
   private async fetch(keys: readonly string[]): Promise<Item[]> {
-    const entries = await Promise.all(keys.map((k) => this.kv.get(k)));
-    return entries.flatMap((e) => {
-      const entry = live(e);
-      return entry ? [entry.json<Item>()] : [];
-    });
+    const items = await Promise.all(keys.map(async (k) => (await getRecord(this.kv, k, storedValues.item))?.value));
+    return items.filter((item): item is Item => item !== undefined);
   }
 }

@@ -1,9 +1,12 @@
 // The public surface of the responses module: other modules and processes import from here only.
-export { type BackgroundJob, BackgroundQueue, ensureBackgroundStream, publishCancel } from "./background-queue.js";
+export { BackgroundLifecycle, RunControl, type RunOutcome } from "./background-lifecycle.js";
+export { type BackgroundJob, backgroundJobSchema, BackgroundQueue, ensureBackgroundStream, publishCancel } from "./background-queue.js";
+export * as backgroundStates from "./background-states.js";
+export { type BackgroundCharge, isTerminal } from "./background-states.js";
 export { ConversationStore } from "./conversation-store.js";
 export { cutText } from "./kv-values.js";
 export { PromptStore } from "./prompt-store.js";
 export { checkInputs, placeholdersOf, renderBody } from "./prompt-template.js";
 export { type NumberedEvent, ResponseEventLog } from "./response-event-log.js";
-export { isTerminal, responseErrorOf, type ResponseRun, ResponseService } from "./response-service.js";
+export { type PreparedResponse, responseErrorOf, ResponseRun, ResponseService, type RunSource, type TokenCharge } from "./response-service.js";
 export { ResponseStore, type StoredResponse, type Versioned } from "./response-store.js";

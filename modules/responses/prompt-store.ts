@@ -1,5 +1,6 @@
+import { Schema } from "effect";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
-import { isRevisionConflict, live } from "../../lib/nats/kv-records.js";
+import { getRecord, live, upsertRecord, valueSchema } from "../../lib/nats/kv-records.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
@@ -19,6 +20,20 @@ export interface PromptObject {
   body: Record<string, unknown>;
 }
 
+const promptObject = valueSchema<PromptObject>()(
+  Schema.Struct({
+    id: Schema.String,
+    object: Schema.Literal("prompt"),
+    name: Schema.String,
+    description: Schema.NullOr(Schema.String),
+    version: Schema.Number,
+    created_at: Schema.Number,
+    updated_at: Schema.Number,
+    variables: Schema.mutable(Schema.Array(Schema.String)),
+    body: Schema.Record(Schema.String, Schema.Unknown),
+  }),
+);
+
 /** Prompt templates in the JetStream KV bucket `prompts`, keyed <project>.<name>. */
 export class PromptStore {
   private constructor(private readonly kv: KV) {}
@@ -33,30 +48,24 @@ export class PromptStore {
 
   /** Creates the template, or replaces it with the next version. */
   async put(projectId: string, prompt: Omit<PromptObject, "version" | "created_at" | "updated_at">): Promise<PromptObject> {
-    const key = this.key(projectId, prompt.name);
     const now = Math.floor(Date.now() / 1000);
-    for (;;) {
-      const entry = live(await this.kv.get(key));
-      const previous = entry?.json<PromptObject>();
-      const next: PromptObject = { ...prompt, version: (previous?.version ?? 0) + 1, created_at: previous?.created_at ?? now, updated_at: now };
-      try {
-        if (entry) await this.kv.update(key, JSON.stringify(next), entry.revision);
-        else await this.kv.create(key, JSON.stringify(next));
-        return next;
-      } catch (err) {
-        if (!isRevisionConflict(err)) throw err;
-      }
-    }
+    const stored = await upsertRecord(this.kv, this.key(projectId, prompt.name), promptObject, (previous) => ({
+      ...prompt,
+      version: (previous?.version ?? 0) + 1,
+      created_at: previous?.created_at ?? now,
+      updated_at: now,
+    }));
+    return stored!.value;
   }
 
   async get(projectId: string, name: string): Promise<PromptObject | undefined> {
-    return live(await this.kv.get(this.key(projectId, name)))?.json<PromptObject>();
+    return (await getRecord(this.kv, this.key(projectId, name), promptObject))?.value;
   }
 
   async list(projectId: string): Promise<PromptObject[]> {
     const keys = await listKeys(this.kv, `${kvToken(projectId)}.*`);
-    const entries = await Promise.all(keys.map((k) => this.kv.get(k)));
-    return entries.flatMap((e) => (live(e) ? [live(e)!.json<PromptObject>()] : [])).sort((a, b) => a.name.localeCompare(b.name));
+    const prompts = await Promise.all(keys.map(async (k) => (await getRecord(this.kv, k, promptObject))?.value));
+    return prompts.filter((p): p is PromptObject => p !== undefined).sort((a, b) => a.name.localeCompare(b.name));
   }
 
   async delete(projectId: string, name: string): Promise<boolean> {

@@ -1,14 +1,19 @@
+import { Schema } from "effect";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type PubAck } from "@nats-io/jetstream";
-import { ensureStream } from "../../lib/nats/jetstream.js";
+import { ensureStream, isNotFound } from "../../lib/nats/jetstream.js";
+import { valueSchema } from "../../lib/nats/kv-records.js";
 import { streams, subjects } from "../../lib/nats/subjects.js";
-import type { ResponseEvent, ResponseEventSink } from "../openai/mod.js";
+import { continuesDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink } from "../openai/mod.js";
 
 /** A stored event: numbered, as the client receives it. */
 export type NumberedEvent = ResponseEvent & { sequence_number: number };
 
-export const TERMINAL_TYPES: ReadonlySet<string> = new Set(["response.completed", "response.incomplete", "response.failed", "error"]);
-const DELTAS = new Set(["response.output_text.delta", "response.function_call_arguments.delta"]);
+/** Stored events are checked for what the log relies on (type, number); the rest is the event's own. */
+const numberedEvent = valueSchema<NumberedEvent>()(
+  Schema.StructWithRest(Schema.Struct({ type: Schema.String, sequence_number: Schema.Int }), [Schema.Record(Schema.String, Schema.Unknown)]),
+);
+
 /** Deltas produced within this window go out as one event (fewer JetStream writes per token). */
 const COALESCE_MS = 25;
 const RETENTION_NS = 24 * 3600 * 1_000_000_000;
@@ -49,16 +54,18 @@ export class ResponseEventLog {
   async last(responseId: string): Promise<NumberedEvent | undefined> {
     try {
       const msg = await this.jsm.streams.getMessage(streams.responseEvents, { last_by_subj: subjects.responseEvents(responseId) });
-      return msg ? msg.json<NumberedEvent>() : undefined;
-    } catch {
-      return undefined;
+      return msg ? numberedEvent.parseBytes(`${msg.subject} #${msg.seq}`, msg.data) : undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
     }
   }
 
   /**
    * Delivers the response's events from the first one until a terminal event, or until
    * `signal` aborts (client gone). `onIdle` runs when nothing arrived for a while: it may end the
-   * stream (a response cancelled before a worker took it has no worker to write its end).
+   * stream (a response cancelled before a worker took it has no worker to write its end); when
+   * it throws, following stops and rejects with its error.
    */
   async follow(
     responseId: string,
@@ -76,21 +83,28 @@ export class ResponseEventLog {
     const idleMs = options.idleMs ?? 2_000;
     let lastAt = Date.now();
     let ended = false;
+    let idleFailure: { err: unknown } | undefined;
     const idleTimer = setInterval(() => {
       if (ended || Date.now() - lastAt < idleMs) return;
-      void options.onIdle().then((end) => {
-        if (end) {
+      options.onIdle().then(
+        (end) => {
+          if (!end) return;
           ended = true;
           stop();
-        }
-      });
+        },
+        (err: unknown) => {
+          idleFailure = { err };
+          ended = true;
+          stop();
+        },
+      );
     }, idleMs);
     try {
       for await (const msg of messages) {
         lastAt = Date.now();
-        const event = msg.json<NumberedEvent>();
+        const event = numberedEvent.parseBytes(`${msg.subject} #${msg.seq}`, msg.data);
         onEvent(event);
-        if (TERMINAL_TYPES.has(event.type)) break;
+        if (RESPONSE_TERMINAL_EVENTS.has(event.type)) break;
       }
     } finally {
       ended = true;
@@ -98,6 +112,7 @@ export class ResponseEventLog {
       options.signal.removeEventListener("abort", stop);
       await messages.close();
     }
+    if (idleFailure) throw idleFailure.err;
   }
 
   /** Deletes the response's events (the response was deleted). */
@@ -126,12 +141,12 @@ export class EventLogWriter implements ResponseEventSink {
 
   event(event: ResponseEvent): void {
     const p = this.pending;
-    if (p && DELTAS.has(event.type) && p.type === event.type && p.item_id === event.item_id && p.content_index === event.content_index) {
+    if (p && continuesDelta(p, event)) {
       p.delta = (p.delta as string) + (event.delta as string);
       return;
     }
     this.publishPending();
-    if (DELTAS.has(event.type)) {
+    if (RESPONSE_DELTA_EVENTS.has(event.type)) {
       this.pending = { ...event };
       this.timer = setTimeout(() => this.publishPending(), COALESCE_MS);
       return;

@@ -59,6 +59,9 @@ export interface RunOptions {
   charge?: (request: GenerateRequest) => Promise<TokenCharge>;
 }
 
+/** What a run needs of its generation (a GenerationStream): the runner's events, and a way to stop it. */
+export type RunSource = Pick<GenerationStream, "admitted" | "model" | "listen" | "cancel">;
+
 /** A hold on a token budget, settled once with the tokens used. */
 export interface TokenCharge {
   settle(tokensUsed: number): void;
@@ -227,7 +230,7 @@ export class ResponseRun {
   /** Tokens generated so far (settles a charge when the run ends without final usage). */
   private generatedTokens = 0;
 
-  constructor(readonly prepared: PreparedResponse, private readonly stream: GenerationStream, private readonly charge?: TokenCharge) {
+  constructor(readonly prepared: PreparedResponse, private readonly stream: RunSource, private readonly charge?: TokenCharge) {
     this.response = newResponseObject(prepared.body, { id: prepared.id, createdAt: prepared.createdAt, conversationId: prepared.conversationId }, "in_progress");
     this.builder = new ResponseOutputBuilder((e) => this.sink?.event(e));
     this.response.output = this.builder.output;
@@ -256,17 +259,21 @@ export class ResponseRun {
     const outcome = await new Promise<Final | DomainError | "cancelled">((resolve) => {
       this.settle = resolve;
       if (this.outcome) return resolve(this.outcome);
+      // Once the outcome is known (a cancel, say), events still on their way change nothing.
       const listener = {
         delta: (d: TokenDelta) => {
+          if (this.outcome) return;
           this.generatedTokens += d.tokens;
           this.builder.delta(d);
         },
         choiceEnd: (e: ChoiceEnd) => {
+          if (this.outcome) return;
           this.finishReason = e.finishReason;
           this.builder.end(e.finishReason);
         },
         // A runner that preempts batch-priority work restarts the choice: its output so far goes.
         choiceReset: () => {
+          if (this.outcome) return;
           this.finishReason = FinishReason.FINISH_REASON_UNSPECIFIED;
           this.builder.reset();
         },
@@ -329,4 +336,3 @@ export class ResponseRun {
   }
 }
 
-export const isTerminal = (status: ResponseObject["status"]) => status !== "queued" && status !== "in_progress";

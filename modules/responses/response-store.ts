@@ -1,11 +1,17 @@
+import { Schema } from "effect";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
-import { isRevisionConflict, live } from "../../lib/nats/kv-records.js";
+import { compareAndSet, getRecord, InvalidValue, isRevisionConflict, live, valueSchema, type Modified, type Versioned } from "../../lib/nats/kv-records.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import { randomToken } from "../../lib/ids.js";
 import { openKv } from "../../lib/nats/jetstream.js";
-import type { Item, ResponseObject } from "../openai/mod.js";
+import { isDomainError } from "../errors/mod.js";
+import { parseResponseCreateRequest, ResponseObjectSchema, storedValues, type Item, type ResponseCreateRequest, type ResponseObject } from "../openai/mod.js";
+import { HeldChargeSchema } from "../ratelimit/mod.js";
+import type { BackgroundCharge } from "./background-states.js";
 import { CHUNK_CHARS, deleteChunks, readChunks, writeChunks } from "./kv-values.js";
+
+export type { Versioned };
 
 /** What is kept of one response besides the public object. */
 export interface StoredResponse {
@@ -13,17 +19,22 @@ export interface StoredResponse {
   /** The previous_response_id chain before this response, oldest first: its context is theirs. */
   ancestors: string[];
   /** Background responses: the request to run (its input items are the stored ones). */
-  request?: unknown;
+  request?: ResponseCreateRequest;
   /** Background responses: runs started so far (a worker that died leaves one behind). */
   attempts?: number;
+  /** Background responses: the rate-limit charge taken when it was queued, until a run settles it. */
+  charge?: BackgroundCharge;
 }
 
 /** The response object and the background request, kept together. */
-interface Doc {
-  response: ResponseObject;
-  request?: unknown;
-  attempts?: number;
-}
+const DocSchema = Schema.Struct({
+  response: ResponseObjectSchema,
+  /** Checked with the request schema itself (parseResponseCreateRequest) when read. */
+  request: Schema.optionalKey(Schema.Unknown),
+  attempts: Schema.optionalKey(Schema.Number),
+  charge: Schema.optionalKey(Schema.Struct({ held: HeldChargeSchema, spentTokens: Schema.Number, unmetered: Schema.Boolean })),
+});
+type Doc = Omit<StoredResponse, "ancestors" | "request"> & { request?: unknown };
 
 /** The KV value at <project>.<id>, updated with compare-and-set. */
 interface Head {
@@ -36,10 +47,16 @@ interface Head {
   docChunks?: { gen: string; count: number };
 }
 
-export interface Versioned<T> {
-  value: T;
-  revision: number;
-}
+const docSchema = valueSchema<Doc>()(DocSchema);
+const headSchema = valueSchema<Head>()(
+  Schema.Struct({
+    v: Schema.Literal(1),
+    ancestors: Schema.mutable(Schema.Array(Schema.String)),
+    inputChunks: Schema.Int,
+    doc: Schema.optionalKey(DocSchema),
+    docChunks: Schema.optionalKey(Schema.Struct({ gen: Schema.String, count: Schema.Int })),
+  }),
+);
 
 /**
  * Stored responses in the JetStream KV bucket `responses`, every key under the owning project:
@@ -66,28 +83,43 @@ export class ResponseStore {
     return this.kv.create(key, JSON.stringify(head));
   }
 
+  /** The stored response (InvalidValue when what is stored does not decode). */
   async get(projectId: string, id: string): Promise<Versioned<StoredResponse> | undefined> {
     const key = this.key(projectId, id);
-    const entry = live(await this.kv.get(key));
-    if (!entry) return undefined;
-    const head = entry.json<Head>();
-    let doc = head.doc;
-    if (!doc && head.docChunks) {
-      const json = await readChunks(this.kv, `${key}.d.${head.docChunks.gen}`, head.docChunks.count);
+    const found = await getRecord(this.kv, key, headSchema);
+    if (!found) return undefined;
+    const { ancestors, docChunks } = found.value;
+    let stored = found.value.doc;
+    if (!stored && docChunks) {
+      const json = await readChunks(this.kv, `${key}.d.${docChunks.gen}`, docChunks.count);
       if (json === undefined) return undefined;
-      doc = JSON.parse(json) as Doc;
+      stored = docSchema.parse(`${key}.d.${docChunks.gen}`, json);
     }
-    if (!doc) return undefined;
-    const value: StoredResponse = { response: doc.response, ancestors: head.ancestors };
-    if (doc.request !== undefined) value.request = doc.request;
-    if (doc.attempts !== undefined) value.attempts = doc.attempts;
-    return { value, revision: entry.revision };
+    if (!stored) return undefined;
+    const value: StoredResponse = { response: stored.response, ancestors };
+    if (stored.request !== undefined) value.request = requestOf(key, stored.request);
+    if (stored.attempts !== undefined) value.attempts = stored.attempts;
+    if (stored.charge !== undefined) value.charge = stored.charge;
+    return { value, revision: found.revision };
+  }
+
+  /**
+   * Read-modify-write of a stored response with compare-and-set: `change` gets the current value
+   * (fresh on each attempt) and returns the next one, or undefined to leave it. Undefined when
+   * the response does not exist (or was deleted meanwhile).
+   */
+  modify(projectId: string, id: string, change: (current: StoredResponse) => StoredResponse | undefined): Promise<Modified<StoredResponse> | undefined> {
+    return compareAndSet<StoredResponse>(
+      { read: () => this.get(projectId, id), write: (value, revision) => this.update(projectId, value, revision!) },
+      (current) => change(current!),
+      { where: this.key(projectId, id) },
+    );
   }
 
   /** Replaces the stored response if it is still at `revision`; undefined when it changed since. */
-  async update(projectId: string, stored: StoredResponse, revision: number): Promise<number | undefined> {
+  private async update(projectId: string, stored: StoredResponse, revision: number): Promise<number | undefined> {
     const key = this.key(projectId, stored.response.id);
-    const previous = live(await this.kv.get(key))?.json<Head>();
+    const previous = (await getRecord(this.kv, key, headSchema))?.value;
     if (!previous) return undefined;
     const head = await this.head(key, stored, previous.inputChunks);
     try {
@@ -104,21 +136,32 @@ export class ResponseStore {
   /** Deletes a response and its items; false when there was none. */
   async delete(projectId: string, id: string): Promise<boolean> {
     const key = this.key(projectId, id);
-    const head = live(await this.kv.get(key))?.json<Head>();
-    if (!head) return false;
+    const entry = live(await this.kv.get(key));
+    if (!entry) return false;
     await this.kv.delete(key);
-    await deleteChunks(this.kv, `${key}.in`, head.inputChunks);
-    if (head.docChunks) await deleteChunks(this.kv, `${key}.d.${head.docChunks.gen}`, head.docChunks.count);
+    // The chunks go too when the head decodes; an undecodable one leaves them to the bucket's max age.
+    const found = (() => {
+      try {
+        return headSchema.parse(key, entry.string());
+      } catch (err) {
+        if (err instanceof InvalidValue) return undefined;
+        throw err;
+      }
+    })();
+    if (found) {
+      await deleteChunks(this.kv, `${key}.in`, found.inputChunks);
+      if (found.docChunks) await deleteChunks(this.kv, `${key}.d.${found.docChunks.gen}`, found.docChunks.count);
+    }
     return true;
   }
 
   /** The input items of a stored response, in order. */
   async inputItems(projectId: string, id: string): Promise<Item[] | undefined> {
     const key = this.key(projectId, id);
-    const head = live(await this.kv.get(key))?.json<Head>();
-    if (!head) return undefined;
-    const json = await readChunks(this.kv, `${key}.in`, head.inputChunks);
-    return json === undefined ? undefined : (JSON.parse(json) as Item[]);
+    const found = (await getRecord(this.kv, key, headSchema))?.value;
+    if (!found) return undefined;
+    const json = await readChunks(this.kv, `${key}.in`, found.inputChunks);
+    return json === undefined ? undefined : storedValues.items.parse(`${key}.in`, json);
   }
 
   /**
@@ -142,13 +185,24 @@ export class ResponseStore {
   }
 
   private async head(key: string, stored: StoredResponse, inputChunks: number): Promise<Head> {
-    const doc: Doc = { response: stored.response };
-    if (stored.request !== undefined) doc.request = stored.request;
-    if (stored.attempts !== undefined) doc.attempts = stored.attempts;
-    const json = JSON.stringify(doc);
-    if (json.length <= CHUNK_CHARS) return { v: 1, ancestors: stored.ancestors, inputChunks, doc };
+    const value: Doc = { response: stored.response };
+    if (stored.request !== undefined) value.request = stored.request;
+    if (stored.attempts !== undefined) value.attempts = stored.attempts;
+    if (stored.charge !== undefined) value.charge = stored.charge;
+    const json = JSON.stringify(value);
+    if (json.length <= CHUNK_CHARS) return { v: 1, ancestors: stored.ancestors, inputChunks, doc: value };
     const gen = randomToken(8);
     const count = await writeChunks(this.kv, `${key}.d.${gen}`, json);
     return { v: 1, ancestors: stored.ancestors, inputChunks, docChunks: { gen, count } };
+  }
+}
+
+/** A background run's stored request, checked with the request schema it was accepted with. */
+function requestOf(key: string, request: unknown): ResponseCreateRequest {
+  try {
+    return parseResponseCreateRequest(request);
+  } catch (err) {
+    if (!isDomainError(err) || err._tag !== "InvalidParam") throw err;
+    throw new InvalidValue(key, `request.${err.param ?? ""}`, err.message);
   }
 }

@@ -16,6 +16,7 @@ function admission() {
       return settles[0];
     },
     settle: (tokens) => void settles.push(tokens),
+    hold: () => undefined,
   };
   return a;
 }

@@ -5,11 +5,11 @@ import { Anything, FunctionName, IntAtLeast, IntBetween, JsonSchemaObject, Metad
 // POST /v1/responses, as in ../shared/openai-reference.md §2.1 and §2.3. Input items are decoded
 // one by one by their `type` (a message may leave it out), so errors name the item: input[2].call_id.
 
-const InputText = Schema.Struct({ type: Schema.Literal("input_text"), text: Schema.String });
-const InputImage = Schema.Struct({ type: Schema.Literal("input_image"), image_url: Nullable(Schema.String), file_id: Nullable(Schema.String), detail: Anything });
-const InputFile = Schema.Struct({ type: Schema.Literal("input_file"), file_id: Nullable(Schema.String), file_data: Anything, file_url: Anything, filename: Anything });
+export const InputText = Schema.Struct({ type: Schema.Literal("input_text"), text: Schema.String });
+export const InputImage = Schema.Struct({ type: Schema.Literal("input_image"), image_url: Nullable(Schema.String), file_id: Nullable(Schema.String), detail: Anything });
+export const InputFile = Schema.Struct({ type: Schema.Literal("input_file"), file_id: Nullable(Schema.String), file_data: Anything, file_url: Anything, filename: Anything });
 const OutputText = Schema.Struct({ type: Schema.Literal("output_text"), text: Schema.String, annotations: Anything, logprobs: Anything });
-const Refusal = Schema.Struct({ type: Schema.Literal("refusal"), refusal: Schema.String });
+export const Refusal = Schema.Struct({ type: Schema.Literal("refusal"), refusal: Schema.String });
 
 const contentParts = { input_text: InputText, input_image: InputImage, input_file: InputFile, output_text: OutputText, refusal: Refusal };
 export type ContentPart =

@@ -8,6 +8,22 @@ export interface ResponseEvent {
   [field: string]: unknown;
 }
 
+/** Events after which a Responses stream is over. */
+export const RESPONSE_TERMINAL_EVENTS: ReadonlySet<string> = new Set(["response.completed", "response.incomplete", "response.failed", "error"]);
+
+/** Events carrying a piece of text (`delta`) that the next piece of the same part continues. */
+export const RESPONSE_DELTA_EVENTS: ReadonlySet<string> = new Set(["response.output_text.delta", "response.function_call_arguments.delta"]);
+
+/** True when `next` continues `previous` (deltas of one part): the two may travel as one event. */
+export function continuesDelta(previous: ResponseEvent, next: ResponseEvent): boolean {
+  return (
+    RESPONSE_DELTA_EVENTS.has(next.type) &&
+    previous.type === next.type &&
+    previous.item_id === next.item_id &&
+    previous.content_index === next.content_index
+  );
+}
+
 /** Where a response's events go: an SSE stream, a stored event log, or nowhere. */
 export interface ResponseEventSink {
   event(event: ResponseEvent): void;

@@ -25,10 +25,13 @@ async function killRunnerAndReplace(): Promise<void> {
 t.test("a streamed response whose runner dies ends with response.failed and is stored failed", async (t) => {
   const stream = await stack.client.responses.create({ model: TEST_MODEL, input: "go", max_output_tokens: 400, stream: true });
   const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+  let replacing: Promise<void> | undefined;
   for await (const e of stream) {
     events.push(e);
-    if (events.filter((x) => x.type === "response.output_text.delta").length === 3) void killRunnerAndReplace();
+    if (!replacing && events.filter((x) => x.type === "response.output_text.delta").length === 3) replacing = killRunnerAndReplace();
   }
+  // The next test starts with one runner, ready, as this one did.
+  await replacing;
   const last = events.at(-1) as OpenAI.Responses.ResponseFailedEvent;
   t.equal(last.type, "response.failed");
   t.equal(last.response.status, "failed");

@@ -19,6 +19,8 @@ export const protobufFileName = "tributary/v1/ratelimit.proto";
  * chunk locally, without a round trip:
  *   gateway    --LeaseRequest-->  budget owner          (request/reply: the reply is a LeaseGrant)
  *   gateway    --LeaseReturn--->  budget owner          (unused part of a chunk, when idle)
+ *   actor host --LeaseReturn--->  budget owner          (the settlement of a background response:
+ *                                                        what its estimate left unused, or used beyond)
  *   gateway    --BudgetKey----->  any actor host        (activation, when the budget has no owner:
  *                                                        the reply is an Activation)
  *   actor host --BudgetKey----->  the recorded owner    (is it still the owner? reply: OwnerProbeReply)
@@ -88,6 +90,12 @@ export interface LeaseReturn {
   window: number;
   requests: number;
   tokens: number;
+  /**
+   * Tokens a request used beyond what it was charged, when a process other than the gateway that
+   * admitted it settles it (a background response, run by an actor host): the owner counts them
+   * as granted in `window`, so what is left of that window shrinks by them.
+   */
+  overrunTokens: number;
 }
 
 export interface Activation {
@@ -550,7 +558,7 @@ export const LeaseGrant: MessageFns<LeaseGrant> = {
 };
 
 function createBaseLeaseReturn(): LeaseReturn {
-  return { budget: undefined, gatewayId: "", window: 0, requests: 0, tokens: 0 };
+  return { budget: undefined, gatewayId: "", window: 0, requests: 0, tokens: 0, overrunTokens: 0 };
 }
 
 export const LeaseReturn: MessageFns<LeaseReturn> = {
@@ -569,6 +577,9 @@ export const LeaseReturn: MessageFns<LeaseReturn> = {
     }
     if (message.tokens !== 0) {
       writer.uint32(40).uint64(message.tokens);
+    }
+    if (message.overrunTokens !== 0) {
+      writer.uint32(48).uint64(message.overrunTokens);
     }
     return writer;
   },
@@ -626,6 +637,14 @@ export const LeaseReturn: MessageFns<LeaseReturn> = {
             message.tokens = longToNumber(reader.uint64());
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.overrunTokens = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -650,6 +669,7 @@ export const LeaseReturn: MessageFns<LeaseReturn> = {
     message.window = object.window ?? 0;
     message.requests = object.requests ?? 0;
     message.tokens = object.tokens ?? 0;
+    message.overrunTokens = object.overrunTokens ?? 0;
     return message;
   },
 };
