@@ -5,8 +5,6 @@ import { sseEvent, type SseWriter } from "./sse-writer.js";
 export const TERMINAL_EVENTS: ReadonlySet<string> = new Set(["response.completed", "response.incomplete", "response.failed", "error"]);
 
 export interface ResponseEventStreamOptions {
-  /** Unwritten bytes allowed while the client is slow; past this the stream is dropped. */
-  maxPendingBytes: number;
   /** Called when the client is too slow to keep up (the caller stops the generation). */
   onOverflow: () => void;
   /**
@@ -55,11 +53,13 @@ export class ResponseEventStream implements ResponseEventSink {
       this.writer.end(this.frames());
       return;
     }
-    if (this.writer.writable) this.flush();
-    else if (this.pendingBytes > this.options.maxPendingBytes) {
+    if (this.writer.writable) return this.flush();
+    this.writer.hold(this.pendingBytes);
+    if (this.writer.overLimit) {
       this.ended = true;
+      this.pending = [];
       this.options.onOverflow();
-      this.writer.end();
+      this.writer.drop();
     }
   }
 
@@ -81,6 +81,7 @@ export class ResponseEventStream implements ResponseEventSink {
       out += sseEvent(e.type, JSON.stringify(this.options.numbered ? e : { ...e, sequence_number: this.sequence++ }));
     this.pending = [];
     this.pendingBytes = 0;
+    this.writer.hold(0);
     return out;
   }
 }
