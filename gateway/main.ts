@@ -70,7 +70,9 @@ async function main(): Promise<void> {
     rateLimiter = cluster;
   }
 
-  const streamBudget = new PendingBudget(config.maxPendingStreamBytes, config.maxPendingTotalBytes);
+  const streamBudget = new PendingBudget(config.maxPendingStreamBytes, config.maxPendingTotalBytes, (bound, heldBytes) =>
+    log.warn("slow SSE client dropped", { bound, heldBytes, heldInTotal: streamBudget.used }),
+  );
   let draining = false;
   const router = new Router();
   registerHealthRoutes(router, nc, () => draining);

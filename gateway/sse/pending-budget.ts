@@ -7,7 +7,12 @@
 export class PendingBudget {
   private held = 0;
 
-  constructor(readonly perStreamBytes: number, readonly totalBytes: number) {}
+  constructor(
+    readonly perStreamBytes: number,
+    readonly totalBytes: number,
+    /** Told about every stream dropped, and which bound it crossed. */
+    private readonly onDrop: (bound: "stream" | "total", heldBytes: number) => void = () => {},
+  ) {}
 
   /** Bytes held now, over every stream. */
   get used(): number {
@@ -21,5 +26,10 @@ export class PendingBudget {
   /** Whether a stream holding `bytes` is over its bound or the gateway's. */
   exceeded(bytes: number): boolean {
     return bytes > this.perStreamBytes || this.held > this.totalBytes;
+  }
+
+  /** A stream holding `bytes` was dropped for crossing a bound. */
+  dropped(bytes: number): void {
+    this.onDrop(bytes > this.perStreamBytes ? "stream" : "total", bytes);
   }
 }

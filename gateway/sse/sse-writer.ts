@@ -76,6 +76,8 @@ export class SseWriter {
 
   /** Ends the stream for a client too slow to keep up: the connection is dropped, freeing what uWS buffered. */
   drop(): void {
+    if (this.closed) return this.release();
+    this.budget.dropped(this.held + this.unsent);
     this.ended = true;
     this.ex.close();
     this.release();
