@@ -85,14 +85,14 @@ export class SseWriter {
 
   private account(): void {
     const now = this.closed ? 0 : this.held + this.unsent;
-    this.budget.adjust(now - this.accounted);
+    this.budget.update(this.accounted, now);
     this.accounted = now;
   }
 
   private release(): void {
     this.held = 0;
     this.unsent = 0;
-    this.budget.adjust(-this.accounted);
+    this.budget.update(this.accounted, 0);
     this.accounted = 0;
   }
 }

@@ -16,7 +16,7 @@ const UWS_IDLE_CUTOFF_MS = 10_000;
 /** A sim model that produces far faster than a socket that is not read can absorb. */
 const FIREHOSE_MODEL = "test/sim-firehose";
 const hostile = await startHostileStack(t, {
-  extraModels: [{ id: FIREHOSE_MODEL, engine: "sim", context_length: 200_000, max_output_tokens: 100_000, slots: 16, queue_limit: 16, sim: { tokens_per_second: 20_000, first_token_latency_ms: 0 }, rate_limits: { requests_per_minute: 10_000, tokens_per_minute: 100_000_000 } }],
+  extraModels: [{ id: FIREHOSE_MODEL, engine: "sim", context_length: 200_000, max_output_tokens: 100_000, slots: 16, queue_limit: 16, sim: { tokens_per_second: 5_000, first_token_latency_ms: 0 }, rate_limits: { requests_per_minute: 10_000, tokens_per_minute: 100_000_000 } }],
   gatewayEnv: { TRIBUTARY_BODY_TIMEOUT_MS: String(BODY_TIMEOUT_MS), TRIBUTARY_MAX_PENDING_STREAM_BYTES: String(PENDING_STREAM_BYTES) },
 });
 const { a, b } = hostile;
