@@ -1,24 +1,36 @@
 import uWS from "uWebSockets.js";
 import type { Logger } from "../lib/log.js";
 import type { Authenticator } from "../modules/accounts/mod.js";
-import { asDomainError, isDomainError, type DomainError } from "../modules/errors/mod.js";
-import { HttpExchange } from "./http/exchange.js";
+import { asDomainError, errors, isDomainError, type DomainError } from "../modules/errors/mod.js";
+import { ConnectionLimiter } from "./http/connection-limiter.js";
+import { HttpExchange, statusLine, type ExchangeLimits } from "./http/exchange.js";
 import type { Match, Router } from "./http/router.js";
 
+export interface EdgeLimits extends ExchangeLimits {
+  /** Requests in progress in total (each holds its connection); past it, a 503. */
+  maxConnections: number;
+  /** Requests in progress from one client address; past it, a 429 (0: no limit). */
+  maxConnectionsPerAddress: number;
+}
+
 /**
- * The uWebSockets.js server: every request goes through one dispatcher that matches the route
- * (404/405), authenticates (unless the route is public), runs the handler and turns any thrown
- * DomainError into an OpenAI error response. Unexpected errors become a 500 without internals.
+ * The uWebSockets.js server: every request goes through one dispatcher that applies the edge's
+ * limits (head size, connections per address and in total), matches the route (404/405),
+ * authenticates (unless the route is public), runs the handler and turns any thrown DomainError
+ * into an OpenAI error response. Unexpected errors become a 500 without internals, for that
+ * request only: nothing a request does escapes into uWS's native callbacks.
  */
 export class GatewayServer {
   private readonly app: uWS.TemplatedApp;
   private listenSocket: uWS.us_listen_socket | undefined;
   private readonly open = new Set<HttpExchange>();
+  private readonly connections: ConnectionLimiter;
   private idleWaiters: Array<() => void> = [];
   port = 0;
 
-  constructor(private readonly router: Router, private readonly authenticator: Authenticator, private readonly log: Logger) {
+  constructor(private readonly router: Router, private readonly authenticator: Authenticator, private readonly limits: EdgeLimits, private readonly log: Logger) {
     assertNativeUws();
+    this.connections = new ConnectionLimiter(limits.maxConnections, limits.maxConnectionsPerAddress);
     this.app = uWS.App();
     this.app.any("/*", (res, req) => this.dispatch(res, req));
   }
@@ -57,12 +69,33 @@ export class GatewayServer {
     for (const ex of this.open) ex.close();
   }
 
+  /** uWS's request callback: it must not throw, and must answer or attach an abort handler before returning. */
   private dispatch(res: uWS.HttpResponse, req: uWS.HttpRequest): void {
-    const ex = new HttpExchange(res, req);
+    let ex: HttpExchange;
+    try {
+      ex = new HttpExchange(res, req, this.limits, this.log);
+    } catch (err) {
+      this.log.error("request could not be read", { err });
+      answerBare(res);
+      return;
+    }
+    try {
+      this.admit(ex);
+    } catch (err) {
+      this.log.error("request dispatch failed", { requestId: ex.requestId, method: ex.method, path: ex.path, err });
+      ex.error(errors.internal(err));
+    }
+  }
+
+  private admit(ex: HttpExchange): void {
+    if (ex.headViolation) return ex.error(ex.headViolation);
+    const refused = this.connections.acquire(ex.remoteAddress);
+    if (refused) return ex.error(refused);
     let match: Match;
     try {
       match = this.router.match(ex.method, ex.path);
     } catch (err) {
+      this.connections.release(ex.remoteAddress);
       ex.error(err as DomainError);
       return;
     }
@@ -70,6 +103,7 @@ export class GatewayServer {
     void this.run(ex, match)
       .then(() => ex.finished)
       .finally(() => {
+        this.connections.release(ex.remoteAddress);
         this.open.delete(ex);
         if (this.open.size === 0 && this.idleWaiters.length > 0) for (const w of this.idleWaiters.splice(0)) w();
       });
@@ -92,7 +126,22 @@ export class GatewayServer {
       if (ex.aborted) return;
       const error = asDomainError(err);
       if (error._tag === "Internal") this.log.error("request failed", { requestId: ex.requestId, method: ex.method, path: ex.path, err: isDomainError(err) ? error.cause : err });
-      if (!ex.responded) ex.error(error); // streamed responses report their own errors
+      if (!ex.responded) ex.error(error);
+      // A stream that failed without ending itself: drop the connection rather than leave the client waiting.
+      else ex.close();
+    }
+  }
+}
+
+/** A 500 for a request whose exchange could not even be built: the response is used once, defensively. */
+function answerBare(res: uWS.HttpResponse): void {
+  try {
+    res.cork(() => res.writeStatus(statusLine(500)).writeHeader("content-type", "application/json").end('{"error":{"message":"internal error","type":"server_error","param":null,"code":null}}', true));
+  } catch {
+    try {
+      res.close();
+    } catch {
+      // Nothing left to do with this connection.
     }
   }
 }

@@ -25,6 +25,8 @@ import { registerResponseRoutes } from "./routes/responses.js";
 import { registerHealthRoutes } from "./routes/health.js";
 import { registerInvitationRoutes } from "./routes/invitations.js";
 import { registerModelRoutes } from "./routes/models.js";
+import { PendingBudget } from "./sse/pending-budget.js";
+import { keepServingOnUncaughtErrors } from "./last-resort.js";
 
 const gatewayId = `g${randomToken(10)}`;
 const log = createLogger("gateway", { pid: process.pid, gatewayId });
@@ -69,6 +71,9 @@ async function main(): Promise<void> {
     rateLimiter = cluster;
   }
 
+  const streamBudget = new PendingBudget(config.maxPendingStreamBytes, config.maxPendingTotalBytes, (bound, heldBytes) =>
+    log.warn("slow SSE client dropped", { bound, heldBytes, heldInTotal: streamBudget.used }),
+  );
   let draining = false;
   const router = new Router();
   registerHealthRoutes(router, nc, () => draining);
@@ -80,7 +85,7 @@ async function main(): Promise<void> {
     rateLimiter,
     maxBodyBytes: config.maxBodyBytes,
     requestTimeoutMs: timeouts.requestTimeoutMs,
-    maxPendingStreamBytes: config.maxPendingStreamBytes,
+    streamBudget,
   });
   const responsesSettings = readConfig(responsesConfig);
   const [responses, conversations, prompts, background, events] = await Promise.all([
@@ -100,15 +105,23 @@ async function main(): Promise<void> {
     requestTimeoutMs: timeouts.requestTimeoutMs,
     log,
   });
-  registerResponseRoutes(router, { nc, service, prompts, background: lifecycle, events, rateLimiter, maxBodyBytes: config.maxBodyBytes, maxPendingStreamBytes: config.maxPendingStreamBytes, log });
+  registerResponseRoutes(router, { nc, service, prompts, background: lifecycle, events, rateLimiter, maxBodyBytes: config.maxBodyBytes, streamBudget, log });
   registerConversationRoutes(router, { conversations, maxBodyBytes: config.maxBodyBytes });
   registerPromptRoutes(router, { prompts, catalog, maxBodyBytes: config.maxBodyBytes });
 
   registerFileRoutes(router, { store: fileStore, maxFileBytes: files.maxFileBytes, maxBatchFileBytes: files.maxBatchFileBytes, maxBodyBytes: config.maxBodyBytes });
   registerBatchRoutes(router, { batches: batchStore, files: fileStore, maxBodyBytes: config.maxBodyBytes });
 
-  const server = new GatewayServer(router, new AccountAuthenticator(accountDirectory, lastUsed), log);
+  const server = new GatewayServer(router, new AccountAuthenticator(accountDirectory, lastUsed), {
+    maxHeaderBytes: config.maxHeaderBytes,
+    maxHeaders: config.maxHeaders,
+    bodyTimeoutMs: config.bodyTimeoutMs,
+    drainBodyBytes: config.maxBodyBytes,
+    maxConnections: config.maxConnections,
+    maxConnectionsPerAddress: config.maxConnectionsPerAddress,
+  }, log);
   const port = await server.listen(config.host, config.port);
+  keepServingOnUncaughtErrors(log);
   log.info("gateway listening", { host: config.host, port, models: [...catalog.keys()], rateLimits: rateLimits.enabled === "on" ? rateLimits.scope : "off" });
 
   onShutdown(

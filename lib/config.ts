@@ -60,6 +60,18 @@ export const gatewayConfig = Config.all({
   maxBodyBytes: int("TRIBUTARY_MAX_BODY_BYTES", 8 * 1024 * 1024),
   /** Bytes a slow SSE client may leave unread before the stream is ended (deltas coalesce below it). */
   maxPendingStreamBytes: int("TRIBUTARY_MAX_PENDING_STREAM_BYTES", 8 * 1024 * 1024),
+  /** The same, summed over every stream of this gateway: the stream that crosses it is ended. */
+  maxPendingTotalBytes: int("TRIBUTARY_MAX_PENDING_TOTAL_BYTES", 256 * 1024 * 1024),
+  /** Request head: header lines (names + values + request line) past this many bytes are a 431. */
+  maxHeaderBytes: int("TRIBUTARY_MAX_HEADER_BYTES", 4096),
+  /** Request head: more header lines than this are a 431. */
+  maxHeaders: int("TRIBUTARY_MAX_HEADERS", 32),
+  /** A JSON request body must have fully arrived this long after its head (408 and close); uploads are exempt. */
+  bodyTimeoutMs: int("TRIBUTARY_BODY_TIMEOUT_MS", 30_000),
+  /** Connections with a request in progress, in total: past it, 503 and close. */
+  maxConnections: int("TRIBUTARY_MAX_CONNECTIONS", 8192),
+  /** Connections with a request in progress from one client address: past it, 429 and close (0: no limit). */
+  maxConnectionsPerAddress: int("TRIBUTARY_MAX_CONNECTIONS_PER_ADDRESS", 256),
   /** More keys, each mapped to its own project: "key1=proj_a,key2=proj_b" (tests of project isolation). */
   apiKeys: str("TRIBUTARY_API_KEYS", ""),
 });

@@ -1,5 +1,6 @@
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { newId } from "../../lib/ids.js";
+import type { Logger } from "../../lib/log.js";
 import { Cancelled, errors, type DomainError } from "../../modules/errors/mod.js";
 import { openAIError } from "../../modules/openai/mod.js";
 import { BodyReader } from "./body-reader.js";
@@ -7,68 +8,115 @@ import type { Principal } from "../../modules/accounts/mod.js";
 
 const STATUS_TEXT: Record<number, string> = {
   200: "200 OK", 201: "201 Created", 204: "204 No Content", 400: "400 Bad Request", 401: "401 Unauthorized",
-  403: "403 Forbidden", 404: "404 Not Found", 405: "405 Method Not Allowed", 409: "409 Conflict", 410: "410 Gone",
-  413: "413 Payload Too Large", 415: "415 Unsupported Media Type", 422: "422 Unprocessable Entity",
-  429: "429 Too Many Requests", 500: "500 Internal Server Error", 502: "502 Bad Gateway",
-  503: "503 Service Unavailable", 504: "504 Gateway Timeout",
+  403: "403 Forbidden", 404: "404 Not Found", 405: "405 Method Not Allowed", 408: "408 Request Timeout", 409: "409 Conflict",
+  410: "410 Gone", 413: "413 Payload Too Large", 415: "415 Unsupported Media Type", 422: "422 Unprocessable Entity",
+  429: "429 Too Many Requests", 431: "431 Request Header Fields Too Large", 500: "500 Internal Server Error",
+  502: "502 Bad Gateway", 503: "503 Service Unavailable", 504: "504 Gateway Timeout",
 };
 
 export function statusLine(status: number): string {
   return STATUS_TEXT[status] ?? `${status} Status`;
 }
 
+/** The edge's limits on one request (lib/config.ts documents them). */
+export interface ExchangeLimits {
+  maxHeaderBytes: number;
+  maxHeaders: number;
+  /** A body (other than an upload) must have arrived this long after the head; 0: no limit. */
+  bodyTimeoutMs: number;
+  /**
+   * After an answer sent before the body was read (a 401, a 404, an early error), a rest of at
+   * most this many bytes is read and dropped before the connection ends (the answer says
+   * `Connection: close`), so the client is never reset while it still sends; a larger or
+   * unknown rest closes the connection once the answer is written.
+   */
+  drainBodyBytes: number;
+}
+
+/** Errors whose request is not worth reading to its end: the answer closes the connection. */
+const CLOSING_ERRORS: ReadonlySet<DomainError["_tag"]> = new Set(["TooLarge", "RequestTimeout", "HeadersTooLarge", "TooManyConnections"]);
+
 /**
- * One HTTP request and its response over uWebSockets.js. uWS's request object only lives during
- * the synchronous handler call, so everything needed later is captured here; every write after
- * an await is corked, and nothing is written once the client went away.
+ * One HTTP request and its response over uWebSockets.js.
+ *
+ * uWS's rules, which every path here keeps: an abort handler is attached before the route
+ * handler returns; the request object only lives during that synchronous call (everything
+ * needed later is captured here); the response may not be touched once it ended or was aborted
+ * (uWS.js throws from inside its native callback, which would take the process down), so every
+ * use of it goes through this class and checks `live` first; writes after an await are corked;
+ * and the callbacks handed to uWS never throw.
  */
 export class HttpExchange {
   readonly method: string;
   readonly path: string;
   readonly query: string;
   readonly headers: Record<string, string> = {};
+  /** The client's IP address, as text. */
+  readonly remoteAddress: string;
   readonly requestId = newId("req_");
   readonly startedAt = performance.now();
   principal: Principal | undefined;
   /** Headers added to whatever response goes out (request id, rate limits, ...). */
   readonly responseHeaders: Record<string, string> = {};
-  private abortedFlag = false;
+  /** Set when the head is over the header limits: the server answers it with a 431. */
+  readonly headViolation: DomainError | undefined;
+  private state: "open" | "ended" | "aborted" = "open";
   private respondedFlag = false;
   private readonly abortHandlers: Array<() => void> = [];
   private readonly body: BodyReader | undefined;
+  private bodyTimer: NodeJS.Timeout | undefined;
   private markFinished!: () => void;
   /** Resolves when the response has been fully written, or the client left. */
   readonly finished = new Promise<void>((resolve) => (this.markFinished = resolve));
 
-  constructor(readonly res: HttpResponse, req: HttpRequest) {
+  constructor(private readonly res: HttpResponse, req: HttpRequest, private readonly limits: ExchangeLimits, private readonly log: Logger) {
+    res.onAborted(() => this.guard("onAborted", () => this.aborted_()));
     this.method = req.getCaseSensitiveMethod().toUpperCase();
     const url = req.getUrl();
     this.path = url.length > 1 && url.endsWith("/") ? url.slice(0, -1) : url;
     this.query = req.getQuery() ?? "";
+    let count = 0;
+    let bytes = this.method.length + url.length + this.query.length + 12; // "GET /?q HTTP/1.1\r\n"
     req.forEach((k, v) => {
+      count++;
+      bytes += k.length + v.length + 4; // ": " and CRLF
       this.headers[k] = v;
     });
-    if (this.method === "POST" || this.method === "PUT" || this.method === "PATCH") this.body = new BodyReader(res);
-    res.onAborted(() => {
-      this.abortedFlag = true;
-      this.markFinished();
-      this.body?.abort(new Cancelled({ reason: "client_closed" }));
-      for (const h of this.abortHandlers.splice(0)) h();
-    });
+    if (count > limits.maxHeaders)
+      this.headViolation = errors.headersTooLarge(`Too many request headers: ${count}, the limit is ${limits.maxHeaders}.`);
+    else if (bytes > limits.maxHeaderBytes)
+      this.headViolation = errors.headersTooLarge(`The request head is too large: ${bytes} bytes, the limit is ${limits.maxHeaderBytes}.`);
+    this.remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
+    if (this.method === "POST" || this.method === "PUT" || this.method === "PATCH") {
+      const declared = /^\d+$/.test(this.headers["content-length"] ?? "") ? Number(this.headers["content-length"]) : undefined;
+      const body = new BodyReader({ pause: () => this.live && res.pause(), resume: () => this.live && res.resume() }, declared);
+      this.body = body;
+      res.onData((chunk, isLast) => this.guard("onData", () => body.push(chunk, isLast)));
+      if (limits.bodyTimeoutMs > 0 && declared !== 0) {
+        this.bodyTimer = setTimeout(() => this.bodyTimedOut(), limits.bodyTimeoutMs);
+        body.onComplete(() => clearTimeout(this.bodyTimer));
+      }
+    }
     this.responseHeaders["x-request-id"] = this.requestId;
   }
 
-  get aborted(): boolean {
-    return this.abortedFlag;
+  /** The response can still be written (it neither ended nor was aborted). */
+  get live(): boolean {
+    return this.state === "open";
   }
 
+  get aborted(): boolean {
+    return this.state === "aborted";
+  }
+
+  /** Status and headers went out (a full answer, or the start of a stream). */
   get responded(): boolean {
     return this.respondedFlag;
   }
 
   /** Runs when the client disconnects before the response completed. */
   onAbort(handler: () => void): void {
-    if (this.abortedFlag) handler();
+    if (this.state === "aborted") handler();
     else this.abortHandlers.push(handler);
   }
 
@@ -83,16 +131,20 @@ export class HttpExchange {
     return this.body.readAll(limit, () => errors.bodyTooLarge(limit));
   }
 
-  /** The body as a stream of chunks (uploads), refusing more than `limit` bytes with a 413. */
+  /**
+   * The body as a stream of chunks (uploads), refusing more than `limit` bytes with a 413.
+   * Uploads are exempt from the body timeout: they may take long, and uWS drops a client that
+   * sends slower than 16 KiB/s anyway.
+   */
   bodyChunks(limit: number): AsyncGenerator<Buffer> {
     this.checkDeclaredLength(limit);
+    clearTimeout(this.bodyTimer);
     if (!this.body) return (async function* () {})();
     return this.body.chunksUpTo(limit, () => errors.bodyTooLarge(limit));
   }
 
   private checkDeclaredLength(limit: number): void {
-    const declared = Number(this.headers["content-length"] ?? "NaN");
-    if (declared > limit) throw errors.bodyTooLarge(limit);
+    if ((this.body?.declaredLength ?? 0) > limit) throw errors.bodyTooLarge(limit);
   }
 
   /**
@@ -117,42 +169,123 @@ export class HttpExchange {
   error(err: DomainError, options: { closeConnection?: boolean } = {}): void {
     const { status, body, headers } = openAIError(err, this.requestId);
     for (const k in headers) this.responseHeaders[k] = headers[k]!;
-    // A body refused for its size is still arriving: close the connection rather than read the rest.
-    this.json(status, body, options.closeConnection ?? err._tag === "TooLarge");
+    this.json(status, body, options.closeConnection ?? CLOSING_ERRORS.has(err._tag));
   }
 
   send(status: number, body: string | Buffer, contentType: string, closeConnection = false): void {
-    if (this.abortedFlag || this.respondedFlag) return;
+    if (!this.live || this.respondedFlag) return;
     this.respondedFlag = true;
+    const ending = this.settleBody(closeConnection);
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
       this.res.writeHeader("content-type", contentType);
       this.writeResponseHeaders();
-      this.res.end(body, closeConnection);
+      if (ending === "drain") this.res.writeHeader("connection", "close");
+      this.res.end(body, ending === "close");
     });
-    this.markFinished();
+    this.ended();
+  }
+
+  /** Writes status and headers of a streamed response (and its first bytes); the caller writes the rest. */
+  beginStream(contentType: string, first?: string | Uint8Array): boolean {
+    if (!this.live || this.respondedFlag) return false;
+    this.respondedFlag = true;
+    let ok = true;
+    this.res.cork(() => {
+      this.res.writeStatus("200 OK");
+      this.res.writeHeader("content-type", contentType);
+      this.res.writeHeader("cache-control", "no-cache");
+      this.writeResponseHeaders();
+      if (first !== undefined) ok = this.res.write(first);
+    });
+    return ok;
+  }
+
+  /** Writes part of a streamed response; false when the socket is behind (wait for onWritable). */
+  write(chunk: string | Uint8Array): boolean {
+    if (!this.live) return false;
+    let ok = false;
+    this.res.cork(() => (ok = this.res.write(chunk)));
+    return ok;
+  }
+
+  /**
+   * Called when a socket that was behind can take more. `handler` returns whether what it wrote
+   * went out (uWS's contract); it is not called once the response is over.
+   */
+  onWritable(handler: () => boolean): void {
+    if (!this.live) return;
+    this.res.onWritable(() => {
+      if (!this.live) return true;
+      try {
+        return handler();
+      } catch (err) {
+        this.log.error("writable handler failed", { requestId: this.requestId, err });
+        this.close();
+        return true;
+      }
+    });
   }
 
   /** Ends a streamed response with its last bytes. */
   endStream(last: string): void {
-    if (this.abortedFlag) return;
+    if (!this.live) return;
     this.res.cork(() => this.res.end(last));
+    this.ended();
+  }
+
+  /** Drops the connection at once: a stream that cannot be finished properly, shutdown after the drain timeout. */
+  close(): void {
+    if (!this.live) return;
+    this.res.close(); // runs the abort handler
+  }
+
+  /**
+   * Before an answer: what to do with a body still arriving. Read to its end, nobody will read
+   * it now, so what comes is dropped; a rest small enough is drained (the client finishes
+   * sending and reads the answer, which says `Connection: close`), a larger or unknown one
+   * closes the connection once the answer is written.
+   */
+  private settleBody(closeConnection: boolean): "keep" | "drain" | "close" {
+    clearTimeout(this.bodyTimer);
+    const body = this.body;
+    if (!body || body.complete) return closeConnection ? "close" : "keep";
+    body.discard(new Cancelled({ reason: "cancelled" }));
+    return !closeConnection && body.remaining <= this.limits.drainBodyBytes ? "drain" : "close";
+  }
+
+  private bodyTimedOut(): void {
+    const body = this.body!;
+    if (!this.live || body.complete) return;
+    // Paused because the handler has not read what came: the gateway is the slow party.
+    if (body.paused) {
+      this.bodyTimer = setTimeout(() => this.bodyTimedOut(), this.limits.bodyTimeoutMs);
+      return;
+    }
+    body.abort(errors.requestTimeout(`The request body did not arrive within ${this.limits.bodyTimeoutMs} ms.`));
+  }
+
+  private ended(): void {
+    this.state = "ended";
     this.markFinished();
   }
 
-  /** Drops the connection (shutdown after the drain timeout). */
-  close(): void {
-    if (this.abortedFlag) return;
-    this.res.close();
+  private aborted_(): void {
+    if (this.state !== "open") return;
+    this.state = "aborted";
+    clearTimeout(this.bodyTimer);
+    this.markFinished();
+    this.body?.abort(new Cancelled({ reason: "client_closed" }));
+    for (const h of this.abortHandlers.splice(0)) this.guard("abort handler", h);
   }
 
-  /** Writes status and headers of a streamed response; the caller writes the body. */
-  beginStream(contentType: string): void {
-    this.respondedFlag = true;
-    this.res.writeStatus("200 OK");
-    this.res.writeHeader("content-type", contentType);
-    this.res.writeHeader("cache-control", "no-cache");
-    this.writeResponseHeaders();
+  /** Runs a callback uWS (or an abort) invoked: an error in it is logged, never thrown into uWS. */
+  private guard(what: string, fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.log.error(`${what} failed`, { requestId: this.requestId, method: this.method, path: this.path, err });
+    }
   }
 
   private writeResponseHeaders(): void {

@@ -52,8 +52,12 @@ export async function readMultipart<F>(body: AsyncIterable<Buffer>, options: Mul
   form.catch(() => {});
   let filePromise: Promise<unknown> | undefined;
   let failure: unknown;
+  // The feeding loop may be waiting for the parser to drain: a failure (the file handler stopped
+  // reading, the form went bad) must wake it, since that drain will never come.
+  let wakeFeeder: (() => void) | undefined;
   const fail = (err: unknown) => {
     failure ??= err;
+    wakeFeeder?.();
   };
   const closed = new Promise<void>((resolve) => {
     parser.on("close", resolve);
@@ -79,10 +83,22 @@ export async function readMultipart<F>(body: AsyncIterable<Buffer>, options: Mul
   parser.on("fieldsLimit", () => fail(errors.invalidParam("file", "Too many form fields.")));
   parser.on("partsLimit", () => fail(errors.invalidParam("file", "Too many form parts.")));
 
+  const drainOrFailure = () =>
+    new Promise<void>((resolve) => {
+      if (failure) return resolve();
+      const done = () => {
+        parser.off("drain", done);
+        wakeFeeder = undefined;
+        resolve();
+      };
+      wakeFeeder = done;
+      parser.once("drain", done);
+    });
+
   try {
     for await (const chunk of body) {
       if (failure) break;
-      if (!parser.write(chunk)) await new Promise<void>((resolve) => parser.once("drain", resolve));
+      if (!parser.write(chunk)) await drainOrFailure();
     }
     if (!failure) parser.end();
   } catch (err) {

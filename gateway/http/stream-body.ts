@@ -14,23 +14,20 @@ export async function streamBody(ex: HttpExchange, contentType: string, chunks: 
     waiting = undefined;
     w?.();
   };
-  ex.res.onWritable(() => {
-    wake();
-    return true;
-  });
   ex.onAbort(wake);
   try {
     for await (const chunk of chunks) {
-      if (ex.aborted) return;
-      let ok = true;
-      ex.res.cork(() => {
-        if (!started) {
-          ex.beginStream(contentType);
-          started = true;
-        }
-        ok = ex.res.write(chunk);
-      });
-      if (!ok && !ex.aborted) await new Promise<void>((resolve) => (waiting = resolve));
+      if (!ex.live) return;
+      let ok: boolean;
+      if (!started) {
+        ok = ex.beginStream(contentType, chunk);
+        ex.onWritable(() => {
+          wake();
+          return true;
+        });
+        started = true;
+      } else ok = ex.write(chunk);
+      if (!ok && ex.live) await new Promise<void>((resolve) => (waiting = resolve));
     }
   } catch (err) {
     if (!started) throw err;

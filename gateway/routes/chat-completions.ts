@@ -10,6 +10,7 @@ import { estimateRequestTokens, UsageMeter } from "../../modules/ratelimit/mod.j
 import type { RateLimiter } from "../../modules/ratelimit/mod.js";
 import { SseWriter } from "../sse/sse-writer.js";
 import { ChatChunkStream } from "../sse/chat-stream.js";
+import type { PendingBudget } from "../sse/pending-budget.js";
 
 export interface ChatRouteDeps {
   catalog: ReadonlyMap<string, ModelSpec>;
@@ -17,7 +18,8 @@ export interface ChatRouteDeps {
   rateLimiter: RateLimiter;
   maxBodyBytes: number;
   requestTimeoutMs: number;
-  maxPendingStreamBytes: number;
+  /** What slow SSE clients may hold, per stream and in total. */
+  streamBudget: PendingBudget;
 }
 
 /** POST /v1/chat/completions: streamed (SSE) or not, n choices, tool calls, rate limited. */
@@ -52,7 +54,7 @@ export function registerChatRoutes(router: Router, deps: ChatRouteDeps): void {
     };
     if (ex.aborted) return stop();
     ex.onAbort(stop);
-    streamCompletion(ex, stream, meter, body, { id: newId("chatcmpl-"), created: Math.floor(Date.now() / 1000), maxPendingBytes: deps.maxPendingStreamBytes, onOverflow: stop });
+    streamCompletion(ex, stream, meter, body, { id: newId("chatcmpl-"), created: Math.floor(Date.now() / 1000), budget: deps.streamBudget, onOverflow: stop });
   });
 }
 
@@ -61,9 +63,9 @@ function streamCompletion(
   stream: GenerationStream,
   meter: UsageMeter,
   body: ChatCompletionRequest,
-  opts: { id: string; created: number; maxPendingBytes: number; onOverflow: () => void },
+  opts: { id: string; created: number; budget: PendingBudget; onOverflow: () => void },
 ): void {
-  const writer = new SseWriter(ex);
+  const writer = new SseWriter(ex, opts.budget);
   writer.open();
   const chunks = new ChatChunkStream(writer, {
     id: opts.id,
@@ -72,7 +74,6 @@ function streamCompletion(
     model: body.model,
     choices: body.n ?? 1,
     includeUsage: body.stream_options?.include_usage === true,
-    maxPendingBytes: opts.maxPendingBytes,
     onOverflow: opts.onOverflow,
   });
   stream.listen(meter.wrap({

@@ -11,6 +11,7 @@ import type { BackgroundLifecycle, PromptStore, NumberedEvent, ResponseEventLog 
 import { publishCancel, checkInputs, placeholdersOf, renderBody, isTerminal, type ResponseRun, type ResponseService } from "../../modules/responses/mod.js";
 import { ResponseEventStream } from "../sse/response-event-stream.js";
 import { SseWriter } from "../sse/sse-writer.js";
+import type { PendingBudget } from "../sse/pending-budget.js";
 import { listQuery, listObject, pageOf } from "./list-query.js";
 
 export interface ResponseRouteDeps {
@@ -21,7 +22,8 @@ export interface ResponseRouteDeps {
   events: ResponseEventLog;
   rateLimiter: RateLimiter;
   maxBodyBytes: number;
-  maxPendingStreamBytes: number;
+  /** What slow SSE clients may hold, per stream and in total. */
+  streamBudget: PendingBudget;
   log: Logger;
 }
 
@@ -87,9 +89,9 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     const onStart = (run: ResponseRun) => {
       ex.responseHeaders["x-tributary-runner"] = run.runnerId;
       if (!body.stream || ex.aborted) return undefined;
-      const writer = new SseWriter(ex);
+      const writer = new SseWriter(ex, deps.streamBudget);
       writer.open();
-      sink = new ResponseEventStream(writer, { maxPendingBytes: deps.maxPendingStreamBytes, onOverflow: () => abort.abort() });
+      sink = new ResponseEventStream(writer, { onOverflow: () => abort.abort() });
       return sink;
     };
     let final: ResponseObject;
@@ -131,12 +133,11 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
    * the gateway that queued it and the worker that runs it, until its terminal event.
    */
   async function followEvents(ex: HttpExchange, projectId: string, id: string, startingAfter: number): Promise<void> {
-    const writer = new SseWriter(ex);
+    const writer = new SseWriter(ex, deps.streamBudget);
     writer.open();
     const abort = new AbortController();
     ex.onAbort(() => abort.abort());
     const sink = new ResponseEventStream(writer, {
-      maxPendingBytes: deps.maxPendingStreamBytes,
       onOverflow: () => abort.abort(),
       numbered: true,
     });

@@ -22,8 +22,6 @@ export interface ChatStreamOptions {
   model: string;
   choices: number;
   includeUsage: boolean;
-  /** Unwritten bytes allowed while the client is slow; past this the stream is dropped. */
-  maxPendingBytes: number;
   /** Called when the client is too slow to keep up (the caller cancels the generation). */
   onOverflow: () => void;
 }
@@ -31,7 +29,8 @@ export interface ChatStreamOptions {
 /**
  * Writes runner events as `chat.completion.chunk` SSE events. While the client is behind, deltas
  * of a choice merge into one pending chunk (text appended, tool-call fragments joined per call),
- * which goes out when the socket drains: coalesced, never reordered or dropped.
+ * which goes out when the socket drains: coalesced, never reordered or dropped. A client so slow
+ * that the stream's share of the gateway's PendingBudget runs out is disconnected instead.
  */
 export class ChatChunkStream {
   private readonly pending: PendingChoice[];
@@ -51,7 +50,7 @@ export class ChatChunkStream {
 
   delta(d: TokenDelta): void {
     const p = this.pending[d.choiceIndex];
-    if (!p) return;
+    if (!p || this.writer.closed) return;
     p.text += d.text;
     this.pendingBytes += d.text.length;
     for (const t of d.toolCalls) {
@@ -86,10 +85,11 @@ export class ChatChunkStream {
   private afterEvent(): void {
     // Events still in flight after the end (a dropped client's generation stopping) change nothing.
     if (this.writer.closed) return;
-    if (this.writer.writable) this.flush();
-    else if (this.pendingBytes > this.options.maxPendingBytes) {
+    if (this.writer.writable) return this.flush();
+    this.writer.hold(this.pendingBytes);
+    if (this.writer.overLimit) {
       this.options.onOverflow();
-      this.writer.end();
+      this.writer.drop();
     }
   }
 
@@ -126,6 +126,7 @@ export class ChatChunkStream {
       }
     }
     this.pendingBytes = 0;
+    this.writer.hold(0);
     if (this.finished) {
       if (this.options.includeUsage)
         frames += sseData(`${this.base},"choices":[],"usage":${JSON.stringify(usageObject(this.usage))}}`);

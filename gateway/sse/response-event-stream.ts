@@ -2,8 +2,6 @@ import { continuesDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type R
 import { sseEvent, type SseOutput } from "./sse-writer.js";
 
 export interface ResponseEventStreamOptions {
-  /** Unwritten bytes allowed while the client is slow; past this the stream is dropped. */
-  maxPendingBytes: number;
   /** Called when the client is too slow to keep up (the caller stops the generation). */
   onOverflow: () => void;
   /**
@@ -46,11 +44,13 @@ export class ResponseEventStream implements ResponseEventSink {
       this.writer.end(this.frames());
       return;
     }
-    if (this.writer.writable) this.flush();
-    else if (this.pendingBytes > this.options.maxPendingBytes) {
+    if (this.writer.writable) return this.flush();
+    this.writer.hold(this.pendingBytes);
+    if (this.writer.overLimit) {
       this.ended = true;
+      this.pending = [];
       this.options.onOverflow();
-      this.writer.end();
+      this.writer.drop();
     }
   }
 
@@ -72,6 +72,7 @@ export class ResponseEventStream implements ResponseEventSink {
       out += sseEvent(e.type, JSON.stringify(this.options.numbered ? e : { ...e, sequence_number: this.sequence++ }));
     this.pending = [];
     this.pendingBytes = 0;
+    this.writer.hold(0);
     return out;
   }
 }

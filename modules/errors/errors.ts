@@ -28,6 +28,24 @@ export class ContextLengthExceeded extends Data.TaggedError("ContextLengthExceed
 /** A body, upload or encoded request is beyond its size limit. */
 export class TooLarge extends Data.TaggedError("TooLarge")<{ readonly message: string; readonly param: string | null }> {}
 
+/** The request head (its header lines) is beyond the gateway's limits. */
+export class HeadersTooLarge extends Data.TaggedError("HeadersTooLarge")<{ readonly message: string }> {}
+
+/** The client took too long to send its request body. */
+export class RequestTimeout extends Data.TaggedError("RequestTimeout")<{ readonly message: string }> {}
+
+/**
+ * The gateway holds as many connections with a request in progress as it allows, from this
+ * client address ("address") or in total ("server").
+ */
+export class TooManyConnections extends Data.TaggedError("TooManyConnections")<{ readonly scope: "address" | "server"; readonly limit: number }> {
+  override get message(): string {
+    return this.scope === "address"
+      ? `Too many concurrent requests from your address (the limit is ${this.limit}). Please retry after the ones in progress finish.`
+      : "The server is handling as many requests as it can. Please retry after a short wait.";
+  }
+}
+
 export class UnsupportedMediaType extends Data.TaggedError("UnsupportedMediaType")<{ readonly contentType: string }> {
   override get message(): string {
     return `Unsupported Content-Type '${this.contentType}': send application/json.`;
@@ -161,6 +179,9 @@ export type DomainError =
   | InvalidJson
   | ContextLengthExceeded
   | TooLarge
+  | HeadersTooLarge
+  | RequestTimeout
+  | TooManyConnections
   | UnsupportedMediaType
   | NotFound
   | ModelNotFound
@@ -182,7 +203,7 @@ export type DomainError =
   | Internal;
 
 const TAGS: ReadonlySet<string> = new Set<DomainError["_tag"]>([
-  "InvalidParam", "InvalidJson", "ContextLengthExceeded", "TooLarge", "UnsupportedMediaType", "NotFound", "ModelNotFound",
+  "InvalidParam", "InvalidJson", "ContextLengthExceeded", "TooLarge", "HeadersTooLarge", "RequestTimeout", "TooManyConnections", "UnsupportedMediaType", "NotFound", "ModelNotFound",
   "Conflict", "Gone", "Unauthenticated", "Forbidden", "RateLimited", "UnknownRoute", "MethodNotAllowed", "NoRunner",
   "QueueFull", "RunnerLost", "StreamInterrupted", "DeadlineExceeded", "Cancelled", "ShuttingDown", "Unavailable", "Internal",
 ]);
@@ -227,6 +248,9 @@ export const errors = {
   contextLength: (message: string, param = "messages") => new ContextLengthExceeded({ message, param }),
   tooLarge: (message: string, param: string | null = null) => new TooLarge({ message, param }),
   bodyTooLarge: (limit: number) => new TooLarge({ message: `Request body too large: the limit is ${limit} bytes.`, param: null }),
+  headersTooLarge: (message: string) => new HeadersTooLarge({ message }),
+  requestTimeout: (message: string) => new RequestTimeout({ message }),
+  tooManyConnections: (scope: "address" | "server", limit: number) => new TooManyConnections({ scope, limit }),
   notFound: (message: string, param: string | null = null, code: string | null = null) => new NotFound({ message, param, code }),
   modelNotFound: (model: string) => new ModelNotFound({ model }),
   conflict: (message: string, param: string | null = null, code: string | null = null) => new Conflict({ message, param, code }),

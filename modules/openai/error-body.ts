@@ -36,6 +36,14 @@ export function openAIError(err: DomainError, requestId: string): OpenAIError {
       return of(400, err.message, INVALID, "context_length_exceeded", err.param);
     case "TooLarge":
       return of(413, err.message, INVALID, "request_too_large", err.param);
+    case "HeadersTooLarge":
+      return of(431, err.message, INVALID, "request_header_fields_too_large");
+    case "RequestTimeout":
+      return of(408, err.message, INVALID, "request_timeout");
+    case "TooManyConnections":
+      return err.scope === "address"
+        ? of(429, err.message, "requests", "too_many_connections", null, retryAfter(1))
+        : of(503, err.message, SERVER, "server_overloaded", null, retryAfter(1));
     case "UnsupportedMediaType":
       return of(415, err.message, INVALID, "unsupported_media_type");
     case "NotFound":

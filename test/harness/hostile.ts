@@ -25,14 +25,19 @@ export interface Tenant {
   fetch(path: string, init?: RequestInit): Promise<Response>;
 }
 
+export interface HostileStackOptions extends StackOptions {
+  /** More catalog entries, for cases that need a model of their own (a sim model of some speed). */
+  extraModels?: Array<Record<string, unknown>>;
+}
+
 export interface HostileStack {
   stack: Stack;
   a: Tenant;
   b: Tenant;
 }
 
-/** The test catalog plus the bystander's sim model. */
-function catalogWithBystander(): string {
+/** The test catalog plus the bystander's sim model (and `extraModels`). */
+function catalogWithBystander(extraModels: Array<Record<string, unknown>> = []): string {
   const catalog = parse(readFileSync(testCatalog, "utf8")) as { models: Array<Record<string, unknown>> };
   catalog.models.push({
     id: BYSTANDER_MODEL,
@@ -42,15 +47,15 @@ function catalogWithBystander(): string {
     slots: 32,
     queue_limit: 64,
     sim: { tokens_per_second: BYSTANDER_TOKENS_PER_SECOND, first_token_latency_ms: 0 },
-  });
+  }, ...extraModels);
   const path = join(mkdtempSync(join(tmpdir(), "tributary-hostile-")), "catalog.yaml");
   writeFileSync(path, stringify(catalog));
   return path;
 }
 
 /** Starts a stack (the test catalog plus the bystander model) and creates two organizations with a key each. */
-export async function startHostileStack(t: Test, options: StackOptions = {}): Promise<HostileStack> {
-  const env = { TRIBUTARY_CATALOG: catalogWithBystander(), ...options.env };
+export async function startHostileStack(t: Test, options: HostileStackOptions = {}): Promise<HostileStack> {
+  const env = { TRIBUTARY_CATALOG: catalogWithBystander(options.extraModels), ...options.env };
   const stack = await startStack(t, { ...options, env });
   const tenant = async (name: string): Promise<Tenant> => {
     const { organization, project } = await adminOk(stack.actors, ["org", "create", "--name", name]);

@@ -12,8 +12,25 @@ class RecordedOutput implements SseOutput {
   /** Each write (and the end's final frames), as written. */
   readonly writes: string[] = [];
   ended = false;
+  dropped = false;
   private behind = false;
+  private held = 0;
   private drain: (() => void) | undefined;
+
+  /** `maxPendingBytes` plays the gateway's pending budget for this one stream. */
+  constructor(private readonly maxPendingBytes: number) {}
+
+  hold(bytes: number): void {
+    this.held = bytes;
+  }
+  get overLimit(): boolean {
+    return this.held > this.maxPendingBytes;
+  }
+  drop(): void {
+    if (this.ended) throw new Error("dropped after end");
+    this.dropped = true;
+    this.ended = true;
+  }
 
   get writable(): boolean {
     return !this.behind && !this.ended;
@@ -53,12 +70,13 @@ class RecordedOutput implements SseOutput {
   }
 }
 
-function chatStream(options: Partial<ChatStreamOptions> = {}) {
-  const out = new RecordedOutput();
+function chatStream(options: Partial<ChatStreamOptions> & { maxPendingBytes?: number } = {}) {
+  const { maxPendingBytes = 1_000, ...streamOptions } = options;
+  const out = new RecordedOutput(maxPendingBytes);
   let overflows = 0;
   const stream = new ChatChunkStream(out, {
     id: "chatcmpl-1", requestId: "req_1", created: 1_700_000_000, model: "m/x", choices: 1, includeUsage: false,
-    maxPendingBytes: 1_000, onOverflow: () => overflows++, ...options,
+    onOverflow: () => overflows++, ...streamOptions,
   });
   return { out, stream, overflows: () => overflows };
 }
@@ -204,9 +222,9 @@ t.test("a client that falls further behind than maxPendingBytes is dropped; at t
   over.stream.delta(text("12345"));
   over.stream.delta(text("678901"));
   t.equal(over.overflows(), 1, "11 pending bytes: the generation is told to stop");
-  t.ok(over.out.ended);
-  t.same(over.out.writes, [""], "the response ends without the held events");
+  t.ok(over.out.dropped, "the connection is dropped");
+  t.same(over.out.writes, [], "the held events are not written");
   over.stream.delta(text("more"));
   over.stream.complete(undefined);
-  t.equal(over.out.writes.length, 1, "nothing is written after that");
+  t.equal(over.out.writes.length, 0, "nothing is written after that");
 });
