@@ -116,7 +116,8 @@ async function main(): Promise<void> {
     maxHeaderBytes: config.maxHeaderBytes,
     maxHeaders: config.maxHeaders,
     bodyTimeoutMs: config.bodyTimeoutMs,
-    drainBodyBytes: config.maxBodyBytes,
+    // A body just over the limit (the honest mistake) is still taken, so its 413 arrives whole.
+    drainBodyBytes: config.maxBodyBytes + 1024 * 1024,
     maxConnections: config.maxConnections,
     maxConnectionsPerAddress: config.maxConnectionsPerAddress,
   }, log);

@@ -25,15 +25,19 @@ export interface ExchangeLimits {
   /** A body (other than an upload) must have arrived this long after the head; 0: no limit. */
   bodyTimeoutMs: number;
   /**
-   * After an answer sent before the body was read (a 401, a 404, an early error), a rest of at
-   * most this many bytes is read and dropped before the connection ends (the answer says
-   * `Connection: close`), so the client is never reset while it still sends; a larger or
+   * After an answer sent before the body was read (a 401, a 404, an early error, a 413 for a
+   * declared length), a rest of at most this many bytes is read and dropped before the
+   * connection ends (the answer says `Connection: close`, or is sent once the rest is in when it
+   * closes the connection), so the client is never reset while it still sends; a larger or
    * unknown rest closes the connection once the answer is written.
    */
   drainBodyBytes: number;
 }
 
-/** Errors whose request is not worth reading to its end: the answer closes the connection. */
+/** How long an answer that closes the connection waits for a rest it may drain (no body timeout set). */
+const LINGER_MS = 10_000;
+
+/** Errors whose request is not worth keeping the connection for: the answer closes it. */
 const CLOSING_ERRORS: ReadonlySet<DomainError["_tag"]> = new Set(["TooLarge", "RequestTimeout", "HeadersTooLarge", "TooManyConnections"]);
 
 /**
@@ -176,6 +180,26 @@ export class HttpExchange {
     if (!this.live || this.respondedFlag) return;
     this.respondedFlag = true;
     const ending = this.settleBody(closeConnection);
+    if (ending === "linger") return this.sendOnceBodyEnds(status, body, contentType);
+    this.writeWhole(status, body, contentType, ending);
+  }
+
+  /**
+   * An answer that closes the connection while the client is still sending a rest small enough
+   * to take: the rest is read and dropped first, then the answer goes out and the connection
+   * closes. Closing on a socket with unread input makes the kernel send a reset, and a client
+   * still writing (Node's http, undici, curl) then loses an answer it had already received.
+   */
+  private sendOnceBodyEnds(status: number, body: string | Buffer, contentType: string): void {
+    const answer = () => {
+      clearTimeout(timer);
+      if (this.live) this.writeWhole(status, body, contentType, "close");
+    };
+    const timer = setTimeout(answer, this.limits.bodyTimeoutMs > 0 ? this.limits.bodyTimeoutMs : LINGER_MS);
+    this.body!.onComplete(answer);
+  }
+
+  private writeWhole(status: number, body: string | Buffer, contentType: string, ending: "keep" | "drain" | "close"): void {
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status));
       this.res.writeHeader("content-type", contentType);
@@ -241,17 +265,18 @@ export class HttpExchange {
   }
 
   /**
-   * Before an answer: what to do with a body still arriving. Read to its end, nobody will read
-   * it now, so what comes is dropped; a rest small enough is drained (the client finishes
-   * sending and reads the answer, which says `Connection: close`), a larger or unknown one
-   * closes the connection once the answer is written.
+   * Before an answer: what to do with a body still arriving. Nobody will read it now, so what
+   * comes is dropped; a rest small enough is drained (the client finishes sending and reads the
+   * answer, which says `Connection: close`; an answer that closes the connection waits for the
+   * rest), a larger or unknown one closes the connection once the answer is written.
    */
-  private settleBody(closeConnection: boolean): "keep" | "drain" | "close" {
+  private settleBody(closeConnection: boolean): "keep" | "drain" | "linger" | "close" {
     clearTimeout(this.bodyTimer);
     const body = this.body;
     if (!body || body.complete) return closeConnection ? "close" : "keep";
     body.discard(new Cancelled({ reason: "cancelled" }));
-    return !closeConnection && body.remaining <= this.limits.drainBodyBytes ? "drain" : "close";
+    if (body.remaining > this.limits.drainBodyBytes) return "close";
+    return closeConnection ? "linger" : "drain";
   }
 
   private bodyTimedOut(): void {

@@ -79,7 +79,7 @@ hostileCase("a file one byte over the limit is refused, one at the limit is stor
   if (file) await a.client.files.delete(file.id);
 });
 
-hostileCase("a body declared over the form limit is a 413 before anything is read", async (t) => {
+hostileCase("a body declared over the form limit is a 413 before the file store sees it; the connection then closes", async (t) => {
   const conn = await upload(form({ purpose: "user_data" }, { bytes: FILE_LIMIT + FORM_OVERHEAD + 1 }));
   assertError(t, await conn.response, 413, "request_too_large");
   t.not(await conn.ended, "destroyed", "the gateway closed the connection");
