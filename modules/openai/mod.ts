@@ -8,7 +8,7 @@ export { ExpiresAfterSchema, expiresAtFrom, parseFileUpdate } from "./schemas/fi
 export { parseRedeemInvitation } from "./schemas/invitations.js";
 export { listQuery } from "./schemas/lists.js";
 export { ItemSchema, ResponseObjectSchema, ResultLineSchema, storedValues, TokenUsageSchema } from "./schemas/objects.js";
-export { parsePromptCreateRequest, parsePromptRunRequest, TEMPLATE_NAME } from "./schemas/prompts.js";
+export { parsePromptCreateRequest, parsePromptRunRequest } from "./schemas/prompts.js";
 export { parseResponseCreateRequest, type ResponseCreateRequest } from "./schemas/responses.js";
 export { tokenUsage, type TokenUsage } from "./token-usage.js";
 export { chatToGenerateRequest } from "./translate/chat-request.js";

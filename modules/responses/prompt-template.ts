@@ -18,7 +18,8 @@ export function placeholdersOf(body: Record<string, unknown>): Set<string> {
 
 /** Checks `inputs` against the placeholders: each one needs a value, and no value is left unused. */
 export function checkInputs(template: string, placeholders: ReadonlySet<string>, inputs: Record<string, unknown>): Record<string, string> {
-  const values: Record<string, string> = {};
+  // No prototype: a placeholder named {{constructor}} or {{toString}} finds no inherited value.
+  const values: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const [name, value] of Object.entries(inputs)) {
     if (!placeholders.has(name))
       throw errors.invalidParam(`inputs.${name}`, `Template '${template}' has no placeholder '{{${name}}}'.`, "unknown_parameter");
@@ -27,13 +28,13 @@ export function checkInputs(template: string, placeholders: ReadonlySet<string>,
     values[name] = String(value);
   }
   for (const name of placeholders)
-    if (!(name in values)) throw errors.invalidParam(`inputs.${name}`, `Missing input '${name}' for template '${template}'.`, "missing_required_parameter");
+    if (!Object.hasOwn(values, name)) throw errors.invalidParam(`inputs.${name}`, `Missing input '${name}' for template '${template}'.`, "missing_required_parameter");
   return values;
 }
 
 /** Replaces the placeholders in a string. */
 export function renderText(text: string, values: Readonly<Record<string, string>>): string {
-  return text.replace(PLACEHOLDER, (whole, name: string) => values[name] ?? whole);
+  return text.replace(PLACEHOLDER, (whole, name: string) => (Object.hasOwn(values, name) ? values[name]! : whole));
 }
 
 /**

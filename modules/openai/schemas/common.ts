@@ -1,5 +1,6 @@
 import { Schema } from "effect";
 import { firstIssue } from "../../../lib/schema-errors.js";
+import { ID_RULE, isWellFormedId } from "../../../lib/ids.js";
 import { errors, type DomainError } from "../../errors/mod.js";
 
 // Building blocks shared by the OpenAI request schemas, and the mapping of a schema failure to
@@ -13,6 +14,9 @@ export const IntBetween = (minimum: number, maximum: number) => Schema.Int.check
 export const FunctionName = Schema.String.check(
   Schema.isPattern(/^[a-zA-Z0-9_-]{1,64}$/, { message: "function names must be 1-64 characters of a-z, A-Z, 0-9, underscores and dashes" }),
 );
+
+/** An id the client sends (previous_response_id, conversation, item ids): one shape for every store (lib/ids.ts). */
+export const Id = Schema.String.check(Schema.makeFilter((id: string) => isWellFormedId(id) || ID_RULE));
 
 /** Values accepted for compatibility and not acted upon. */
 export const Anything = Schema.optionalKey(Schema.Unknown);
@@ -37,7 +41,8 @@ export function decodeBody<S extends Schema.Top & { readonly fields: Record<stri
 ): S["Type"] {
   if (typeof input !== "object" || input === null || Array.isArray(input))
     throw errors.invalidJson("The body must be a JSON object.");
-  for (const key of Object.keys(input)) if (!(key in schema.fields)) throw errors.unknownParam(key);
+  // Own keys only: `in` would find constructor, toString and __proto__ on Object.prototype.
+  for (const key of Object.keys(input)) if (!Object.hasOwn(schema.fields, key)) throw errors.unknownParam(key);
   const result = Schema.decodeUnknownResult(schema as unknown as Schema.Codec<S["Type"], unknown>)(input, { errors: "first", onExcessProperty: "ignore" });
   if (result._tag === "Success") return result.success;
   throw schemaError(firstIssue(result.failure));

@@ -1,6 +1,6 @@
 import { Schema } from "effect";
 import { errors } from "../../errors/mod.js";
-import { Anything, FunctionName, IntAtLeast, IntBetween, JsonSchemaObject, Metadata, Nullable, ReasoningEffort, between, decodeBody, decodeTagged } from "./common.js";
+import { Anything, FunctionName, Id, IntAtLeast, IntBetween, JsonSchemaObject, Metadata, Nullable, ReasoningEffort, between, decodeBody, decodeTagged } from "./common.js";
 
 // POST /v1/responses, as in ../shared/openai-reference.md §2.1 and §2.3. Input items are decoded
 // one by one by their `type` (a message may leave it out), so errors name the item: input[2].call_id.
@@ -24,7 +24,7 @@ const MessageItem = Schema.Struct({
   role: Schema.Literals(["user", "assistant", "system", "developer"]),
   /** A string, or parts decoded one by one (below). */
   content: Schema.Union([Schema.String, Schema.Array(Schema.Unknown)]),
-  id: Nullable(Schema.String),
+  id: Nullable(Id),
   status: Anything,
   phase: Anything,
 });
@@ -34,7 +34,7 @@ const FunctionCallItem = Schema.Struct({
   call_id: Schema.String.check(Schema.isMinLength(1)),
   name: Schema.String,
   arguments: Schema.String,
-  id: Nullable(Schema.String),
+  id: Nullable(Id),
   status: Anything,
 });
 
@@ -42,20 +42,20 @@ const FunctionCallOutputItem = Schema.Struct({
   type: Schema.Literal("function_call_output"),
   call_id: Schema.String.check(Schema.isMinLength(1)).check(Schema.isMaxLength(64)),
   output: Schema.Union([Schema.String, Schema.Array(Schema.Unknown)]),
-  id: Nullable(Schema.String),
+  id: Nullable(Id),
   status: Anything,
 });
 
 const ReasoningItem = Schema.Struct({
   type: Schema.Literal("reasoning"),
-  id: Nullable(Schema.String),
+  id: Nullable(Id),
   summary: Schema.Array(Schema.Unknown),
   content: Anything,
   encrypted_content: Anything,
   status: Anything,
 });
 
-const ItemReference = Schema.Struct({ type: Schema.Literal("item_reference"), id: Schema.String });
+const ItemReference = Schema.Struct({ type: Schema.Literal("item_reference"), id: Id });
 
 const inputItems = {
   message: MessageItem,
@@ -139,8 +139,8 @@ export const ResponseCreateSchema = Schema.Struct({
   model: Schema.String.check(Schema.isMinLength(1)),
   input: Schema.optionalKey(Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])),
   instructions: Nullable(Schema.String),
-  conversation: Nullable(Schema.Union([Schema.String, Schema.Struct({ id: Schema.String })])),
-  previous_response_id: Nullable(Schema.String),
+  conversation: Nullable(Schema.Union([Id, Schema.Struct({ id: Id })])),
+  previous_response_id: Nullable(Id),
   stream: Nullable(Schema.Boolean),
   stream_options: Nullable(Schema.Struct({ include_obfuscation: Schema.optionalKey(Schema.Boolean) })),
   temperature: Nullable(between(0, 2)),
