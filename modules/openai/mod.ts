@@ -18,3 +18,4 @@ export { normalizeInputItems, toChatMessages } from "./translate/responses-items
 export { type Item, newResponseObject, type ResponseError, type ResponseObject, responseUsage } from "./translate/responses-object.js";
 export { continuesDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink, ResponseOutputBuilder, snapshot } from "./translate/responses-output.js";
 export { checkResponseRequest, type GenerationOptions, responseToGenerateRequest } from "./translate/responses-request.js";
+export { checkBodyShape, measureJson, type JsonShape, requestLimits, type RequestLimits } from "./request-limits.js";

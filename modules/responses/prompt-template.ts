@@ -1,4 +1,5 @@
 import { errors } from "../errors/mod.js";
+import { requestLimits } from "../openai/mod.js";
 
 // Prompt templates: `{{name}}` placeholders (spaces inside the braces allowed; names are
 // letters, digits and underscores, not starting with a digit) in a template's instructions and
@@ -38,11 +39,28 @@ export function renderText(text: string, values: Readonly<Record<string, string>
 }
 
 /**
+ * Characters the templated fields of `body` would have once rendered with `values`, counted
+ * without rendering them (a placeholder used many times with a long value multiplies it).
+ */
+export function renderedChars(body: Record<string, unknown>, values: Readonly<Record<string, string>>): number {
+  let total = 0;
+  mapTemplated(body, (text) => {
+    total += text.length;
+    for (const m of text.matchAll(PLACEHOLDER)) if (Object.hasOwn(values, m[1]!)) total += values[m[1]!]!.length - m[0].length;
+    return text;
+  });
+  return total;
+}
+
+/**
  * Renders the templated fields of a response body: `instructions`, and the text of `input` (a
  * string, message contents, input_text parts). Tools, schemas and other settings are taken as
- * stored.
+ * stored. What it would render is measured first: past `maxChars`, a 400 and nothing rendered.
  */
-export function renderBody(body: Record<string, unknown>, values: Readonly<Record<string, string>>): Record<string, unknown> {
+export function renderBody(body: Record<string, unknown>, values: Readonly<Record<string, string>>, maxChars = requestLimits().maxTemplateRenderChars): Record<string, unknown> {
+  const chars = renderedChars(body, values);
+  if (chars > maxChars)
+    throw errors.invalidParam("inputs", `The template would render to ${chars} characters with these inputs; the limit is ${maxChars}.`, "template_too_large");
   return mapTemplated(body, (text) => renderText(text, values));
 }
 

@@ -2,6 +2,7 @@ import { Schema } from "effect";
 import { firstIssue } from "../../../lib/schema-errors.js";
 import { ID_RULE, isWellFormedId } from "../../../lib/ids.js";
 import { errors, type DomainError } from "../../errors/mod.js";
+import { checkBodyShape } from "../request-limits.js";
 
 // Building blocks shared by the OpenAI request schemas, and the mapping of a schema failure to
 // the OpenAI error that names the parameter.
@@ -31,7 +32,8 @@ export const ReasoningEffort = Schema.Literals(["none", "minimal", "low", "mediu
 export const JsonSchemaObject = Schema.Record(Schema.String, Schema.Unknown);
 
 /**
- * Decodes `input` with `schema`, refusing top-level keys outside `schema`'s fields with
+ * Decodes `input` with `schema` once it is within the body's nesting and size bounds
+ * (request-limits.ts), refusing top-level keys outside `schema`'s fields with
  * OpenAI's "Unrecognized request argument" (nested objects may carry extra keys: clients echo
  * back the objects we return, which hold more fields than requests accept).
  */
@@ -41,6 +43,7 @@ export function decodeBody<S extends Schema.Top & { readonly fields: Record<stri
 ): S["Type"] {
   if (typeof input !== "object" || input === null || Array.isArray(input))
     throw errors.invalidJson("The body must be a JSON object.");
+  checkBodyShape(input);
   // Own keys only: `in` would find constructor, toString and __proto__ on Object.prototype.
   for (const key of Object.keys(input)) if (!Object.hasOwn(schema.fields, key)) throw errors.unknownParam(key);
   const result = Schema.decodeUnknownResult(schema as unknown as Schema.Codec<S["Type"], unknown>)(input, { errors: "first", onExcessProperty: "ignore" });

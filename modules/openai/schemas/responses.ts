@@ -1,5 +1,6 @@
 import { Schema } from "effect";
 import { errors } from "../../errors/mod.js";
+import { checkAtMost, checkSchemaSize, checkTools, requestLimits } from "../request-limits.js";
 import { Anything, FunctionName, Id, IntAtLeast, IntBetween, JsonSchemaObject, Metadata, Nullable, ReasoningEffort, between, decodeBody, decodeTagged } from "./common.js";
 
 // POST /v1/responses, as in ../shared/openai-reference.md §2.1 and §2.3. Input items are decoded
@@ -150,7 +151,7 @@ export const ResponseCreateSchema = Schema.Struct({
   max_tool_calls: Nullable(IntAtLeast(0)),
   parallel_tool_calls: Nullable(Schema.Boolean),
   /** Decoded per element by type (only function tools run here). */
-  tools: Nullable(Schema.Array(Schema.Unknown).check(Schema.isMaxLength(128))),
+  tools: Nullable(Schema.Array(Schema.Unknown)),
   tool_choice: Nullable(ToolChoiceSchema),
   text: Nullable(Schema.Struct({
     format: Nullable(TextFormatSchema),
@@ -193,13 +194,19 @@ export function parseResponseCreateRequest(json: unknown): ResponseCreateRequest
   const body = decodeBody(ResponseCreateSchema, json);
   if (body.prompt != null)
     throw errors.invalidParam("prompt", "The 'prompt' parameter is not supported here: run a stored template with POST /v1/responses/{name}.", "unsupported_parameter");
+  const limits = requestLimits();
+  checkAtMost(body.max_tool_calls, "max_tool_calls", limits.maxToolCalls);
+  checkTools(body.tools, limits);
   const input: InputItem[] =
     body.input === undefined ? [] : typeof body.input === "string" ? [{ type: "message", role: "user", content: body.input }] : decodeInputItems(body.input, "input");
   const tools = (body.tools ?? []).map((t, i) => {
     const type = typeof t === "object" && t !== null ? (t as { type?: unknown }).type : undefined;
     if (typeof type === "string" && type !== "function")
       throw errors.invalidParam(`tools[${i}].type`, `Tool type '${type}' is not supported by this server: only 'function' tools are.`, "unsupported_value");
-    return decodeTagged<FunctionTool>(t, `tools[${i}]`, "type", { function: FunctionToolSchema });
+    const tool = decodeTagged<FunctionTool>(t, `tools[${i}]`, "type", { function: FunctionToolSchema });
+    checkSchemaSize(tool.parameters, `tools[${i}].parameters`, limits);
+    return tool;
   });
+  if (body.text?.format?.type === "json_schema") checkSchemaSize(body.text.format.schema, "text.format.schema", limits);
   return { ...body, input, tools };
 }
