@@ -22,10 +22,17 @@ export const Id = Schema.String.check(Schema.makeFilter((id: string) => isWellFo
 /** Values accepted for compatibility and not acted upon. */
 export const Anything = Schema.optionalKey(Schema.Unknown);
 
-export const Metadata = Schema.Record(
-  Schema.String.check(Schema.isMaxLength(64)),
-  Schema.String.check(Schema.isMaxLength(512)),
-).check(Schema.makeFilter((m: Record<string, string>) => Object.keys(m).length <= 16 || "metadata can have at most 16 keys"));
+/**
+ * OpenAI's metadata: at most 16 keys of at most 64 characters, values of at most 512. The keys
+ * are checked by a filter: a key schema in a Record would drop a longer key silently.
+ */
+export const Metadata = Schema.Record(Schema.String, Schema.String.check(Schema.isMaxLength(512))).check(
+  Schema.makeFilter((m: Record<string, string>) => {
+    const keys = Object.keys(m);
+    if (keys.length > 16) return "metadata can have at most 16 keys";
+    return keys.every((k) => k.length <= 64) || "metadata keys can be at most 64 characters long";
+  }),
+);
 
 export const ReasoningEffort = Schema.Literals(["none", "minimal", "low", "medium", "high", "xhigh", "max"]);
 
