@@ -32,19 +32,33 @@ export interface JsonShape {
 export function measureJson(value: unknown, bounds: { maxDepth: number; maxElements: number }): JsonShape {
   let depth = 0;
   let elements = 0;
+  // Values under each top-level key: a body with too many values names the key holding the most.
+  const perKey = new Map<string, number>();
   const stack: Array<{ value: unknown; depth: number; top: string | undefined }> = [{ value, depth: 0, top: undefined }];
   while (stack.length > 0) {
     const { value: v, depth: at, top } = stack.pop()!;
     elements++;
-    if (elements > bounds.maxElements) return { depth, elements, ...(top === undefined ? {} : { at: top }) };
+    if (top !== undefined) perKey.set(top, (perKey.get(top) ?? 0) + 1);
+    if (elements > bounds.maxElements) return { depth, elements, ...largest(perKey) };
     if (typeof v !== "object" || v === null) continue;
     const d = at + 1;
     if (d > depth) depth = d;
     if (depth > bounds.maxDepth) return { depth, elements, ...(top === undefined ? {} : { at: top }) };
+    // Pushed last to first, so that values are visited in document order.
     if (Array.isArray(v)) for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], depth: d, top: top ?? `[${i}]` });
-    else for (const key in v) if (Object.hasOwn(v, key)) stack.push({ value: (v as Record<string, unknown>)[key], depth: d, top: top ?? key });
+    else {
+      const keys = Object.keys(v);
+      for (let i = keys.length - 1; i >= 0; i--) stack.push({ value: (v as Record<string, unknown>)[keys[i]!], depth: d, top: top ?? keys[i]! });
+    }
   }
   return { depth, elements };
+}
+
+function largest(perKey: ReadonlyMap<string, number>): { at?: string } {
+  let at: string | undefined;
+  let most = 0;
+  for (const [key, n] of perKey) if (n > most) [at, most] = [key, n];
+  return at === undefined ? {} : { at };
 }
 
 /** A request body within the nesting and element bounds, or the 400 that names the parameter that crossed one. */
