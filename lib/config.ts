@@ -77,6 +77,40 @@ export const gatewayConfig = Config.all({
 });
 
 /**
+ * Bounds of a request body's content, checked before any work is done for it (by the gateway,
+ * and by the actor host for batch lines and stored requests): what one request can make a
+ * process hold, walk or render. Each is a 400 naming the parameter beyond it.
+ */
+export const requestLimitsConfig = Config.all({
+  /** Nesting of arrays and objects in a JSON body ({"a": 1} is 1 deep). */
+  maxJsonDepth: int("TRIBUTARY_MAX_JSON_DEPTH", 64),
+  /** Values (objects, arrays, strings, numbers, booleans, nulls) in a JSON body. */
+  maxJsonElements: int("TRIBUTARY_MAX_JSON_ELEMENTS", 200_000),
+  /** Nesting inside one JSON schema (a tool's parameters, a response format's schema). */
+  maxSchemaDepth: int("TRIBUTARY_MAX_SCHEMA_DEPTH", 32),
+  /** Characters of one JSON schema, serialized. */
+  maxSchemaChars: int("TRIBUTARY_MAX_SCHEMA_CHARS", 131_072),
+  /** Tools of one request. */
+  maxTools: int("TRIBUTARY_MAX_TOOLS", 128),
+  /** Characters of a request's tool definitions together, serialized. */
+  maxToolsChars: int("TRIBUTARY_MAX_TOOLS_CHARS", 1_048_576),
+  /** Choices of one chat completion (`n`). */
+  maxChoices: int("TRIBUTARY_MAX_CHOICES", 128),
+  /** `max_tool_calls` of a response. */
+  maxToolCalls: int("TRIBUTARY_MAX_TOOL_CALLS", 1024),
+  /** Entries of `logit_bias`. */
+  maxLogitBias: int("TRIBUTARY_MAX_LOGIT_BIAS", 1024),
+  /** Stop sequences of one request (OpenAI: 4). */
+  maxStopSequences: int("TRIBUTARY_MAX_STOP_SEQUENCES", 4),
+  /** Characters of one stop sequence. */
+  maxStopChars: int("TRIBUTARY_MAX_STOP_CHARS", 256),
+  /** Characters a prompt template may render to (instructions and input), computed before rendering. */
+  maxTemplateRenderChars: int("TRIBUTARY_MAX_TEMPLATE_RENDER_CHARS", 8 * 1024 * 1024),
+});
+
+export type RequestLimits = ConfigValue<typeof requestLimitsConfig>;
+
+/**
  * How long generations may take and processes may drain: the gateway, the actor host (background
  * responses, batch lines) and the runners read the same values.
  */

@@ -39,3 +39,33 @@ export function newSortableId(prefix: string, length = 24): string {
   }
   return prefix + stamp + randomToken(length - 8);
 }
+
+/**
+ * The one shape every id that comes from the network must have before it becomes a KV key, an
+ * object name or a subject token (response, conversation and item ids, previous_response_id,
+ * ids in batch lines): 1-128 characters of a-z, A-Z, 0-9, '_' and '-'. Ids minted here have it;
+ * so do OpenAI's. A longer id once pushed a KV request past nats-server's 4 KiB protocol line
+ * and closed the connection every request of the process shares.
+ */
+export const MAX_ID_LENGTH = 128;
+const ID_SHAPE = /^[A-Za-z0-9_-]+$/;
+
+export function isWellFormedId(value: unknown): value is string {
+  return typeof value === "string" && value.length >= 1 && value.length <= MAX_ID_LENGTH && ID_SHAPE.test(value);
+}
+
+export const ID_RULE = `ids are 1-${MAX_ID_LENGTH} characters of a-z, A-Z, 0-9, '_' and '-'`;
+
+/**
+ * Prompt template names: 1-4 segments separated by '/', each 1-64 characters of a-z, A-Z, 0-9,
+ * '_', '.' and '-' starting with a letter or digit, not starting with 'resp_' (POST
+ * /v1/responses/{name} shares its path with /v1/responses/{id}/cancel). At most 259 characters.
+ */
+export const TEMPLATE_NAME = /^(?!resp_)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(\/[A-Za-z0-9][A-Za-z0-9_.-]{0,63}){0,3}$/;
+const MAX_TEMPLATE_NAME_LENGTH = 4 * 64 + 3;
+
+export function isWellFormedTemplateName(value: unknown): value is string {
+  return typeof value === "string" && value.length <= MAX_TEMPLATE_NAME_LENGTH && TEMPLATE_NAME.test(value);
+}
+
+export const TEMPLATE_NAME_RULE = "names are 1-4 segments separated by '/', each 1-64 characters of a-z, A-Z, 0-9, '_', '.' and '-' starting with a letter or digit, and not starting with 'resp_'";

@@ -1,9 +1,10 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "../../lib/log.js";
+import { isWellFormedTemplateName } from "../../lib/ids.js";
 import type { GenerateRequest } from "../../proto/gen/tributary/v1/inference.js";
 import { estimateRequestTokens } from "../../modules/ratelimit/mod.js";
 import type { RateLimiter } from "../../modules/ratelimit/mod.js";
-import { parsePromptRunRequest, TEMPLATE_NAME, parseResponseCreateRequest, type ResponseCreateRequest, openAIError, type ResponseObject } from "../../modules/openai/mod.js";
+import { parsePromptRunRequest, parseResponseCreateRequest, type ResponseCreateRequest, openAIError, type ResponseObject } from "../../modules/openai/mod.js";
 import { errors, isDomainError } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
@@ -77,7 +78,7 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
   router.post("/v1/responses/*path", async (ex, { path }) => {
     const cancel = /^(resp_[^/]+)\/cancel$/.exec(path!);
     if (cancel) return cancelResponse(ex, cancel[1]!);
-    if (!TEMPLATE_NAME.test(path!)) throw errors.unknownRoute(ex.method, ex.path);
+    if (!isWellFormedTemplateName(path!)) throw errors.unknownRoute(ex.method, ex.path);
     await runTemplate(ex, path!);
   });
 

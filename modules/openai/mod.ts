@@ -8,7 +8,7 @@ export { ExpiresAfterSchema, expiresAtFrom, parseFileUpdate } from "./schemas/fi
 export { parseRedeemInvitation } from "./schemas/invitations.js";
 export { listQuery } from "./schemas/lists.js";
 export { ItemSchema, ResponseObjectSchema, ResultLineSchema, storedValues, TokenUsageSchema } from "./schemas/objects.js";
-export { parsePromptCreateRequest, parsePromptRunRequest, TEMPLATE_NAME } from "./schemas/prompts.js";
+export { parsePromptCreateRequest, parsePromptRunRequest } from "./schemas/prompts.js";
 export { parseResponseCreateRequest, type ResponseCreateRequest } from "./schemas/responses.js";
 export { tokenUsage, type TokenUsage } from "./token-usage.js";
 export { chatToGenerateRequest } from "./translate/chat-request.js";
@@ -18,3 +18,4 @@ export { normalizeInputItems, toChatMessages } from "./translate/responses-items
 export { type Item, newResponseObject, type ResponseError, type ResponseObject, responseUsage } from "./translate/responses-object.js";
 export { continuesDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink, ResponseOutputBuilder, snapshot } from "./translate/responses-output.js";
 export { checkResponseRequest, type GenerationOptions, responseToGenerateRequest } from "./translate/responses-request.js";
+export { checkBodyShape, measureJson, type JsonShape, requestLimits, type RequestLimits } from "./request-limits.js";

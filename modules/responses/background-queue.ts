@@ -4,6 +4,7 @@ import { Schema } from "effect";
 import { ensureStream } from "../../lib/nats/jetstream.js";
 import { valueSchema } from "../../lib/nats/kv-records.js";
 import { streams, subjects } from "../../lib/nats/subjects.js";
+import { ID_RULE, isWellFormedId } from "../../lib/ids.js";
 
 /** One queued background response: the worker reads the rest from the responses bucket. */
 export interface BackgroundJob {
@@ -12,7 +13,7 @@ export interface BackgroundJob {
 }
 
 /** How a job is read back from the queue. */
-export const backgroundJobSchema = valueSchema<BackgroundJob>()(Schema.Struct({ projectId: Schema.String, responseId: Schema.String }));
+export const backgroundJobSchema = valueSchema<BackgroundJob>()(Schema.Struct({ projectId: Schema.String, responseId: Schema.String.check(Schema.makeFilter((id: string) => isWellFormedId(id) || ID_RULE)) }));
 
 /** The durable work queue of background responses (a JetStream work-queue stream). */
 export async function ensureBackgroundStream(nc: NatsConnection): Promise<void> {

@@ -5,6 +5,8 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import { storedValues, type Item } from "../openai/mod.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
+import { ID_RULE, isWellFormedId } from "../../lib/ids.js";
+import { errors } from "../errors/mod.js";
 
 export interface ConversationObject {
   id: string;
@@ -59,6 +61,7 @@ export class ConversationStore {
   }
 
   async create(projectId: string, conversation: ConversationObject, items: readonly Item[]): Promise<void> {
+    assertItemIds(items);
     const key = this.key(projectId, conversation.id);
     // Items first: the conversation exists once its head does, with its initial items.
     await Promise.all(items.map((item, i) => this.kv.put(`${key}.it.${seqToken(i)}.${kvToken(item.id)}`, JSON.stringify(item))));
@@ -66,10 +69,12 @@ export class ConversationStore {
   }
 
   async get(projectId: string, id: string): Promise<ConversationObject | undefined> {
+    if (!isWellFormedId(id)) return undefined; // no such key can exist: nothing is asked of NATS
     return (await getRecord(this.kv, this.key(projectId, id), head))?.value.conversation;
   }
 
   async updateMetadata(projectId: string, id: string, metadata: Record<string, string>): Promise<ConversationObject | undefined> {
+    if (!isWellFormedId(id)) return undefined;
     const stored = await modifyRecord(this.kv, this.key(projectId, id), head, (current) => {
       current.conversation.metadata = metadata;
       return current;
@@ -79,6 +84,7 @@ export class ConversationStore {
 
   /** Deletes the conversation and its items; false when there was none. */
   async delete(projectId: string, id: string): Promise<boolean> {
+    if (!isWellFormedId(id)) return false;
     const key = this.key(projectId, id);
     if (!live(await this.kv.get(key))) return false;
     await this.kv.delete(key);
@@ -92,6 +98,8 @@ export class ConversationStore {
    * one of its own items). False when the conversation no longer exists.
    */
   async append(projectId: string, id: string, items: readonly Item[]): Promise<Item[] | undefined> {
+    if (!isWellFormedId(id)) return undefined;
+    assertItemIds(items);
     const key = this.key(projectId, id);
     const present = new Set((await this.positions(key)).map((p) => p.itemId));
     const fresh = items.filter((item) => !present.has(item.id));
@@ -105,6 +113,7 @@ export class ConversationStore {
 
   /** Every item, oldest first. */
   async items(projectId: string, id: string): Promise<Item[]> {
+    if (!isWellFormedId(id)) return [];
     const key = this.key(projectId, id);
     const positions = await this.positions(key);
     return this.fetch(positions.map((p) => p.key));
@@ -112,6 +121,7 @@ export class ConversationStore {
 
   /** One page of items in `order`, starting after the item `after`. */
   async page(projectId: string, id: string, options: { limit: number; order: "asc" | "desc"; after?: string }): Promise<ItemPage | "after_not_found"> {
+    if (!isWellFormedId(id)) return { data: [], has_more: false };
     let positions = await this.positions(this.key(projectId, id));
     if (options.order === "desc") positions = positions.reverse();
     let start = 0;
@@ -138,6 +148,7 @@ export class ConversationStore {
   }
 
   private async findItemKey(projectId: string, id: string, itemId: string): Promise<string | undefined> {
+    if (!isWellFormedId(id) || !isWellFormedId(itemId)) return undefined;
     const keys = await listKeys(this.kv, `${this.key(projectId, id)}.it.*.${kvToken(itemId)}`);
     return keys.sort()[0];
   }
@@ -153,4 +164,14 @@ export class ConversationStore {
     const items = await Promise.all(keys.map(async (k) => (await getRecord(this.kv, k, storedValues.item))?.value));
     return items.filter((item): item is Item => item !== undefined);
   }
+}
+
+/**
+ * Item ids become KV key tokens: the request schemas check ids clients send, and this checks
+ * again at the store, so no path (a batch line, a stored request) writes a key of another shape.
+ */
+function assertItemIds(items: readonly Item[]): void {
+  items.forEach((item, i) => {
+    if (!isWellFormedId(item.id)) throw errors.invalidParam(`items[${i}].id`, `Invalid value for 'items[${i}].id': ${ID_RULE}.`);
+  });
 }

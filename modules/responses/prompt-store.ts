@@ -1,5 +1,6 @@
 import { Schema } from "effect";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
+import { isWellFormedTemplateName } from "../../lib/ids.js";
 import { getRecord, live, upsertRecord, valueSchema } from "../../lib/nats/kv-records.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
@@ -59,6 +60,7 @@ export class PromptStore {
   }
 
   async get(projectId: string, name: string): Promise<PromptObject | undefined> {
+    if (!isWellFormedTemplateName(name)) return undefined; // no such key can exist: nothing is asked of NATS
     return (await getRecord(this.kv, this.key(projectId, name), promptObject))?.value;
   }
 
@@ -69,6 +71,7 @@ export class PromptStore {
   }
 
   async delete(projectId: string, name: string): Promise<boolean> {
+    if (!isWellFormedTemplateName(name)) return false;
     const key = this.key(projectId, name);
     if (!live(await this.kv.get(key))) return false;
     await this.kv.delete(key);

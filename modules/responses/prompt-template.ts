@@ -1,4 +1,5 @@
 import { errors } from "../errors/mod.js";
+import { requestLimits } from "../openai/mod.js";
 
 // Prompt templates: `{{name}}` placeholders (spaces inside the braces allowed; names are
 // letters, digits and underscores, not starting with a digit) in a template's instructions and
@@ -18,7 +19,8 @@ export function placeholdersOf(body: Record<string, unknown>): Set<string> {
 
 /** Checks `inputs` against the placeholders: each one needs a value, and no value is left unused. */
 export function checkInputs(template: string, placeholders: ReadonlySet<string>, inputs: Record<string, unknown>): Record<string, string> {
-  const values: Record<string, string> = {};
+  // No prototype: a placeholder named {{constructor}} or {{toString}} finds no inherited value.
+  const values: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const [name, value] of Object.entries(inputs)) {
     if (!placeholders.has(name))
       throw errors.invalidParam(`inputs.${name}`, `Template '${template}' has no placeholder '{{${name}}}'.`, "unknown_parameter");
@@ -27,21 +29,38 @@ export function checkInputs(template: string, placeholders: ReadonlySet<string>,
     values[name] = String(value);
   }
   for (const name of placeholders)
-    if (!(name in values)) throw errors.invalidParam(`inputs.${name}`, `Missing input '${name}' for template '${template}'.`, "missing_required_parameter");
+    if (!Object.hasOwn(values, name)) throw errors.invalidParam(`inputs.${name}`, `Missing input '${name}' for template '${template}'.`, "missing_required_parameter");
   return values;
 }
 
 /** Replaces the placeholders in a string. */
 export function renderText(text: string, values: Readonly<Record<string, string>>): string {
-  return text.replace(PLACEHOLDER, (whole, name: string) => values[name] ?? whole);
+  return text.replace(PLACEHOLDER, (whole, name: string) => (Object.hasOwn(values, name) ? values[name]! : whole));
+}
+
+/**
+ * Characters the templated fields of `body` would have once rendered with `values`, counted
+ * without rendering them (a placeholder used many times with a long value multiplies it).
+ */
+export function renderedChars(body: Record<string, unknown>, values: Readonly<Record<string, string>>): number {
+  let total = 0;
+  mapTemplated(body, (text) => {
+    total += text.length;
+    for (const m of text.matchAll(PLACEHOLDER)) if (Object.hasOwn(values, m[1]!)) total += values[m[1]!]!.length - m[0].length;
+    return text;
+  });
+  return total;
 }
 
 /**
  * Renders the templated fields of a response body: `instructions`, and the text of `input` (a
  * string, message contents, input_text parts). Tools, schemas and other settings are taken as
- * stored.
+ * stored. What it would render is measured first: past `maxChars`, a 400 and nothing rendered.
  */
-export function renderBody(body: Record<string, unknown>, values: Readonly<Record<string, string>>): Record<string, unknown> {
+export function renderBody(body: Record<string, unknown>, values: Readonly<Record<string, string>>, maxChars = requestLimits().maxTemplateRenderChars): Record<string, unknown> {
+  const chars = renderedChars(body, values);
+  if (chars > maxChars)
+    throw errors.invalidParam("inputs", `The template would render to ${chars} characters with these inputs; the limit is ${maxChars}.`, "template_too_large");
   return mapTemplated(body, (text) => renderText(text, values));
 }
 

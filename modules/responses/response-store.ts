@@ -3,7 +3,7 @@ import { buckets, kvToken } from "../../lib/nats/subjects.js";
 import { compareAndSet, getRecord, InvalidValue, isRevisionConflict, live, valueSchema, type Modified, type Versioned } from "../../lib/nats/kv-records.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
-import { randomToken } from "../../lib/ids.js";
+import { isWellFormedId, randomToken } from "../../lib/ids.js";
 import { openKv } from "../../lib/nats/jetstream.js";
 import { isDomainError } from "../errors/mod.js";
 import { parseResponseCreateRequest, ResponseObjectSchema, storedValues, type Item, type ResponseCreateRequest, type ResponseObject } from "../openai/mod.js";
@@ -71,6 +71,7 @@ export class ResponseStore {
     return new ResponseStore(await openKv(nc, buckets.responses, { history: 1, ttl: ttlMs }));
   }
 
+  /** Callers check the id's shape first (isWellFormedId): a lookup of a malformed one is "not found". */
   private key(projectId: string, id: string): string {
     return `${kvToken(projectId)}.${kvToken(id)}`;
   }
@@ -85,6 +86,7 @@ export class ResponseStore {
 
   /** The stored response (InvalidValue when what is stored does not decode). */
   async get(projectId: string, id: string): Promise<Versioned<StoredResponse> | undefined> {
+    if (!isWellFormedId(id)) return undefined; // no such key can exist: nothing is asked of NATS
     const key = this.key(projectId, id);
     const found = await getRecord(this.kv, key, headSchema);
     if (!found) return undefined;
@@ -135,6 +137,7 @@ export class ResponseStore {
 
   /** Deletes a response and its items; false when there was none. */
   async delete(projectId: string, id: string): Promise<boolean> {
+    if (!isWellFormedId(id)) return false;
     const key = this.key(projectId, id);
     const entry = live(await this.kv.get(key));
     if (!entry) return false;
@@ -157,6 +160,7 @@ export class ResponseStore {
 
   /** The input items of a stored response, in order. */
   async inputItems(projectId: string, id: string): Promise<Item[] | undefined> {
+    if (!isWellFormedId(id)) return undefined;
     const key = this.key(projectId, id);
     const found = (await getRecord(this.kv, key, headSchema))?.value;
     if (!found) return undefined;

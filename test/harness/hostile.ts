@@ -124,3 +124,37 @@ export async function assertStillServing(t: Test, hostile: HostileStack, tenant:
   t.equal(hostile.stack.gateway.child.exitCode, null, "the gateway process is alive");
   t.equal(hostile.stack.actors.child.exitCode, null, "the actor host is alive");
 }
+
+/**
+ * One hostile case as a subtest: `body` runs while B streams, then the gateway must still serve
+ * (health, a streamed completion of A, every process alive) and have logged no error.
+ */
+export function hostileCase(t: Test, hostile: HostileStack, name: string, body: (t: Test) => Promise<void>, seconds = 1.5): void {
+  t.test(name, async (t) => {
+    await whileAnotherTenantStreams(t, hostile.b, () => body(t), seconds);
+    await assertStillServing(t, hostile);
+    t.same(hostile.stack.gateway.logs.filter((r) => r.level === "error"), [], "the gateway logged no error");
+  });
+}
+
+export interface ErrorExpectation {
+  status: number;
+  code: string | null;
+  /** Checked when given (null included). */
+  param?: string | null;
+}
+
+/** Asserts an HTTP answer is OpenAI's error with exactly this status, code (and param). */
+export async function expectError(t: Test, what: string, res: Response, expected: ErrorExpectation): Promise<void> {
+  const text = await res.text();
+  let body: { error?: { code?: unknown; param?: unknown; type?: unknown; message?: unknown } } = {};
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // reported by the checks below
+  }
+  t.equal(res.status, expected.status, `${what}: status ${expected.status}`);
+  t.equal(body.error?.code, expected.code, `${what}: code ${expected.code}`);
+  if (expected.param !== undefined) t.equal(body.error?.param, expected.param, `${what}: param ${expected.param}`);
+  t.equal(typeof body.error?.message, "string", `${what}: an error message`);
+}

@@ -1,5 +1,5 @@
 import { Schema } from "effect";
-import { errors } from "../../errors/mod.js";
+import { checkAtMost, checkLogitBias, checkSchemaSize, checkStop, checkTools, requestLimits } from "../request-limits.js";
 import { Anything, FunctionName, IntAtLeast, IntBetween, JsonSchemaObject, Metadata, Nullable, ReasoningEffort, between, decodeBody, decodeTagged } from "./common.js";
 
 // POST /v1/chat/completions, as in ../shared/openai-reference.md §1.1.
@@ -76,8 +76,9 @@ export const ChatCompletionRequestSchema = Schema.Struct({
   max_tokens: Nullable(IntAtLeast(1)),
   temperature: Nullable(between(0, 2)),
   top_p: Nullable(between(0, 1)),
-  n: Nullable(IntBetween(1, 128)),
-  stop: Nullable(Schema.Union([Schema.String, Schema.Array(Schema.String).check(Schema.isMaxLength(4))])),
+  /** At most TRIBUTARY_MAX_CHOICES (request-limits.ts), like the other configurable bounds. */
+  n: Nullable(IntAtLeast(1)),
+  stop: Nullable(Schema.Union([Schema.String, Schema.Array(Schema.String)])),
   presence_penalty: Nullable(between(-2, 2)),
   frequency_penalty: Nullable(between(-2, 2)),
   logit_bias: Nullable(Schema.Record(Schema.String, between(-100, 100))),
@@ -85,7 +86,7 @@ export const ChatCompletionRequestSchema = Schema.Struct({
   top_logprobs: Nullable(IntBetween(0, 20)),
   seed: Nullable(Schema.Int),
   response_format: Nullable(ResponseFormatSchema),
-  tools: Nullable(Schema.Array(FunctionToolSchema).check(Schema.isMaxLength(128))),
+  tools: Nullable(Schema.Array(FunctionToolSchema)),
   tool_choice: Nullable(ToolChoiceSchema),
   parallel_tool_calls: Nullable(Schema.Boolean),
   reasoning_effort: Nullable(ReasoningEffort),
@@ -113,7 +114,12 @@ export type ChatCompletionRequest = Omit<typeof ChatCompletionRequestSchema.Type
 export function parseChatCompletionRequest(json: unknown): ChatCompletionRequest {
   const body = decodeBody(ChatCompletionRequestSchema, json);
   const messages = body.messages.map((m, i) => decodeTagged<ChatMessageInput>(m, `messages[${i}]`, "role", messageByRole));
-  for (const key of Object.keys(body.logit_bias ?? {}))
-    if (!/^\d+$/.test(key)) throw errors.invalidParam("logit_bias", `Invalid key in 'logit_bias': '${key}' is not a token id.`);
+  const limits = requestLimits();
+  checkAtMost(body.n, "n", limits.maxChoices);
+  checkStop(body.stop, limits);
+  checkLogitBias(body.logit_bias, limits);
+  checkTools(body.tools, limits);
+  body.tools?.forEach((tool, i) => checkSchemaSize(tool.function.parameters, `tools[${i}].function.parameters`, limits));
+  if (body.response_format?.type === "json_schema") checkSchemaSize(body.response_format.json_schema.schema, "response_format.json_schema.schema", limits);
   return { ...body, messages };
 }

@@ -1,6 +1,8 @@
 import { Schema } from "effect";
 import { firstIssue } from "../../../lib/schema-errors.js";
+import { ID_RULE, isWellFormedId } from "../../../lib/ids.js";
 import { errors, type DomainError } from "../../errors/mod.js";
+import { checkBodyShape } from "../request-limits.js";
 
 // Building blocks shared by the OpenAI request schemas, and the mapping of a schema failure to
 // the OpenAI error that names the parameter.
@@ -14,20 +16,31 @@ export const FunctionName = Schema.String.check(
   Schema.isPattern(/^[a-zA-Z0-9_-]{1,64}$/, { message: "function names must be 1-64 characters of a-z, A-Z, 0-9, underscores and dashes" }),
 );
 
+/** An id the client sends (previous_response_id, conversation, item ids): one shape for every store (lib/ids.ts). */
+export const Id = Schema.String.check(Schema.makeFilter((id: string) => isWellFormedId(id) || ID_RULE));
+
 /** Values accepted for compatibility and not acted upon. */
 export const Anything = Schema.optionalKey(Schema.Unknown);
 
-export const Metadata = Schema.Record(
-  Schema.String.check(Schema.isMaxLength(64)),
-  Schema.String.check(Schema.isMaxLength(512)),
-).check(Schema.makeFilter((m: Record<string, string>) => Object.keys(m).length <= 16 || "metadata can have at most 16 keys"));
+/**
+ * OpenAI's metadata: at most 16 keys of at most 64 characters, values of at most 512. The keys
+ * are checked by a filter: a key schema in a Record would drop a longer key silently.
+ */
+export const Metadata = Schema.Record(Schema.String, Schema.String.check(Schema.isMaxLength(512))).check(
+  Schema.makeFilter((m: Record<string, string>) => {
+    const keys = Object.keys(m);
+    if (keys.length > 16) return "metadata can have at most 16 keys";
+    return keys.every((k) => k.length <= 64) || "metadata keys can be at most 64 characters long";
+  }),
+);
 
 export const ReasoningEffort = Schema.Literals(["none", "minimal", "low", "medium", "high", "xhigh", "max"]);
 
 export const JsonSchemaObject = Schema.Record(Schema.String, Schema.Unknown);
 
 /**
- * Decodes `input` with `schema`, refusing top-level keys outside `schema`'s fields with
+ * Decodes `input` with `schema` once it is within the body's nesting and size bounds
+ * (request-limits.ts), refusing top-level keys outside `schema`'s fields with
  * OpenAI's "Unrecognized request argument" (nested objects may carry extra keys: clients echo
  * back the objects we return, which hold more fields than requests accept).
  */
@@ -37,7 +50,9 @@ export function decodeBody<S extends Schema.Top & { readonly fields: Record<stri
 ): S["Type"] {
   if (typeof input !== "object" || input === null || Array.isArray(input))
     throw errors.invalidJson("The body must be a JSON object.");
-  for (const key of Object.keys(input)) if (!(key in schema.fields)) throw errors.unknownParam(key);
+  checkBodyShape(input);
+  // Own keys only: `in` would find constructor, toString and __proto__ on Object.prototype.
+  for (const key of Object.keys(input)) if (!Object.hasOwn(schema.fields, key)) throw errors.unknownParam(key);
   const result = Schema.decodeUnknownResult(schema as unknown as Schema.Codec<S["Type"], unknown>)(input, { errors: "first", onExcessProperty: "ignore" });
   if (result._tag === "Success") return result.success;
   throw schemaError(firstIssue(result.failure));

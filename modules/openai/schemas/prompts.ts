@@ -1,14 +1,12 @@
 import { Schema } from "effect";
+import { isWellFormedTemplateName, TEMPLATE_NAME_RULE } from "../../../lib/ids.js";
 import { errors } from "../../errors/mod.js";
 import { Nullable, decodeBody } from "./common.js";
 import { ResponseCreateSchema, parseResponseCreateRequest } from "./responses.js";
 
 // Prompt templates (POST /v1/prompts) and running one (POST /v1/responses/{name}).
 
-export const TEMPLATE_NAME = /^(?!resp_)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(\/[A-Za-z0-9][A-Za-z0-9_.-]{0,63}){0,3}$/;
-const TemplateName = Schema.String.check(
-  Schema.isPattern(TEMPLATE_NAME, { message: "names are 1-4 segments separated by '/', each 1-64 characters of a-z, A-Z, 0-9, '_', '.' and '-' starting with a letter or digit, and not starting with 'resp_'" }),
-);
+const TemplateName = Schema.String.check(Schema.makeFilter((name: string) => isWellFormedTemplateName(name) || TEMPLATE_NAME_RULE));
 
 /** Response fields a template may not fix: they belong to the call that runs it. */
 const PER_CALL = ["stream", "stream_options", "background", "previous_response_id", "conversation", "prompt", "log"] as const;
@@ -31,7 +29,7 @@ export interface PromptCreateRequest {
 export function parsePromptCreateRequest(json: unknown): PromptCreateRequest {
   if (json && typeof json === "object" && !Array.isArray(json))
     for (const key of PER_CALL)
-      if (key in json) throw errors.invalidParam(key, `'${key}' cannot be part of a template: give it when running the template.`, "unknown_parameter");
+      if (Object.hasOwn(json, key)) throw errors.invalidParam(key, `'${key}' cannot be part of a template: give it when running the template.`, "unknown_parameter");
   const decoded = decodeBody(PromptCreateSchema, json);
   const { name, description, ...rest } = json as Record<string, unknown>;
   void decoded;

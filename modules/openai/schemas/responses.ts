@@ -1,6 +1,7 @@
 import { Schema } from "effect";
 import { errors } from "../../errors/mod.js";
-import { Anything, FunctionName, IntAtLeast, IntBetween, JsonSchemaObject, Metadata, Nullable, ReasoningEffort, between, decodeBody, decodeTagged } from "./common.js";
+import { checkAtMost, checkSchemaSize, checkTools, requestLimits } from "../request-limits.js";
+import { Anything, FunctionName, Id, IntAtLeast, IntBetween, JsonSchemaObject, Metadata, Nullable, ReasoningEffort, between, decodeBody, decodeTagged } from "./common.js";
 
 // POST /v1/responses, as in ../shared/openai-reference.md §2.1 and §2.3. Input items are decoded
 // one by one by their `type` (a message may leave it out), so errors name the item: input[2].call_id.
@@ -24,7 +25,7 @@ const MessageItem = Schema.Struct({
   role: Schema.Literals(["user", "assistant", "system", "developer"]),
   /** A string, or parts decoded one by one (below). */
   content: Schema.Union([Schema.String, Schema.Array(Schema.Unknown)]),
-  id: Nullable(Schema.String),
+  id: Nullable(Id),
   status: Anything,
   phase: Anything,
 });
@@ -34,7 +35,7 @@ const FunctionCallItem = Schema.Struct({
   call_id: Schema.String.check(Schema.isMinLength(1)),
   name: Schema.String,
   arguments: Schema.String,
-  id: Nullable(Schema.String),
+  id: Nullable(Id),
   status: Anything,
 });
 
@@ -42,20 +43,20 @@ const FunctionCallOutputItem = Schema.Struct({
   type: Schema.Literal("function_call_output"),
   call_id: Schema.String.check(Schema.isMinLength(1)).check(Schema.isMaxLength(64)),
   output: Schema.Union([Schema.String, Schema.Array(Schema.Unknown)]),
-  id: Nullable(Schema.String),
+  id: Nullable(Id),
   status: Anything,
 });
 
 const ReasoningItem = Schema.Struct({
   type: Schema.Literal("reasoning"),
-  id: Nullable(Schema.String),
+  id: Nullable(Id),
   summary: Schema.Array(Schema.Unknown),
   content: Anything,
   encrypted_content: Anything,
   status: Anything,
 });
 
-const ItemReference = Schema.Struct({ type: Schema.Literal("item_reference"), id: Schema.String });
+const ItemReference = Schema.Struct({ type: Schema.Literal("item_reference"), id: Id });
 
 const inputItems = {
   message: MessageItem,
@@ -139,8 +140,8 @@ export const ResponseCreateSchema = Schema.Struct({
   model: Schema.String.check(Schema.isMinLength(1)),
   input: Schema.optionalKey(Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])),
   instructions: Nullable(Schema.String),
-  conversation: Nullable(Schema.Union([Schema.String, Schema.Struct({ id: Schema.String })])),
-  previous_response_id: Nullable(Schema.String),
+  conversation: Nullable(Schema.Union([Id, Schema.Struct({ id: Id })])),
+  previous_response_id: Nullable(Id),
   stream: Nullable(Schema.Boolean),
   stream_options: Nullable(Schema.Struct({ include_obfuscation: Schema.optionalKey(Schema.Boolean) })),
   temperature: Nullable(between(0, 2)),
@@ -150,7 +151,7 @@ export const ResponseCreateSchema = Schema.Struct({
   max_tool_calls: Nullable(IntAtLeast(0)),
   parallel_tool_calls: Nullable(Schema.Boolean),
   /** Decoded per element by type (only function tools run here). */
-  tools: Nullable(Schema.Array(Schema.Unknown).check(Schema.isMaxLength(128))),
+  tools: Nullable(Schema.Array(Schema.Unknown)),
   tool_choice: Nullable(ToolChoiceSchema),
   text: Nullable(Schema.Struct({
     format: Nullable(TextFormatSchema),
@@ -193,13 +194,19 @@ export function parseResponseCreateRequest(json: unknown): ResponseCreateRequest
   const body = decodeBody(ResponseCreateSchema, json);
   if (body.prompt != null)
     throw errors.invalidParam("prompt", "The 'prompt' parameter is not supported here: run a stored template with POST /v1/responses/{name}.", "unsupported_parameter");
+  const limits = requestLimits();
+  checkAtMost(body.max_tool_calls, "max_tool_calls", limits.maxToolCalls);
+  checkTools(body.tools, limits);
   const input: InputItem[] =
     body.input === undefined ? [] : typeof body.input === "string" ? [{ type: "message", role: "user", content: body.input }] : decodeInputItems(body.input, "input");
   const tools = (body.tools ?? []).map((t, i) => {
     const type = typeof t === "object" && t !== null ? (t as { type?: unknown }).type : undefined;
     if (typeof type === "string" && type !== "function")
       throw errors.invalidParam(`tools[${i}].type`, `Tool type '${type}' is not supported by this server: only 'function' tools are.`, "unsupported_value");
-    return decodeTagged<FunctionTool>(t, `tools[${i}]`, "type", { function: FunctionToolSchema });
+    const tool = decodeTagged<FunctionTool>(t, `tools[${i}]`, "type", { function: FunctionToolSchema });
+    checkSchemaSize(tool.parameters, `tools[${i}].parameters`, limits);
+    return tool;
   });
+  if (body.text?.format?.type === "json_schema") checkSchemaSize(body.text.format.schema, "text.format.schema", limits);
   return { ...body, input, tools };
 }

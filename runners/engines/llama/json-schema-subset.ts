@@ -25,6 +25,30 @@ const ANY_VALUE: GbnfJsonSchema = {
 };
 const STRING_FORMATS = new Set(["date-time", "time", "date"]);
 
+/**
+ * llama.cpp refuses a grammar that repeats a rule a minimum number of times beyond about 1,000
+ * (and prints the whole grammar to stderr, where the runner's log would get it): larger
+ * minimums (minLength, minItems, minProperties) are refused here first. Maximums of any size
+ * compile.
+ */
+export const MAX_MINIMUM_REPETITIONS = 500;
+
+function repetitions(node: Schema, key: string, at: string): number | undefined {
+  const value = node[key];
+  if (typeof value !== "number") return undefined;
+  const limit = key.startsWith("min") ? MAX_MINIMUM_REPETITIONS : Number.MAX_SAFE_INTEGER;
+  if (!Number.isInteger(value) || value < 0 || value > limit)
+    throw new UnsupportedSchemaError(`${at}: ${key} must be an integer from 0 to ${limit}`);
+  return value;
+}
+
+/** Literal strings of a grammar (property names, enum and const values) cannot hold NUL or lone surrogates. */
+function literal<T extends Json>(value: T, at: string): T {
+  if (typeof value === "string" && /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(value))
+    throw new UnsupportedSchemaError(`${at}: strings with NUL characters or lone surrogates are not supported`);
+  return value;
+}
+
 export function toGrammarSchema(input: unknown): GbnfJsonSchema {
   if (input === true || input === undefined) return ANY_VALUE;
   if (!isObject(input)) throw new UnsupportedSchemaError("a JSON Schema must be an object");
@@ -54,8 +78,8 @@ function convert(node: Json, at: string): GbnfJsonSchema {
     if (!m) throw new UnsupportedSchemaError(`${at}: only local $ref into $defs or definitions is supported, got ${node.$ref}`);
     return { $ref: `#/$defs/${m[1]}` } as GbnfJsonSchema;
   }
-  if ("const" in node) return { const: node.const as string | number | boolean | null };
-  if (Array.isArray(node.enum)) return { enum: node.enum as (string | number | boolean | null)[] };
+  if (Object.hasOwn(node, "const")) return { const: literal(node.const!, `${at}/const`) as string | number | boolean | null };
+  if (Array.isArray(node.enum)) return { enum: node.enum.map((v, i) => literal(v, `${at}/enum/${i}`)) as (string | number | boolean | null)[] };
   const union = (node.anyOf ?? node.oneOf) as Json | undefined;
   if (Array.isArray(union)) return { oneOf: union.map((s, i) => convert(s, `${at}/anyOf/${i}`)) };
   if (Array.isArray(node.allOf)) {
@@ -76,8 +100,10 @@ function convert(node: Json, at: string): GbnfJsonSchema {
       if (typeof node.format === "string" && STRING_FORMATS.has(node.format))
         return { type: "string", format: node.format as "date-time" | "time" | "date" };
       const out: { type: "string"; minLength?: number; maxLength?: number } = { type: "string" };
-      if (typeof node.minLength === "number") out.minLength = node.minLength;
-      if (typeof node.maxLength === "number") out.maxLength = node.maxLength;
+      const minLength = repetitions(node, "minLength", at);
+      const maxLength = repetitions(node, "maxLength", at);
+      if (minLength !== undefined) out.minLength = minLength;
+      if (maxLength !== undefined) out.maxLength = maxLength;
       return out;
     }
     case "number":
@@ -89,23 +115,29 @@ function convert(node: Json, at: string): GbnfJsonSchema {
       const out: Record<string, unknown> = { type: "array" };
       if (node.items !== undefined && node.items !== false) out.items = convert(node.items as Json, `${at}/items`);
       if (Array.isArray(node.prefixItems)) out.prefixItems = node.prefixItems.map((s, i) => convert(s, `${at}/prefixItems/${i}`));
-      if (typeof node.minItems === "number") out.minItems = node.minItems;
-      if (typeof node.maxItems === "number") out.maxItems = node.maxItems;
+      const minItems = repetitions(node, "minItems", at);
+      const maxItems = repetitions(node, "maxItems", at);
+      if (minItems !== undefined) out.minItems = minItems;
+      if (maxItems !== undefined) out.maxItems = maxItems;
       return out as GbnfJsonSchema;
     }
     case "object": {
       const out: Record<string, unknown> = { type: "object" };
       const props = isObject(node.properties) ? node.properties : {};
-      const converted: Record<string, GbnfJsonSchema> = {};
-      for (const [key, value] of Object.entries(props)) converted[key] = convert(value, `${at}/properties/${key}`);
+      // fromEntries defines own keys: a property named __proto__ stays a property.
+      const converted: Record<string, GbnfJsonSchema> = Object.fromEntries(
+        Object.entries(props).map(([key, value]) => [literal(key, `${at}/properties`), convert(value, `${at}/properties/${key}`)]),
+      );
       out.properties = converted;
-      if (Array.isArray(node.required)) out.required = node.required.filter((k) => typeof k === "string" && k in converted);
+      if (Array.isArray(node.required)) out.required = node.required.filter((k) => typeof k === "string" && Object.hasOwn(converted, k));
       const extra = node.additionalProperties;
       if (extra === true || (Object.keys(converted).length === 0 && extra === undefined)) out.additionalProperties = true;
       else if (isObject(extra)) out.additionalProperties = convert(extra, `${at}/additionalProperties`);
       else out.additionalProperties = false;
-      if (typeof node.minProperties === "number") out.minProperties = node.minProperties;
-      if (typeof node.maxProperties === "number") out.maxProperties = node.maxProperties;
+      const minProperties = repetitions(node, "minProperties", at);
+      const maxProperties = repetitions(node, "maxProperties", at);
+      if (minProperties !== undefined) out.minProperties = minProperties;
+      if (maxProperties !== undefined) out.maxProperties = maxProperties;
       return out as GbnfJsonSchema;
     }
     default:
