@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   const configuredKeys = [...(apiKey ? [{ key: apiKey, projectId: LOCAL_PROJECT_ID }] : []), ...parseConfiguredKeys(config.apiKeys)];
   const catalog = new Map(loadCatalog(common.catalogPath).map((m) => [m.id, m]));
 
-  const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-gateway-${hostname()}-${process.pid}`, log);
+  const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-gateway-${hostname()}-${process.pid}`, log, "gateway");
   const directory = new RunnerDirectory(nc, runnerForgetAfterMs(timeouts.runnerTimeoutMs));
   directory.start();
   const client = new GenerationClient(nc, directory, {
