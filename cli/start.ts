@@ -9,6 +9,7 @@ import { supervise, type ChildSpec } from "./child-process.js";
 import { embeddedIdentities, embeddedNats } from "./embedded-nats.js";
 import type { NatsIdentity } from "../lib/nats/permissions.js";
 import { localApiKey } from "./local-key.js";
+import { StartupReport } from "./startup-report.js";
 
 const log = createLogger("supervisor", { pid: process.pid });
 const entry = (path: string) => fileURLToPath(new URL(path, import.meta.url));
@@ -70,20 +71,25 @@ export function startStack() {
           env: { ...envOf("runner"), TRIBUTARY_RUNNER_MODELS: model.id },
           stopTimeoutMs,
         });
+    const report = new StartupReport({
+      models: catalog.filter((m) => m.replicas > 0).map((m) => m.id),
+      url: (port) => `http://${gateway.host}:${port}/v1`,
+      footer:
+        `(API key: ${apiKey})\n` +
+        `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.\n` +
+        (accounts.adminAddr === "off" ? "\n" : `Accounts and keys: tributary admin --help (admin service on ${accounts.adminAddr}).\n\n`),
+      write: (text) => process.stdout.write(text),
+    });
+    for (const child of children) {
+      const model = catalog.find((m) => child.name.startsWith(`runner ${m.id}#`));
+      if (model) child.onLine = (line) => report.runnerLine(model.id, line);
+    }
     children.push({
       name: "gateway",
       ...onCpus(process.execPath, [entry("../gateway/main.js")], services),
       env: envOf("gateway"),
       stopTimeoutMs,
-      onLine: (line) => {
-        if (!line.includes('"gateway listening"')) return;
-        const port = (JSON.parse(line) as { port: number }).port;
-        process.stdout.write(
-          `\nTributary is up: http://${gateway.host}:${port}/v1  (API key: ${apiKey})\n` +
-            `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.\n` +
-            (accounts.adminAddr === "off" ? "\n" : `Accounts and keys: tributary admin --help (admin service on ${accounts.adminAddr}).\n\n`),
-        );
-      },
+      onLine: (line) => report.gatewayLine(line),
     });
     // Forked in order: the scope stops them in reverse (gateway first).
     for (const child of children) yield* Effect.forkScoped(supervise(child, log));

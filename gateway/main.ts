@@ -7,7 +7,7 @@ import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndef
 import { FileStore } from "../modules/files/mod.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
-import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
+import { connectionState, connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
 import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { GatewayServer } from "./app.js";
 import { ShuttingDown } from "../modules/errors/mod.js";
@@ -76,8 +76,9 @@ async function main(): Promise<void> {
   );
   let draining = false;
   const router = new Router();
-  registerHealthRoutes(router, nc, () => draining);
-  registerModelRoutes(router, catalog);
+  const natsLink = connectionState(nc);
+  registerHealthRoutes(router, { natsConnected: natsLink.connected, draining: () => draining, readyRunners: () => directory.readyCount() });
+  registerModelRoutes(router, catalog, directory);
   registerInvitationRoutes(router, { store, maxBodyBytes: config.maxBodyBytes });
   registerChatRoutes(router, {
     catalog,

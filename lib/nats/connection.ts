@@ -50,3 +50,18 @@ export async function connectNats(url: string, name: string, log: Logger, identi
   })().catch(() => {});
   return nc;
 }
+
+/**
+ * Whether `nc` is connected to a server now (false from a disconnect until the reconnect):
+ * readiness probes use it; liveness never does, so a NATS outage does not restart every pod.
+ */
+export function connectionState(nc: NatsConnection): { connected(): boolean } {
+  let connected = !nc.isClosed();
+  (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === "disconnect") connected = false;
+      else if (s.type === "reconnect") connected = true;
+    }
+  })().catch(() => {});
+  return { connected: () => connected && !nc.isClosed() };
+}
