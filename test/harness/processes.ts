@@ -109,6 +109,11 @@ export interface NatsServer extends Proc {
 // its own identity's nkey. The processes' starters find the credentials by the server's URL.
 const credentialsByUrl = new Map<string, (identity: NatsIdentity) => Record<string, string>>();
 
+/** Records the credentials of the harness's server(s) reached at `natsUrl` (a cluster registers each URL). */
+export function registerCredentials(natsUrl: string, env: (identity: NatsIdentity) => Record<string, string>): void {
+  credentialsByUrl.set(natsUrl, env);
+}
+
 /** The credentials of `identity` on the harness's server(s) at `natsUrl` (none for a server started elsewhere). */
 export function identityEnv(natsUrl: string, identity: NatsIdentity): Record<string, string> {
   return credentialsByUrl.get(natsUrl)?.(identity) ?? {};
