@@ -1,4 +1,4 @@
-import { buckets, streams, SUBJECT_ROOT } from "./subjects.js";
+import { buckets, streams, subjectWildcards } from "./subjects.js";
 
 // Who may publish and subscribe to what on NATS: one identity per kind of process, its allow
 // lists derived from the subject, bucket and stream names of subjects.ts. The embedded
@@ -32,35 +32,20 @@ export interface NatsPermissions {
 /** The inbox prefix an identity's connections use for request/reply and JetStream deliveries. */
 export const inboxPrefix = (identity: NatsIdentity) => `_INBOX.${identity}`;
 
-const R = SUBJECT_ROOT;
-
+const w = subjectWildcards;
 // Core subjects, grouped by who sends them (the README's subject table).
 const generation = {
   /** Sent by whoever runs a generation (gateway, actor host for batches and background runs). */
-  requests: [`${R}.generate.*`, `${R}.runner.*.generate`, `${R}.runner.*.cancel`, `${R}.cancel.*`],
+  requests: [w.generate, w.runnerGenerate, w.runnerCancel, w.cancel],
   /** Runner -> requester: deltas on the requester's reply subjects. */
-  replies: `${R}.reply.>`,
-  heartbeats: `${R}.heartbeat.*`,
-  heartbeatsAll: `${R}.heartbeat.>`,
+  replies: w.reply,
+  heartbeats: w.heartbeat,
 };
-const budgets = {
-  /** A budget's lease and return subjects (requester -> owner). */
-  lease: `${R}.budget.*.*.*.lease`,
-  ret: `${R}.budget.*.*.*.return`,
-  activate: `${R}.budget.activate`,
-  probe: `${R}.budget-host.*.probe`,
-};
-const responses = {
-  background: `${R}.responses.background`,
-  cancel: `${R}.responses.cancel.*`,
-  events: `${R}.responses.events.>`,
-};
-const batches = {
-  job: `${R}.batch.job`,
-  work: `${R}.batch.work.>`,
-};
+const budgets = { lease: w.budgetLease, ret: w.budgetReturn, activate: w.budgetActivate, probe: w.budgetHostProbe };
+const responses = { background: w.responsesBackground, cancel: w.responseCancel, events: w.responseEvents };
+const batches = { job: w.batchJob, work: w.batchWork };
 /** Reserved for the sandbox host (tool execution), which has no subject of its own yet. */
-const sandbox = `${R}.sandbox.>`;
+const sandbox = w.sandbox;
 
 const kvStream = (bucket: string) => `KV_${bucket}`;
 const objStream = (bucket: string) => `OBJ_${bucket}`;
@@ -123,7 +108,7 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
           ],
           deny: noStreamDeletion,
         },
-        subscribe: { allow: [generation.replies, generation.heartbeatsAll, inbox] },
+        subscribe: { allow: [generation.replies, generation.heartbeats, inbox] },
         allowResponses: false,
       };
     case "actors":
@@ -139,7 +124,7 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
           deny: noStreamDeletion,
         },
         subscribe: {
-          allow: [generation.replies, generation.heartbeatsAll, budgets.lease, budgets.ret, budgets.activate, budgets.probe, responses.cancel, inbox],
+          allow: [generation.replies, generation.heartbeats, budgets.lease, budgets.ret, budgets.activate, budgets.probe, responses.cancel, inbox],
         },
         allowResponses: true,
       };
