@@ -126,6 +126,8 @@ export interface ClusterStack {
   gateways: Gateway[];
   /** One client per gateway, as a load balancer would spread them. */
   clients: OpenAI[];
+  /** Starts the i-th process of a kind again (after a kill), on the same NATS node; a gateway gets a new port and client. */
+  restart(kind: "gateway" | "actors" | "runner", index: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -151,13 +153,22 @@ export async function startClusterStack(options: ClusterOptions = {}): Promise<C
   const runners = await Promise.all(Array.from({ length: options.runners ?? 3 }, (_, i) => startRunner(nodeUrl(i + 1), env)));
   const gateways: Gateway[] = [];
   for (let i = 0; i < (options.gateways ?? 2); i++) gateways.push(await startGateway(nodeUrl(i + 2), env));
-  const clients = gateways.map((g) => new OpenAI({ apiKey: TEST_KEY, baseURL: g.baseURL, maxRetries: 0 }));
+  // A request that hangs (a gateway waiting on a server that died) fails after 20 s, and is then retried elsewhere.
+  const clientOf = (g: Gateway) => new OpenAI({ apiKey: TEST_KEY, baseURL: g.baseURL, maxRetries: 0, timeout: 20_000 });
+  const clients = gateways.map(clientOf);
   return {
     nats,
     actors,
     runners,
     gateways,
     clients,
+    async restart(kind, i) {
+      if (kind === "gateway") {
+        gateways[i] = await startGateway(nodeUrl(i + 2), env);
+        clients[i] = clientOf(gateways[i]!);
+      } else if (kind === "actors") actors[i] = await startActorHost(nodeUrl(i), env);
+      else runners[i] = await startRunner(nodeUrl(i + 1), env);
+    },
     async stop() {
       await Promise.all([...gateways, ...runners, ...actors].map((p) => p.kill()));
       await nats.stop();

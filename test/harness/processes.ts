@@ -34,6 +34,12 @@ const all = new Set<ChildProcess>();
 process.on("exit", () => {
   for (const c of all) c.kill("SIGKILL");
 });
+// A test killed by tap's timeout (SIGTERM) or by hand leaves no servers behind either.
+// (A script with its own handler for the signal, such as bench/cluster.ts, stops them itself.)
+for (const signal of ["SIGTERM", "SIGINT"] as const)
+  process.once(signal, () => {
+    if (process.listenerCount(signal) === 0) process.exit(signal === "SIGTERM" ? 143 : 130);
+  });
 
 /** Starts a child process (on `cpus` when given: benchmarks place processes as `tributary start` does). */
 export function startProcess(command: string, args: string[], env: NodeJS.ProcessEnv, name: string, cpus?: readonly number[]): Proc {
