@@ -56,7 +56,7 @@ export class MixedLoad {
   /** `clients()`: the gateways' clients now (a restarted gateway has a new port). */
   constructor(
     private readonly clients: () => OpenAI[],
-    private readonly options: { streamTimeoutMs?: number; maxTokens?: number } = {},
+    private readonly options: { streamTimeoutMs?: number; maxTokens?: number; pauseMs?: number } = {},
   ) {}
 
   /** Runs `fn` on one gateway's client, on the next one when it fails, until `deadlineMs`. */
@@ -92,14 +92,19 @@ export class MixedLoad {
 
   start(): void {
     this.running = true;
-    const worker = async (kind: Op["kind"], fn: (c: OpenAI) => Promise<unknown>) => {
-      while (this.running) await this.withFailover(kind, fn);
+    // A steady load, not a flood: creates and uploads pause between requests.
+    const pause = this.options.pauseMs ?? 100;
+    const worker = async (kind: Op["kind"], fn: (c: OpenAI) => Promise<unknown>, pauseMs: number) => {
+      while (this.running) {
+        await this.withFailover(kind, fn);
+        if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
+      }
     };
     this.workers = [
-      worker("stream", (c) => this.stream(c)),
-      worker("stream", (c) => this.stream(c)),
-      worker("background create", (c) => this.queueBackground(c)),
-      worker("file upload", (c) => this.upload(c)),
+      worker("stream", (c) => this.stream(c), 0),
+      worker("stream", (c) => this.stream(c), 0),
+      worker("background create", (c) => this.queueBackground(c), pause),
+      worker("file upload", (c) => this.upload(c), pause),
     ];
   }
 
@@ -119,6 +124,16 @@ export class MixedLoad {
       streamsEndedWithError: this.streamOutcomes.filter((s) => s === "error event").length,
       streamsHung: streamErrors,
     };
+  }
+
+  /** The errors of failed attempts since `from`, by kind and message (ids and numbers blanked). */
+  errors(from = 0): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const o of this.ops.filter((o) => o.error && o.end >= from)) {
+      const key = `${o.kind}: ${o.error!.replace(/[0-9a-f]{8,}|\d+/g, "#").slice(0, 120)}`;
+      out[key] = (out[key] ?? 0) + 1;
+    }
+    return out;
   }
 
   /** From `at` to the end of the first request of each kind started after it that succeeded at once. */

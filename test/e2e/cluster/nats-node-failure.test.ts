@@ -16,7 +16,10 @@ import { connectAs, TEST_MODEL } from "../../harness/processes.js";
 
 const env = {
   TRIBUTARY_ENGINE: "sim",
-  TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { sim: { tokens_per_second: 50, first_token_latency_ms: 10 } } }),
+  // Budgets are on (their owners fail over too) but far above this load: a 429 here would be noise.
+  TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
+    [TEST_MODEL]: { sim: { tokens_per_second: 50, first_token_latency_ms: 10 }, rate_limits: { requests_per_minute: 100_000, tokens_per_minute: 100_000_000 } },
+  }),
   TRIBUTARY_RUNNER_TIMEOUT_MS: "3000",
   TRIBUTARY_BATCH_ACK_WAIT_MS: "5000",
   TRIBUTARY_BACKGROUND_ACK_WAIT_MS: "5000",
@@ -50,12 +53,7 @@ await load.stop();
 t.test("every request was served in the end (failed attempts retried on the other gateway)", async (t) => {
   const figures = load.figures();
   t.equal(figures.failed, 0, "no request failed on both gateways until its deadline");
-  const errors = new Map<string, number>();
-  for (const o of load.ops.filter((o) => o.error)) {
-    const key = `${o.kind}: ${o.error!.replace(/[0-9a-f]{8,}|\d+/g, "#").slice(0, 120)}`;
-    errors.set(key, (errors.get(key) ?? 0) + 1);
-  }
-  t.comment(`errors of failed attempts: ${JSON.stringify(Object.fromEntries(errors))}`);
+  t.comment(`errors of failed attempts: ${JSON.stringify(load.errors())}`);
   for (const [fault, at] of [["NATS node", natsKilledAt], ["gateway", gatewayKilledAt]] as const)
     t.comment(`${fault} killed: ${JSON.stringify(load.figures(at))}; recovery (ms): ${JSON.stringify(load.recoveryMs(at))}`);
 });
