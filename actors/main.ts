@@ -17,7 +17,7 @@ const log = createLogger("actors", { pid: process.pid });
 async function main(): Promise<void> {
   const common = readConfig(commonConfig);
   const catalog = loadCatalog(common.catalogPath);
-  const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-actors-${hostname()}-${process.pid}`, log);
+  const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-actors-${hostname()}-${process.pid}`, log, "actors");
   const supervisor = new Supervisor(nc, log);
   const factories = platformActors({ catalog, home: common.home });
   for (const make of factories) await supervisor.spawn(make);

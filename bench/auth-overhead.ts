@@ -15,7 +15,6 @@ import { writeFileSync, mkdirSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { connect } from "@nats-io/transport-node";
 import { startActorHost, startGateway, startNats, startRunner, repoRoot, testCatalog, TEST_KEY, TEST_MODEL, type Gateway, type Proc } from "../test/harness/processes.js";
 import { AccountStore, AccountDirectory, AccountAuthenticator, LastUsedRecorder } from "../modules/accounts/mod.js";
 import { createLogger } from "../lib/log.js";
@@ -95,7 +94,7 @@ async function main(): Promise<void> {
       off.push(await startGateway(nats.url, { ...env, TRIBUTARY_RATE_LIMITS: "off" }));
     }
     procs.push(...on, ...off);
-    const nc = await connect({ servers: nats.url });
+    const nc = await nats.connect();
 
     const configs = [
       { name: "1 gateway, limits off", urls: [off[0]!.url], limits: false, gateways: 1 },

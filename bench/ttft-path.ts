@@ -9,8 +9,6 @@ import { parseArgs } from "node:util";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { catalogOverridesConfig, readConfig } from "../lib/config.js";
-import { createLogger } from "../lib/log.js";
-import { connectNats } from "../lib/nats/connection.js";
 import { subjects } from "../lib/nats/subjects.js";
 import { GenerateRequest, Priority, RunnerEvent } from "../proto/gen/tributary/v1/inference.js";
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
@@ -112,7 +110,7 @@ async function main(): Promise<void> {
   const engine = new InProcessEngine(spec);
   await engine.load();
   const { nats, runner, gateway, close } = await startPlacedStack(env, layout);
-  const nc = await connectNats(nats.url, "bench-ttft", createLogger("bench"));
+  const nc = await nats.connect("gateway");
   let http: KeepAliveChat | undefined;
   const samples = new Map<string, number[]>();
   const add = (key: string, values: number[]) => samples.set(key, [...(samples.get(key) ?? []), ...values]);

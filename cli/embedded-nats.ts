@@ -4,6 +4,8 @@ import { join } from "node:path";
 import { Duration, Effect } from "effect";
 import type { Logger } from "../lib/log.js";
 import { onCpus } from "../lib/process/cpu-affinity.js";
+import { ensureNkeyIdentities, nkeyUsers } from "../lib/nats/identities.js";
+import { natsAuthorizationBlock, type NatsIdentity } from "../lib/nats/permissions.js";
 import { spawnScoped } from "./child-process.js";
 
 export interface EmbeddedNatsOptions {
@@ -12,29 +14,60 @@ export interface EmbeddedNatsOptions {
   log: Logger;
   /** CPUs to run on (the services' share when runners are pinned). */
   cpus?: readonly number[];
+  /** The `authorization` block of its identities (embeddedIdentities). */
+  authorization: string;
+}
+
+export interface NatsServerConfigOptions {
+  /** The `authorization` block (natsAuthorizationBlock); none means an open server (tests of refusal only). */
+  authorization?: string;
+  serverName?: string;
+  /** A JetStream cluster: this node's route port and its peers' route URLs. */
+  cluster?: { name: string; port: number; routes: string[] };
 }
 
 /**
  * nats-server's configuration for one machine: JetStream with its store in `storeDir`, loopback
  * only, and a payload limit that fits the gateway's largest request body. Port -1 picks a free one.
  */
-export function natsServerConfig(port: number, storeDir: string): string {
-  return [
-    `server_name: tributary-local`,
+export function natsServerConfig(port: number, storeDir: string, options: NatsServerConfigOptions = {}): string {
+  const lines = [
+    `server_name: ${options.serverName ?? "tributary-local"}`,
     `listen: 127.0.0.1:${port}`,
     `max_payload: 8MB`,
     `jetstream {`,
     `  store_dir: ${JSON.stringify(storeDir)}`,
     `}`,
-    "",
-  ].join("\n");
+  ];
+  if (options.cluster)
+    lines.push(
+      `cluster {`,
+      `  name: ${options.cluster.name}`,
+      `  listen: 127.0.0.1:${options.cluster.port}`,
+      `  routes: [${options.cluster.routes.map((r) => JSON.stringify(r)).join(", ")}]`,
+      `}`,
+    );
+  if (options.authorization) lines.push(options.authorization);
+  return lines.join("\n") + "\n";
 }
 
-function writeConfig(home: string, port: number): string {
+/**
+ * The embedded server's identities: one nkey per kind of process in $TRIBUTARY_HOME/nats/identities
+ * (made on first start, kept after), and the environment that hands each process its own.
+ */
+export function embeddedIdentities(home: string) {
+  const identities = ensureNkeyIdentities(join(home, "nats", "identities"));
+  return {
+    authorization: natsAuthorizationBlock(nkeyUsers(identities.values())),
+    env: (identity: NatsIdentity): Record<string, string> => ({ TRIBUTARY_NATS_NKEY_FILE: identities.get(identity)!.seedFile }),
+  };
+}
+
+function writeConfig(home: string, port: number, authorization: string): string {
   const dir = join(home, "nats");
   mkdirSync(join(dir, "jetstream"), { recursive: true });
   const path = join(dir, "nats-server.conf");
-  writeFileSync(path, natsServerConfig(port, join(dir, "jetstream")));
+  writeFileSync(path, natsServerConfig(port, join(dir, "jetstream"), { authorization }), { mode: 0o600 });
   return path;
 }
 
@@ -53,7 +86,7 @@ export function embeddedNats(options: EmbeddedNatsOptions) {
   return Effect.gen(function* () {
     if (yield* Effect.promise(() => portOpen(options.port)))
       return yield* Effect.fail(new Error(`port ${options.port} is taken: set TRIBUTARY_NATS_PORT, or NATS_URL to use the server there`));
-    const config = writeConfig(options.home, options.port);
+    const config = writeConfig(options.home, options.port, options.authorization);
     yield* spawnScoped({ name: "nats-server", ...onCpus("nats-server", ["-c", config], options.cpus), env: process.env, stopTimeoutMs: 10_000 }, options.log);
     const ready = yield* Effect.promise(async () => {
       for (let i = 0; i < 100; i++) {

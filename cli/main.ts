@@ -15,6 +15,7 @@ commands:
   gateway   run one gateway process (HTTP/SSE edge), as in a cluster
   runner    run one runner process (the models in TRIBUTARY_RUNNER_MODELS, else all)
   actors    run one platform actor host
+  nats-auth-k8s  print k8s/nats-auth.yaml (the NATS users and permissions of a cluster)
 `;
 
 /** The single-process commands: each module starts its process when imported. */
@@ -50,6 +51,11 @@ async function main(argv: string[]): Promise<number> {
         log.error("start failed", { err: err instanceof Error ? `${err.name}: ${err.message}` : String(err) });
         return 1;
       }
+      return 0;
+    }
+    case "nats-auth-k8s": {
+      const { k8sNatsAuthManifest } = await import("./k8s-nats-auth.js");
+      process.stdout.write(k8sNatsAuthManifest());
       return 0;
     }
     case "admin": {

@@ -6,8 +6,10 @@ import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readCon
 import { allowedCpus, formatCpuList, onCpus, planCpus, taskset, type CpuPlan } from "../lib/process/cpu-affinity.js";
 import { createLogger } from "../lib/log.js";
 import { supervise, type ChildSpec } from "./child-process.js";
-import { embeddedNats } from "./embedded-nats.js";
+import { embeddedIdentities, embeddedNats } from "./embedded-nats.js";
+import type { NatsIdentity } from "../lib/nats/permissions.js";
 import { localApiKey } from "./local-key.js";
+import { StartupReport } from "./startup-report.js";
 
 const log = createLogger("supervisor", { pid: process.pid });
 const entry = (path: string) => fileURLToPath(new URL(path, import.meta.url));
@@ -49,8 +51,13 @@ export function startStack() {
     const placement = placeProcesses(catalog, start.runnerCpus);
     const services = placement?.services;
     const apiKey = optionToUndefined(gateway.apiKey) ?? localApiKey(common.home);
-    const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: start.natsPort, log, cpus: services }));
-    const env = { ...process.env, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: common.catalogPath };
+    // The embedded server admits only its identities, each process its own; with NATS_URL the
+    // credentials are the environment's (TRIBUTARY_NATS_*), passed through to every process.
+    const identities = common.natsUrl ? undefined : embeddedIdentities(common.home);
+    const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: start.natsPort, log, cpus: services, authorization: identities!.authorization }));
+    const base = { ...process.env, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: common.catalogPath };
+    const envOf = (identity: NatsIdentity) => ({ ...base, ...identities?.env(identity) });
+    const env = envOf("actors");
     const stopTimeoutMs = readConfig(timeoutsConfig).drainTimeoutMs + 5_000;
 
     const children: ChildSpec[] = [
@@ -61,23 +68,28 @@ export function startStack() {
         children.push({
           name: runnerName(model, r),
           ...onCpus(process.execPath, [entry("../runners/main.js")], placement?.runners.get(runnerName(model, r)) ?? services),
-          env: { ...env, TRIBUTARY_RUNNER_MODELS: model.id },
+          env: { ...envOf("runner"), TRIBUTARY_RUNNER_MODELS: model.id },
           stopTimeoutMs,
         });
+    const report = new StartupReport({
+      models: catalog.filter((m) => m.replicas > 0).map((m) => m.id),
+      url: (port) => `http://${gateway.host}:${port}/v1`,
+      footer:
+        `(API key: ${apiKey})\n` +
+        `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.\n` +
+        (accounts.adminAddr === "off" ? "\n" : `Accounts and keys: tributary admin --help (admin service on ${accounts.adminAddr}).\n\n`),
+      write: (text) => process.stdout.write(text),
+    });
+    for (const child of children) {
+      const model = catalog.find((m) => child.name.startsWith(`runner ${m.id}#`));
+      if (model) child.onLine = (line) => report.runnerLine(model.id, line);
+    }
     children.push({
       name: "gateway",
       ...onCpus(process.execPath, [entry("../gateway/main.js")], services),
-      env,
+      env: envOf("gateway"),
       stopTimeoutMs,
-      onLine: (line) => {
-        if (!line.includes('"gateway listening"')) return;
-        const port = (JSON.parse(line) as { port: number }).port;
-        process.stdout.write(
-          `\nTributary is up: http://${gateway.host}:${port}/v1  (API key: ${apiKey})\n` +
-            `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.\n` +
-            (accounts.adminAddr === "off" ? "\n" : `Accounts and keys: tributary admin --help (admin service on ${accounts.adminAddr}).\n\n`),
-        );
-      },
+      onLine: (line) => report.gatewayLine(line),
     });
     // Forked in order: the scope stops them in reverse (gateway first).
     for (const child of children) yield* Effect.forkScoped(supervise(child, log));

@@ -7,7 +7,7 @@ import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndef
 import { FileStore } from "../modules/files/mod.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
-import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
+import { connectionState, connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
 import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { GatewayServer } from "./app.js";
 import { ShuttingDown } from "../modules/errors/mod.js";
@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   const configuredKeys = [...(apiKey ? [{ key: apiKey, projectId: LOCAL_PROJECT_ID }] : []), ...parseConfiguredKeys(config.apiKeys)];
   const catalog = new Map(loadCatalog(common.catalogPath).map((m) => [m.id, m]));
 
-  const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-gateway-${hostname()}-${process.pid}`, log);
+  const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-gateway-${hostname()}-${process.pid}`, log, "gateway");
   const directory = new RunnerDirectory(nc, runnerForgetAfterMs(timeouts.runnerTimeoutMs));
   directory.start();
   const client = new GenerationClient(nc, directory, {
@@ -76,8 +76,9 @@ async function main(): Promise<void> {
   );
   let draining = false;
   const router = new Router();
-  registerHealthRoutes(router, nc, () => draining);
-  registerModelRoutes(router, catalog);
+  const natsLink = connectionState(nc);
+  registerHealthRoutes(router, { natsConnected: natsLink.connected, draining: () => draining, readyRunners: () => directory.readyCount() });
+  registerModelRoutes(router, catalog, directory);
   registerInvitationRoutes(router, { store, maxBodyBytes: config.maxBodyBytes });
   registerChatRoutes(router, {
     catalog,

@@ -51,6 +51,23 @@ export const commonConfig = Config.all({
   catalogPath: str("TRIBUTARY_CATALOG", resolve(repoRoot, "catalog", "default.yaml")),
 });
 
+/**
+ * How a process authenticates to NATS and checks its server (every process). On one machine
+ * `tributary start` sets the nkey file of each process's identity; in a cluster the
+ * user/password come from a Secret. Unset: no credentials (a server without authorization).
+ */
+export const natsAuthConfig = Config.all({
+  /** File holding the nkey seed (SU...) of this process's identity. */
+  nkeyFile: optional(Config.String("TRIBUTARY_NATS_NKEY_FILE")),
+  user: optional(Config.String("TRIBUTARY_NATS_USER")),
+  password: optional(Config.String("TRIBUTARY_NATS_PASSWORD")),
+  /** CA bundle that signed the servers' certificates: set it to require TLS. */
+  tlsCaFile: optional(Config.String("TRIBUTARY_NATS_TLS_CA")),
+  /** Client certificate and key, when the servers verify clients. */
+  tlsCertFile: optional(Config.String("TRIBUTARY_NATS_TLS_CERT")),
+  tlsKeyFile: optional(Config.String("TRIBUTARY_NATS_TLS_KEY")),
+});
+
 export const gatewayConfig = Config.all({
   /** 0 picks a free port (the gateway logs the one it got). */
   port: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 })), "TRIBUTARY_PORT").pipe(Config.withDefault(8080)),

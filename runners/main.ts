@@ -23,7 +23,7 @@ async function main(): Promise<void> {
   const models = catalog.filter((m) => (wanted ? wanted.has(m.id) : m.replicas > 0));
   if (models.length === 0) throw new Error("this runner has no model to serve");
 
-  const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-runner-${hostname()}-${process.pid}`, log);
+  const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-runner-${hostname()}-${process.pid}`, log, "runner");
   const supervisor = new Supervisor(nc, log);
   const engineEnv = {
     modelCache: optionToUndefined(config.modelCache) ?? defaultModelCache(common.home),

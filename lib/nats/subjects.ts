@@ -55,6 +55,32 @@ export const subjects = {
   /** Stream events of a background response with stream: true (stream `streams.responseEvents`). */
   responseEvents: (responseId: string) => `${SUBJECT_ROOT}.responses.events.${responseId}`,
   responseEventsAll: `${SUBJECT_ROOT}.responses.events.>`,
+  /** Reserved for the tool sandbox host: it has no subject of its own yet. */
+  sandboxAll: `${SUBJECT_ROOT}.sandbox.>`,
+} as const;
+
+/**
+ * Wildcards covering each family of subjects above (as the processes subscribe to them): what the
+ * permission lists of lib/nats/permissions.ts grant (test/unit/nats-permissions.test.ts checks
+ * that every subject above falls under its wildcard).
+ */
+export const subjectWildcards = {
+  generate: `${SUBJECT_ROOT}.generate.*`,
+  runnerGenerate: `${SUBJECT_ROOT}.runner.*.generate`,
+  runnerCancel: `${SUBJECT_ROOT}.runner.*.cancel`,
+  cancel: `${SUBJECT_ROOT}.cancel.*`,
+  heartbeat: subjects.heartbeatAll,
+  reply: `${SUBJECT_ROOT}.reply.>`,
+  batchJob: subjects.batchJob,
+  batchWork: subjects.batchWorkAll,
+  budgetLease: `${SUBJECT_ROOT}.budget.*.*.*.lease`,
+  budgetReturn: `${SUBJECT_ROOT}.budget.*.*.*.return`,
+  budgetActivate: subjects.budgetActivate,
+  budgetHostProbe: `${SUBJECT_ROOT}.budget-host.*.probe`,
+  responsesBackground: subjects.responsesBackground,
+  responseCancel: `${SUBJECT_ROOT}.responses.cancel.*`,
+  responseEvents: subjects.responseEventsAll,
+  sandbox: subjects.sandboxAll,
 } as const;
 
 export const queues = {

@@ -96,6 +96,14 @@ export class RunnerDirectory {
     return ready.sort((a, b) => load(a) - load(b));
   }
 
+  /** Live runners that are ready to serve, of every model. */
+  readyCount(): number {
+    this.expire();
+    let n = 0;
+    for (const r of this.runners.values()) if (r.state === State.STATE_READY) n++;
+    return n;
+  }
+
   /** Live runners of a model in any state (to explain why none is ready). */
   all(model: string): RunnerView[] {
     this.expire();

@@ -4,7 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { natsServerConfig } from "../../cli/embedded-nats.js";
+import { natsClientOptions } from "../../lib/nats/connection.js";
+import { ensureNkeyIdentities, nkeyUsers } from "../../lib/nats/identities.js";
+import { natsAuthorizationBlock, type NatsIdentity } from "../../lib/nats/permissions.js";
 import { onCpus } from "../../lib/process/cpu-affinity.js";
 
 // Real processes for tests: nats-server, runner and gateway processes started from dist/,
@@ -30,6 +34,12 @@ const all = new Set<ChildProcess>();
 process.on("exit", () => {
   for (const c of all) c.kill("SIGKILL");
 });
+// A test killed by tap's timeout (SIGTERM) or by hand leaves no servers behind either.
+// (A script with its own handler for the signal, such as bench/cluster.ts, stops them itself.)
+for (const signal of ["SIGTERM", "SIGINT"] as const)
+  process.once(signal, () => {
+    if (process.listenerCount(signal) === 0) process.exit(signal === "SIGTERM" ? 143 : 130);
+  });
 
 /** Starts a child process (on `cpus` when given: benchmarks place processes as `tributary start` does). */
 export function startProcess(command: string, args: string[], env: NodeJS.ProcessEnv, name: string, cpus?: readonly number[]): Proc {
@@ -95,22 +105,61 @@ export function startProcess(command: string, args: string[], env: NodeJS.Proces
 export interface NatsServer extends Proc {
   url: string;
   storeDir: string;
+  /** The environment that gives a process `identity`'s credentials on this server. */
+  env(identity: NatsIdentity): Record<string, string>;
+  /** A connection as `identity` (default `admin`: tests that inspect or tamper with state). */
+  connect(identity?: NatsIdentity): Promise<NatsConnection>;
 }
 
-export async function startNats(cpus?: readonly number[]): Promise<NatsServer> {
+// Servers started here run with authorization on, as `tributary start` does: each process gets
+// its own identity's nkey. The processes' starters find the credentials by the server's URL.
+const credentialsByUrl = new Map<string, (identity: NatsIdentity) => Record<string, string>>();
+
+/** Records the credentials of the harness's server(s) reached at `natsUrl` (a cluster registers each URL). */
+export function registerCredentials(natsUrl: string, env: (identity: NatsIdentity) => Record<string, string>): void {
+  credentialsByUrl.set(natsUrl, env);
+}
+
+/** The credentials of `identity` on the harness's server(s) at `natsUrl` (none for a server started elsewhere). */
+export function identityEnv(natsUrl: string, identity: NatsIdentity): Record<string, string> {
+  return credentialsByUrl.get(natsUrl)?.(identity) ?? {};
+}
+
+/** Identities (nkey seeds) in `dir`, with the authorization block and environment of each. */
+export function testIdentities(dir: string) {
+  const identities = ensureNkeyIdentities(join(dir, "identities"));
+  return {
+    authorization: natsAuthorizationBlock(nkeyUsers(identities.values())),
+    env: (identity: NatsIdentity): Record<string, string> => ({ TRIBUTARY_NATS_NKEY_FILE: identities.get(identity)!.seedFile }),
+  };
+}
+
+/** Connects to `natsUrl` as `identity` (its credentials from the harness). */
+export function connectAs(natsUrl: string, identity: NatsIdentity = "admin"): Promise<NatsConnection> {
+  return connect({ servers: natsUrl.split(","), noAsyncTraces: true, ...natsClientOptions(identity, identityEnv(natsUrl, identity)) });
+}
+
+export async function startNats(cpus?: readonly number[], options: { auth?: boolean } = {}): Promise<NatsServer> {
   const storeDir = mkdtempSync(join(tmpdir(), "tributary-nats-"));
   const config = join(storeDir, "nats-server.conf");
-  writeFileSync(config, natsServerConfig(-1, join(storeDir, "jetstream")));
+  const identities = options.auth === false ? undefined : testIdentities(storeDir);
+  writeFileSync(config, natsServerConfig(-1, join(storeDir, "jetstream"), { authorization: identities?.authorization }));
   const proc = startProcess("nats-server", ["-c", config], {}, "nats", cpus);
   const rec = await proc.waitForLog((r) => typeof r.msg === "string" && r.msg.includes("Listening for client connections on"));
   const port = /:(\d+)\s*$/.exec(rec.msg as string)![1];
   const stop = proc.stop;
+  const url = `nats://127.0.0.1:${port}`;
+  const env = (identity: NatsIdentity) => identities?.env(identity) ?? {};
+  credentialsByUrl.set(url, env);
   return {
     ...proc,
-    url: `nats://127.0.0.1:${port}`,
+    url,
     storeDir,
+    env,
+    connect: (identity) => connectAs(url, identity),
     async stop(timeoutMs) {
       const code = await stop(timeoutMs);
+      credentialsByUrl.delete(url);
       rmSync(storeDir, { recursive: true, force: true });
       return code;
     },
@@ -124,7 +173,7 @@ export interface Runner extends Proc {
 }
 
 export async function startRunner(natsUrl: string, env: NodeJS.ProcessEnv = {}, cpus?: readonly number[]): Promise<Runner> {
-  const proc = startProcess(process.execPath, [dist("runners/main.js")], { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, ...env }, "runner", cpus);
+  const proc = startProcess(process.execPath, [dist("runners/main.js")], { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, ...identityEnv(natsUrl, "runner"), ...env }, "runner", cpus);
   const rec = await proc.waitForLog((r) => r.msg === "runner ready");
   return { ...proc, runnerId: rec.runnerId as string };
 }
@@ -139,7 +188,7 @@ export async function startActorHost(natsUrl: string, env: NodeJS.ProcessEnv = {
   const proc = startProcess(
     process.execPath,
     [dist("actors/main.js")],
-    { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_ADMIN_ADDR: "127.0.0.1:0", TRIBUTARY_ADMIN_TOKEN: TEST_ADMIN_TOKEN, ...env },
+    { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_ADMIN_ADDR: "127.0.0.1:0", TRIBUTARY_ADMIN_TOKEN: TEST_ADMIN_TOKEN, ...identityEnv(natsUrl, "actors"), ...env },
     "actors",
     cpus,
   );
@@ -158,7 +207,7 @@ export async function startGateway(natsUrl: string, env: NodeJS.ProcessEnv = {},
   const proc = startProcess(
     process.execPath,
     [dist("gateway/main.js")],
-    { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_PORT: "0", TRIBUTARY_API_KEY: TEST_KEY, ...env },
+    { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_PORT: "0", TRIBUTARY_API_KEY: TEST_KEY, ...identityEnv(natsUrl, "gateway"), ...env },
     "gateway",
     cpus,
   );

@@ -1,6 +1,5 @@
 import t from "tap";
 import OpenAI from "openai";
-import { connect } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import { startStack } from "../../harness/stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
@@ -91,7 +90,7 @@ t.test("revoked, unknown, forged and expired codes are refused", async (t) => {
   }
 
   // Expiry (set in the record directly: invitations last at least a minute).
-  const nc = await connect({ servers: stack.nats.url });
+  const nc = await stack.nats.connect();
   t.teardown(() => nc.close());
   const kv = await new Kvm(nc).open(buckets.accounts);
   const key = `invitation.${fresh.invitation.id}`;

@@ -1,5 +1,4 @@
 import t from "tap";
-import { connect } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import { startStack } from "../../harness/stack.js";
 import { startGateway, TEST_KEY } from "../../harness/processes.js";
@@ -22,7 +21,7 @@ t.test("a key revoked with tributary admin is refused by every gateway within a 
   // Warm every gateway's cache: from now on, none of them reads the key from KV by itself.
   t.same(await Promise.all(gateways.map((g) => get(g.url))), [200, 200, 200]);
 
-  const nc = await connect({ servers: stack.nats.url });
+  const nc = await stack.nats.connect();
   t.teardown(() => nc.close());
   const kv = await new Kvm(nc).open(buckets.accounts);
 
@@ -61,7 +60,7 @@ t.test("a key created after the gateways cached its absence works on all of them
   const get = (url: string) => fetch(url + "/v1/models", { headers: { authorization: `Bearer ${secret}` } }).then((r) => r.status);
   t.same(await Promise.all(gateways.map((g) => get(g.url))), [401, 401, 401]);
 
-  const nc = await connect({ servers: stack.nats.url });
+  const nc = await stack.nats.connect();
   t.teardown(() => nc.close());
   const store = await AccountStore.open(nc);
   await store.registerKey(secret, { organizationId: organization.id, projectId: project.id, name: "late" });

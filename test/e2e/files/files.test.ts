@@ -1,6 +1,5 @@
 import t from "tap";
 import OpenAI, { toFile } from "openai";
-import { connect } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
 import { startStack } from "../../harness/stack.js";
@@ -70,7 +69,7 @@ t.test("expires_after at upload, and POST /v1/files/{id} changes the expiry", as
 
 t.test("an expired file is gone at once, and the sweeper then deletes it", async (t) => {
   // Expiries under an hour cannot be asked for through the API: write one through the store itself.
-  const nc = await connect({ servers: stack.nats.url });
+  const nc = await stack.nats.connect();
   t.teardown(() => nc.close());
   const store = await FileStore.open(nc);
   const past = Math.floor(Date.now() / 1000) - 5;

@@ -1,6 +1,5 @@
 import t from "tap";
 import { readFileSync } from "node:fs";
-import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { startStack } from "../../harness/stack.js";
 import { TEST_KEY } from "../../harness/processes.js";
@@ -12,7 +11,7 @@ import { buckets } from "../../../lib/nats/subjects.js";
 const MB = 1024 * 1024;
 const BATCH_LIMIT = 200 * MB;
 const stack = await startStack(t);
-const nc = await connect({ servers: stack.nats.url });
+const nc = await stack.nats.connect();
 t.teardown(() => nc.close());
 const jsm = await jetstreamManager(nc);
 const storedBytes = async () => (await jsm.streams.info(`OBJ_${buckets.fileContents}`)).state.bytes;

@@ -1,5 +1,4 @@
 import t from "tap";
-import { connect } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL, type ActorHost } from "../../harness/processes.js";
 import { runLoad, tallyWindows } from "../../harness/load.js";
@@ -38,7 +37,7 @@ const gateways = await Promise.all([0, 1, 2].map(() => startGateway(nats.url, en
 for (const g of gateways) t.teardown(() => g.kill());
 const hostIdOf = (h: ActorHost) => h.logs.find((r) => r.msg === "rate-limit budgets ready")!.hostId as string;
 
-const nc = await connect({ servers: nats.url });
+const nc = await nats.connect();
 t.teardown(() => nc.close());
 const budgets = await new Kvm(nc).open(buckets.rateLimits);
 const budgetKey = `${kvToken(TEST_MODEL)}.organization.org-local`;

@@ -1,5 +1,4 @@
 import t, { type Test } from "tap";
-import { connect } from "@nats-io/transport-node";
 import { jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { startStack } from "../../harness/stack.js";
@@ -15,7 +14,7 @@ const stack = await startStack(t, {
     TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { sim: { tokens_per_second: 500, first_token_latency_ms: 0 } } }),
   },
 });
-const nc = await connect({ servers: stack.nats.url });
+const nc = await stack.nats.connect();
 t.teardown(() => nc.close());
 const kvm = new Kvm(nc);
 

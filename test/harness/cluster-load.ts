@@ -1,0 +1,217 @@
+import { createHash } from "node:crypto";
+import OpenAI, { toFile } from "openai";
+import type { Batch } from "openai/resources/batches";
+import { batchResults, chatLine, createBatch, waitForBatch } from "./batches.js";
+import { TEST_MODEL } from "./processes.js";
+
+// A steady mixed load for the cluster's fault tests and benchmark: streamed chat completions,
+// background responses, a running batch and file uploads, spread over the gateways' clients as a
+// load balancer would (a failed request is retried on the next gateway), and the checks that
+// nothing accepted was lost.
+
+export interface Op {
+  kind: "stream" | "background create" | "file upload" | "batch create";
+  start: number;
+  end: number;
+  ok: boolean;
+  attempts: number;
+  error?: string;
+}
+
+export interface LoadFigures {
+  requests: number;
+  /** Requests that failed on every gateway until their deadline. */
+  failed: number;
+  /** Attempts that failed (each then retried on another gateway). */
+  failedAttempts: number;
+  streamsFinished: number;
+  streamsEndedWithError: number;
+  streamsHung: number;
+}
+
+export interface LossFigures {
+  backgroundAccepted: number;
+  /** Accepted background responses that never reached a final state, or ended failed. */
+  backgroundLost: number;
+  backgroundStatuses: Record<string, number>;
+  batchLines: number;
+  batchLinesMissing: number;
+  batchDuplicates: number;
+  filesAccepted: number;
+  filesLost: number;
+}
+
+export class MixedLoad {
+  readonly ops: Op[] = [];
+  readonly backgroundIds: string[] = [];
+  readonly files: Array<{ id: string; sha256: string }> = [];
+  readonly streamOutcomes: Array<"finished" | "error event"> = [];
+  private batch: Batch | undefined;
+  private batchLines = 0;
+  private running = false;
+  private workers: Promise<void>[] = [];
+  private next = 0;
+  private fileSeq = 0;
+
+  /** `clients()`: the gateways' clients now (a restarted gateway has a new port). */
+  constructor(
+    private readonly clients: () => OpenAI[],
+    private readonly options: { streamTimeoutMs?: number; maxTokens?: number; pauseMs?: number } = {},
+  ) {}
+
+  /** Runs `fn` on one gateway's client, on the next one when it fails, until `deadlineMs`. */
+  async withFailover<T>(kind: Op["kind"], fn: (client: OpenAI) => Promise<T>, deadlineMs = 30_000): Promise<T | undefined> {
+    const op: Op = { kind, start: Date.now(), end: 0, ok: false, attempts: 0 };
+    this.ops.push(op);
+    let index = this.next++;
+    while (Date.now() - op.start < deadlineMs) {
+      op.attempts++;
+      const clients = this.clients();
+      try {
+        const value = await fn(clients[index % clients.length]!);
+        op.ok = true;
+        op.end = Date.now();
+        return value;
+      } catch (err) {
+        op.error = String(err).slice(0, 200);
+        if (/hung past/.test(op.error)) break;
+        index++;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+    op.end = Date.now();
+    return undefined;
+  }
+
+  /** Queues a batch of `lines` chat lines, and `background` background responses. */
+  async seed(lines: number, background: number): Promise<void> {
+    this.batchLines = lines;
+    this.batch = await this.withFailover("batch create", (c) => createBatch(c, Array.from({ length: lines }, (_, i) => chatLine(`line-${i}`, { max_tokens: 30 }))));
+    for (let i = 0; i < background; i++) await this.withFailover("background create", (c) => this.queueBackground(c));
+  }
+
+  start(): void {
+    this.running = true;
+    // A steady load, not a flood: creates and uploads pause between requests.
+    const pause = this.options.pauseMs ?? 100;
+    const worker = async (kind: Op["kind"], fn: (c: OpenAI) => Promise<unknown>, pauseMs: number) => {
+      while (this.running) {
+        await this.withFailover(kind, fn);
+        if (pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
+      }
+    };
+    this.workers = [
+      worker("stream", (c) => this.stream(c), 0),
+      worker("stream", (c) => this.stream(c), 0),
+      worker("background create", (c) => this.queueBackground(c), pause),
+      worker("file upload", (c) => this.upload(c), pause),
+    ];
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.workers);
+  }
+
+  figures(from = 0): LoadFigures {
+    const ops = this.ops.filter((o) => o.end >= from);
+    const streamErrors = ops.filter((o) => o.kind === "stream" && /hung past/.test(o.error ?? "")).length;
+    return {
+      requests: ops.length,
+      failed: ops.filter((o) => !o.ok).length,
+      failedAttempts: ops.reduce((n, o) => n + o.attempts - (o.ok ? 1 : 0), 0),
+      streamsFinished: this.streamOutcomes.filter((s) => s === "finished").length,
+      streamsEndedWithError: this.streamOutcomes.filter((s) => s === "error event").length,
+      streamsHung: streamErrors,
+    };
+  }
+
+  /** The errors of failed attempts since `from`, by kind and message (ids and numbers blanked). */
+  errors(from = 0): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const o of this.ops.filter((o) => o.error && o.end >= from)) {
+      const key = `${o.kind}: ${o.error!.replace(/[0-9a-f]{8,}|\d+/g, "#").slice(0, 120)}`;
+      out[key] = (out[key] ?? 0) + 1;
+    }
+    return out;
+  }
+
+  /** From `at` to the end of the first request of each kind started after it that succeeded at once. */
+  recoveryMs(at: number): Record<string, number | null> {
+    const out: Record<string, number | null> = {};
+    for (const kind of ["stream", "background create", "file upload"] as const) {
+      const first = this.ops.find((o) => o.kind === kind && o.ok && o.attempts === 1 && o.start >= at);
+      out[kind] = first ? first.end - at : null;
+    }
+    return out;
+  }
+
+  /** Waits for every accepted item to be final and checks it: nothing lost, no duplicate. */
+  async losses(client: OpenAI, timeoutMs = 60_000): Promise<LossFigures> {
+    const deadline = Date.now() + timeoutMs;
+    const statuses: Record<string, number> = {};
+    for (const id of this.backgroundIds) {
+      let status = "";
+      for (;;) {
+        status = (await client.responses.retrieve(id).catch((e: unknown) => ({ status: `error ${String(e).slice(0, 60)}` }))).status ?? "";
+        if (["completed", "incomplete", "failed", "cancelled"].includes(status) || Date.now() > deadline) break;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      statuses[status] = (statuses[status] ?? 0) + 1;
+    }
+    let batchLinesMissing = this.batchLines;
+    let batchDuplicates = 0;
+    if (this.batch) {
+      const final = await waitForBatch(client, this.batch.id, Math.max(1_000, deadline - Date.now())).catch(() => undefined);
+      if (final?.status === "completed") {
+        const { output, seen } = await batchResults(client, final);
+        batchLinesMissing = this.batchLines - new Set(output.map((l) => l.custom_id)).size;
+        batchDuplicates = [...seen.values()].reduce((n, c) => n + c - 1, 0);
+      }
+    }
+    let filesLost = 0;
+    for (const f of this.files) {
+      const body = await client.files.content(f.id).then((r) => r.arrayBuffer()).catch(() => undefined);
+      if (!body || createHash("sha256").update(Buffer.from(body)).digest("hex") !== f.sha256) filesLost++;
+    }
+    return {
+      backgroundAccepted: this.backgroundIds.length,
+      backgroundLost: this.backgroundIds.length - (statuses.completed ?? 0) - (statuses.incomplete ?? 0),
+      backgroundStatuses: statuses,
+      batchLines: this.batchLines,
+      batchLinesMissing,
+      batchDuplicates,
+      filesAccepted: this.files.length,
+      filesLost,
+    };
+  }
+
+  /** One streamed chat completion; a stream that neither ends nor errs within its timeout throws "hung". */
+  private async stream(client: OpenAI): Promise<void> {
+    const timeoutMs = this.options.streamTimeoutMs ?? 20_000;
+    const s = await client.chat.completions.create(
+      { model: TEST_MODEL, messages: [{ role: "user", content: "go" }], max_tokens: this.options.maxTokens ?? 100, stream: true },
+      { signal: AbortSignal.timeout(timeoutMs) },
+    );
+    try {
+      let finish: string | null = null;
+      for await (const chunk of s) finish = chunk.choices[0]?.finish_reason ?? finish;
+      if (finish !== "length") throw new Error(`stream ended without finish_reason (${finish})`);
+      this.streamOutcomes.push("finished");
+    } catch (err) {
+      if ((err as Error).name === "AbortError" || /abort|timed? ?out/i.test(String(err))) throw new Error(`stream hung past its timeout (${timeoutMs} ms)`);
+      this.streamOutcomes.push("error event");
+    }
+  }
+
+  private async queueBackground(client: OpenAI): Promise<void> {
+    const r = await client.responses.create({ model: TEST_MODEL, input: "go", background: true, max_output_tokens: 60 });
+    this.backgroundIds.push(r.id);
+  }
+
+  private async upload(client: OpenAI): Promise<void> {
+    const content = Buffer.from(`file ${this.fileSeq++} `.repeat(5_000));
+    const file = await client.files.create({ file: await toFile(content, "data.txt"), purpose: "user_data" });
+    this.files.push({ id: file.id, sha256: createHash("sha256").update(content).digest("hex") });
+  }
+}

@@ -1,0 +1,177 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { jetstreamManager } from "@nats-io/jetstream";
+import OpenAI from "openai";
+import { natsServerConfig } from "../../cli/embedded-nats.js";
+import type { NatsIdentity } from "../../lib/nats/permissions.js";
+import {
+  connectAs,
+  registerCredentials,
+  startActorHost,
+  startGateway,
+  startProcess,
+  startRunner,
+  testIdentities,
+  TEST_KEY,
+  type ActorHost,
+  type Gateway,
+  type Proc,
+  type Runner,
+} from "./processes.js";
+
+// A Tributary cluster on one machine: a NATS JetStream cluster of three nodes on loopback
+// (routes between them, each node with its own store, the identities and permissions of a real
+// deployment), and gateways, actor hosts and runners each connected to its own node (it learns
+// the others from the server and moves to one when its node dies). Every bucket and stream is
+// created with TRIBUTARY_JS_REPLICAS=3. Used by test/e2e/cluster/ and bench/cluster.ts.
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as { port: number }).port;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface NatsNode extends Proc {
+  name: string;
+  url: string;
+  /** Starts this node again (same ports, same store) after a kill or stop. */
+  restart(): Promise<void>;
+}
+
+export interface NatsCluster {
+  nodes: NatsNode[];
+  /** Every node's URL, comma separated (for clients that may use any). */
+  url: string;
+  env(identity: NatsIdentity): Record<string, string>;
+  stop(): Promise<void>;
+}
+
+/** Starts `size` nats-server nodes routed to each other and waits until JetStream has a meta leader. */
+export async function startNatsCluster(size = 3): Promise<NatsCluster> {
+  const dir = mkdtempSync(join(tmpdir(), "tributary-nats-cluster-"));
+  const identities = testIdentities(dir);
+  const ports = await Promise.all(Array.from({ length: size }, async () => ({ client: await freePort(), route: await freePort() })));
+  const routes = ports.map((p) => `nats-route://127.0.0.1:${p.route}`);
+  const url = ports.map((p) => `nats://127.0.0.1:${p.client}`).join(",");
+  registerCredentials(url, identities.env);
+  const nodes: NatsNode[] = [];
+  for (let i = 0; i < size; i++) {
+    const name = `n${i + 1}`;
+    const config = join(dir, `${name}.conf`);
+    writeFileSync(
+      config,
+      natsServerConfig(ports[i]!.client, join(dir, name, "jetstream"), {
+        serverName: name,
+        authorization: identities.authorization,
+        cluster: { name: "tributary-test", port: ports[i]!.route, routes: routes.filter((_, j) => j !== i) },
+      }),
+    );
+    const nodeUrl = `nats://127.0.0.1:${ports[i]!.client}`;
+    registerCredentials(nodeUrl, identities.env);
+    const start = async () => {
+      const proc = startProcess("nats-server", ["-c", config], {}, `nats ${name}`);
+      await proc.waitForLog((r) => typeof r.msg === "string" && r.msg.includes("Server is ready"));
+      return proc;
+    };
+    const node = { name, url: nodeUrl } as NatsNode;
+    Object.assign(node, await start());
+    node.restart = async () => {
+      Object.assign(node, await start(), { name, url: nodeUrl, restart: node.restart });
+    };
+    nodes.push(node);
+  }
+  await waitForJetStream(url);
+  return {
+    nodes,
+    url,
+    env: identities.env,
+    async stop() {
+      await Promise.all(nodes.map((n) => n.stop(10_000)));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Waits until the cluster answers JetStream requests (a meta leader was elected). */
+export async function waitForJetStream(url: string, timeoutMs = 30_000): Promise<void> {
+  const nc = await connectAs(url, "admin");
+  try {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        const jsm = await jetstreamManager(nc, { timeout: 2_000 });
+        await jsm.getAccountInfo();
+        return;
+      } catch (err) {
+        if (Date.now() > deadline) throw new Error(`JetStream cluster not ready: ${String(err)}`);
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+  } finally {
+    await nc.close();
+  }
+}
+
+export interface ClusterStack {
+  nats: NatsCluster;
+  actors: ActorHost[];
+  runners: Runner[];
+  gateways: Gateway[];
+  /** One client per gateway, as a load balancer would spread them. */
+  clients: OpenAI[];
+  /** Starts the i-th process of a kind again (after a kill), on the same NATS node; a gateway gets a new port and client. */
+  restart(kind: "gateway" | "actors" | "runner", index: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface ClusterOptions {
+  gateways?: number;
+  actorHosts?: number;
+  runners?: number;
+  /** Environment of every process (catalog overrides, timeouts). */
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * The cluster: NATS nodes, then actor hosts, runners and gateways, the i-th process of each
+ * kind on node i (mod the node count), all with TRIBUTARY_JS_REPLICAS=3.
+ */
+export async function startClusterStack(options: ClusterOptions = {}): Promise<ClusterStack> {
+  const nats = await startNatsCluster(3);
+  const env = { TRIBUTARY_JS_REPLICAS: "3", ...options.env };
+  const nodeUrl = (i: number) => nats.nodes[i % nats.nodes.length]!.url;
+  const actors: ActorHost[] = [];
+  // One actor host first: it creates the buckets and streams; the others bind to them.
+  for (let i = 0; i < (options.actorHosts ?? 2); i++) actors.push(await startActorHost(nodeUrl(i), env));
+  const runners = await Promise.all(Array.from({ length: options.runners ?? 3 }, (_, i) => startRunner(nodeUrl(i + 1), env)));
+  const gateways: Gateway[] = [];
+  for (let i = 0; i < (options.gateways ?? 2); i++) gateways.push(await startGateway(nodeUrl(i + 2), env));
+  // A request that hangs (a gateway waiting on a server that died) fails after 20 s, and is then retried elsewhere.
+  const clientOf = (g: Gateway) => new OpenAI({ apiKey: TEST_KEY, baseURL: g.baseURL, maxRetries: 0, timeout: 20_000 });
+  const clients = gateways.map(clientOf);
+  return {
+    nats,
+    actors,
+    runners,
+    gateways,
+    clients,
+    async restart(kind, i) {
+      if (kind === "gateway") {
+        gateways[i] = await startGateway(nodeUrl(i + 2), env);
+        clients[i] = clientOf(gateways[i]!);
+      } else if (kind === "actors") actors[i] = await startActorHost(nodeUrl(i), env);
+      else runners[i] = await startRunner(nodeUrl(i + 1), env);
+    },
+    async stop() {
+      await Promise.all([...gateways, ...runners, ...actors].map((p) => p.kill()));
+      await nats.stop();
+    },
+  };
+}
