@@ -143,11 +143,13 @@ export const buckets = {
   /** Named prompt templates run by POST /v1/responses/{name}, keyed <project>.<name>. */
   prompts: "tributary_prompts",
   /**
-   * KV: usage rollups, `<width>.<bucket start, unix s>.<project>` (width m, h or d; project a kvToken)
+   * KV (one bucket per width: minute, hour, day): usage rollups, `<bucket start, unix s>.<project>` (a kvToken)
    * -> rows by key, model and batch-or-not: requests, input, cached input and output tokens, errors.
    * Written only by the usage folder actor (compare-and-set); kept per width (see usage retention).
    */
-  usage: "tributary_usage",
+  usageMinute: "tributary_usage_minute",
+  usageHour: "tributary_usage_hour",
+  usageDay: "tributary_usage_day",
   /** KV: dashboard members (`user.<org>.<user>`, `email.<sha256 of the email>`) and sign-in sessions (`session.<sha256 of the token>`). */
   dashboard: "tributary_dashboard",
 } as const;

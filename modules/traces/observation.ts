@@ -1,4 +1,4 @@
-import type { FinishReason, Final, TokenDelta, ChoiceEnd } from "../../proto/gen/tributary/v1/inference.js";
+import type { Final, TokenDelta, ChoiceEnd } from "../../proto/gen/tributary/v1/inference.js";
 import { finishReasonName } from "../openai/mod.js";
 import type { DomainError } from "../errors/mod.js";
 import type { GenerationListener } from "../inference/mod.js";
@@ -49,6 +49,8 @@ export class RequestObservation {
   /** log: true only. */
   requestBody: Buffer | string | undefined;
   responseBody: unknown;
+  /** Builds the response when the trace is written (a stream reassembled from its chunks). */
+  responseOf: (() => unknown) | undefined;
   renderedPrompt: string | undefined;
   /** Sampling parameters for the GenAI attributes. */
   request: { maxTokens?: number | null; temperature?: number | null; topP?: number | null } = {};
@@ -89,8 +91,13 @@ export class RequestObservation {
     this.end();
   }
 
-  choiceEnd(reason: FinishReason): void {
-    this.finishReasons.push(finishReasonName(reason));
+  delta(d: TokenDelta): void {
+    if (this.firstTokenMs === undefined) this.firstToken();
+    this.streamedTokens += d.tokens;
+  }
+
+  choiceEnd(e: ChoiceEnd): void {
+    this.finishReasons.push(finishReasonName(e.finishReason));
   }
 
   /** What counts: the final usage, else the prompt and what was streamed before the end. */
@@ -102,12 +109,11 @@ export class RequestObservation {
   wrap(listener: GenerationListener): GenerationListener {
     return {
       delta: (d: TokenDelta) => {
-        if (this.firstTokenMs === undefined) this.firstToken();
-        this.streamedTokens += d.tokens;
+        this.delta(d);
         listener.delta(d);
       },
       choiceEnd: (e: ChoiceEnd) => {
-        this.choiceEnd(e.finishReason);
+        this.choiceEnd(e);
         listener.choiceEnd(e);
       },
       choiceReset: listener.choiceReset ? (i: number) => listener.choiceReset!(i) : undefined,

@@ -107,7 +107,8 @@ export function buildTrace(
   const status = statusOf(obs, input.clientLeft);
   const usage = obs.effectiveUsage();
   const error = obs.error ? openAIError(obs.error, obs.requestId).body.error : undefined;
-  const responseText = obs.responseBody === undefined ? undefined : typeof obs.responseBody === "string" ? obs.responseBody : JSON.stringify(obs.responseBody);
+  const response = obs.responseBody ?? obs.responseOf?.();
+  const responseText = response === undefined ? undefined : typeof response === "string" ? response : JSON.stringify(response);
   const attributes: Trace["attributes"] = {
     "gen_ai.operation.name": "chat",
     "gen_ai.provider.name": "tributary",
