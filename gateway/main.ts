@@ -35,7 +35,9 @@ import { registerUsageRoutes } from "./routes/usage.js";
 import { GatewayMetrics } from "./observability/gateway-metrics.js";
 import { RequestRecorder } from "./observability/request-recorder.js";
 import { HttpExchange } from "./http/exchange.js";
-import { tracesConfig, usageConfig } from "../lib/config.js";
+import { dashboardConfig, tracesConfig, usageConfig } from "../lib/config.js";
+import { MemberStore } from "../modules/accounts/mod.js";
+import { registerDashboardRoutes } from "./dashboard/routes.js";
 
 const gatewayId = `g${randomToken(10)}`;
 const log = createLogger("gateway", { pid: process.pid, gatewayId });
@@ -113,7 +115,19 @@ async function main(): Promise<void> {
   registerTraceRoutes(router, traceStore);
   registerUsageRoutes(router, { usage: usageStore, accounts: store });
   registerModelRoutes(router, catalog);
-  registerInvitationRoutes(router, { store, maxBodyBytes: config.maxBodyBytes });
+  const dashboard = readConfig(dashboardConfig);
+  const members = await MemberStore.open(nc, dashboard.sessionTtlSeconds);
+  registerInvitationRoutes(router, { store, members, maxBodyBytes: config.maxBodyBytes });
+  registerDashboardRoutes(router, {
+    accounts: store,
+    members,
+    traces: traceStore,
+    usage: usageStore,
+    sessionTtlSeconds: dashboard.sessionTtlSeconds,
+    signInAttempts: dashboard.signInAttempts,
+    secureCookies: dashboard.secureCookies,
+    log,
+  });
   registerChatRoutes(router, {
     catalog,
     client,

@@ -150,8 +150,10 @@ export const buckets = {
   usageMinute: "tributary_usage_minute",
   usageHour: "tributary_usage_hour",
   usageDay: "tributary_usage_day",
-  /** KV: dashboard members (`user.<org>.<user>`, `email.<sha256 of the email>`) and sign-in sessions (`session.<sha256 of the token>`). */
-  dashboard: "tributary_dashboard",
+  /** KV: dashboard members, `member.<org>.<member>` (scrypt password hash), and `email.<sha256 of the email>` (index). */
+  members: "tributary_members",
+  /** KV (max age: the session lifetime): dashboard sessions, `session.<sha256 of the token>`. */
+  sessions: "tributary_sessions",
 } as const;
 
 export const streams = {
