@@ -58,7 +58,8 @@ button.danger { background: #fff; color: var(--bad); border-color: var(--bad); }
 pre { background: #fff; border: 1px solid var(--line); padding: 10px; overflow: auto; max-height: 420px; white-space: pre-wrap; word-break: break-word; }
 .card { background: #fff; border: 1px solid var(--line); padding: 16px; border-radius: 6px; margin-bottom: 16px; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(180px, 1fr)); gap: 12px; }
-.kv dt { color: var(--muted); font-size: 12px; } .kv dd { margin: 0 0 8px; }
+.kv dt { color: var(--muted); font-size: 12px; } .kv dd { margin: 0 0 8px; overflow-wrap: anywhere; }
+figure { margin: 0 0 16px; }
 .notice { padding: 10px 14px; border-radius: 4px; background: #fff4e6; border: 1px solid #ffd8a8; margin-bottom: 12px; }
 .error { background: #fff5f5; border-color: #ffc9c9; color: var(--bad); }
 .secret { font-family: ui-monospace, monospace; background: #ebfbee; border: 1px solid #b2f2bb; padding: 8px; word-break: break-all; }

@@ -211,7 +211,7 @@ ${traces.data.map((tr) => html`<tr><td><a href="${link(tr)}">${formatTime(tr.cre
 <div class="card"><dl class="kv grid">${field("Request id", trace.request_id)}${field("Model", trace.model)}${field("Endpoint", trace.endpoint)}${field("Status", trace.status)}
 ${field("HTTP status", trace.http_status)}${field("Stream", trace.stream ? "yes" : "no")}${field("Batch", trace.batch ? "yes" : "no")}${field("Runner", trace.runner_id)}
 ${field("API key", trace.api_key_id)}${field("Received", new Date(tm.received_at).toISOString())}${field("Input tokens", trace.usage.input_tokens)}${field("Output tokens", trace.usage.output_tokens)}
-${field("Finish reasons", trace.finish_reasons.join(", "))}${field("TTFT", tm.ttft_ms === null ? null : `${tm.ttft_ms} ms`)}${field("Queue wait", tm.queue_wait_ms === null ? null : `${tm.queue_wait_ms} ms`)}${field("Chunks", trace.response.chunks)}</dl>
+${field("Finish reasons", trace.finish_reasons.join(", "))}${field("TTFT", tm.ttft_ms === null ? null : `${tm.ttft_ms} ms`)}${field("Queue wait", tm.queue_wait_ms === null ? null : `${tm.queue_wait_ms} ms`)}${field("Chunks", trace.stream ? trace.response.chunks : null)}</dl>
 ${trace.error ? html`<div class="notice error">${trace.error.type}${trace.error.code ? ` (${trace.error.code})` : ""}: ${trace.error.message}</div>` : ""}</div>
 <h2>Timeline</h2><div class="card">${timeline(phases, tm.total_ms)}</div>
 <h2>Prompt (as the engine saw it)</h2>${trace.prompt ? pretty(trace.prompt.text, trace.prompt.truncated) : html`<p class="muted">No runner admitted this request.</p>`}
