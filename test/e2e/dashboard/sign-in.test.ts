@@ -1,6 +1,7 @@
 import t from "tap";
 import { startActorHost, startGateway, startNats } from "../../harness/processes.js";
 import { CookieClient, ownerOrganization } from "../../harness/dashboard.js";
+import { admin, adminOk } from "../../harness/admin.js";
 
 // Dashboard sign-in: an invitation redeemed with an email and a password makes the first owner;
 // sign-in sets an HttpOnly, SameSite=Strict session cookie; a wrong password, a form without its
@@ -29,6 +30,21 @@ t.test("redeeming an invitation with an email and password makes the first owner
   });
   t.equal(again.status, 400, "a bad email is refused before the invitation is looked at");
   t.equal(((await again.json()) as { error: { param: string } }).error.param, "email");
+});
+
+t.test("an operator redeems an invitation with an owner (tributary admin, password on stdin)", async (t) => {
+  const { code } = await adminOk(actors, ["invitation", "create"]);
+  const r = await admin(actors, ["invitation", "redeem", code, "--org-name", "Ops Org", "--owner-email", "ops@example.com"], { input: "ops password 123\n" });
+  t.equal(r.code, 0, r.stderr);
+  t.match(r.json.ownerId, /^user_/);
+  const c = new CookieClient(gateway.url);
+  t.equal((await c.signIn("ops@example.com", "ops password 123")).status, 303, "the owner signs in");
+  const { code: second } = await adminOk(actors, ["invitation", "create"]);
+  const taken = await admin(actors, ["invitation", "redeem", second, "--org-name", "Again", "--owner-email", "nobody"], { input: "password 12345\n" });
+  t.equal(taken.code, 1, "a bad email is refused");
+  t.match(taken.stderr, /valid email/);
+  const retry = await admin(actors, ["invitation", "redeem", second, "--org-name", "Again"]);
+  t.equal(retry.code, 0, "and the invitation was not used up");
 });
 
 t.test("pages need a session", async (t) => {
