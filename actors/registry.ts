@@ -12,6 +12,7 @@ import type { MetricsRegistry } from "../lib/metrics.js";
 import { usageConfig } from "../lib/config.js";
 import { UsageFolder } from "./usage/usage-folder.js";
 import type { LineObserver } from "./batches/batch-worker.js";
+import type { UsageRecorder } from "../modules/usage/mod.js";
 
 export interface PlatformContext {
   catalog: readonly ModelSpec[];
@@ -19,6 +20,7 @@ export interface PlatformContext {
   /** The host's Prometheus metrics, usage rollups and trace writer (batch lines count there). */
   metrics: MetricsRegistry;
   lineObserver: LineObserver;
+  usage: UsageRecorder;
 }
 
 /**
@@ -52,6 +54,7 @@ function responseActors(ctx: PlatformContext): Array<() => Actor> {
         admissionTimeoutMs: timeouts.admissionTimeoutMs,
         runnerTimeoutMs: timeouts.runnerTimeoutMs,
         drainTimeoutMs: timeouts.drainTimeoutMs,
+        usage: ctx.usage,
       }),
   ];
 }

@@ -9,6 +9,7 @@ import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import { GenerationClient, RunnerDirectory } from "../../modules/inference/mod.js";
 import { BackgroundLifecycle, BackgroundQueue, backgroundJobSchema, ConversationStore, ResponseEventLog, ResponseService, ResponseStore, RunControl, type BackgroundJob, type RunOutcome } from "../../modules/responses/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
+import type { UsageRecorder } from "../../modules/usage/mod.js";
 
 export interface BackgroundWorkerSettings {
   catalog: readonly ModelSpec[];
@@ -20,6 +21,8 @@ export interface BackgroundWorkerSettings {
   admissionTimeoutMs: number;
   runnerTimeoutMs: number;
   drainTimeoutMs: number;
+  /** Usage rollups: each run counts (as a request of the response's project). */
+  usage?: UsageRecorder;
 }
 
 /** Deliveries of a job whose handling keeps throwing (stores unavailable) before it is given up. */
@@ -90,7 +93,31 @@ export class BackgroundResponseWorker implements Actor {
       log: this.log,
     });
     const { maxAttempts, requestTimeoutMs } = this.settings;
-    this.lifecycle = new BackgroundLifecycle({ nc, service, events, queue, maxAttempts, requestTimeoutMs, log: this.log });
+    const usage = this.settings.usage;
+    this.lifecycle = new BackgroundLifecycle({
+      nc,
+      service,
+      events,
+      queue,
+      maxAttempts,
+      requestTimeoutMs,
+      log: this.log,
+      onRunEnded: usage
+        ? (projectId, r) =>
+            usage.add({
+              at: Date.now(),
+              projectId,
+              // The key is not kept with a queued response: background usage is counted without one.
+              keyId: "",
+              model: r.model,
+              batch: false,
+              inputTokens: r.usage?.input_tokens ?? 0,
+              cachedInputTokens: r.usage?.input_tokens_details?.cached_tokens ?? 0,
+              outputTokens: r.usage?.output_tokens ?? 0,
+              error: r.status === "failed",
+            })
+        : undefined,
+    });
 
     this.cancelSubscription = nc.subscribe(subjects.responseCancelAll, {
       callback: (err, msg) => {

@@ -33,6 +33,8 @@ export interface BackgroundLifecycleDeps {
   maxAttempts: number;
   requestTimeoutMs: number;
   log: Logger;
+  /** Sees every run that ended (usage rollups count each run: a run started over spent tokens too). */
+  onRunEnded?: (projectId: string, response: ResponseObject) => void;
 }
 
 /**
@@ -201,6 +203,11 @@ export class BackgroundLifecycle {
       },
     });
 
+    try {
+      this.deps.onRunEnded?.(projectId, final);
+    } catch (err) {
+      this.deps.log.warn("recording a background run failed", { response: id, err });
+    }
     if (handedBack(final)) {
       if (streamed) {
         // Its events are out: it cannot start over elsewhere.

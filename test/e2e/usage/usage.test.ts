@@ -149,6 +149,19 @@ t.test("batch lines count as batch usage, and a logged line is traced", async (t
   t.match(JSON.parse(traces[0]!.request.text), { log: true, max_tokens: 8 });
 });
 
+t.test("a background response counts where it runs (the actor host)", async (t) => {
+  const res = await fetch(stack.gateway.url + "/v1/responses", {
+    method: "POST",
+    headers: { authorization: `Bearer ${KEY_B}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: TEST_MODEL, input: "Once", max_output_tokens: 16, background: true }),
+  });
+  t.equal(res.status, 200);
+  const page = await settled(`start_time=${start}&bucket_width=1d&batch=false&project_ids=proj_usage_b`, sent.b.requests + 1);
+  const s = sum(page.data);
+  t.equal(s.requests, sent.b.requests + 1, "one more request in its project");
+  t.equal(s.output, sent.b.output + 16, "with its output tokens");
+});
+
 t.test("organization keys only", async (t) => {
   const res = await usage(`start_time=${start}`, TEST_KEY);
   t.equal(res.status, 403);
