@@ -120,6 +120,7 @@ async function main(): Promise<void> {
   registerInvitationRoutes(router, { store, members, maxBodyBytes: config.maxBodyBytes });
   registerDashboardRoutes(router, {
     accounts: store,
+    batches: batchStore,
     members,
     traces: traceStore,
     usage: usageStore,

@@ -40,7 +40,7 @@ header .brand { font-weight: 700; letter-spacing: .02em; }
 header nav a { margin-right: 16px; color: var(--muted); text-decoration: none; }
 header nav a.on { color: var(--fg); font-weight: 600; }
 header .who { margin-left: auto; color: var(--muted); display: flex; gap: 12px; align-items: center; }
-main { padding: 20px 24px; max-width: 1200px; }
+main { padding: 20px 24px; max-width: 1440px; }
 h1 { font-size: 20px; margin: 0 0 16px; }
 h2 { font-size: 15px; margin: 24px 0 8px; }
 table { border-collapse: collapse; width: 100%; background: #fff; border: 1px solid var(--line); }
@@ -55,6 +55,7 @@ button { background: var(--accent); color: #fff; border-color: var(--accent); cu
 button.quiet { background: #fff; color: var(--fg); border-color: var(--line); }
 button.danger { background: #fff; color: var(--bad); border-color: var(--bad); }
 .status-success { color: var(--ok); } .status-error { color: var(--bad); } .status-cancelled, .status-client_disconnected { color: var(--muted); }
+progress { width: 140px; height: 12px; vertical-align: middle; }
 pre { background: #fff; border: 1px solid var(--line); padding: 10px; overflow: auto; max-height: 420px; white-space: pre-wrap; word-break: break-word; }
 .card { background: #fff; border: 1px solid var(--line); padding: 16px; border-radius: 6px; margin-bottom: 16px; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(180px, 1fr)); gap: 12px; }
@@ -73,7 +74,7 @@ svg text { font: 11px system-ui, sans-serif; fill: var(--muted); }
 export interface Layout {
   title: string;
   /** Navigation item that is active. */
-  active?: "traces" | "usage" | "keys";
+  active?: "traces" | "usage" | "keys" | "batches";
   email?: string;
   csrf?: string;
   project?: string;
@@ -83,7 +84,7 @@ export function page(layout: Layout, body: Html): string {
   const q = layout.project ? `?project=${encodeURIComponent(layout.project)}` : "";
   const nav = (key: NonNullable<Layout["active"]>, label: string) => html`<a href="/dashboard/${key}${new Html(esc(q))}" class="${layout.active === key ? "on" : ""}">${label}</a>`;
   const header = layout.email
-    ? html`<header><span class="brand">Tributary</span><nav>${nav("traces", "Logs")}${nav("usage", "Usage")}${nav("keys", "API keys")}</nav>
+    ? html`<header><span class="brand">Tributary</span><nav>${nav("traces", "Logs")}${nav("usage", "Usage")}${nav("batches", "Batches")}${nav("keys", "API keys")}</nav>
 <span class="who"><span>${layout.email}</span><form method="post" action="/dashboard/sign-out"><input type="hidden" name="csrf" value="${layout.csrf}"><button class="quiet" type="submit">Sign out</button></form></span></header>`
     : html``;
   return `<!doctype html>

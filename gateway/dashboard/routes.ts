@@ -8,11 +8,13 @@ import { parseTraceQuery, TRACE_ID, type Trace, type TraceStore } from "../../mo
 import { parseUsageQuery, usagePage, type UsageStore } from "../../modules/usage/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
+import type { BatchStore } from "../../modules/batches/mod.js";
 import { barChart, CSP, esc, formatNumber, formatTime, Html, html, page, STYLESHEET, timeline } from "./html.js";
 import { parseCookies, sameToken, SignInThrottle } from "./sign-in-guard.js";
 
 export interface DashboardDeps {
   accounts: AccountStore;
+  batches: BatchStore;
   members: MemberStore;
   traces: TraceStore;
   usage: UsageStore;
@@ -93,7 +95,7 @@ export function registerDashboardRoutes(router: Router, deps: DashboardDeps): vo
     return form;
   }
 
-  const layoutOf = (s: Signed, title: string, active: "traces" | "usage" | "keys") => ({ title, active, email: s.session.email, csrf: s.session.csrf, project: s.project });
+  const layoutOf = (s: Signed, title: string, active: "traces" | "usage" | "keys" | "batches") => ({ title, active, email: s.session.email, csrf: s.session.csrf, project: s.project });
   const projectPicker = (s: Signed, path: string, extra: Html = html``) =>
     html`<form class="filters" method="get" action="${path}"><label>Project<select name="project">${s.projects.map((p) => html`<option value="${p.id}" ${p.id === s.project ? new Html("selected") : ""}>${p.name} (${p.id})</option>`)}</select></label>${extra}<button type="submit">Show</button></form>`;
 
@@ -259,6 +261,30 @@ ${[...totals].map(([model, t]) => html`<tr><td>${model}</td><td class="num">${fo
     const widthPicker = html`<label>Buckets<select name="width">${(["1m", "1h", "1d"] as const).map((w) => html`<option value="${w}" ${w === width ? new Html("selected") : ""}>${{ "1m": "minutes (last hour)", "1h": "hours (last day)", "1d": "days (last 30)" }[w]}</option>`)}</select></label>`;
     sendHtml(ex, 200, page(layoutOf(s, "Usage", "usage"), html`<h1>Usage</h1>${projectPicker(s, "/dashboard/usage", widthPicker)}${body}`));
   }, pub);
+
+  // ---- batches ----
+
+  router.get("/dashboard/batches", async (ex) => {
+    const s = await signedIn(ex);
+    if (!s) return;
+    const after = ex.searchParams().get("after") ?? undefined;
+    const page = await deps.batches.list(s.project, 20, after && /^batch_[A-Za-z0-9]{1,64}$/.test(after) ? after : undefined);
+    const rows = page.data.map((b) => {
+      const c = b.request_counts;
+      const done = c.completed + c.failed;
+      const pct = c.total > 0 ? Math.round((done / c.total) * 100) : 0;
+      const file = (id: string | null) => (id ? html`<code>${id}</code>` : "—");
+      return html`<tr><td><code>${b.id}</code></td><td>${b.endpoint}</td><td>${b.status}</td>
+<td><progress max="${Math.max(1, c.total)}" value="${done}" aria-label="progress of ${b.id}">${pct}%</progress> <span class="muted">${done} / ${c.total}</span></td>
+<td class="num">${c.completed}</td><td class="num">${c.failed}</td><td>${file(b.output_file_id)}</td><td>${file(b.error_file_id)}</td><td>${formatTime(b.created_at)}</td></tr>`;
+    });
+    const next = page.has_more && page.data.length > 0 ? `/dashboard/batches?project=${encodeURIComponent(s.project)}&after=${encodeURIComponent(page.data.at(-1)!.id)}` : undefined;
+    sendHtml(ex, 200, page_(s, html`<h1>Batches</h1>${projectPicker(s, "/dashboard/batches")}
+<table><thead><tr><th>Batch</th><th>Endpoint</th><th>Status</th><th>Progress</th><th>Completed</th><th>Failed</th><th>Output file</th><th>Error file</th><th>Created</th></tr></thead><tbody>${rows}</tbody></table>
+${page.data.length === 0 ? html`<p class="muted">No batches in this project.</p>` : ""}<div class="pager">${next ? html`<a href="${next}">Older →</a>` : ""}</div>`));
+  }, pub);
+
+  const page_ = (s: Signed, body: Html) => page(layoutOf(s, "Batches", "batches"), body);
 
   // ---- API keys ----
 

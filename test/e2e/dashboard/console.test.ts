@@ -5,9 +5,12 @@ import { chromium, type Browser, type Page } from "playwright-core";
 import { startStack } from "../../harness/stack.js";
 import { repoRoot, TEST_MODEL } from "../../harness/processes.js";
 import { ownerOrganization } from "../../harness/dashboard.js";
+import OpenAI from "openai";
+import { chatLine, createBatch, waitForBatch } from "../../harness/batches.js";
 
 // The console in real headless Chromium (Debian's chromium, driven with playwright-core): sign
-// in, a wrong password, find a logged request by model and open its detail, see the usage plot,
+// in, a wrong password, find a logged request by model and open its detail, see the usage plot and
+// a batch's progress,
 // create a key (shown once) and revoke it (the API refuses it at once), and a prompt holding
 // markup rendered as text (no dialog fires). Screenshots of the main pages go to
 // .tap/dashboard-screenshots/.
@@ -121,11 +124,26 @@ t.test("usage: plots of requests, tokens and errors", async (t) => {
     requests = (await page.locator("main table tbody tr td").nth(1).textContent().catch(() => "")) ?? "";
     if (requests !== "5") await page.waitForTimeout(100);
   }
-  t.equal(requests, "5", "five requests, logged or not");
+  t.equal(requests, "5", "five requests, logged or not (the batch below comes later)");
   t.match(await page.textContent("main table tbody tr td"), TEST_MODEL);
   const bars = await page.locator("figure svg rect").evaluateAll((rects) => rects.filter((r) => Number(r.getAttribute("height")) > 0).length);
   t.ok(bars >= 2, "requests and tokens plotted");
   await page.screenshot({ path: join(SHOTS, "usage.png"), fullPage: true });
+});
+
+t.test("batches: a batch's progress, counts and files", async (t) => {
+  const client = new OpenAI({ apiKey: KEY, baseURL: stack.gateway.baseURL, maxRetries: 0 });
+  const batch = await createBatch(client, [chatLine("a"), chatLine("b"), chatLine("c")]);
+  const done = await waitForBatch(client, batch.id, 60_000);
+  t.equal(done.status, "completed");
+  await page.goto(base + "/dashboard/batches");
+  const row = page.locator("tr", { hasText: batch.id });
+  t.equal(await row.count(), 1);
+  t.equal(await row.locator("progress").getAttribute("max"), "3");
+  t.equal(await row.locator("progress").getAttribute("value"), "3", "every line done");
+  t.match(await row.textContent(), /completed/);
+  t.match(await row.textContent(), done.output_file_id!);
+  await page.screenshot({ path: join(SHOTS, "batches.png"), fullPage: true });
 });
 
 t.test("API keys: create (shown once) and revoke", async (t) => {
