@@ -125,7 +125,8 @@ export function describe(
   body: { model: string; stream?: boolean | null; log?: boolean | null; temperature?: number | null; top_p?: number | null },
   maxTokens?: number | null,
 ): void {
-  obs.model = body.model;
+  // Bounded: the model names a trace's subject and a metrics label (an unknown one is refused anyway).
+  obs.model = body.model.slice(0, 256);
   obs.stream = body.stream === true;
   obs.log = body.log === true;
   obs.request = { maxTokens, temperature: body.temperature, topP: body.top_p };
