@@ -74,7 +74,7 @@ svg text { font: 11px system-ui, sans-serif; fill: var(--muted); }
 export interface Layout {
   title: string;
   /** Navigation item that is active. */
-  active?: "traces" | "usage" | "keys" | "batches";
+  active?: "traces" | "usage" | "keys" | "batches" | "members";
   email?: string;
   csrf?: string;
   project?: string;
@@ -84,7 +84,7 @@ export function page(layout: Layout, body: Html): string {
   const q = layout.project ? `?project=${encodeURIComponent(layout.project)}` : "";
   const nav = (key: NonNullable<Layout["active"]>, label: string) => html`<a href="/dashboard/${key}${new Html(esc(q))}" class="${layout.active === key ? "on" : ""}">${label}</a>`;
   const header = layout.email
-    ? html`<header><span class="brand">Tributary</span><nav>${nav("traces", "Logs")}${nav("usage", "Usage")}${nav("batches", "Batches")}${nav("keys", "API keys")}</nav>
+    ? html`<header><span class="brand">Tributary</span><nav>${nav("traces", "Logs")}${nav("usage", "Usage")}${nav("batches", "Batches")}${nav("keys", "API keys")}${nav("members", "Members")}</nav>
 <span class="who"><span>${layout.email}</span><form method="post" action="/dashboard/sign-out"><input type="hidden" name="csrf" value="${layout.csrf}"><button class="quiet" type="submit">Sign out</button></form></span></header>`
     : html``;
   return `<!doctype html>

@@ -95,7 +95,7 @@ export function registerDashboardRoutes(router: Router, deps: DashboardDeps): vo
     return form;
   }
 
-  const layoutOf = (s: Signed, title: string, active: "traces" | "usage" | "keys" | "batches") => ({ title, active, email: s.session.email, csrf: s.session.csrf, project: s.project });
+  const layoutOf = (s: Signed, title: string, active: "traces" | "usage" | "keys" | "batches" | "members") => ({ title, active, email: s.session.email, csrf: s.session.csrf, project: s.project });
   const projectPicker = (s: Signed, path: string, extra: Html = html``) =>
     html`<form class="filters" method="get" action="${path}"><label>Project<select name="project">${s.projects.map((p) => html`<option value="${p.id}" ${p.id === s.project ? new Html("selected") : ""}>${p.name} (${p.id})</option>`)}</select></label>${extra}<button type="submit">Show</button></form>`;
 
@@ -285,6 +285,46 @@ ${page.data.length === 0 ? html`<p class="muted">No batches in this project.</p>
   }, pub);
 
   const page_ = (s: Signed, body: Html) => page(layoutOf(s, "Batches", "batches"), body);
+
+  // ---- members ----
+
+  async function membersPage(ex: HttpExchange, s: Signed, status = 200, message?: string): Promise<void> {
+    const members = await deps.members.list(s.session.organization_id);
+    const owner = s.session.role === "owner";
+    sendHtml(ex, status, page(layoutOf(s, "Members", "members"), html`<h1>Members</h1>
+${message ? html`<div class="notice">${message}</div>` : ""}
+<table><thead><tr><th>Email</th><th>Role</th><th>Id</th><th>Added</th></tr></thead><tbody>
+${members.map((m) => html`<tr><td>${m.email}</td><td>${m.role}</td><td>${m.id}</td><td>${formatTime(m.created_at)}</td></tr>`)}</tbody></table>
+${owner ? html`<h2>Add a member</h2><div class="card"><form class="filters" method="post" action="/dashboard/members"><input type="hidden" name="csrf" value="${s.session.csrf}">
+<label>Email<input name="email" type="email" maxlength="254" required></label><label>Initial password<input name="password" type="password" minlength="8" maxlength="1024" required></label>
+<label>Role<select name="role"><option value="member">member</option><option value="owner">owner</option></select></label><button type="submit">Add</button></form>
+<p class="muted">Give the new member their password another way; they sign in with it.</p></div>` : html`<p class="muted">Owners add members.</p>`}`));
+  }
+
+  router.get("/dashboard/members", async (ex) => {
+    const s = await signedIn(ex);
+    if (s) await membersPage(ex, s);
+  }, pub);
+
+  router.post("/dashboard/members", async (ex) => {
+    const s = await signedIn(ex);
+    if (!s) return;
+    const form = await checkedForm(ex, s);
+    if (!form) return;
+    if (s.session.role !== "owner") return membersPage(ex, s, 403, "Only owners add members.");
+    try {
+      const m = await deps.members.create({
+        organizationId: s.session.organization_id,
+        email: form.get("email") ?? "",
+        password: form.get("password") ?? "",
+        role: form.get("role") === "owner" ? "owner" : "member",
+      });
+      await membersPage(ex, s, 200, `${m.email} added as ${m.role}.`);
+    } catch (err) {
+      if (!isDomainError(err)) throw err;
+      await membersPage(ex, s, 400, messageOf(err));
+    }
+  }, pub);
 
   // ---- API keys ----
 

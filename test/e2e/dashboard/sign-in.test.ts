@@ -9,7 +9,7 @@ import { admin, adminOk } from "../../harness/admin.js";
 // five times looser, per address).
 // No runner is needed: nothing here generates.
 
-const TTL = 3;
+const TTL = 6;
 const ATTEMPTS = 3;
 const nats = await startNats();
 t.teardown(() => nats.stop());
@@ -117,6 +117,30 @@ t.test("forms without their CSRF token change nothing", async (t) => {
   const bare = await fetch(gateway.url + "/dashboard/sign-in", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams({ email: EMAIL, password: PASSWORD }).toString(), redirect: "manual" });
   t.equal(bare.status, 403);
   t.equal(bare.headers.get("set-cookie")?.includes("tributary_session"), false);
+});
+
+t.test("owners add members; members cannot", async (t) => {
+  const owner = new CookieClient(gateway.url);
+  t.equal((await owner.signIn(EMAIL, PASSWORD)).status, 303);
+  const page = await owner.request("/dashboard/members");
+  t.match(page.text, EMAIL);
+  const csrf = CookieClient.csrfOf(page.text);
+  const added = await owner.request("/dashboard/members", { form: { csrf, email: "bob@example.com", password: "bob's password", role: "member" } });
+  t.equal(added.status, 200);
+  t.match(added.text, /bob@example.com added as member/);
+  const twice = await owner.request("/dashboard/members", { form: { csrf, email: "BOB@example.com", password: "another password", role: "member" } });
+  t.equal(twice.status, 400, "an email is taken once");
+  const short = await owner.request("/dashboard/members", { form: { csrf, email: "carol@example.com", password: "1234567", role: "member" } });
+  t.equal(short.status, 400, "7 characters: too short");
+  const noCsrf = await owner.request("/dashboard/members", { form: { email: "eve@example.com", password: "eve's password", role: "owner" } });
+  t.equal(noCsrf.status, 403);
+  const bob = new CookieClient(gateway.url);
+  t.equal((await bob.signIn("bob@example.com", "bob's password")).status, 303, "the member signs in");
+  const bobPage = await bob.request("/dashboard/members");
+  t.match(bobPage.text, /Owners add members/);
+  const refused = await bob.request("/dashboard/members", { form: { csrf: CookieClient.csrfOf(bobPage.text), email: "mallory@example.com", password: "mallory's password", role: "owner" } });
+  t.equal(refused.status, 403, "a member cannot add members");
+  t.notMatch((await owner.request("/dashboard/members")).text, /mallory|eve@/, "nobody was added");
 });
 
 t.test("a session expires", async (t) => {
