@@ -146,6 +146,13 @@ t.test("batches: a batch's progress, counts and files", async (t) => {
   await page.screenshot({ path: join(SHOTS, "batches.png"), fullPage: true });
 });
 
+t.test("members", async (t) => {
+  await page.goto(base + "/dashboard/members");
+  t.match(await page.textContent("main table"), EMAIL);
+  t.match(await page.textContent("main table"), /owner/);
+  await page.screenshot({ path: join(SHOTS, "members.png"), fullPage: true });
+});
+
 t.test("API keys: create (shown once) and revoke", async (t) => {
   await page.goto(base + "/dashboard/keys");
   await page.fill('input[name="name"]', "from the console");
