@@ -38,7 +38,7 @@ async function main(): Promise<void> {
   metrics.collected("tributary_traces_dropped_total", "traces dropped: the writer's buffer was full or the trace stream refused them", "counter", [], () => [{ labels: {}, value: traces.dropped }]);
   metrics.collected("tributary_traces_written_total", "traces stored in the trace stream", "counter", [], () => [{ labels: {}, value: traces.written }]);
   const lineObserver = new BatchLineObserver({ usage, traces, metrics, maxTraceBodyBytes: traceSettings.maxBodyBytes });
-  const factories = platformActors({ catalog, home: common.home, metrics, lineObserver, usage });
+  const factories = platformActors({ catalog, home: common.home, metrics, lineObserver, usage, traces: { writer: traces, maxBodyBytes: traceSettings.maxBodyBytes } });
   for (const make of factories) await supervisor.spawn(make);
   const metricsSettings = readConfig(metricsConfig);
   const metricsServer = metricsSettings.actorsPort > 0 ? await serveMetrics(metrics, metricsSettings.actorsPort, metricsSettings.actorsHost) : undefined;

@@ -13,6 +13,7 @@ import { usageConfig } from "../lib/config.js";
 import { UsageFolder } from "./usage/usage-folder.js";
 import type { LineObserver } from "./batches/batch-worker.js";
 import type { UsageRecorder } from "../modules/usage/mod.js";
+import type { TraceWriter } from "../modules/traces/mod.js";
 
 export interface PlatformContext {
   catalog: readonly ModelSpec[];
@@ -21,6 +22,7 @@ export interface PlatformContext {
   metrics: MetricsRegistry;
   lineObserver: LineObserver;
   usage: UsageRecorder;
+  traces: { writer: TraceWriter; maxBodyBytes: number };
 }
 
 /**
@@ -55,6 +57,7 @@ function responseActors(ctx: PlatformContext): Array<() => Actor> {
         runnerTimeoutMs: timeouts.runnerTimeoutMs,
         drainTimeoutMs: timeouts.drainTimeoutMs,
         usage: ctx.usage,
+        traces: ctx.traces,
       }),
   ];
 }

@@ -165,6 +165,17 @@ t.test("a logged response and a logged template run", async (t) => {
   noCredentials(t, tt);
 });
 
+t.test("a logged background response is traced where it runs", async (t) => {
+  const res = await call("POST", "/v1/responses", { model: TEST_MODEL, input: "A quiet river", max_output_tokens: 16, background: true, log: true });
+  t.equal(res.status, 200);
+  const tr = await traceOf(res.body.id as string);
+  t.match(tr, { endpoint: "/v1/responses", status: "success", http_status: 0, project_id: "proj-local", batch: false, usage: { output_tokens: 16 } });
+  t.equal(JSON.parse(tr.response.text).id, res.body.id);
+  t.match(tr.prompt.text, /A quiet river/);
+  t.equal(JSON.parse(tr.request.text).background, true);
+  noCredentials(t, tr);
+});
+
 t.test("a failed request is traced with its error", async (t) => {
   const res = await call("POST", "/v1/chat/completions", { model: TEST_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 5000, log: true });
   t.equal(res.status, 400);
