@@ -8,10 +8,21 @@ import { FileSweeper } from "./files/file-sweeper.js";
 import { BudgetHostActor, budgetHostOptions } from "./ratelimit/budget-host.js";
 import { BackgroundResponseWorker } from "./responses/background-worker.js";
 import type { Actor } from "../modules/actor-runtime/mod.js";
+import type { MetricsRegistry } from "../lib/metrics.js";
+import { usageConfig } from "../lib/config.js";
+import { UsageFolder } from "./usage/usage-folder.js";
+import type { LineObserver } from "./batches/batch-worker.js";
+import type { UsageRecorder } from "../modules/usage/mod.js";
+import type { TraceWriter } from "../modules/traces/mod.js";
 
 export interface PlatformContext {
   catalog: readonly ModelSpec[];
   home: string;
+  /** The host's Prometheus metrics, usage rollups and trace writer (batch lines count there). */
+  metrics: MetricsRegistry;
+  lineObserver: LineObserver;
+  usage: UsageRecorder;
+  traces: { writer: TraceWriter; maxBodyBytes: number };
 }
 
 /**
@@ -19,7 +30,14 @@ export interface PlatformContext {
  * restart). Each platform feature adds its actors here.
  */
 export function platformActors(ctx: PlatformContext): Array<() => Actor> {
-  return [...accountActors(ctx), ...fileAndBatchActors(ctx), ...responseActors(ctx)];
+  return [...accountActors(ctx), ...fileAndBatchActors(ctx), ...responseActors(ctx), ...usageActors(ctx)];
+}
+
+/** Usage: folds the per-minute rows every process publishes into minute, hour and day buckets. */
+function usageActors(ctx: PlatformContext): Array<() => Actor> {
+  const usage = readConfig(usageConfig);
+  const folded = ctx.metrics.counter("tributary_usage_rows_folded_total", "usage rollup rows added into the usage buckets");
+  return [() => new UsageFolder({ minuteRetentionSeconds: usage.minuteRetentionSeconds, folded })];
 }
 
 /** Background responses (POST /v1/responses with background: true). */
@@ -38,6 +56,8 @@ function responseActors(ctx: PlatformContext): Array<() => Actor> {
         admissionTimeoutMs: timeouts.admissionTimeoutMs,
         runnerTimeoutMs: timeouts.runnerTimeoutMs,
         drainTimeoutMs: timeouts.drainTimeoutMs,
+        usage: ctx.usage,
+        traces: ctx.traces,
       }),
   ];
 }
@@ -73,6 +93,7 @@ function fileAndBatchActors(ctx: PlatformContext): Array<() => Actor> {
       runnerTimeoutMs: timeouts.runnerTimeoutMs,
       requestTimeoutMs: timeouts.requestTimeoutMs,
       responseTtlSeconds: readConfig(responsesConfig).ttlSeconds,
+      observer: ctx.lineObserver,
     }),
   ];
 }

@@ -21,7 +21,7 @@ export const adminUsage = `usage: tributary admin [--json] [--addr host:port] [-
   invitation create [--note TEXT] [--expires-in 14d]       the code is shown once
   invitation list
   invitation revoke INVITATION_ID
-  invitation redeem CODE --org-name NAME [--project-name NAME] [--key-name NAME]
+  invitation redeem CODE --org-name NAME [--project-name NAME] [--key-name NAME] [--owner-email EMAIL  (password on stdin)]
 
 The service is found at TRIBUTARY_ADMIN_ADDR (default 127.0.0.1:50051); the token is
 TRIBUTARY_ADMIN_TOKEN, else the one the actor host made in $TRIBUTARY_HOME/admin-token.
@@ -78,6 +78,7 @@ export async function runAdmin(argv: string[], out: NodeJS.WritableStream = proc
         "project-name": { type: "string" },
         "org-name": { type: "string" },
         "key-name": { type: "string" },
+        "owner-email": { type: "string" },
         org: { type: "string" },
         project: { type: "string" },
         note: { type: "string" },
@@ -176,10 +177,18 @@ export async function runAdmin(argv: string[], out: NodeJS.WritableStream = proc
         const r = await call(
           client,
           client.redeemInvitation,
-          { code: need(arg, "CODE"), organizationName: need(o["org-name"], "--org-name"), projectName: o["project-name"] ?? "", keyName: o["key-name"] ?? "" },
+          {
+            code: need(arg, "CODE"),
+            organizationName: need(o["org-name"], "--org-name"),
+            projectName: o["project-name"] ?? "",
+            keyName: o["key-name"] ?? "",
+            ownerEmail: o["owner-email"] ?? "",
+            // The owner's password comes on stdin (one line), never on the command line where other users could see it.
+            ownerPassword: o["owner-email"] ? await readLine(process.stdin) : "",
+          },
           token,
         );
-        print(r, `organization ${r.organization!.id} (${r.organization!.name}), project ${r.project!.id}, key ${r.key!.id}:\n\n  ${r.secret}\n\n`);
+        print(r, `organization ${r.organization!.id} (${r.organization!.name}), project ${r.project!.id}${r.ownerId ? `, owner ${r.ownerId}` : ""}, key ${r.key!.id}:\n\n  ${r.secret}\n\n`);
         break;
       }
       default:
@@ -205,4 +214,16 @@ export async function runAdmin(argv: string[], out: NodeJS.WritableStream = proc
 function statusName(code: number): string {
   const names = ["OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"];
   return names[code] ?? `code ${code}`;
+}
+
+/** The first line of a stream (a password piped in), without its line end. */
+async function readLine(input: NodeJS.ReadableStream): Promise<string> {
+  let text = "";
+  for await (const chunk of input) {
+    text += String(chunk);
+    const end = text.indexOf("\n");
+    if (end >= 0) return text.slice(0, end).replace(/\r$/, "");
+    if (text.length > 4096) break;
+  }
+  return text.replace(/\r?\n$/, "");
 }

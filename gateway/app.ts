@@ -28,6 +28,9 @@ export class GatewayServer {
   private idleWaiters: Array<() => void> = [];
   port = 0;
 
+  /** Runs once a request is over (metrics, usage, traces); its errors are logged, never the request's. */
+  onFinished: ((ex: HttpExchange) => void) | undefined;
+
   constructor(private readonly router: Router, private readonly authenticator: Authenticator, private readonly limits: EdgeLimits, private readonly log: Logger) {
     assertNativeUws();
     this.connections = new ConnectionLimiter(limits.maxConnections, limits.maxConnectionsPerAddress);
@@ -100,9 +103,15 @@ export class GatewayServer {
       return;
     }
     this.open.add(ex);
+    ex.route = match.pattern;
     void this.run(ex, match)
       .then(() => ex.finished)
       .finally(() => {
+        try {
+          this.onFinished?.(ex);
+        } catch (err) {
+          this.log.error("recording a finished request failed", { requestId: ex.requestId, err });
+        }
         this.connections.release(ex.remoteAddress);
         this.open.delete(ex);
         if (this.open.size === 0 && this.idleWaiters.length > 0) for (const w of this.idleWaiters.splice(0)) w();
@@ -123,8 +132,9 @@ export class GatewayServer {
         throw new Error(`handler for ${ex.method} ${ex.path} did not respond`);
       }
     } catch (err) {
-      if (ex.aborted) return;
       const error = asDomainError(err);
+      if (ex.observation && !ex.observation.error && !ex.observation.cancelled) ex.observation.fail(error);
+      if (ex.aborted) return;
       if (error._tag === "Internal") this.log.error("request failed", { requestId: ex.requestId, method: ex.method, path: ex.path, err: isDomainError(err) ? error.cause : err });
       if (!ex.responded) ex.error(error);
       // A stream that failed without ending itself: drop the connection rather than leave the client waiting.

@@ -27,6 +27,17 @@ import { registerInvitationRoutes } from "./routes/invitations.js";
 import { registerModelRoutes } from "./routes/models.js";
 import { PendingBudget } from "./sse/pending-budget.js";
 import { keepServingOnUncaughtErrors } from "./last-resort.js";
+import { TraceStore, TraceWriter } from "../modules/traces/mod.js";
+import { UsageRecorder, UsageStore } from "../modules/usage/mod.js";
+import { METRICS_CONTENT_TYPE } from "../lib/metrics.js";
+import { registerTraceRoutes } from "./routes/traces.js";
+import { registerUsageRoutes } from "./routes/usage.js";
+import { GatewayMetrics } from "./observability/gateway-metrics.js";
+import { RequestRecorder } from "./observability/request-recorder.js";
+import { HttpExchange } from "./http/exchange.js";
+import { dashboardConfig, tracesConfig, usageConfig } from "../lib/config.js";
+import { MemberStore } from "../modules/accounts/mod.js";
+import { registerDashboardRoutes } from "./dashboard/routes.js";
 
 const gatewayId = `g${randomToken(10)}`;
 const log = createLogger("gateway", { pid: process.pid, gatewayId });
@@ -74,12 +85,51 @@ async function main(): Promise<void> {
   const streamBudget = new PendingBudget(config.maxPendingStreamBytes, config.maxPendingTotalBytes, (bound, heldBytes) =>
     log.warn("slow SSE client dropped", { bound, heldBytes, heldInTotal: streamBudget.used }),
   );
+  // Traces and usage: recorded when a request is over, written in the background.
+  const traceSettings = readConfig(tracesConfig);
+  const usageSettings = readConfig(usageConfig);
+  const traceStore = await TraceStore.open(nc, { maxAgeSeconds: traceSettings.retentionSeconds, maxBytes: traceSettings.maxStreamBytes }, log);
+  const traceWriter = new TraceWriter(traceStore.js, { maxBuffered: traceSettings.bufferTraces, maxBufferedBytes: 64 * 1024 * 1024, flushMs: traceSettings.flushMs }, log);
+  traceWriter.start();
+  await UsageStore.openStream(nc);
+  const usageStore = await UsageStore.open(nc, usageSettings.minuteRetentionSeconds);
+  const usageRecorder = new UsageRecorder(traceStore.js, gatewayId, { flushMs: usageSettings.flushMs, maxRows: 100_000 }, log);
+  usageRecorder.start();
+
   let draining = false;
+  let server: GatewayServer | undefined;
+  const metrics = new GatewayMetrics({
+    inFlight: () => server?.inFlight ?? 0,
+    activeStreams: () => HttpExchange.openStreams,
+    ssePendingBytes: () => streamBudget.used,
+    runners: directory,
+    models: [...catalog.keys()],
+    traces: traceWriter,
+    usage: usageRecorder,
+  });
+  const recorder = new RequestRecorder({ metrics, usage: usageRecorder, traces: traceWriter, models: new Set(catalog.keys()), maxTraceBodyBytes: traceSettings.maxBodyBytes });
   const router = new Router();
+  const dashboard = readConfig(dashboardConfig);
+  const members = await MemberStore.open(nc, dashboard.sessionTtlSeconds);
   const natsLink = connectionState(nc);
   registerHealthRoutes(router, { natsConnected: natsLink.connected, draining: () => draining, readyRunners: () => directory.readyCount() });
   registerModelRoutes(router, catalog, directory);
-  registerInvitationRoutes(router, { store, maxBodyBytes: config.maxBodyBytes });
+  registerInvitationRoutes(router, { store, members, maxBodyBytes: config.maxBodyBytes });
+  // Prometheus: no key (scrapers carry none); it names models and counts, never a project or key.
+  router.get("/metrics", (ex) => ex.send(200, metrics.registry.render(), METRICS_CONTENT_TYPE), { public: true });
+  registerTraceRoutes(router, traceStore);
+  registerUsageRoutes(router, { usage: usageStore, accounts: store });
+  registerDashboardRoutes(router, {
+    accounts: store,
+    batches: batchStore,
+    members,
+    traces: traceStore,
+    usage: usageStore,
+    sessionTtlSeconds: dashboard.sessionTtlSeconds,
+    signInAttempts: dashboard.signInAttempts,
+    secureCookies: dashboard.secureCookies,
+    log,
+  });
   registerChatRoutes(router, {
     catalog,
     client,
@@ -113,7 +163,7 @@ async function main(): Promise<void> {
   registerFileRoutes(router, { store: fileStore, maxFileBytes: files.maxFileBytes, maxBatchFileBytes: files.maxBatchFileBytes, maxBodyBytes: config.maxBodyBytes });
   registerBatchRoutes(router, { batches: batchStore, files: fileStore, maxBodyBytes: config.maxBodyBytes });
 
-  const server = new GatewayServer(router, new AccountAuthenticator(accountDirectory, lastUsed), {
+  server = new GatewayServer(router, new AccountAuthenticator(accountDirectory, lastUsed), {
     maxHeaderBytes: config.maxHeaderBytes,
     maxHeaders: config.maxHeaders,
     bodyTimeoutMs: config.bodyTimeoutMs,
@@ -122,6 +172,7 @@ async function main(): Promise<void> {
     maxConnections: config.maxConnections,
     maxConnectionsPerAddress: config.maxConnectionsPerAddress,
   }, log);
+  server.onFinished = (ex) => recorder.finished(ex);
   const port = await server.listen(config.host, config.port);
   keepServingOnUncaughtErrors(log);
   log.info("gateway listening", { host: config.host, port, models: [...catalog.keys()], rateLimits: rateLimits.enabled === "on" ? rateLimits.scope : "off" });
@@ -132,13 +183,15 @@ async function main(): Promise<void> {
       draining = true;
       const drained = await server.close(timeouts.drainTimeoutMs);
       if (!drained) {
-        log.warn("drain timeout: ending open streams", { inFlight: server.inFlight });
+        log.warn("drain timeout: ending open streams", { inFlight: server!.inFlight });
         client.failAll(new ShuttingDown());
         await new Promise((r) => setTimeout(r, 100));
-        server.closeAll();
+        server!.closeAll();
       }
       client.stop();
       directory.stop();
+      await traceWriter.stop();
+      await usageRecorder.stop();
       await rateLimiter.stop();
       await lastUsed.stop();
       accountDirectory.stop();

@@ -196,6 +196,45 @@ export const responsesConfig = Config.all({
   backgroundMaxAttempts: int("TRIBUTARY_BACKGROUND_MAX_ATTEMPTS", 3),
 });
 
+/** Traces of `log: true` requests (gateways and actor hosts write them; the stream's limits are set by whoever opens it). */
+export const tracesConfig = Config.all({
+  /** Traces older than this expire (whole messages, oldest first). */
+  retentionSeconds: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 10 * 365 * 24 * 3600 })), "TRIBUTARY_TRACE_RETENTION_SECONDS").pipe(Config.withDefault(30 * 24 * 3600)),
+  /** Bytes the trace stream may hold; past it the oldest traces go first (-1: no limit). */
+  maxStreamBytes: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(-1)), "TRIBUTARY_TRACE_MAX_STREAM_BYTES").pipe(Config.withDefault(10 * 1024 * 1024 * 1024)),
+  /** Each recorded body (request, response, prompt) is cut at this many bytes, with `truncated: true`. */
+  maxBodyBytes: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 256, maximum: 262_144 })), "TRIBUTARY_TRACE_MAX_BODY_BYTES").pipe(Config.withDefault(65_536)),
+  /** Traces waiting to be written, per process; past it new traces are dropped (and counted). */
+  bufferTraces: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1_000_000 })), "TRIBUTARY_TRACE_BUFFER").pipe(Config.withDefault(10_000)),
+  /** How often the buffer is written out. */
+  flushMs: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 60_000 })), "TRIBUTARY_TRACE_FLUSH_MS").pipe(Config.withDefault(200)),
+});
+
+/** Usage rollups: how often processes publish their per-minute counts, how long the buckets are kept. */
+export const usageConfig = Config.all({
+  /** How often a gateway or actor host publishes the counts it gathered (the usage API is at most this much behind, plus the fold). */
+  flushMs: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 10, maximum: 60_000 })), "TRIBUTARY_USAGE_FLUSH_MS").pipe(Config.withDefault(5_000)),
+  /** Minute buckets are kept this long; hour and day buckets 400 days. */
+  minuteRetentionSeconds: int("TRIBUTARY_USAGE_MINUTE_RETENTION_SECONDS", 8 * 24 * 3600),
+});
+
+/** Prometheus metrics of the actor host (the gateway serves /metrics on its own port). */
+export const metricsConfig = Config.all({
+  /** Port of the actor host's /metrics (0: off). */
+  actorsPort: int("TRIBUTARY_ACTORS_METRICS_PORT", 0),
+  actorsHost: str("TRIBUTARY_ACTORS_METRICS_HOST", "0.0.0.0"),
+});
+
+/** The dashboard: sign-in sessions. */
+export const dashboardConfig = Config.all({
+  /** A session ends this long after sign-in. */
+  sessionTtlSeconds: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 30 * 24 * 3600 })), "TRIBUTARY_SESSION_TTL_SECONDS").pipe(Config.withDefault(12 * 3600)),
+  /** Failed sign-ins allowed per account and per address in 15 minutes before they are refused. */
+  signInAttempts: int("TRIBUTARY_SIGNIN_ATTEMPTS", 10),
+  /** "auto": Secure cookies when the request came over TLS (x-forwarded-proto: https); "on", "off". */
+  secureCookies: Config.schema(Schema.Literals(["auto", "on", "off"]), "TRIBUTARY_SECURE_COOKIES").pipe(Config.withDefault("auto" as const)),
+});
+
 /** `tributary start` only. */
 export const startConfig = Config.all({
   /** How the processes it starts are placed on CPUs: "auto" (each CPU runner gets `threads` CPUs of its own when some are left over), "off", or a CPU list for the runners. */

@@ -25,6 +25,7 @@ export class ReplyPublisher implements RequestObserver {
   private readonly held = new Map<number, HeldChoice>();
   private readonly startedAt = performance.now();
   private firstDeltaAt = 0;
+  private slotAt = 0;
 
   constructor(
     private readonly outbox: Outbox,
@@ -75,8 +76,13 @@ export class ReplyPublisher implements RequestObserver {
     return held;
   }
 
+  slotStarted(): void {
+    if (this.slotAt === 0) this.slotAt = performance.now();
+  }
+
   final(promptTokens: number, completionTokens: number, error?: ProtoError): void {
-    this.send({ $case: "final", value: { usage: { promptTokens, completionTokens }, error } });
+    const queueWaitMs = Math.round((this.slotAt || performance.now()) - this.startedAt);
+    this.send({ $case: "final", value: { usage: { promptTokens, completionTokens }, error, queueWaitMs } });
     this.onFinished(completionTokens);
     if (this.log.enabled("debug"))
       this.log.debug("request finished", {

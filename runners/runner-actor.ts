@@ -164,7 +164,7 @@ export class RunnerActor implements Actor {
       const queuePosition = scheduler.submit(prepared, observer);
       this.counters.admitted++;
       msg.respond(Admission.encode({
-        result: { $case: "accepted", value: { runnerId: this.runnerId, promptTokens: prepared.promptTokens, queuePosition, maxTokens: prepared.maxTokens, droppedMessages: prepared.droppedMessages ?? 0 } },
+        result: { $case: "accepted", value: { runnerId: this.runnerId, promptTokens: prepared.promptTokens, queuePosition, maxTokens: prepared.maxTokens, droppedMessages: prepared.droppedMessages ?? 0, renderedPrompt: prepared.renderedPrompt } },
       }).finish());
     } catch (err) {
       if (err instanceof EngineRequestError || err instanceof AdmissionError)

@@ -7,8 +7,9 @@ import {
   type Organization,
   type Project,
 } from "../../proto/gen/tributary/v1/admin.js";
-import { isDomainError } from "../../modules/errors/mod.js";
-import { AccountStore, type ApiKeyView, tokenMatches, invitationStatus, type InvitationRecord, type OrganizationRecord, type ProjectRecord } from "../../modules/accounts/mod.js";
+import { errors, isDomainError } from "../../modules/errors/mod.js";
+import { dashboardConfig, readConfig } from "../../lib/config.js";
+import { AccountStore, checkEmail, checkPassword, MemberStore, type ApiKeyView, tokenMatches, invitationStatus, type InvitationRecord, type OrganizationRecord, type ProjectRecord } from "../../modules/accounts/mod.js";
 import type { Logger } from "../../lib/log.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 
@@ -58,7 +59,7 @@ interface GrpcError {
 }
 
 /** The AdminService implementation over the account store; every call checks the admin token. */
-export function adminServiceImpl(store: AccountStore, token: string, log: Logger): AdminServiceServer {
+export function adminServiceImpl(store: AccountStore, token: string, log: Logger, members?: MemberStore): AdminServiceServer {
   const authorized = (metadata: Metadata): boolean => {
     const value = metadata.get("authorization")[0];
     const m = typeof value === "string" ? /^Bearer\s+(\S+)\s*$/i.exec(value) : null;
@@ -105,8 +106,15 @@ export function adminServiceImpl(store: AccountStore, token: string, log: Logger
     listInvitations: unary("ListInvitations", async () => ({ invitations: (await store.listInvitations()).map(toInvitation) })),
     revokeInvitation: unary("RevokeInvitation", async (req) => toInvitation(await store.revokeInvitation(req.invitationId))),
     redeemInvitation: unary("RedeemInvitation", async (req) => {
+      // The owner's credentials are checked before the invitation is used up (as on the HTTP route).
+      if (!!req.ownerEmail !== !!req.ownerPassword) throw errors.invalidParam(req.ownerEmail ? "owner_password" : "owner_email", "owner email and password go together: both or neither.");
+      if (req.ownerEmail) {
+        checkEmail(req.ownerEmail, "owner_email");
+        checkPassword(req.ownerPassword, "owner_password");
+      }
       const r = await store.redeemInvitation({ code: req.code, organizationName: req.organizationName, projectName: req.projectName, keyName: req.keyName });
-      return { organization: toOrganization(r.organization), project: toProject(r.project), key: toApiKey(r.key.key), secret: r.key.secret };
+      const owner = req.ownerEmail && members ? await members.create({ organizationId: r.organization.id, email: req.ownerEmail, password: req.ownerPassword, role: "owner" }) : undefined;
+      return { organization: toOrganization(r.organization), project: toProject(r.project), key: toApiKey(r.key.key), secret: r.key.secret, ownerId: owner?.id ?? "" };
     }),
   };
 }
@@ -133,8 +141,9 @@ export class AdminServiceActor implements Actor {
       throw new Error(`no admin token: set TRIBUTARY_ADMIN_TOKEN, or let the actor host write $TRIBUTARY_HOME/admin-token (${(err as Error).message})`);
     }
     const store = await AccountStore.open(ctx.nc);
+    const members = await MemberStore.open(ctx.nc, readConfig(dashboardConfig).sessionTtlSeconds);
     const server = new Server();
-    server.addService(AdminServiceService, adminServiceImpl(store, token, ctx.log));
+    server.addService(AdminServiceService, adminServiceImpl(store, token, ctx.log, members));
     const port = await new Promise<number>((resolve, reject) =>
       server.bindAsync(this.address, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
     );

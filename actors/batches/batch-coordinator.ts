@@ -202,7 +202,7 @@ export class BatchCoordinator implements Actor {
         pending.push(storeResult(this.results, batch.id, line.line, notRunLine(line.customId, "invalid_request",
           `The model \`${line.model}\` does not exist or you do not have access to it.`)));
       } else {
-        const item: WorkItem = { project: record.project, batchId: batch.id, line: line.line, customId: line.customId, endpoint: batch.endpoint, body: line.body, expiresAt: batch.expires_at };
+        const item: WorkItem = { project: record.project, organization: record.organization, keyId: record.keyId, batchId: batch.id, line: line.line, customId: line.customId, endpoint: batch.endpoint, body: line.body, expiresAt: batch.expires_at };
         // The message id makes a re-enqueue after a crash (within the dedupe window) publish nothing twice.
         pending.push(this.batches.js.publish(subjects.batchWork(line.model, batch.id), JSON.stringify(item), { msgID: `${batch.id}.${line.line}` }));
         published++;

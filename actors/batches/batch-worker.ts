@@ -10,9 +10,9 @@ import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import { GenerationClient, RunnerDirectory, runnerForgetAfterMs, type RunnerView } from "../../modules/inference/mod.js";
 import { ConversationStore, ResponseService, ResponseStore } from "../../modules/responses/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
-import type { WorkItem } from "../../modules/batches/mod.js";
+import type { LineOutcome, WorkItem } from "../../modules/batches/mod.js";
 import { errors } from "../../modules/errors/mod.js";
-import { failureLine, successLine } from "../../modules/openai/mod.js";
+import { failureLine, successLine, type ResultLine } from "../../modules/openai/mod.js";
 
 export interface BatchWorkerOptions {
   catalog: ReadonlyMap<string, ModelSpec>;
@@ -24,6 +24,13 @@ export interface BatchWorkerOptions {
   requestTimeoutMs: number;
   /** How long responses stored by /v1/responses lines are kept. */
   responseTtlSeconds: number;
+  /** Where each finished line counts (usage rows, traces of lines with log: true, line metrics). */
+  observer?: LineObserver;
+}
+
+/** Sees each batch line that ran to a result (the actor host's usage, traces and metrics). */
+export interface LineObserver {
+  lineFinished(item: WorkItem, requestId: string, startedAt: { unixMs: number; perf: number }, outcome: LineOutcome, result: ResultLine): void;
 }
 
 /** A line failing with a server error this many times is written as failed rather than retried. */
@@ -180,6 +187,7 @@ export class BatchWorker implements Actor {
     this.inFlight.set(model, (this.inFlight.get(model) ?? 0) + 1);
     const keepAlive = setInterval(() => m.working(), Math.max(200, this.options.ackWaitMs / 3));
     const control = new AbortController();
+    const startedAt = { unixMs: Date.now(), perf: performance.now() };
     let set = this.running.get(item.batchId);
     if (!set) this.running.set(item.batchId, (set = new Set()));
     set.add(control);
@@ -223,6 +231,7 @@ export class BatchWorker implements Actor {
       const result = outcome.kind === "succeeded" ? successLine(item.customId, requestId, outcome.body) : failureLine(item.customId, requestId, outcome.error);
       await storeResult(this.results, item.batchId, item.line, result);
       m.ack();
+      this.options.observer?.lineFinished(item, requestId, startedAt, outcome, result);
     } catch (err) {
       if (err instanceof InvalidValue) {
         // Its batch's record does not decode: its coordinator dropped the batch too.

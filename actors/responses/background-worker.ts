@@ -7,8 +7,11 @@ import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { InvalidValue } from "../../lib/nats/kv-records.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import { GenerationClient, RunnerDirectory } from "../../modules/inference/mod.js";
-import { BackgroundLifecycle, BackgroundQueue, backgroundJobSchema, ConversationStore, ResponseEventLog, ResponseService, ResponseStore, RunControl, type BackgroundJob, type RunOutcome } from "../../modules/responses/mod.js";
+import { BackgroundLifecycle, BackgroundQueue, backgroundJobSchema, ConversationStore, ResponseEventLog, ResponseService, ResponseStore, RunControl, type BackgroundJob, type RunOutcome, type RunRecord } from "../../modules/responses/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
+import type { UsageRecorder } from "../../modules/usage/mod.js";
+import { buildTrace, RequestObservation, type TraceWriter } from "../../modules/traces/mod.js";
+import type { ResponseObject } from "../../modules/openai/mod.js";
 
 export interface BackgroundWorkerSettings {
   catalog: readonly ModelSpec[];
@@ -20,6 +23,10 @@ export interface BackgroundWorkerSettings {
   admissionTimeoutMs: number;
   runnerTimeoutMs: number;
   drainTimeoutMs: number;
+  /** Usage rollups: each run counts (as a request of the response's project). */
+  usage?: UsageRecorder;
+  /** Runs of responses created with log: true are traced. */
+  traces?: { writer: TraceWriter; maxBodyBytes: number };
 }
 
 /** Deliveries of a job whose handling keeps throwing (stores unavailable) before it is given up. */
@@ -90,7 +97,33 @@ export class BackgroundResponseWorker implements Actor {
       log: this.log,
     });
     const { maxAttempts, requestTimeoutMs } = this.settings;
-    this.lifecycle = new BackgroundLifecycle({ nc, service, events, queue, maxAttempts, requestTimeoutMs, log: this.log });
+    const usage = this.settings.usage;
+    this.lifecycle = new BackgroundLifecycle({
+      nc,
+      service,
+      events,
+      queue,
+      maxAttempts,
+      requestTimeoutMs,
+      log: this.log,
+      onRunEnded: usage
+        ? (projectId, r, runRecord) => {
+            this.trace(projectId, r, runRecord);
+            usage.add({
+              at: Date.now(),
+              projectId,
+              // The key is not kept with a queued response: background usage is counted without one.
+              keyId: "",
+              model: r.model,
+              batch: false,
+              inputTokens: r.usage?.input_tokens ?? 0,
+              cachedInputTokens: r.usage?.input_tokens_details?.cached_tokens ?? 0,
+              outputTokens: r.usage?.output_tokens ?? 0,
+              error: r.status === "failed",
+            });
+          }
+        : undefined,
+    });
 
     this.cancelSubscription = nc.subscribe(subjects.responseCancelAll, {
       callback: (err, msg) => {
@@ -118,6 +151,24 @@ export class BackgroundResponseWorker implements Actor {
   }
 
   /** Fetches as many jobs as there are free run slots, and runs them. */
+  /** The trace of a background run whose request said log: true (no HTTP exchange: http_status 0, the response id as request id). */
+  private trace(projectId: string, response: ResponseObject, run: RunRecord): void {
+    const traces = this.settings.traces;
+    if (!traces || run.request.log !== true) return;
+    const obs = new RequestObservation("/v1/responses", response.id, run.startedAt.unixMs, run.startedAt.perf);
+    obs.model = response.model;
+    obs.log = true;
+    obs.stream = run.request.stream === true;
+    obs.runnerAdmitted(run.runnerId, run.promptTokens, run.renderedPrompt);
+    obs.requestBody = JSON.stringify(run.request);
+    obs.responseBody = response;
+    obs.responseId = response.id;
+    obs.usage = { inputTokens: response.usage?.input_tokens ?? 0, cachedInputTokens: response.usage?.input_tokens_details?.cached_tokens ?? 0, outputTokens: response.usage?.output_tokens ?? 0 };
+    if (run.failure) obs.fail(run.failure);
+    else if (response.status === "cancelled") obs.cancelled = true;
+    traces.writer.record(buildTrace(obs, { principal: { organizationId: "", projectId, keyId: "" }, httpStatus: 0, clientLeft: false, maxBodyBytes: traces.maxBodyBytes }));
+  }
+
   private async fetchLoop(): Promise<void> {
     while (!this.stopping) {
       const free = this.settings.concurrency - this.inFlight.size;

@@ -4,6 +4,7 @@ import type { Logger } from "../../lib/log.js";
 import { Cancelled, errors, type DomainError } from "../../modules/errors/mod.js";
 import { openAIError } from "../../modules/openai/mod.js";
 import { BodyReader } from "./body-reader.js";
+import type { RequestObservation } from "../../modules/traces/mod.js";
 import type { Principal } from "../../modules/accounts/mod.js";
 
 const STATUS_TEXT: Record<number, string> = {
@@ -60,6 +61,17 @@ export class HttpExchange {
   readonly requestId = newId("req_");
   readonly startedAt = performance.now();
   principal: Principal | undefined;
+  /** Streamed responses in progress in this process (a metric). */
+  static openStreams = 0;
+  private streaming = false;
+  /** The HTTP status sent (200 for a stream), 0 before an answer. */
+  statusCode = 0;
+  /** What the inference route recorded about this request (usage, metrics, its trace). */
+  observation: RequestObservation | undefined;
+  /** The route pattern that matched (a metrics label: bounded, unlike the path). */
+  route = "";
+  /** The body as read by readJson, kept until a route takes it for a trace (`takeRawBody`). */
+  private rawBody: Buffer | undefined;
   /** Headers added to whatever response goes out (request id, rate limits, ...). */
   readonly responseHeaders: Record<string, string> = {};
   /** Set when the head is over the header limits: the server answers it with a 431. */
@@ -157,12 +169,20 @@ export class HttpExchange {
    */
   async readJson(limit: number): Promise<unknown> {
     const body = await this.readBody(limit);
+    this.rawBody = body;
     if (body.length === 0) throw errors.invalidJson("The body is empty.");
     try {
       return JSON.parse(body.toString("utf8"));
     } catch (err) {
       throw errors.invalidJson((err as Error).message);
     }
+  }
+
+  /** The raw JSON body read last, once (a trace records it); later calls get undefined. */
+  takeRawBody(): Buffer | undefined {
+    const body = this.rawBody;
+    this.rawBody = undefined;
+    return body;
   }
 
   json(status: number, body: unknown, closeConnection = false): void {
@@ -179,6 +199,7 @@ export class HttpExchange {
   send(status: number, body: string | Buffer, contentType: string, closeConnection = false): void {
     if (!this.live || this.respondedFlag) return;
     this.respondedFlag = true;
+    this.statusCode = status;
     const ending = this.settleBody(closeConnection);
     if (ending === "linger") return this.sendOnceBodyEnds(status, body, contentType);
     this.writeWhole(status, body, contentType, ending);
@@ -214,6 +235,9 @@ export class HttpExchange {
   beginStream(contentType: string, first?: string | Uint8Array): boolean {
     if (!this.live || this.respondedFlag) return false;
     this.respondedFlag = true;
+    this.statusCode = 200;
+    this.streaming = true;
+    HttpExchange.openStreams++;
     let ok = true;
     this.res.cork(() => {
       this.res.writeStatus("200 OK");
@@ -291,6 +315,8 @@ export class HttpExchange {
   }
 
   private ended(): void {
+    if (this.streaming) HttpExchange.openStreams--;
+    this.streaming = false;
     this.state = "ended";
     this.markFinished();
   }
@@ -298,6 +324,8 @@ export class HttpExchange {
   private aborted_(): void {
     if (this.state !== "open") return;
     this.state = "aborted";
+    if (this.streaming) HttpExchange.openStreams--;
+    this.streaming = false;
     clearTimeout(this.bodyTimer);
     this.markFinished();
     this.body?.abort(new Cancelled({ reason: "client_closed" }));

@@ -6,6 +6,7 @@ export type Handler = (ex: HttpExchange, params: Params) => void | Promise<void>
 
 interface Route {
   method: string;
+  pattern: string;
   /** Segments; ":name" captures one segment, "*name" captures the rest (slashes included). */
   segments: string[];
   handler: Handler;
@@ -14,6 +15,8 @@ interface Route {
 }
 
 export interface Match {
+  /** The route's pattern (a bounded label for metrics). */
+  pattern: string;
   handler: Handler;
   params: Params;
   public: boolean;
@@ -24,7 +27,7 @@ export class Router {
   private readonly routes: Route[] = [];
 
   on(method: string, pattern: string, handler: Handler, options: { public?: boolean } = {}): this {
-    this.routes.push({ method, segments: pattern.split("/").filter(Boolean), handler, public: options.public ?? false });
+    this.routes.push({ method, pattern, segments: pattern.split("/").filter(Boolean), handler, public: options.public ?? false });
     return this;
   }
 
@@ -48,7 +51,7 @@ export class Router {
       const params = matchSegments(route.segments, parts);
       if (!params) continue;
       if (route.method === method || (method === "HEAD" && route.method === "GET"))
-        return { handler: route.handler, params, public: route.public };
+        return { pattern: route.pattern, handler: route.handler, params, public: route.public };
       if (!allowed.includes(route.method)) allowed.push(route.method);
     }
     if (allowed.length > 0) throw errors.methodNotAllowed(method, path, allowed);

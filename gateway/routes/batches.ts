@@ -88,7 +88,7 @@ export function registerBatchRoutes(router: Router, deps: BatchRouteDeps): void 
       metadata: body.metadata ?? null,
       usage: emptyUsage(),
     };
-    const record: StoredBatch = { batch, project: project(ex), outputTtlSeconds: outputTtl, enqueued: false, ending: null };
+    const record: StoredBatch = { batch, project: project(ex), organization: ex.principal!.organizationId, keyId: ex.principal!.keyId, outputTtlSeconds: outputTtl, enqueued: false, ending: null };
     await deps.batches.create(record);
     ex.json(200, batch);
   });

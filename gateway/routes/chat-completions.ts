@@ -9,6 +9,8 @@ import type { GenerationClient, GenerationStream } from "../../modules/inference
 import { estimateRequestTokens, UsageMeter } from "../../modules/ratelimit/mod.js";
 import type { RateLimiter } from "../../modules/ratelimit/mod.js";
 import { SseWriter } from "../sse/sse-writer.js";
+import { RequestObservation, type TraceEndpoint } from "../../modules/traces/mod.js";
+import { ChatCompletionAccumulator } from "../../modules/openai/mod.js";
 import { ChatChunkStream } from "../sse/chat-stream.js";
 import type { PendingBudget } from "../sse/pending-budget.js";
 
@@ -25,11 +27,15 @@ export interface ChatRouteDeps {
 /** POST /v1/chat/completions: streamed (SSE) or not, n choices, tool calls, rate limited. */
 export function registerChatRoutes(router: Router, deps: ChatRouteDeps): void {
   router.post("/v1/chat/completions", async (ex) => {
+    const obs = observe(ex, "/v1/chat/completions");
     const body = parseChatCompletionRequest(await ex.readJson(deps.maxBodyBytes));
+    describe(obs, ex, body, body.max_completion_tokens ?? body.max_tokens);
     const spec = deps.catalog.get(body.model);
     if (!spec) throw errors.modelNotFound(body.model);
     const request = chatToGenerateRequest(body, spec, { requestId: ex.requestId, deadlineUnixMs: Date.now() + deps.requestTimeoutMs });
+    request.wantRenderedPrompt = obs.log;
     const admission = await deps.rateLimiter.admit(ex.principal!, spec, estimateRequestTokens(request, spec));
+    obs.rateLimitAdmitted();
     Object.assign(ex.responseHeaders, admission.headers);
     const left = new AbortController();
     ex.onAbort(() => left.abort());
@@ -40,12 +46,16 @@ export function registerChatRoutes(router: Router, deps: ChatRouteDeps): void {
       admission.settle(0); // nothing was generated: the estimate goes back
       throw err;
     }
+    obs.runnerAdmitted(stream.admitted!.runnerId, stream.admitted!.promptTokens, stream.admitted!.renderedPrompt);
     const meter = new UsageMeter(admission, stream.admitted!.promptTokens);
     // Settlement happens once: from the final usage, else from what was produced when the client left.
     left.signal.addEventListener("abort", () => meter.abandon(), { once: true });
     ex.responseHeaders["x-tributary-runner"] = stream.admitted!.runnerId;
     if (!body.stream) {
-      ex.json(200, await collectChatCompletion(stream, body, ex.requestId, left.signal, (l) => meter.wrap(l)));
+      const completion = await collectChatCompletion(stream, body, ex.requestId, left.signal, (l) => obs.wrap(meter.wrap(l)));
+      if (obs.log) obs.responseBody = completion;
+      obs.responseId = completion.id;
+      ex.json(200, completion);
       return;
     }
     const stop = () => {
@@ -54,7 +64,7 @@ export function registerChatRoutes(router: Router, deps: ChatRouteDeps): void {
     };
     if (ex.aborted) return stop();
     ex.onAbort(stop);
-    streamCompletion(ex, stream, meter, body, { id: newId("chatcmpl-"), created: Math.floor(Date.now() / 1000), budget: deps.streamBudget, onOverflow: stop });
+    streamCompletion(ex, stream, meter, obs, body, { id: newId("chatcmpl-"), created: Math.floor(Date.now() / 1000), budget: deps.streamBudget, onOverflow: stop });
   });
 }
 
@@ -62,6 +72,7 @@ function streamCompletion(
   ex: HttpExchange,
   stream: GenerationStream,
   meter: UsageMeter,
+  obs: RequestObservation,
   body: ChatCompletionRequest,
   opts: { id: string; created: number; budget: PendingBudget; onOverflow: () => void },
 ): void {
@@ -76,10 +87,50 @@ function streamCompletion(
     includeUsage: body.stream_options?.include_usage === true,
     onOverflow: opts.onOverflow,
   });
-  stream.listen(meter.wrap({
-    delta: (d) => chunks.delta(d),
-    choiceEnd: (e) => chunks.choiceEnd(e),
-    final: (f) => (f.error ? chunks.fail(domainErrorFromRunner(f.error, body.model)) : chunks.complete(f.usage)),
+  obs.responseId = opts.id;
+  // A logged stream is reassembled into the completion object its chunks add up to.
+  const whole = obs.log ? new ChatCompletionAccumulator(body.n ?? 1) : undefined;
+  if (whole) obs.responseOf = () => whole.toCompletion(opts.id, opts.created, body.model, obs.usage && { promptTokens: obs.usage.inputTokens, completionTokens: obs.usage.outputTokens });
+  stream.listen(obs.wrap(meter.wrap({
+    delta: (d) => {
+      obs.chunks++;
+      whole?.delta(d);
+      chunks.delta(d);
+    },
+    choiceEnd: (e) => {
+      obs.chunks++;
+      whole?.choiceEnd(e);
+      chunks.choiceEnd(e);
+    },
+    final: (f) => {
+      if (f.error) return chunks.fail(domainErrorFromRunner(f.error, body.model));
+      if (body.stream_options?.include_usage === true) obs.chunks++;
+      chunks.complete(f.usage);
+    },
     failure: (err: DomainError) => chunks.fail(err),
-  }));
+  })));
+}
+
+/** The request's observation (usage, metrics, and its trace when the body says log: true). */
+export function observe(ex: HttpExchange, endpoint: TraceEndpoint): RequestObservation {
+  const obs = new RequestObservation(endpoint, ex.requestId, Date.now() - (performance.now() - ex.startedAt), ex.startedAt);
+  ex.observation = obs;
+  return obs;
+}
+
+/** What a parsed body says about the request: model, stream, log, sampling; the raw body when logged. */
+export function describe(
+  obs: RequestObservation,
+  ex: HttpExchange,
+  body: { model: string; stream?: boolean | null; log?: boolean | null; temperature?: number | null; top_p?: number | null },
+  maxTokens?: number | null,
+): void {
+  // Bounded: the model names a trace's subject and a metrics label (an unknown one is refused anyway).
+  obs.model = body.model.slice(0, 256);
+  obs.stream = body.stream === true;
+  obs.log = body.log === true;
+  obs.request = { maxTokens, temperature: body.temperature, topP: body.top_p };
+  const raw = ex.takeRawBody();
+  if (!obs.log) obs.requestBody = undefined;
+  else if (raw) obs.requestBody = raw;
 }

@@ -1,10 +1,13 @@
-import type { AccountStore } from "../../modules/accounts/mod.js";
+import type { AccountStore, MemberStore } from "../../modules/accounts/mod.js";
+import { checkEmail, checkPassword } from "../../modules/accounts/mod.js";
+import { errors } from "../../modules/errors/mod.js";
 import type { OrganizationRecord, ProjectRecord } from "../../modules/accounts/mod.js";
 import { parseRedeemInvitation } from "../../modules/openai/mod.js";
 import type { Router } from "../http/router.js";
 
 export interface InvitationRouteDeps {
   store: AccountStore;
+  members: MemberStore;
   maxBodyBytes: number;
 }
 
@@ -22,9 +25,17 @@ export function registerInvitationRoutes(router: Router, deps: InvitationRouteDe
     "/v1/invitations/redeem",
     async (ex) => {
       const body = parseRedeemInvitation(await ex.readJson(Math.min(deps.maxBodyBytes, 64 * 1024)));
+      // The first owner's credentials are checked before the invitation is used up.
+      if ((body.email === undefined) !== (body.password === undefined)) throw errors.invalidParam(body.email === undefined ? "email" : "password", "email and password go together: both or neither.");
+      if (body.email !== undefined) {
+        checkEmail(body.email);
+        checkPassword(body.password!);
+      }
       const r = await deps.store.redeemInvitation({ code: body.code, organizationName: body.organization_name, projectName: body.project_name, keyName: body.key_name });
+      const owner = body.email !== undefined ? await deps.members.create({ organizationId: r.organization.id, email: body.email, password: body.password!, role: "owner" }) : undefined;
       const k = r.key.key;
       ex.json(200, {
+        ...(owner ? { owner: { object: "organization.user", id: owner.id, email: owner.email, role: owner.role, added_at: owner.created_at } } : {}),
         object: "invitation.redemption",
         organization: organizationObject(r.organization),
         project: projectObject(r.project),

@@ -11,6 +11,9 @@ import type { Router } from "../http/router.js";
 import type { BackgroundLifecycle, PromptStore, NumberedEvent, ResponseEventLog } from "../../modules/responses/mod.js";
 import { publishCancel, checkInputs, placeholdersOf, renderBody, isTerminal, type ResponseRun, type ResponseService } from "../../modules/responses/mod.js";
 import { ResponseEventStream } from "../sse/response-event-stream.js";
+import { RESPONSE_TERMINAL_EVENTS, type ResponseEventSink } from "../../modules/openai/mod.js";
+import type { RequestObservation } from "../../modules/traces/mod.js";
+import { describe, observe } from "./chat-completions.js";
 import { SseWriter } from "../sse/sse-writer.js";
 import type { PendingBudget } from "../sse/pending-budget.js";
 import { listQuery, listObject, pageOf } from "./list-query.js";
@@ -38,8 +41,9 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
   const { service } = deps;
 
   router.post("/v1/responses", async (ex) => {
+    const obs = observe(ex, "/v1/responses");
     const body = parseResponseCreateRequest(await ex.readJson(deps.maxBodyBytes));
-    await create(ex, body);
+    await create(ex, body, obs);
   });
 
   router.get("/v1/responses/:id", async (ex, { id }) => {
@@ -82,29 +86,61 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     await runTemplate(ex, path!);
   });
 
-  async function create(ex: HttpExchange, body: ResponseCreateRequest): Promise<void> {
-    if (body.background) return createBackground(ex, body);
+  async function create(ex: HttpExchange, body: ResponseCreateRequest, obs: RequestObservation): Promise<void> {
+    describe(obs, ex, body, body.max_output_tokens);
+    if (body.background) {
+      // Queued, not run here: the run happens in an actor host (its usage counts there).
+      ex.observation = undefined;
+      return createBackground(ex, body);
+    }
     const abort = new AbortController();
     ex.onAbort(() => abort.abort());
-    let sink: ResponseEventStream | undefined;
+    let sink: ResponseEventSink | undefined;
+    let events: ResponseEventStream | undefined;
     const onStart = (run: ResponseRun) => {
       ex.responseHeaders["x-tributary-runner"] = run.runnerId;
+      obs.runnerAdmitted(run.runnerId, run.admitted?.promptTokens ?? 0, run.admitted?.renderedPrompt);
+      obs.responseId = run.response.id;
+      run.observer = obs;
       if (!body.stream || ex.aborted) return undefined;
       const writer = new SseWriter(ex, deps.streamBudget);
       writer.open();
-      sink = new ResponseEventStream(writer, { onOverflow: () => abort.abort() });
+      events = new ResponseEventStream(writer, { onOverflow: () => abort.abort() });
+      const out = events;
+      sink = {
+        event: (e) => {
+          obs.chunks++;
+          // The terminal event carries the whole response: what a logged stream adds up to.
+          if (obs.log && RESPONSE_TERMINAL_EVENTS.has(e.type)) obs.responseBody = e.response;
+          out.event(e);
+        },
+      };
       return sink;
     };
+    const charge = rateLimit(ex, body);
     let final: ResponseObject;
     try {
-      final = await service.respond(projectOf(ex), body, { requestId: ex.requestId, signal: abort.signal, onStart, charge: rateLimit(ex, body) });
+      final = await service.respond(projectOf(ex), body, {
+        requestId: ex.requestId,
+        signal: abort.signal,
+        onStart,
+        charge: async (request) => {
+          request.wantRenderedPrompt = obs.log;
+          const admission = await charge(request);
+          obs.rateLimitAdmitted();
+          return admission;
+        },
+      });
     } catch (err) {
-      if (!sink) throw err; // nothing was sent yet: an ordinary error response
+      if (isDomainError(err)) obs.fail(err);
+      if (!events) throw err; // nothing was sent yet: an ordinary error response
       // A failed run already ended its stream with response.failed; anything else is told here.
-      if (!isDomainError(err)) streamFailed(sink, ex, err);
-      return (sink as ResponseEventStream).close();
+      if (!isDomainError(err)) streamFailed(events, ex, err);
+      return (events as ResponseEventStream).close();
     }
-    if (sink) (sink as ResponseEventStream).close();
+    if (final.status === "cancelled") obs.cancelled = true;
+    if (obs.log && obs.responseBody === undefined) obs.responseBody = final;
+    if (events) (events as ResponseEventStream).close();
     else if (final.status !== "cancelled") ex.json(200, final);
   }
 
@@ -175,7 +211,10 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
   }
 
   async function runTemplate(ex: HttpExchange, name: string): Promise<void> {
+    const obs = observe(ex, "/v1/responses/{name}");
     const run = parsePromptRunRequest(await ex.readJson(deps.maxBodyBytes));
+    // The raw body is the call (inputs), taken now: the rendered template is parsed below.
+    const raw = ex.takeRawBody();
     const template = await deps.prompts.get(projectOf(ex), name);
     if (!template) throw errors.notFound(`Prompt template '${name}' not found.`);
     let body = template.body;
@@ -184,7 +223,8 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     const rendered = renderBody(body, values);
     if (run.stream != null) rendered.stream = run.stream;
     if (run.log != null) rendered.log = run.log;
-    await create(ex, parseResponseCreateRequest(rendered));
+    obs.requestBody = raw; // kept only if the run says log: true (describe)
+    await create(ex, parseResponseCreateRequest(rendered), obs);
   }
 }
 

@@ -76,7 +76,7 @@ export async function jetStreamHandles(nc: NatsConnection): Promise<JetStreamHan
 }
 
 /**
- * Reads every message stored under `filter` in `stream`, in stream order, through an ephemeral
+ * Reads every message stored under `filter` in `stream` (from `startSeq` or `startTime` when given), in stream order, through an ephemeral
  * pull consumer that fetches at most `prefetch` messages ahead: a caller that stops iterating
  * (a slow HTTP client, a slow Object Store write) stops the reads, so nothing piles up in memory.
  * Ends after the last message that was stored when the read began.
@@ -85,11 +85,16 @@ export async function* readStored(
   handles: JetStreamHandles,
   stream: string,
   filter: string,
-  options: { prefetch?: number; headersOnly?: boolean } = {},
+  options: { prefetch?: number; headersOnly?: boolean; startSeq?: number; startTime?: Date } = {},
 ): AsyncGenerator<JsMsg> {
+  const start = options.startSeq !== undefined
+    ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: Math.max(1, options.startSeq) }
+    : options.startTime !== undefined
+      ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: options.startTime.toISOString() }
+      : { deliver_policy: DeliverPolicy.All };
   const info = await handles.jsm.consumers.add(stream, {
     ack_policy: AckPolicy.None,
-    deliver_policy: DeliverPolicy.All,
+    ...start,
     filter_subject: filter,
     headers_only: options.headersOnly ?? false,
     inactive_threshold: nanos(60_000),

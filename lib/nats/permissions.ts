@@ -44,6 +44,8 @@ const generation = {
 const budgets = { lease: w.budgetLease, ret: w.budgetReturn, activate: w.budgetActivate, probe: w.budgetHostProbe };
 const responses = { background: w.responsesBackground, cancel: w.responseCancel, events: w.responseEvents };
 const batches = { job: w.batchJob, work: w.batchWork };
+/** Traces of `log: true` requests and usage rows, written by gateways and actor hosts into their streams. */
+const observations = [w.traces, w.usageRollup];
 /** Reserved for the sandbox host (tool execution), which has no subject of its own yet. */
 const sandbox = w.sandbox;
 
@@ -82,9 +84,13 @@ const noStreamDeletion = ["$JS.API.STREAM.DELETE.>"];
 
 /** State the gateway reads and writes: everything a request can touch, not the budgets' state. */
 const gatewayState = {
-  kv: [buckets.files, buckets.batches, buckets.batchResults, buckets.accounts, buckets.apiKeyUsage, buckets.responses, buckets.conversations, buckets.prompts],
+  kv: [
+    buckets.files, buckets.batches, buckets.batchResults, buckets.accounts, buckets.apiKeyUsage, buckets.responses, buckets.conversations, buckets.prompts,
+    // The usage API and the dashboard read the rollups; sign-in keeps members and sessions.
+    buckets.usageMinute, buckets.usageHour, buckets.usageDay, buckets.members, buckets.sessions,
+  ],
   obj: [buckets.fileContents],
-  streams: [streams.batchJobs, streams.batchWork, streams.responsesBackground, streams.responseEvents],
+  streams: [streams.batchJobs, streams.batchWork, streams.responsesBackground, streams.responseEvents, streams.traces, streams.usage],
 };
 /** The actor host holds every piece of state: budgets, batches, files, accounts, responses. */
 const actorsState = {
@@ -104,6 +110,7 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
             budgets.lease, budgets.ret, budgets.activate,
             responses.background, responses.cancel, responses.events,
             batches.job,
+            ...observations,
             ...jetStreamAccess(gatewayState),
           ],
           deny: noStreamDeletion,
@@ -119,6 +126,7 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
             budgets.lease, budgets.ret, budgets.activate, budgets.probe,
             responses.background, responses.cancel, responses.events,
             batches.job, batches.work,
+            ...observations,
             ...jetStreamAccess(actorsState),
           ],
           deny: noStreamDeletion,

@@ -55,6 +55,19 @@ export const subjects = {
   /** Stream events of a background response with stream: true (stream `streams.responseEvents`). */
   responseEvents: (responseId: string) => `${SUBJECT_ROOT}.responses.events.${responseId}`,
   responseEventsAll: `${SUBJECT_ROOT}.responses.events.>`,
+  /**
+   * Traces of `log: true` requests (stream `streams.traces`), one subject per project, model, key
+   * and status (each a kvToken), so that the list filters run in the server.
+   */
+  trace: (projectId: string, modelId: string, keyId: string, status: string) =>
+    `${SUBJECT_ROOT}.traces.${traceToken(projectId)}.${traceToken(modelId)}.${traceToken(keyId)}.${traceToken(status)}`,
+  /** The traces of a project, narrowed by whichever of model, key and status are given. */
+  traceFilter: (projectId: string, filter: { model?: string; keyId?: string; status?: string } = {}) =>
+    `${SUBJECT_ROOT}.traces.${traceToken(projectId)}.${filter.model ? traceToken(filter.model) : "*"}.${filter.keyId ? traceToken(filter.keyId) : "*"}.${filter.status ? traceToken(filter.status) : "*"}`,
+  tracesAll: `${SUBJECT_ROOT}.traces.>`,
+  /** Usage rollups (stream `streams.usage`): each gateway and actor host publishes its per-minute counts here. */
+  usageRollup: (sourceId: string) => `${SUBJECT_ROOT}.usage.${sourceId}`,
+  usageRollupAll: `${SUBJECT_ROOT}.usage.>`,
   /** Reserved for the tool sandbox host: it has no subject of its own yet. */
   sandboxAll: `${SUBJECT_ROOT}.sandbox.>`,
 } as const;
@@ -81,6 +94,8 @@ export const subjectWildcards = {
   responseCancel: `${SUBJECT_ROOT}.responses.cancel.*`,
   responseEvents: subjects.responseEventsAll,
   sandbox: subjects.sandboxAll,
+  traces: subjects.tracesAll,
+  usageRollup: subjects.usageRollupAll,
 } as const;
 
 export const queues = {
@@ -103,6 +118,11 @@ export function kvToken(value: string): string {
     else for (const byte of Buffer.from(ch, "utf8")) out += "=" + byte.toString(16).toUpperCase().padStart(2, "0");
   }
   return out;
+}
+
+/** A subject token for a trace field: its kvToken, "-" for an empty value (a subject token cannot be empty). */
+function traceToken(value: string): string {
+  return value ? kvToken(value) : "-";
 }
 
 export function kvTokenDecode(token: string): string {
@@ -150,6 +170,18 @@ export const buckets = {
   conversations: "tributary_conversations",
   /** Named prompt templates run by POST /v1/responses/{name}, keyed <project>.<name>. */
   prompts: "tributary_prompts",
+  /**
+   * KV (one bucket per width: minute, hour, day): usage rollups, `<bucket start, unix s>.<project>` (a kvToken)
+   * -> rows by key, model and batch-or-not: requests, input, cached input and output tokens, errors.
+   * Written only by the usage folder actor (compare-and-set); kept per width (see usage retention).
+   */
+  usageMinute: "tributary_usage_minute",
+  usageHour: "tributary_usage_hour",
+  usageDay: "tributary_usage_day",
+  /** KV: dashboard members, `member.<org>.<member>` (scrypt password hash), and `email.<sha256 of the email>` (index). */
+  members: "tributary_members",
+  /** KV (max age: the session lifetime): dashboard sessions, `session.<sha256 of the token>`. */
+  sessions: "tributary_sessions",
 } as const;
 
 export const streams = {
@@ -161,6 +193,10 @@ export const streams = {
   responsesBackground: "TRIBUTARY_RESPONSES_BACKGROUND",
   /** Stream events of background responses created with stream: true, for GET ?stream=true replay. */
   responseEvents: "TRIBUTARY_RESPONSE_EVENTS",
+  /** Traces of `log: true` requests; retention by age and bytes (whole messages expire, oldest first). */
+  traces: "TRIBUTARY_TRACES",
+  /** Per-minute usage counts on their way to the usage folder (work queue). */
+  usage: "TRIBUTARY_USAGE",
 } as const;
 
 /** Durable consumers on the streams above. */
@@ -170,4 +206,6 @@ export const consumers = {
   batchWorkers: (modelId: string) => `batch-workers-${modelToken(modelId).replace(/[^A-Za-z0-9_-]/g, "_")}`,
   /** The background response workers of every actor host share it. */
   responsesBackground: "responses-background",
+  /** The usage folders of every actor host share it (one message in flight: folds stay in order). */
+  usageFolders: "usage-folders",
 } as const;

@@ -53,6 +53,6 @@ export class AccountAuthenticator implements Authenticator {
 
   private principal(key: ApiKeyRecord, projectId: string): Principal {
     this.lastUsed.touch(key.id);
-    return { organizationId: key.organization_id, projectId, keyId: key.id };
+    return { organizationId: key.organization_id, projectId, keyId: key.id, scope: key.project_id === null ? "organization" : "project" };
   }
 }

@@ -4,4 +4,6 @@ export interface Principal {
   projectId: string;
   /** Id of the API key used (never the key itself). */
   keyId: string;
+  /** An organization key reaches every project of its organization (and the organization's usage). */
+  scope?: "organization" | "project";
 }

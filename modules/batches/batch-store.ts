@@ -53,6 +53,9 @@ export interface BatchObject {
 export interface StoredBatch {
   batch: BatchObject;
   project: string;
+  /** The organization and key that created the batch: its lines' usage and traces name them (absent in records of older builds). */
+  organization?: string;
+  keyId?: string;
   /** Seconds after their creation at which output and error files expire; null: never. */
   outputTtlSeconds: number | null;
   /** Every line has been published to the work stream (or resolved at once). */
@@ -106,6 +109,8 @@ export const storedBatchSchema: ValueSchema<StoredBatch> = valueSchema<StoredBat
       usage: TokenUsageSchema,
     }),
     project: Schema.String,
+    organization: Schema.optional(Schema.String),
+    keyId: Schema.optional(Schema.String),
     outputTtlSeconds: Schema.NullOr(Schema.Number),
     enqueued: Schema.Boolean,
     ending: Schema.NullOr(Schema.Literals(["completed", "expired", "cancelled"])),

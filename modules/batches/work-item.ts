@@ -4,6 +4,9 @@ import { valueSchema } from "../../lib/nats/kv-records.js";
 /** One batch line waiting on the work stream (subject: batch.work.<model>.<batch id>). */
 export interface WorkItem {
   project: string;
+  /** The batch's organization and creating key (usage rows and traces of its lines); absent in items of older builds. */
+  organization?: string;
+  keyId?: string;
   batchId: string;
   /** 0-based index among the batch's request lines: the key of its result. */
   line: number;
@@ -18,6 +21,8 @@ export interface WorkItem {
 export const workItemSchema = valueSchema<WorkItem>()(
   Schema.Struct({
     project: Schema.String,
+    organization: Schema.optional(Schema.String),
+    keyId: Schema.optional(Schema.String),
     batchId: Schema.String,
     line: Schema.Int,
     customId: Schema.String,

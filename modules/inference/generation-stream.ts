@@ -24,6 +24,8 @@ export interface Admitted {
   promptTokens: number;
   maxTokens: number;
   queuePosition: number;
+  /** The prompt as the engine rendered it, when the request asked for it (traces). */
+  renderedPrompt?: string;
 }
 
 /**

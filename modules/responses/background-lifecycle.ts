@@ -2,7 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import type { Modified } from "../../lib/nats/kv-records.js";
 import type { Logger } from "../../lib/log.js";
 import { errors, isDomainError, type DomainError } from "../errors/mod.js";
-import { newResponseObject, type ResponseError, type ResponseEvent, type ResponseObject } from "../openai/mod.js";
+import { newResponseObject, type ResponseCreateRequest, type ResponseError, type ResponseEvent, type ResponseObject } from "../openai/mod.js";
 import { settleHeldCharge, type HeldCharge } from "../ratelimit/mod.js";
 import { publishCancel, type BackgroundJob, type BackgroundQueue } from "./background-queue.js";
 import { cancel, claim, fail, finish, NO_REQUEST, requeue, STREAM_CUT, usedTokens, type Claim, type Settlement, type Transition } from "./background-states.js";
@@ -17,6 +17,17 @@ export const RUN_FIRST_SEQUENCE = QUEUED_EVENT_TYPES.length;
 
 /** How a cancelled background stream ends (OpenAI's error event: there is no response.cancelled). */
 export const cancelledEvent = (): ResponseEvent => ({ type: "error", code: "response_cancelled", message: "The response was cancelled.", param: null });
+
+/** What a finished background run was: its request, when it started, where it ran, how it failed. */
+export interface RunRecord {
+  request: ResponseCreateRequest;
+  /** Unix ms and performance.now() when the run started. */
+  startedAt: { unixMs: number; perf: number };
+  runnerId: string;
+  promptTokens: number;
+  renderedPrompt: string | undefined;
+  failure: DomainError | undefined;
+}
 
 /** Failures of a run that another runner may not have: a run nobody has seen yet starts over. */
 const RUNNER_LOST: ReadonlySet<DomainError["_tag"]> = new Set(["RunnerLost", "StreamInterrupted"]);
@@ -33,6 +44,8 @@ export interface BackgroundLifecycleDeps {
   maxAttempts: number;
   requestTimeoutMs: number;
   log: Logger;
+  /** Sees every run that ended (usage rollups count each run: a run started over spent tokens too; traces). */
+  onRunEnded?: (projectId: string, response: ResponseObject, run: RunRecord) => void;
 }
 
 /**
@@ -154,9 +167,15 @@ export class BackgroundLifecycle {
     const input = (await this.responses.inputItems(projectId, id)) ?? [];
     let runTokens = 0;
     let run: ResponseRun;
+    const startedAt = { unixMs: Date.now(), perf: performance.now() };
     try {
       const prepared = await service.prepare(projectId, request, { id, createdAt: found.value.response.created_at, input });
-      run = await service.start(prepared, { charge: async () => ({ settle: (used) => (runTokens = used) }) });
+      run = await service.start(prepared, {
+        charge: async (generate) => {
+          generate.wantRenderedPrompt = request.log === true;
+          return { settle: (used) => (runTokens = used) };
+        },
+      });
     } catch (err) {
       if (!isDomainError(err)) throw err;
       const deadline = found.value.response.created_at * 1000 + this.deps.requestTimeoutMs;
@@ -201,6 +220,18 @@ export class BackgroundLifecycle {
       },
     });
 
+    try {
+      this.deps.onRunEnded?.(projectId, final, {
+        request,
+        startedAt,
+        runnerId: run.runnerId,
+        promptTokens: run.admitted?.promptTokens ?? 0,
+        renderedPrompt: run.admitted?.renderedPrompt,
+        failure: run.failure(),
+      });
+    } catch (err) {
+      this.deps.log.warn("recording a background run failed", { response: id, err });
+    }
     if (handedBack(final)) {
       if (streamed) {
         // Its events are out: it cannot start over elsewhere.

@@ -1,5 +1,5 @@
 // The public surface of the responses module: other modules and processes import from here only.
-export { BackgroundLifecycle, RunControl, type RunOutcome } from "./background-lifecycle.js";
+export { BackgroundLifecycle, RunControl, type RunOutcome, type RunRecord } from "./background-lifecycle.js";
 export { type BackgroundJob, backgroundJobSchema, BackgroundQueue, ensureBackgroundStream, publishCancel } from "./background-queue.js";
 export * as backgroundStates from "./background-states.js";
 export { type BackgroundCharge, isTerminal } from "./background-states.js";

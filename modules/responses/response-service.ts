@@ -229,6 +229,8 @@ export class ResponseRun {
 
   /** Tokens generated so far (settles a charge when the run ends without final usage). */
   private generatedTokens = 0;
+  /** Sees the runner's events as they arrive (the gateway's request observation: timings, usage). */
+  observer: { delta(d: TokenDelta): void; choiceEnd(e: ChoiceEnd): void; final(f: Final): void } | undefined;
 
   constructor(readonly prepared: PreparedResponse, private readonly stream: RunSource, private readonly charge?: TokenCharge) {
     this.response = newResponseObject(prepared.body, { id: prepared.id, createdAt: prepared.createdAt, conversationId: prepared.conversationId }, "in_progress");
@@ -238,6 +240,11 @@ export class ResponseRun {
 
   get runnerId(): string {
     return this.stream.admitted?.runnerId ?? "";
+  }
+
+  /** What the runner said when it admitted the request (prompt tokens, the rendered prompt when asked for). */
+  get admitted() {
+    return this.stream.admitted;
   }
 
   /** Stops generation; `run` resolves with status cancelled. */
@@ -263,11 +270,13 @@ export class ResponseRun {
       const listener = {
         delta: (d: TokenDelta) => {
           if (this.outcome) return;
+          this.observer?.delta(d);
           this.generatedTokens += d.tokens;
           this.builder.delta(d);
         },
         choiceEnd: (e: ChoiceEnd) => {
           if (this.outcome) return;
+          this.observer?.choiceEnd(e);
           this.finishReason = e.finishReason;
           this.builder.end(e.finishReason);
         },
@@ -278,6 +287,7 @@ export class ResponseRun {
           this.builder.reset();
         },
         final: (f: Final) => {
+          this.observer?.final(f);
           if (f.error) this.failureUsage = f.usage;
           this.finish(f.error ? domainErrorFromRunner(f.error, this.stream.model) : f);
         },

@@ -21,6 +21,8 @@ export interface PreparedRequest {
   readonly choices: number;
   /** Messages dropped from the front to fit the context (truncation auto). */
   readonly droppedMessages?: number;
+  /** The prompt as the engine renders it (chat template applied), when the request asked for it. */
+  readonly renderedPrompt?: string;
 }
 
 /** A request the engine refuses (bad parameter, too long): the runner rejects it at admission. */

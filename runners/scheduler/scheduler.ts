@@ -16,6 +16,8 @@ export interface RequestObserver {
   choiceEnd(choiceIndex: number, finishReason: FinishReason, completionTokens: number): void;
   /** A preempted batch choice will run again from the start: forget what it produced so far. */
   choiceReset(choiceIndex: number): void;
+  /** A choice of the request got a slot (called for each choice; the first call ends its queue wait). */
+  slotStarted?(): void;
   /** Called once, last. `error` is set when the request failed or was abandoned. */
   final(promptTokens: number, completionTokens: number, error?: ProtoError): void;
 }
@@ -234,6 +236,7 @@ export class Scheduler {
     state.controller.signal.addEventListener("abort", forward, { once: true });
     if (state.controller.signal.aborted) current.controller.abort();
     this.running.add(current);
+    state.observer.slotStarted?.();
     const sink = {
       text: (text: string, tokens: number) => state.observer.delta(choice, text, tokens),
       toolCall: (delta: ToolCallDelta) => state.observer.toolCall(choice, delta),

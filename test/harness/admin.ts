@@ -11,10 +11,10 @@ export interface AdminResult {
 }
 
 /** Runs `tributary admin --json <args>` against the actor host's admin service, as an operator would. */
-export function admin(host: ActorHost, args: string[], options: { token?: string; json?: boolean } = {}): Promise<AdminResult> {
+export function admin(host: ActorHost, args: string[], options: { token?: string; json?: boolean; input?: string } = {}): Promise<AdminResult> {
   const argv = [join(repoRoot, "bin", "tributary"), "admin", ...(options.json === false ? [] : ["--json"]), "--addr", host.adminAddr, "--token", options.token ?? TEST_ADMIN_TOKEN, ...args];
   return new Promise((resolve) => {
-    execFile(process.execPath, argv, { env: { ...process.env, TRIBUTARY_ADMIN_TOKEN: "" } }, (err, stdout, stderr) => {
+    const child = execFile(process.execPath, argv, { env: { ...process.env, TRIBUTARY_ADMIN_TOKEN: "" } }, (err, stdout, stderr) => {
       const code = err ? ((err as { code?: number }).code ?? 1) : 0;
       let json: unknown;
       try {
@@ -24,6 +24,8 @@ export function admin(host: ActorHost, args: string[], options: { token?: string
       }
       resolve({ code: typeof code === "number" ? code : 1, stdout, stderr, json });
     });
+    if (options.input !== undefined) child.stdin!.end(options.input);
+    else child.stdin!.end();
   });
 }
 

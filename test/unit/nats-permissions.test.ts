@@ -45,6 +45,8 @@ const cases: Array<[string, string, NatsIdentity[] | null, NatsIdentity[]]> = [
   ["background cancels (subscription)", subjects.responseCancelAll, null, ["actors"]],
   ["response events", subjects.responseEvents("resp_1"), ["gateway", "actors"], []],
   ["sandbox", subjects.sandboxAll, ["sandbox-host"], ["sandbox-host"]],
+  ["trace", subjects.trace("proj_1", model, "key_1", "success"), ["gateway", "actors"], []],
+  ["usage rows", subjects.usageRollup("gw_1"), ["gateway", "actors"], []],
 ];
 
 for (const [name, subject, publishers, subscribers] of cases)

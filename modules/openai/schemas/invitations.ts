@@ -10,6 +10,9 @@ export const RedeemInvitationBody = Schema.Struct({
   organization_name: Name,
   project_name: Schema.optionalKey(Name),
   key_name: Schema.optionalKey(Name),
+  /** The organization's first owner, who signs in to the dashboard with this email and password. */
+  email: Schema.optionalKey(Schema.String.check(Schema.isMinLength(3), Schema.isMaxLength(254))),
+  password: Schema.optionalKey(Schema.String.check(Schema.isMinLength(8), Schema.isMaxLength(1024))),
 });
 
 export type RedeemInvitationRequest = typeof RedeemInvitationBody.Type;

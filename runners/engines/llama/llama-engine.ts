@@ -86,6 +86,7 @@ export class LlamaEngine implements Engine {
       : undefined;
 
     let prompt: Token[];
+    let renderedPrompt: string | undefined;
     let droppedMessages = 0;
     const stopTexts = [...(sampling?.stop ?? [])];
     const stopTokens = new Set<Token>();
@@ -103,8 +104,10 @@ export class LlamaEngine implements Engine {
         }
       }
       this.collectTemplateStops(rendered.stopTriggers, stopTexts, stopTokens);
+      if (request.wantRenderedPrompt) renderedPrompt = rendered.text.toString();
     } else {
       prompt = LlamaText([this.model.tokens.shouldPrependBosToken ? new SpecialToken("BOS") : "", request.prompt]).tokenize(this.model.tokenizer);
+      if (request.wantRenderedPrompt) renderedPrompt = request.prompt;
     }
     if (prompt.length === 0) throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, "the prompt is empty", "messages");
 
@@ -134,7 +137,7 @@ export class LlamaEngine implements Engine {
       responseGrammar,
       tools,
     };
-    return { request, promptTokens: prompt.length, maxTokens, choices, plan, droppedMessages };
+    return { request, promptTokens: prompt.length, maxTokens, choices, plan, droppedMessages, renderedPrompt };
   }
 
   runChoice(prepared: PreparedRequest, choiceIndex: number, slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome> {

@@ -53,7 +53,11 @@ export class SimEngine implements Engine {
     if (choices > this.slots)
       throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `n (${choices}) exceeds this model's ${this.slots} slots`, "n");
     const maxTokens = resolveOutputBudget(this.spec, promptTokens, request.sampling?.maxTokens ?? 0);
-    return { request, promptTokens, maxTokens, choices, droppedMessages };
+    // The sim engine has no chat template: its "rendered" prompt is the messages as role-tagged lines.
+    const renderedPrompt = request.wantRenderedPrompt
+      ? (request.messages.length > 0 ? request.messages.map((m) => `${m.role}: ${m.content}`).join("\n") : request.prompt)
+      : undefined;
+    return { request, promptTokens, maxTokens, choices, droppedMessages, renderedPrompt };
   }
 
   runChoice(prepared: PreparedRequest, choiceIndex: number, _slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome> {

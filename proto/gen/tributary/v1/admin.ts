@@ -170,6 +170,9 @@ export interface RedeemInvitationRequest {
   organizationName: string;
   projectName: string;
   keyName: string;
+  /** The organization's first owner (dashboard sign-in): both or neither. */
+  ownerEmail: string;
+  ownerPassword: string;
 }
 
 export interface RedeemInvitationResponse {
@@ -177,6 +180,8 @@ export interface RedeemInvitationResponse {
   project: Project | undefined;
   key: ApiKey | undefined;
   secret: string;
+  /** Set when an owner was created. */
+  ownerId: string;
 }
 
 function createBaseOrganization(): Organization {
@@ -1677,7 +1682,7 @@ export const RevokeInvitationRequest: MessageFns<RevokeInvitationRequest> = {
 };
 
 function createBaseRedeemInvitationRequest(): RedeemInvitationRequest {
-  return { code: "", organizationName: "", projectName: "", keyName: "" };
+  return { code: "", organizationName: "", projectName: "", keyName: "", ownerEmail: "", ownerPassword: "" };
 }
 
 export const RedeemInvitationRequest: MessageFns<RedeemInvitationRequest> = {
@@ -1693,6 +1698,12 @@ export const RedeemInvitationRequest: MessageFns<RedeemInvitationRequest> = {
     }
     if (message.keyName !== "") {
       writer.uint32(34).string(message.keyName);
+    }
+    if (message.ownerEmail !== "") {
+      writer.uint32(42).string(message.ownerEmail);
+    }
+    if (message.ownerPassword !== "") {
+      writer.uint32(50).string(message.ownerPassword);
     }
     return writer;
   },
@@ -1742,6 +1753,22 @@ export const RedeemInvitationRequest: MessageFns<RedeemInvitationRequest> = {
             message.keyName = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.ownerEmail = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.ownerPassword = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1763,12 +1790,14 @@ export const RedeemInvitationRequest: MessageFns<RedeemInvitationRequest> = {
     message.organizationName = object.organizationName ?? "";
     message.projectName = object.projectName ?? "";
     message.keyName = object.keyName ?? "";
+    message.ownerEmail = object.ownerEmail ?? "";
+    message.ownerPassword = object.ownerPassword ?? "";
     return message;
   },
 };
 
 function createBaseRedeemInvitationResponse(): RedeemInvitationResponse {
-  return { organization: undefined, project: undefined, key: undefined, secret: "" };
+  return { organization: undefined, project: undefined, key: undefined, secret: "", ownerId: "" };
 }
 
 export const RedeemInvitationResponse: MessageFns<RedeemInvitationResponse> = {
@@ -1784,6 +1813,9 @@ export const RedeemInvitationResponse: MessageFns<RedeemInvitationResponse> = {
     }
     if (message.secret !== "") {
       writer.uint32(34).string(message.secret);
+    }
+    if (message.ownerId !== "") {
+      writer.uint32(42).string(message.ownerId);
     }
     return writer;
   },
@@ -1833,6 +1865,14 @@ export const RedeemInvitationResponse: MessageFns<RedeemInvitationResponse> = {
             message.secret = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.ownerId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1858,6 +1898,7 @@ export const RedeemInvitationResponse: MessageFns<RedeemInvitationResponse> = {
       : undefined;
     message.key = (object.key !== undefined && object.key !== null) ? ApiKey.fromPartial(object.key) : undefined;
     message.secret = object.secret ?? "";
+    message.ownerId = object.ownerId ?? "";
     return message;
   },
 };

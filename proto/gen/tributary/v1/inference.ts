@@ -163,6 +163,11 @@ export interface GenerateRequest {
   maxToolCalls: number;
   /** What to do with messages that do not fit the model's context with the output budget. */
   truncation: Truncation;
+  /**
+   * Return the prompt as the engine rendered it (chat template applied) in Accepted.rendered_prompt:
+   * for requests recorded as traces (log: true).
+   */
+  wantRenderedPrompt?: boolean | undefined;
 }
 
 export interface Error {
@@ -186,6 +191,8 @@ export interface Accepted {
   maxTokens: number;
   /** Messages removed from the front of the conversation to fit the context (TRUNCATION_AUTO). */
   droppedMessages: number;
+  /** The prompt as the engine saw it, when the request asked for it (want_rendered_prompt). */
+  renderedPrompt?: string | undefined;
 }
 
 export interface ToolCallDelta {
@@ -229,7 +236,11 @@ export interface Final {
     | Usage
     | undefined;
   /** Set when the request failed after it was accepted. */
-  error: Error | undefined;
+  error:
+    | Error
+    | undefined;
+  /** Milliseconds the request waited in the runner's queue before its first choice got a slot. */
+  queueWaitMs?: number | undefined;
 }
 
 /** Everything a runner publishes on a request's reply subject. */
@@ -945,6 +956,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     coalesceDeltas: false,
     maxToolCalls: 0,
     truncation: 0,
+    wantRenderedPrompt: undefined,
   };
 }
 
@@ -997,6 +1009,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.truncation !== 0) {
       writer.uint32(120).int32(message.truncation);
+    }
+    if (message.wantRenderedPrompt !== undefined) {
+      writer.uint32(168).bool(message.wantRenderedPrompt);
     }
     return writer;
   },
@@ -1142,6 +1157,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.truncation = reader.int32() as any;
             continue;
           }
+          case 21: {
+            if (tag !== 168) {
+              break;
+            }
+
+            message.wantRenderedPrompt = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1181,6 +1204,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.coalesceDeltas = object.coalesceDeltas ?? false;
     message.maxToolCalls = object.maxToolCalls ?? 0;
     message.truncation = object.truncation ?? 0;
+    message.wantRenderedPrompt = object.wantRenderedPrompt ?? undefined;
     return message;
   },
 };
@@ -1346,7 +1370,14 @@ export const Admission: MessageFns<Admission> = {
 };
 
 function createBaseAccepted(): Accepted {
-  return { runnerId: "", promptTokens: 0, queuePosition: 0, maxTokens: 0, droppedMessages: 0 };
+  return {
+    runnerId: "",
+    promptTokens: 0,
+    queuePosition: 0,
+    maxTokens: 0,
+    droppedMessages: 0,
+    renderedPrompt: undefined,
+  };
 }
 
 export const Accepted: MessageFns<Accepted> = {
@@ -1365,6 +1396,9 @@ export const Accepted: MessageFns<Accepted> = {
     }
     if (message.droppedMessages !== 0) {
       writer.uint32(40).uint32(message.droppedMessages);
+    }
+    if (message.renderedPrompt !== undefined) {
+      writer.uint32(50).string(message.renderedPrompt);
     }
     return writer;
   },
@@ -1422,6 +1456,14 @@ export const Accepted: MessageFns<Accepted> = {
             message.droppedMessages = reader.uint32();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.renderedPrompt = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1444,6 +1486,7 @@ export const Accepted: MessageFns<Accepted> = {
     message.queuePosition = object.queuePosition ?? 0;
     message.maxTokens = object.maxTokens ?? 0;
     message.droppedMessages = object.droppedMessages ?? 0;
+    message.renderedPrompt = object.renderedPrompt ?? undefined;
     return message;
   },
 };
@@ -1832,7 +1875,7 @@ export const Usage: MessageFns<Usage> = {
 };
 
 function createBaseFinal(): Final {
-  return { usage: undefined, error: undefined };
+  return { usage: undefined, error: undefined, queueWaitMs: undefined };
 }
 
 export const Final: MessageFns<Final> = {
@@ -1842,6 +1885,9 @@ export const Final: MessageFns<Final> = {
     }
     if (message.error !== undefined) {
       Error.encode(message.error, writer.uint32(18).fork()).join();
+    }
+    if (message.queueWaitMs !== undefined) {
+      writer.uint32(24).uint32(message.queueWaitMs);
     }
     return writer;
   },
@@ -1875,6 +1921,14 @@ export const Final: MessageFns<Final> = {
             message.error = Error.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.queueWaitMs = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1894,6 +1948,7 @@ export const Final: MessageFns<Final> = {
     const message = createBaseFinal();
     message.usage = (object.usage !== undefined && object.usage !== null) ? Usage.fromPartial(object.usage) : undefined;
     message.error = (object.error !== undefined && object.error !== null) ? Error.fromPartial(object.error) : undefined;
+    message.queueWaitMs = object.queueWaitMs ?? undefined;
     return message;
   },
 };

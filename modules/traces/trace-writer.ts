@@ -1,0 +1,95 @@
+import type { JetStreamClient } from "@nats-io/jetstream";
+import type { Logger } from "../../lib/log.js";
+import { subjects } from "../../lib/nats/subjects.js";
+import type { Trace } from "./trace-record.js";
+
+export interface TraceWriterOptions {
+  /** Traces waiting to be written; past it new ones are dropped and counted. */
+  maxBuffered: number;
+  /** Bytes (of recorded bodies) waiting to be written; past it new ones are dropped too. */
+  maxBufferedBytes: number;
+  flushMs: number;
+  /** Publishes awaiting their JetStream ack at once. */
+  maxInFlight?: number;
+}
+
+/**
+ * Writes traces off the request path: `record` only appends to a bounded buffer (never blocks,
+ * never throws); a timer serializes and publishes the buffer to the trace stream in batches,
+ * pipelined. What does not fit the buffer, or fails to be stored, is dropped and counted: a trace
+ * is never worth a slower or failed request.
+ */
+export class TraceWriter {
+  private buffer: Trace[] = [];
+  private bufferedBytes = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> | undefined;
+  private lastWarnAt = 0;
+  /** Traces dropped: buffer full, or the stream refused or did not answer. */
+  dropped = 0;
+  written = 0;
+
+  constructor(private readonly js: JetStreamClient, private readonly options: TraceWriterOptions, private readonly log: Logger) {}
+
+  get buffered(): number {
+    return this.buffer.length;
+  }
+
+  start(): void {
+    this.timer = setInterval(() => void this.flush(), this.options.flushMs);
+    this.timer.unref();
+  }
+
+  record(trace: Trace): void {
+    const bytes = trace.request.text.length + trace.response.text.length + (trace.prompt?.text.length ?? 0) + 1024;
+    if (this.buffer.length >= this.options.maxBuffered || this.bufferedBytes + bytes > this.options.maxBufferedBytes) {
+      this.drop(1, "trace buffer full");
+      return;
+    }
+    this.buffer.push(trace);
+    this.bufferedBytes += bytes;
+  }
+
+  /** Writes what is buffered; resolves when it is stored (or dropped). */
+  flush(): Promise<void> {
+    if (this.flushing) return this.flushing;
+    if (this.buffer.length === 0) return Promise.resolve();
+    this.flushing = this.writeOut().finally(() => (this.flushing = undefined));
+    return this.flushing;
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.flush();
+    if (this.buffer.length > 0) await this.flush();
+  }
+
+  private async writeOut(): Promise<void> {
+    const batch = this.buffer;
+    this.buffer = [];
+    this.bufferedBytes = 0;
+    const inFlight = new Set<Promise<void>>();
+    const limit = this.options.maxInFlight ?? 256;
+    for (const trace of batch) {
+      const subject = subjects.trace(trace.project_id, trace.model, trace.api_key_id, trace.status);
+      const p: Promise<void> = this.js
+        .publish(subject, JSON.stringify(trace), { timeout: 5_000 })
+        .then(() => void this.written++)
+        .catch((err: unknown) => this.drop(1, "trace not stored", err))
+        .finally(() => inFlight.delete(p));
+      inFlight.add(p);
+      if (inFlight.size >= limit) await Promise.race(inFlight);
+    }
+    await Promise.all(inFlight);
+  }
+
+  private drop(n: number, why: string, err?: unknown): void {
+    this.dropped += n;
+    const now = Date.now();
+    // One warning a minute at most: under overload every request would say the same.
+    if (now - this.lastWarnAt > 60_000) {
+      this.lastWarnAt = now;
+      this.log.warn("traces dropped", { why, droppedSoFar: this.dropped, err });
+    }
+  }
+}

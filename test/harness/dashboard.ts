@@ -1,0 +1,52 @@
+import type { ActorHost, Gateway } from "./processes.js";
+import { adminOk } from "./admin.js";
+
+// Dashboard helpers: an organization with its first owner (an invitation redeemed with an email
+// and a password), and a cookie-keeping HTTP client that signs in through the form as a browser would.
+
+export async function ownerOrganization(actors: ActorHost, gateway: Gateway, email: string, password: string) {
+  const { code } = await adminOk(actors, ["invitation", "create", "--note", email]);
+  const res = await fetch(gateway.url + "/v1/invitations/redeem", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ code, organization_name: "Dash Org", project_name: "Dash Project", email, password }),
+  });
+  if (res.status !== 200) throw new Error(`redeem failed: ${res.status} ${await res.text()}`);
+  return (await res.json()) as { organization: { id: string }; project: { id: string }; api_key: { value: string; id: string }; owner: { id: string; email: string; role: string } };
+}
+
+export class CookieClient {
+  readonly cookies = new Map<string, string>();
+  constructor(readonly base: string) {}
+
+  async request(path: string, init: { method?: string; form?: Record<string, string>; headers?: Record<string, string> } = {}) {
+    const headers: Record<string, string> = { ...init.headers };
+    if (this.cookies.size > 0) headers.cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+    if (init.form) headers["content-type"] = "application/x-www-form-urlencoded";
+    const res = await fetch(this.base + path, {
+      method: init.method ?? (init.form ? "POST" : "GET"),
+      headers,
+      body: init.form ? new URLSearchParams(init.form).toString() : undefined,
+      redirect: "manual",
+    });
+    for (const c of res.headers.getSetCookie()) {
+      const [pair] = c.split(";");
+      const [name, value] = pair!.split("=");
+      if (/Max-Age=0/.test(c)) this.cookies.delete(name!);
+      else this.cookies.set(name!, value!);
+    }
+    return { status: res.status, headers: res.headers, text: await res.text() };
+  }
+
+  /** The hidden csrf field of a page's first form. */
+  static csrfOf(html: string): string {
+    const m = /name="csrf" value="([^"]+)"/.exec(html);
+    if (!m) throw new Error("no csrf field on the page");
+    return m[1]!;
+  }
+
+  async signIn(email: string, password: string) {
+    const form = await this.request("/dashboard/sign-in");
+    return this.request("/dashboard/sign-in", { form: { csrf: CookieClient.csrfOf(form.text), email, password } });
+  }
+}
