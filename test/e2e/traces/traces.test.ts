@@ -1,5 +1,4 @@
 import t, { type Test } from "tap";
-import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { startStack } from "../../harness/stack.js";
 import { TEST_KEY, TEST_MODEL } from "../../harness/processes.js";
@@ -287,7 +286,7 @@ t.test("every query parameter is bounded", async (t) => {
 });
 
 t.test("retention: the stream expires whole traces by age and bytes", async (t) => {
-  const nc = await connect({ servers: stack.nats.url });
+  const nc = await stack.nats.connect();
   t.teardown(() => nc.close());
   const jsm = await jetstreamManager(nc);
   const info = await jsm.streams.info("TRIBUTARY_TRACES");
