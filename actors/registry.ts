@@ -1,10 +1,11 @@
 import type { ModelSpec } from "../modules/catalog/mod.js";
 import { resolveAdminToken } from "../modules/accounts/mod.js";
-import { accountsConfig, filesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, filesConfig, sandboxesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, timeoutsConfig } from "../lib/config.js";
 import { AdminServiceActor } from "./admin/admin-service.js";
 import { BatchCoordinator } from "./batches/batch-coordinator.js";
 import { BatchWorker } from "./batches/batch-worker.js";
 import { FileSweeper } from "./files/file-sweeper.js";
+import { SandboxSweeperActor } from "./sandboxes/sandbox-sweeper.js";
 import { BudgetHostActor, budgetHostOptions } from "./ratelimit/budget-host.js";
 import { BackgroundResponseWorker } from "./responses/background-worker.js";
 import type { Actor } from "../modules/actor-runtime/mod.js";
@@ -19,7 +20,13 @@ export interface PlatformContext {
  * restart). Each platform feature adds its actors here.
  */
 export function platformActors(ctx: PlatformContext): Array<() => Actor> {
-  return [...accountActors(ctx), ...fileAndBatchActors(ctx), ...responseActors(ctx)];
+  return [...accountActors(ctx), ...fileAndBatchActors(ctx), ...responseActors(ctx), ...sandboxActors()];
+}
+
+/** Sandboxes: the sweeper of lost hosts and missed deadlines. */
+function sandboxActors(): Array<() => Actor> {
+  const sandboxes = readConfig(sandboxesConfig);
+  return [() => new SandboxSweeperActor(sandboxes.sweepMs, sandboxes.hostTimeoutMs)];
 }
 
 /** Background responses (POST /v1/responses with background: true). */

@@ -15,6 +15,7 @@ commands:
   gateway   run one gateway process (HTTP/SSE edge), as in a cluster
   runner    run one runner process (the models in TRIBUTARY_RUNNER_MODELS, else all)
   actors    run one platform actor host
+  sandbox-host  run one sandbox host (bubblewrap sandboxes on this machine)
 `;
 
 /** The single-process commands: each module starts its process when imported. */
@@ -22,6 +23,7 @@ const processes: Record<string, string> = {
   gateway: "../gateway/main.js",
   runner: "../runners/main.js",
   actors: "../actors/main.js",
+  "sandbox-host": "../sandbox-host/main.js",
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -64,6 +64,9 @@ export function startStack() {
           env: { ...env, TRIBUTARY_RUNNER_MODELS: model.id },
           stopTimeoutMs,
         });
+    // One sandbox host (bubblewrap); it exits at once with a clear error where namespaces are unavailable.
+    if (start.sandboxHost === "on")
+      children.push({ name: "sandbox host", ...onCpus(process.execPath, [entry("../sandbox-host/main.js")], services), env, stopTimeoutMs });
     children.push({
       name: "gateway",
       ...onCpus(process.execPath, [entry("../gateway/main.js")], services),

@@ -55,6 +55,12 @@ export const subjects = {
   /** Stream events of a background response with stream: true (stream `streams.responseEvents`). */
   responseEvents: (responseId: string) => `${SUBJECT_ROOT}.responses.events.${responseId}`,
   responseEventsAll: `${SUBJECT_ROOT}.responses.events.>`,
+  /** Sandbox host heartbeats (capacity and sandboxes running), one subject for every host. */
+  sandboxHostHeartbeat: `${SUBJECT_ROOT}.sandbox-host.heartbeat`,
+  /** Calls to one sandbox host (create, exec, files, stop), request/reply, schema-checked JSON. */
+  sandboxHostRpc: (hostId: string) => `${SUBJECT_ROOT}.sandbox-host.${hostId}.rpc`,
+  /** Output events of one streamed exec, from the host to the gateway that asked. */
+  sandboxExecEvents: (execId: string) => `${SUBJECT_ROOT}.sandbox-exec.${execId}`,
 } as const;
 
 export const queues = {
@@ -124,6 +130,10 @@ export const buckets = {
   conversations: "tributary_conversations",
   /** Named prompt templates run by POST /v1/responses/{name}, keyed <project>.<name>. */
   prompts: "tributary_prompts",
+  /** KV: sandbox records (the sandbox object and its host), key `<project>.<sandbox id>`; kept 7 days after their last change. */
+  sandboxes: "tributary_sandboxes",
+  /** KV: secrets, envelope-encrypted (a data key per secret, wrapped by the master key), key `<project>.<NAME>`. */
+  secrets: "tributary_secrets",
 } as const;
 
 export const streams = {
