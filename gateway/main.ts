@@ -3,7 +3,11 @@
 import { hostname } from "node:os";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { AccountStore, LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys, AccountAuthenticator, AccountDirectory, LastUsedRecorder } from "../modules/accounts/mod.js";
-import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, sandboxesConfig, secretsConfig, timeoutsConfig } from "../lib/config.js";
+import { SandboxHostClient, SandboxHostDirectory, SandboxService, SandboxStore } from "../modules/sandboxes/mod.js";
+import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
+import { registerSandboxRoutes } from "./routes/sandboxes.js";
+import { registerSecretRoutes } from "./routes/secrets.js";
 import { FileStore } from "../modules/files/mod.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
@@ -112,6 +116,28 @@ async function main(): Promise<void> {
   registerFileRoutes(router, { store: fileStore, maxFileBytes: files.maxFileBytes, maxBatchFileBytes: files.maxBatchFileBytes, maxBodyBytes: config.maxBodyBytes });
   registerBatchRoutes(router, { batches: batchStore, files: fileStore, maxBodyBytes: config.maxBodyBytes });
 
+  // Sandboxes and secrets: records in KV, calls routed to the sandbox hosts found by heartbeat.
+  const sandboxSettings = readConfig(sandboxesConfig);
+  const secretSettings = readConfig(secretsConfig);
+  const sandboxHosts = new SandboxHostDirectory(nc, sandboxSettings.hostTimeoutMs);
+  sandboxHosts.start();
+  const secretStore = await SecretStore.open(nc, loadKeyRing(secretSettings.masterKey, secretSettings.previousKeys, common.home));
+  const sandboxService = new SandboxService(await SandboxStore.open(nc), sandboxHosts, new SandboxHostClient(nc), {
+    maxPerProject: sandboxSettings.maxPerProject,
+    execOutputBytes: sandboxSettings.execOutputBytes,
+    streamOutputBytes: sandboxSettings.streamOutputBytes,
+  }, log);
+  registerSandboxRoutes(router, {
+    sandboxes: sandboxService,
+    maxBodyBytes: config.maxBodyBytes,
+    maxFileBytes: sandboxSettings.maxFileBytes,
+    maxCpuMhz: sandboxSettings.maxCpuMhz,
+    maxMemoryMb: sandboxSettings.maxMemoryMb,
+    maxDiskMb: sandboxSettings.maxDiskMb,
+    streamBudget,
+  });
+  registerSecretRoutes(router, { secrets: secretStore, maxPerProject: secretSettings.maxPerProject, maxValueBytes: secretSettings.maxValueBytes, maxBodyBytes: config.maxBodyBytes });
+
   const server = new GatewayServer(router, new AccountAuthenticator(accountDirectory, lastUsed), {
     maxHeaderBytes: config.maxHeaderBytes,
     maxHeaders: config.maxHeaders,
@@ -137,6 +163,7 @@ async function main(): Promise<void> {
       }
       client.stop();
       directory.stop();
+      sandboxHosts.stop();
       await rateLimiter.stop();
       await lastUsed.stop();
       accountDirectory.stop();
