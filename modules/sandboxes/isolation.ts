@@ -32,6 +32,7 @@ export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits,
   const bwrap = [
     options.bwrap,
     "--unshare-all",
+    "--unshare-user",
     "--new-session",
     "--die-with-parent",
     "--disable-userns",
