@@ -53,6 +53,8 @@ export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits,
     "--dev", "/dev",
     "--size", String(limits.diskMb * 1024 * 1024), "--perms", "0700", "--tmpfs", "/workspace",
     "--size", String(64 * 1024 * 1024), "--tmpfs", "/tmp",
+    // The root (a tmpfs bwrap made) and everything on it read-only; /workspace and /tmp stay writable.
+    "--remount-ro", "/",
     "--chdir", "/workspace",
     "--", options.python, "-I", "-S", "-c", agentSource,
   );
