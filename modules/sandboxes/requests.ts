@@ -65,6 +65,7 @@ export function parseSandboxCreate(json: unknown, bounds: SandboxBounds): Sandbo
     disk_mb: opt(int(1, bounds.maxDiskMb)),
     network: opt(Schema.String),
   });
+  checkEnvNames(json, "env");
   const body = decodeBody(schema, json);
   if (body.network !== undefined && body.network !== null && body.network !== "none")
     throw errors.invalidParam("network", "Invalid value for 'network': only 'none' is available: sandbox hosts here have no isolated egress path, and a sandbox never shares the host's network (the platform's own ports are on it).");
@@ -104,6 +105,7 @@ export function parseExec(json: unknown): ExecRequest {
     timeout_seconds: opt(int(1, MAX_EXEC_TIMEOUT_SECONDS)),
     stream: opt(Schema.Boolean),
   });
+  checkEnvNames(json, "env");
   const body = decodeBody(schema, json);
   const argv = typeof body.command === "string" ? ["/bin/sh", "-c", body.command] : [...body.command];
   if (argv.reduce((n, a) => n + Buffer.byteLength(a), 0) > MAX_COMMAND_BYTES)
@@ -120,6 +122,15 @@ export function parseExec(json: unknown): ExecRequest {
     timeout_seconds: body.timeout_seconds ?? DEFAULT_EXEC_TIMEOUT_SECONDS,
     stream: body.stream ?? false,
   };
+}
+
+/** Record keys are not checked by the schema's key pattern in every case: names are checked here too. */
+function checkEnvNames(json: unknown, param: string): void {
+  const env = json && typeof json === "object" ? (json as Record<string, unknown>)[param] : undefined;
+  if (!env || typeof env !== "object" || Array.isArray(env)) return;
+  for (const name of Object.keys(env))
+    if (!ENV_NAME.test(name))
+      throw errors.invalidParam(`${param}.${name.slice(0, 130)}`, `Invalid value for '${param}': '${name.slice(0, 130)}' is not an environment variable name (1-128 characters of A-Z, a-z, 0-9 and _, not starting with a digit).`);
 }
 
 export function parseTimeoutUpdate(json: unknown): { timeout_seconds: number } {

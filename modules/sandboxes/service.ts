@@ -184,7 +184,10 @@ export class SandboxService {
       case "not_found":
         throw errors.notFound(`No such file or directory in the sandbox: ${"path" in call ? call.path.slice(0, 256) : ""}`, "path");
       case "invalid":
-        throw errors.invalidParam("path", `Invalid value for 'path': ${reply.message ?? "invalid"}.`);
+      case "bad_cwd": {
+        const param = call.op === "exec" ? "cwd" : "path";
+        throw errors.invalidParam(param, `Invalid value for '${param}': ${(reply.message ?? "invalid").slice(0, 200)}.`);
+      }
       case "os_error":
       case "is_directory":
       case "not_directory":
