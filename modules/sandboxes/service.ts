@@ -18,6 +18,8 @@ export interface SandboxServiceOptions {
 export const FILE_CHUNK_BYTES = 256 * 1024;
 const CALL_TIMEOUT_MS = 15_000;
 const CREATE_TIMEOUT_MS = 30_000;
+/** How long a create waits for a first heartbeat when no host is known. */
+const HOST_WAIT_MS = 2_000;
 
 export interface ExecResult {
   object: "sandbox.exec_result";
@@ -71,7 +73,13 @@ export class SandboxService {
     const live = (await this.store.list(project)).filter((r) => !isFinal(r.sandbox.status)).length;
     if (live >= this.options.maxPerProject)
       throw errors.invalidParam(null, `This project has ${live} sandboxes not yet stopped, the limit is ${this.options.maxPerProject}. Stop some first.`, "sandbox_limit_reached");
-    const host = this.directory.place({ cpu_mhz: request.cpu_mhz, memory_mb: request.memory_mb, disk_mb: request.disk_mb });
+    const need = { cpu_mhz: request.cpu_mhz, memory_mb: request.memory_mb, disk_mb: request.disk_mb };
+    let host = this.directory.place(need);
+    // Just after a gateway (re)start no heartbeat has come yet: wait for one rather than fail.
+    for (let waited = 0; host === "none" && waited < HOST_WAIT_MS; waited += 100) {
+      await new Promise((r) => setTimeout(r, 100));
+      host = this.directory.place(need);
+    }
     if (host === "none") throw errors.unavailable("No sandbox host is running. Please retry shortly.", 2);
     if (host === "full") throw errors.unavailable("Every sandbox host is full. Please retry after some sandboxes stop.", 5);
     const now = nowSeconds();
