@@ -3,6 +3,10 @@ import { connect } from "@nats-io/transport-node";
 import { Kvm } from "@nats-io/kv";
 import { startStack } from "../../harness/stack.js";
 import { buckets } from "../../../lib/nats/subjects.js";
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
+import { repoRoot } from "../../harness/processes.js";
+import { loadKeyRing, SecretStore } from "../../../modules/secrets/mod.js";
 
 // Secrets: write-only values, encrypted at rest, injected into sandboxes by name, and never in a
 // response, an error or a log line.
@@ -76,6 +80,26 @@ t.test("limits at their edges", async (t) => {
   t.equal((await json(fourth)).error.code, "secret_limit_reached");
   t.equal((await stack.fetch("/v1/secrets/THIRD", { method: "DELETE" })).status, 200);
   t.equal((await stack.fetch("/v1/secrets/THIRD", { method: "DELETE" })).status, 404);
+});
+
+t.test("master key rotation: every data key re-wrapped, values intact", async (t) => {
+  const k2 = "k2:" + Buffer.alloc(32, 9).toString("base64");
+  const rewrap = (previous: string) =>
+    execFileSync(process.execPath, [join(repoRoot, "dist/cli/main.js"), "admin", "secrets", "rewrap"], {
+      env: { ...process.env, NATS_URL: stack.nats.url, TRIBUTARY_SECRETS_KEY: k2, TRIBUTARY_SECRETS_PREVIOUS_KEYS: previous },
+      encoding: "utf8",
+    });
+  t.match(rewrap(env.TRIBUTARY_SECRETS_KEY), /re-wrapped 2 data keys with master key k2; 0 were/);
+  t.match(rewrap(""), /re-wrapped 0 data keys with master key k2; 2 were/, "idempotent, and needs no old key once done");
+  const nc = await connect({ servers: stack.nats.url });
+  t.teardown(() => nc.close());
+  const kv = await new Kvm(nc).open(buckets.secrets);
+  const raw = JSON.parse((await kv.get("proj-local.API_TOKEN"))!.string());
+  t.equal(raw.key_id, "k2");
+  const store = await SecretStore.open(nc, loadKeyRing(k2, "", "/nonexistent"));
+  t.same((await store.reveal("proj-local", ["API_TOKEN"])).values, { API_TOKEN: ROTATED }, "the new key alone opens it");
+  const old = await SecretStore.open(nc, loadKeyRing(env.TRIBUTARY_SECRETS_KEY, "", "/nonexistent"));
+  await t.rejects(old.reveal("proj-local", ["API_TOKEN"]), "the old key no longer does");
 });
 
 t.test("no value in any response body or log line", async (t) => {
