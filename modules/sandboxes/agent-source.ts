@@ -14,12 +14,23 @@
 //      {"id","t":"exit","code","signal","timed_out","truncated","stdout","stderr"}
 //      {"id","t":"ok", ...} / {"id","t":"error","message"}
 export const AGENT_SOURCE = String.raw`
-import base64, json, os, signal, subprocess, sys, threading, time
+import base64, json, os, selectors, signal, sys, threading, time
+subprocess = None  # imported on the first exec: the sandbox is ready sooner
 
 out_lock = threading.Lock()
 base_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8"}
 running = {}
 WS = "/workspace"
+
+# One I/O thread, started before any command runs, moves every command's output and enforces
+# every deadline: nothing is created per command but the command itself, so a command that
+# exhausts the sandbox's process limit (a fork bomb) cannot stop its own deadline from firing.
+sel = selectors.DefaultSelector()
+wake_r, wake_w = os.pipe()
+os.set_blocking(wake_r, False)
+sel.register(wake_r, selectors.EVENT_READ, ("wake", None))
+incoming = []
+incoming_lock = threading.Lock()
 
 def send(obj):
     line = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
@@ -37,6 +48,9 @@ def inside(path):
 
 class Run:
     def __init__(self, req):
+        global subprocess
+        if subprocess is None:
+            import subprocess
         self.id = req["id"]
         self.stream = bool(req.get("stream"))
         self.max_output = int(req.get("max_output", 262144))
@@ -44,66 +58,87 @@ class Run:
         self.total = 0
         self.truncated = False
         self.timed_out = False
+        self.exited_at = None
         env = dict(base_env)
         env.update(req.get("env") or {})
-        self.proc = subprocess.Popen(req["argv"], cwd=inside(req.get("cwd") or "."), env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
-        self.readers = [threading.Thread(target=self.pump, args=(self.proc.stdout, "out"), daemon=True),
-                        threading.Thread(target=self.pump, args=(self.proc.stderr, "err"), daemon=True)]
-        for r in self.readers: r.start()
-        threading.Thread(target=self.feed, args=(base64.b64decode(req.get("stdin") or ""),), daemon=True).start()
+        cwd = inside(req.get("cwd") or ".")
+        if not os.path.isdir(cwd):
+            raise ValueError("cwd is not a directory in /workspace")
+        self.proc = subprocess.Popen(req["argv"], cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
+        self.stdin_data = base64.b64decode(req.get("stdin") or "")
         self.deadline = time.monotonic() + int(req.get("timeout_ms", 60000)) / 1000.0
-        threading.Thread(target=self.wait, daemon=True).start()
+        self.pipes = {}
+        with incoming_lock:
+            incoming.append(self)
+        os.write(wake_w, b"x")
 
-    def feed(self, data):
-        try:
-            if data: self.proc.stdin.write(data)
+    def attach(self):
+        for pipe, kind in ((self.proc.stdout, "out"), (self.proc.stderr, "err")):
+            os.set_blocking(pipe.fileno(), False)
+            sel.register(pipe.fileno(), selectors.EVENT_READ, (kind, self))
+            self.pipes[pipe.fileno()] = pipe
+        fd = self.proc.stdin.fileno()
+        if self.stdin_data:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_WRITE, ("in", self))
+            self.pipes[fd] = self.proc.stdin
+        else:
             self.proc.stdin.close()
-        except Exception:
-            pass
 
-    def pump(self, pipe, kind):
-        while True:
-            try:
-                chunk = os.read(pipe.fileno(), 65536)
-            except Exception:
-                break
-            if not chunk: break
-            if self.stream:
-                room = self.max_output - self.total
-                if room <= 0:
-                    self.truncated = True
-                    self.killgroup()
-                    continue
-                chunk = chunk[:room]
-                self.total += len(chunk)
-                send({"id": self.id, "t": kind, "d": b64(chunk)})
-            else:
-                kept = self.kept[kind]
-                room = self.max_output - len(kept)
-                if len(chunk) > room: self.truncated = True
-                if room > 0: kept.extend(chunk[:room])
+    def detach(self, fd):
+        try: sel.unregister(fd)
+        except Exception: pass
+        pipe = self.pipes.pop(fd, None)
+        if pipe is not None:
+            try: pipe.close()
+            except Exception: pass
+
+    def feed(self, fd):
+        try:
+            n = os.write(fd, self.stdin_data[:65536])
+            self.stdin_data = self.stdin_data[n:]
+        except BlockingIOError:
+            return
+        except OSError:
+            self.stdin_data = b""
+        if not self.stdin_data: self.detach(fd)
+
+    def take(self, kind, chunk):
+        if self.stream:
+            room = self.max_output - self.total
+            if room <= 0:
+                self.truncated = True
+                self.killgroup()
+                return
+            if len(chunk) > room: self.truncated = True
+            chunk = chunk[:room]
+            self.total += len(chunk)
+            send({"id": self.id, "t": kind, "d": b64(chunk)})
+        else:
+            kept = self.kept[kind]
+            room = self.max_output - len(kept)
+            if len(chunk) > room: self.truncated = True
+            if room > 0: kept.extend(chunk[:room])
 
     def killgroup(self):
         try: os.killpg(self.proc.pid, signal.SIGKILL)
         except Exception: pass
 
-    def wait(self):
-        while True:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
+    def check(self, now):
+        """True once the run is over and reported."""
+        if self.exited_at is None:
+            if self.proc.poll() is None:
+                if now < self.deadline: return False
                 self.timed_out = True
                 self.killgroup()
                 self.proc.wait()
-                break
-            try:
-                self.proc.wait(timeout=min(left, 1.0))
-                break
-            except subprocess.TimeoutExpired:
-                pass
-        # The command's group goes with it: background children never outlive their exec.
-        self.killgroup()
-        for r in self.readers: r.join(0.5)
+            self.exited_at = now
+            # The command's group goes with it: background children never outlive their exec.
+            self.killgroup()
+        readers = [fd for fd, p in self.pipes.items() if p is not self.proc.stdin]
+        if readers and now - self.exited_at < 0.5: return False
+        for fd in list(self.pipes): self.detach(fd)
         rc = self.proc.returncode
         running.pop(self.id, None)
         msg = {"id": self.id, "t": "exit", "code": rc if rc >= 0 else None, "signal": signal.Signals(-rc).name if rc < 0 else None,
@@ -112,6 +147,37 @@ class Run:
             msg["stdout"] = b64(bytes(self.kept["out"]))
             msg["stderr"] = b64(bytes(self.kept["err"]))
         send(msg)
+        return True
+
+def io_loop():
+    active = []
+    while True:
+        for key, _ in sel.select(0.05):
+            kind, run = key.data
+            if kind == "wake":
+                try: os.read(wake_r, 4096)
+                except BlockingIOError: pass
+                with incoming_lock:
+                    fresh = incoming[:]
+                    del incoming[:]
+                for r in fresh:
+                    r.attach()
+                    active.append(r)
+            elif kind == "in":
+                run.feed(key.fd)
+            else:
+                try:
+                    chunk = os.read(key.fd, 65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                if chunk: run.take(kind, chunk)
+                else: run.detach(key.fd)
+        now = time.monotonic()
+        active = [r for r in active if not r.check(now)]
+
+threading.Thread(target=io_loop, daemon=True).start()
 
 def handle(req):
     op, rid = req.get("op"), req.get("id")
@@ -122,7 +188,8 @@ def handle(req):
         elif op == "exec":
             try:
                 running[rid] = Run(req)
-            except (FileNotFoundError, PermissionError) as e:
+            except OSError as e:
+                # Cannot start it (no such program, not executable, no process left): like a shell, 127 or 126.
                 send({"id": rid, "t": "exit", "code": 127 if isinstance(e, FileNotFoundError) else 126, "signal": None, "timed_out": False,
                       "truncated": False, "stdout": "", "stderr": b64((str(e.strerror) + ": " + str(req.get("argv", [""])[0]) + "\n").encode())})
         elif op == "kill":

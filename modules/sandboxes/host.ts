@@ -275,7 +275,6 @@ export class SandboxHost {
         // A command the memory limit killed ends its sandbox as oom: the sandbox's own process may be next.
         if (oom) void this.end(s, "oom");
         if (line.t === "error" && line.code === "invalid") return { ok: false, code: "invalid", message: line.message ?? "invalid" } satisfies HostReply;
-        if (line.t === "error" && typeof line.code === "string" && line.code !== "error") return { ok: false, code: "bad_cwd", message: line.message ?? "invalid" } satisfies HostReply;
         if (line.t !== "exit") return { ok: false, code: "not_running", message: line.message ?? "the sandbox ended" } satisfies HostReply;
         return {
           ok: true,

@@ -191,8 +191,7 @@ export class SandboxService {
         throw errors.conflict(`The sandbox ${record.sandbox.id} is not running.`, "sandbox_id", "sandbox_not_running");
       case "not_found":
         throw errors.notFound(`No such file or directory in the sandbox: ${"path" in call ? call.path.slice(0, 256) : ""}`, "path");
-      case "invalid":
-      case "bad_cwd": {
+      case "invalid": {
         const param = call.op === "exec" ? "cwd" : "path";
         throw errors.invalidParam(param, `Invalid value for '${param}': ${(reply.message ?? "invalid").slice(0, 200)}.`);
       }

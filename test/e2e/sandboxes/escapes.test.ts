@@ -53,6 +53,19 @@ t.test("paths cannot leave /workspace through the file API", async (t) => {
   t.equal((await stack.fetch(`/v1/sandboxes/${sandbox.id}/files/content?path=link`)).status, 400, "a symlink out is refused");
 });
 
+t.test("another sandbox's workspace, the platform's home and the terminal are out of reach", async (t) => {
+  const other = await json(await post("/v1/sandboxes", { memory_mb: 64, disk_mb: 8 }));
+  await run(other.id, "echo private > /workspace/mine.txt");
+  const look = await run(sandbox.id, "ls /workspace; find / -name mine.txt 2>/dev/null; echo end");
+  t.notMatch(look.stdout, /mine\.txt/, "not visible from another sandbox");
+  const home = await run(sandbox.id, `ls ${process.cwd()}/.tributary ${process.cwd()} 2>&1 | head -3; echo end`);
+  t.notMatch(home.stdout, /admin-token|secrets-key|api-key|package\.json/, "no $TRIBUTARY_HOME or repository");
+  // TIOCSTI pushes characters into a terminal's input: the sandbox has no terminal to push into.
+  const sti = await json(await post(`/v1/sandboxes/${sandbox.id}/exec`, { command: ["/usr/bin/python3", "-c", "import fcntl, termios\ntry:\n  fcntl.ioctl(0, termios.TIOCSTI, b'x'); print('injected')\nexcept OSError as e: print('refused', e.errno)"] }));
+  t.match(sti.stdout, /^refused/, sti.stdout);
+  t.match((await run(sandbox.id, "tty")).stdout, /not a tty/);
+});
+
 t.test("a fork bomb is held by the pids limit; the sandbox and host answer after", async (t) => {
   const bomb = await run(sandbox.id, "bomb() { bomb | bomb & }; bomb 2>/dev/null; sleep 10", 3);
   t.equal(bomb.timed_out, true, JSON.stringify(bomb));
