@@ -6,6 +6,7 @@ import { BatchCoordinator } from "./batches/batch-coordinator.js";
 import { BatchWorker } from "./batches/batch-worker.js";
 import { FileSweeper } from "./files/file-sweeper.js";
 import { SandboxSweeperActor } from "./sandboxes/sandbox-sweeper.js";
+import { JobWorker } from "./jobs/job-worker.js";
 import { BudgetHostActor, budgetHostOptions } from "./ratelimit/budget-host.js";
 import { BackgroundResponseWorker } from "./responses/background-worker.js";
 import type { Actor } from "../modules/actor-runtime/mod.js";
@@ -26,7 +27,17 @@ export function platformActors(ctx: PlatformContext): Array<() => Actor> {
 /** Sandboxes: the sweeper of lost hosts and missed deadlines. */
 function sandboxActors(): Array<() => Actor> {
   const sandboxes = readConfig(sandboxesConfig);
-  return [() => new SandboxSweeperActor(sandboxes.sweepMs, sandboxes.hostTimeoutMs)];
+  return [
+    () => new SandboxSweeperActor(sandboxes.sweepMs, sandboxes.hostTimeoutMs),
+    () =>
+      new JobWorker({
+        concurrency: sandboxes.jobConcurrency,
+        ackWaitMs: sandboxes.jobAckWaitMs,
+        hostTimeoutMs: sandboxes.hostTimeoutMs,
+        maxPerProject: sandboxes.maxPerProject,
+        streamOutputBytes: sandboxes.streamOutputBytes,
+      }),
+  ];
 }
 
 /** Background responses (POST /v1/responses with background: true). */

@@ -208,6 +208,10 @@ export const sandboxesConfig = Config.all({
   hostTimeoutMs: int("TRIBUTARY_SANDBOX_HOST_TIMEOUT_MS", 5_000),
   /** How often the actor host checks sandbox records for expiry and lost hosts. */
   sweepMs: int("TRIBUTARY_SANDBOX_SWEEP_MS", 2_000),
+  /** Jobs one actor host runs at once. */
+  jobConcurrency: int("TRIBUTARY_JOB_CONCURRENCY", 8),
+  /** A job whose worker went silent this long (its actor host died) is handed to another worker. */
+  jobAckWaitMs: int("TRIBUTARY_JOB_ACK_WAIT_MS", 30_000),
 });
 
 /** Secrets (gateway, sandbox hosts, `tributary admin secrets`). */

@@ -61,6 +61,14 @@ export const subjects = {
   sandboxHostRpc: (hostId: string) => `${SUBJECT_ROOT}.sandbox-host.${hostId}.rpc`,
   /** Output events of one streamed exec, from the host to the gateway that asked. */
   sandboxExecEvents: (execId: string) => `${SUBJECT_ROOT}.sandbox-exec.${execId}`,
+  /** Jobs waiting to run (stream `streams.jobs`, work queue): `{project, job_id}` JSON. */
+  jobQueue: `${SUBJECT_ROOT}.jobs.queue`,
+  /** Cancels of running jobs, to whichever worker runs it (core NATS). */
+  jobCancel: (jobId: string) => `${SUBJECT_ROOT}.jobs.cancel.${jobId}`,
+  jobCancelAll: `${SUBJECT_ROOT}.jobs.cancel.*`,
+  /** Output of a job (stream `streams.jobLogs`): one message per chunk of stdout or stderr. */
+  jobLogs: (jobId: string) => `${SUBJECT_ROOT}.jobs.logs.${jobId}`,
+  jobLogsAll: `${SUBJECT_ROOT}.jobs.logs.*`,
 } as const;
 
 export const queues = {
@@ -134,6 +142,8 @@ export const buckets = {
   sandboxes: "tributary_sandboxes",
   /** KV: secrets, envelope-encrypted (a data key per secret, wrapped by the master key), key `<project>.<NAME>`. */
   secrets: "tributary_secrets",
+  /** KV: job records (the job object, its project and its environment), key `<project>.<job id>`; kept 7 days after their last write. */
+  jobs: "tributary_jobs",
 } as const;
 
 export const streams = {
@@ -145,6 +155,10 @@ export const streams = {
   responsesBackground: "TRIBUTARY_RESPONSES_BACKGROUND",
   /** Stream events of background responses created with stream: true, for GET ?stream=true replay. */
   responseEvents: "TRIBUTARY_RESPONSE_EVENTS",
+  /** Work queue of jobs: the actor hosts' job workers consume it. */
+  jobs: "TRIBUTARY_JOBS",
+  /** Output of jobs (7 days), read by GET /v1/jobs/{id}/logs. */
+  jobLogs: "TRIBUTARY_JOB_LOGS",
 } as const;
 
 /** Durable consumers on the streams above. */
@@ -154,4 +168,6 @@ export const consumers = {
   batchWorkers: (modelId: string) => `batch-workers-${modelToken(modelId).replace(/[^A-Za-z0-9_-]/g, "_")}`,
   /** The background response workers of every actor host share it. */
   responsesBackground: "responses-background",
+  /** The job workers of every actor host share it. */
+  jobWorkers: "job-workers",
 } as const;

@@ -16,6 +16,7 @@ export {
   parseTimeoutUpdate,
   workspacePath,
   type ExecRequest,
+  type SandboxBounds,
   type SandboxCreateRequest,
 } from "./requests.js";
 export { SandboxService, type ExecResult, type ExecStream } from "./service.js";
