@@ -8,6 +8,8 @@ import { SandboxHostClient, SandboxHostDirectory, SandboxService, SandboxStore }
 import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
 import { registerSandboxRoutes } from "./routes/sandboxes.js";
 import { registerSecretRoutes } from "./routes/secrets.js";
+import { registerJobRoutes } from "./routes/jobs.js";
+import { JobStore } from "../modules/jobs/mod.js";
 import { FileStore } from "../modules/files/mod.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
@@ -131,6 +133,15 @@ async function main(): Promise<void> {
     sandboxes: sandboxService,
     maxBodyBytes: config.maxBodyBytes,
     maxFileBytes: sandboxSettings.maxFileBytes,
+    maxCpuMhz: sandboxSettings.maxCpuMhz,
+    maxMemoryMb: sandboxSettings.maxMemoryMb,
+    maxDiskMb: sandboxSettings.maxDiskMb,
+    streamBudget,
+  });
+  registerJobRoutes(router, {
+    nc,
+    jobs: await JobStore.open(nc),
+    maxBodyBytes: config.maxBodyBytes,
     maxCpuMhz: sandboxSettings.maxCpuMhz,
     maxMemoryMb: sandboxSettings.maxMemoryMb,
     maxDiskMb: sandboxSettings.maxDiskMb,

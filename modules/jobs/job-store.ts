@@ -1,8 +1,8 @@
 import { Schema } from "effect";
 import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
-import { ensureStream, listKeys, openKv } from "../../lib/nats/jetstream.js";
+import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
+import { ensureStream, jetStreamHandles, listKeys, openKv, readStored, type JetStreamHandles } from "../../lib/nats/jetstream.js";
 import { createRecord, getRecord, modifyRecord, valueSchema, type Mutable, type Versioned } from "../../lib/nats/kv-records.js";
 import { buckets, kvToken, streams, subjects } from "../../lib/nats/subjects.js";
 
@@ -53,13 +53,13 @@ export type JobLogChunk = Mutable<typeof LogSchema.Type>;
 export const jobLogChunk = valueSchema<JobLogChunk>()(LogSchema);
 
 export class JobStore {
-  private constructor(readonly kv: KV, private readonly js: JetStreamClient) {}
+  private constructor(readonly kv: KV, private readonly js: JetStreamClient, private readonly handles: JetStreamHandles) {}
 
   static async open(nc: NatsConnection): Promise<JobStore> {
     const jsm = await jetstreamManager(nc);
     await ensureStream(jsm, { name: streams.jobs, subjects: [subjects.jobQueue], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: 120 * 1_000_000_000 });
     await ensureStream(jsm, { name: streams.jobLogs, subjects: [subjects.jobLogsAll], storage: StorageType.File, max_age: 7 * 24 * 3600 * 1_000_000_000 });
-    return new JobStore(await openKv(nc, buckets.jobs, { history: 1, ttl: 7 * 24 * 3600 * 1000 }), jetstream(nc));
+    return new JobStore(await openKv(nc, buckets.jobs, { history: 1, ttl: 7 * 24 * 3600 * 1000 }), jetstream(nc), await jetStreamHandles(nc));
   }
 
   private key(project: string, id: string): string {
@@ -91,5 +91,44 @@ export class JobStore {
     const keys = (await listKeys(this.kv, `${kvToken(project)}.*`)).sort().reverse();
     const found = await Promise.all(keys.map((k) => getRecord(this.kv, k, storedJob).catch(() => undefined)));
     return found.filter((f): f is Versioned<StoredJob> => f !== undefined).map((f) => f.value.job);
+  }
+
+  /** The job's output stored so far, in order, read as the caller takes it. */
+  async *logs(jobId: string): AsyncGenerator<JobLogChunk> {
+    for await (const msg of readStored(this.handles, streams.jobLogs, subjects.jobLogs(jobId)))
+      yield jobLogChunk.parseBytes(`${msg.subject} #${msg.seq}`, msg.data);
+  }
+
+  /**
+   * The job's output from the start and then live, until `done()` says the job is final and
+   * nothing more arrived for a while, or `signal` aborts.
+   */
+  async followLogs(jobId: string, onChunk: (chunk: JobLogChunk) => void, options: { signal: AbortSignal; done: () => Promise<boolean> }): Promise<void> {
+    const consumer = await this.js.consumers.get(streams.jobLogs, { filter_subjects: subjects.jobLogs(jobId), deliver_policy: DeliverPolicy.All });
+    const messages = await consumer.consume({ max_messages: 256 });
+    const stop = () => void messages.close();
+    options.signal.addEventListener("abort", stop, { once: true });
+    let lastAt = Date.now();
+    let checking = false;
+    const timer = setInterval(() => {
+      if (checking || Date.now() - lastAt < 500) return;
+      checking = true;
+      options.done().then(
+        (done) => {
+          checking = false;
+          if (done && Date.now() - lastAt >= 500) stop();
+        },
+        () => stop(),
+      );
+    }, 250);
+    try {
+      for await (const msg of messages) {
+        lastAt = Date.now();
+        onChunk(jobLogChunk.parseBytes(`${msg.subject} #${msg.seq}`, msg.data));
+      }
+    } finally {
+      clearInterval(timer);
+      options.signal.removeEventListener("abort", stop);
+    }
   }
 }
