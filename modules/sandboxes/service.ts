@@ -20,6 +20,8 @@ const CALL_TIMEOUT_MS = 15_000;
 const CREATE_TIMEOUT_MS = 30_000;
 /** How long a create waits for a first heartbeat when no host is known. */
 const HOST_WAIT_MS = 2_000;
+/** How often a streamed exec checks that its host is still heard from. */
+const HOST_WATCH_MS = 500;
 
 export interface ExecResult {
   object: "sandbox.exec_result";
@@ -224,8 +226,19 @@ export class SandboxService {
   async execStream(project: string, id: string, request: ExecRequest, onEvent: (event: ExecEvent) => void): Promise<ExecStream> {
     const record = await this.running(project, id);
     const execId = newId("exec_");
-    let subscription: Subscription | undefined = this.hosts.subscribeExec(execId, onEvent);
+    let over = false;
+    const deliver = (event: ExecEvent) => {
+      if (over) return;
+      if (event.t !== "stdout" && event.t !== "stderr") over = true;
+      onEvent(event);
+    };
+    let subscription: Subscription | undefined = this.hosts.subscribeExec(execId, deliver);
+    // A host that dies sends no exit: its silence ends the stream.
+    const watch = setInterval(() => {
+      if (!this.directory.alive(record.host_id)) deliver({ t: "error", message: "The sandbox's host was lost." });
+    }, HOST_WATCH_MS);
     const close = () => {
+      clearInterval(watch);
       subscription?.unsubscribe();
       subscription = undefined;
     };
