@@ -49,7 +49,12 @@ export function loadKeyRing(configured: string | undefined, previous: string, ho
     const file = join(home, "secrets-key");
     if (!existsSync(file)) {
       mkdirSync(home, { recursive: true });
-      writeFileSync(file, randomBytes(32).toString("base64") + "\n", { mode: 0o600, flag: "wx" });
+      try {
+        writeFileSync(file, randomBytes(32).toString("base64") + "\n", { mode: 0o600, flag: "wx" });
+      } catch (err) {
+        // Another process (the gateway and the sandbox host start together) made it first: use theirs.
+        if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      }
     }
     chmodSync(file, 0o600);
     text = readFileSync(file, "utf8").trim();
