@@ -58,6 +58,11 @@ export function loadKeyRing(configured: string | undefined, previous: string, ho
     }
     chmodSync(file, 0o600);
     text = readFileSync(file, "utf8").trim();
+    // Made by another process a moment ago: its content may not be written yet.
+    for (let i = 0; i < 50 && !text; i++) {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+      text = readFileSync(file, "utf8").trim();
+    }
   }
   const current = parseKey(text, derivedId(text.includes(":") ? text.slice(text.indexOf(":") + 1) : text));
   const olds = previous
