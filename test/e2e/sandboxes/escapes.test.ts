@@ -1,4 +1,6 @@
 import t from "tap";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { startStack } from "../../harness/stack.js";
 
 // Escape attempts from inside a sandbox, each contained, with the host still answering after.
@@ -84,6 +86,25 @@ t.test("a setuid binary gives no privilege", async (t) => {
   const su = await run(sandbox.id, "ls -l /usr/bin/su /usr/bin/passwd 2>/dev/null | head -1; su -c id root </dev/null 2>&1; id -u");
   t.match(su.stdout, /1000\n$/);
   t.notMatch(su.stdout, /uid=0/);
+});
+
+t.test("a CPU burner is held to its quota while a second sandbox runs", async (t) => {
+  // The harness names the host's cgroup parent after the test process.
+  const cpuDir = (id: string) => join("/sys/fs/cgroup/cpu", `tributary-test-${process.pid}`, id);
+  const burner = await json(await post("/v1/sandboxes", { memory_mb: 64, disk_mb: 8, cpu_mhz: 250 }));
+  if (!existsSync(cpuDir(burner.id))) {
+    t.comment("no cgroup v1 cpu controller here: the quota is not enforced per sandbox (see the README)");
+    return;
+  }
+  t.equal(readFileSync(join(cpuDir(burner.id), "cpu.cfs_quota_us"), "utf8").trim(), "25000", "a quarter of a core per 100 ms");
+  const burn = post(`/v1/sandboxes/${burner.id}/exec`, { command: "timeout 2 sh -c 'while :; do :; done'; true", timeout_seconds: 10 });
+  const started = Date.now();
+  const other = await run(sandbox.id, "echo still-served");
+  t.equal(other.stdout, "still-served\n");
+  t.ok(Date.now() - started < 2_000, "the other sandbox answered while the burner ran");
+  await burn;
+  const stat = readFileSync(join(cpuDir(burner.id), "cpu.stat"), "utf8");
+  t.ok(Number(/nr_throttled (\d+)/.exec(stat)![1]) > 0, `the burner was throttled: ${stat.replace(/\n/g, " ")}`);
 });
 
 t.test("a memory bomb ends the sandbox as oom", async (t) => {
