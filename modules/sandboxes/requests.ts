@@ -66,6 +66,7 @@ export function parseSandboxCreate(json: unknown, bounds: SandboxBounds): Sandbo
     network: opt(Schema.String),
   });
   checkEnvNames(json, "env");
+  checkMetadataKeys(json);
   const body = decodeBody(schema, json);
   if (body.network !== undefined && body.network !== null && body.network !== "none")
     throw errors.invalidParam("network", "Invalid value for 'network': only 'none' is available: sandbox hosts here have no isolated egress path, and a sandbox never shares the host's network (the platform's own ports are on it).");
@@ -131,6 +132,14 @@ function checkEnvNames(json: unknown, param: string): void {
   for (const name of Object.keys(env))
     if (!ENV_NAME.test(name))
       throw errors.invalidParam(`${param}.${name.slice(0, 130)}`, `Invalid value for '${param}': '${name.slice(0, 130)}' is not an environment variable name (1-128 characters of A-Z, a-z, 0-9 and _, not starting with a digit).`);
+}
+
+/** The shared Metadata schema drops keys its key check refuses instead of failing: refuse them here. */
+function checkMetadataKeys(json: unknown): void {
+  const metadata = json && typeof json === "object" ? (json as Record<string, unknown>).metadata : undefined;
+  if (!metadata || typeof metadata !== "object" || Array.isArray(metadata)) return;
+  for (const key of Object.keys(metadata))
+    if (key.length > 64) throw errors.invalidParam("metadata", `Invalid value for 'metadata': keys are at most 64 characters ('${key.slice(0, 20)}...' has ${key.length}).`);
 }
 
 export function parseTimeoutUpdate(json: unknown): { timeout_seconds: number } {

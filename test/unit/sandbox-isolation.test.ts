@@ -63,6 +63,9 @@ t.test("create: defaults, and bounds at their edges", async (t) => {
   t.equal(paramOf(() => parseSandboxCreate({ env: { A: "x".repeat(32 * 1024 + 1) } }, bounds)), "env.A");
   t.equal(parseSandboxCreate({ env: { A: "x".repeat(32 * 1024) } }, bounds).env.A!.length, 32 * 1024);
   t.equal(paramOf(() => parseSandboxCreate({ network: "host" }, bounds)), "network");
+  t.same(parseSandboxCreate({ metadata: { ["k".repeat(64)]: "v".repeat(512) } }, bounds).metadata, { ["k".repeat(64)]: "v".repeat(512) });
+  t.equal(paramOf(() => parseSandboxCreate({ metadata: { ["k".repeat(65)]: "v" } }, bounds)), "metadata", "a key past 64 characters is refused, not dropped");
+  t.equal(paramOf(() => parseSandboxCreate({ metadata: { a: "v".repeat(513) } }, bounds)), "metadata.a");
 });
 
 t.test("exec: a shell string, an argv, and bounds", async (t) => {
