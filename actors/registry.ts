@@ -36,6 +36,7 @@ function sandboxActors(): Array<() => Actor> {
         hostTimeoutMs: sandboxes.hostTimeoutMs,
         maxPerProject: sandboxes.maxPerProject,
         streamOutputBytes: sandboxes.streamOutputBytes,
+        maxFileBytes: sandboxes.maxFileBytes,
       }),
   ];
 }

@@ -141,6 +141,7 @@ async function main(): Promise<void> {
   registerJobRoutes(router, {
     nc,
     jobs: await JobStore.open(nc),
+    files: fileStore,
     maxBodyBytes: config.maxBodyBytes,
     maxCpuMhz: sandboxSettings.maxCpuMhz,
     maxMemoryMb: sandboxSettings.maxMemoryMb,

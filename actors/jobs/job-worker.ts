@@ -4,6 +4,7 @@ import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import type { Logger } from "../../lib/log.js";
 import { JobControl, JobRunner, JobStore, jobMessage, type JobMessage } from "../../modules/jobs/mod.js";
+import { FileStore } from "../../modules/files/mod.js";
 import { SandboxHostClient, SandboxHostDirectory, SandboxService, SandboxStore } from "../../modules/sandboxes/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 
@@ -13,6 +14,7 @@ export interface JobWorkerSettings {
   hostTimeoutMs: number;
   maxPerProject: number;
   streamOutputBytes: number;
+  maxFileBytes: number;
 }
 
 /** Pause before a job that must wait (no sandbox host with room, a failed attempt) is delivered again. */
@@ -57,7 +59,7 @@ export class JobWorker implements Actor {
       execOutputBytes: 0,
       streamOutputBytes: this.settings.streamOutputBytes,
     }, this.log);
-    this.runner = new JobRunner(nc, jobs, sandboxes, this.log);
+    this.runner = new JobRunner(nc, jobs, sandboxes, await FileStore.open(nc), { maxOutputFiles: 100, maxFileBytes: this.settings.maxFileBytes }, this.log);
     this.cancelSubscription = nc.subscribe(subjects.jobCancelAll, {
       callback: (err, msg) => {
         if (!err) this.running.get(msg.subject.slice(msg.subject.lastIndexOf(".") + 1))?.cancel();

@@ -3,6 +3,7 @@ import { newSortableId } from "../../lib/ids.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import { errors } from "../../modules/errors/mod.js";
 import { isFinalJob, JOB_ID, JOB_STATUSES, parseJobCreate, type JobObject, type JobStore } from "../../modules/jobs/mod.js";
+import type { FileStore } from "../../modules/files/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
@@ -13,6 +14,7 @@ import { listObject, listQuery, pageOf } from "./list-query.js";
 export interface JobRouteDeps {
   nc: NatsConnection;
   jobs: JobStore;
+  files: FileStore;
   maxBodyBytes: number;
   maxCpuMhz: number;
   maxMemoryMb: number;
@@ -35,6 +37,8 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
 
   router.post("/v1/jobs", async (ex) => {
     const request = parseJobCreate(await ex.readJson(deps.maxBodyBytes), { maxCpuMhz: deps.maxCpuMhz, maxMemoryMb: deps.maxMemoryMb, maxDiskMb: deps.maxDiskMb });
+    for (const [i, fileId] of request.input_files.entries())
+      if (!(await deps.files.get(project(ex), fileId))) throw errors.invalidParam(`input_files[${i}]`, `No such file: ${fileId}.`, "file_not_found");
     const job: JobObject = {
       id: newSortableId("job_"),
       object: "job",
@@ -51,6 +55,8 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
       exit_code: null,
       error: null,
       sandbox_id: null,
+      input_files: request.input_files,
+      output_files: [],
       created_at: Math.floor(Date.now() / 1000),
       started_at: null,
       finished_at: null,

@@ -3,6 +3,7 @@ import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import { isDomainError } from "../errors/mod.js";
 import type { ExecEvent, SandboxService } from "../sandboxes/mod.js";
+import type { FileStore } from "../files/mod.js";
 import { isFinalJob, type JobObject, type JobStore, type StoredJob } from "./job-store.js";
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
@@ -33,7 +34,14 @@ export class JobControl {
  * redelivery to another worker after this one died).
  */
 export class JobRunner {
-  constructor(private readonly nc: NatsConnection, private readonly jobs: JobStore, private readonly sandboxes: SandboxService, private readonly log: Logger) {}
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly jobs: JobStore,
+    private readonly sandboxes: SandboxService,
+    private readonly files: FileStore,
+    private readonly limits: { maxOutputFiles: number; maxFileBytes: number },
+    private readonly log: Logger,
+  ) {}
 
   async run(project: string, jobId: string, control: JobControl): Promise<JobOutcome> {
     const stored = await this.jobs.get(project, jobId);
@@ -93,6 +101,18 @@ export class JobRunner {
     let settle!: (event: ExecEvent) => void;
     const ended = new Promise<ExecEvent>((resolve) => (settle = resolve));
     const logSubject = subjects.jobLogs(job.id);
+    for (const fileId of job.input_files) {
+      const file = await this.files.get(project, fileId);
+      if (!file) {
+        await this.finish(project, job.id, { status: "failed", error: { code: "invalid_job", message: `The input file ${fileId} no longer exists.` } });
+        return "final";
+      }
+      const contents = this.files.content(fileId);
+      const name = file.filename.replace(/[/\u0000]/g, "_").slice(0, 255) || fileId;
+      await this.sandboxes.writeFile(project, sandboxId, `/workspace/input/${name}`, (async function* () {
+        for await (const chunk of contents) yield Buffer.from(chunk);
+      })());
+    }
     let stream;
     try {
       stream = await this.sandboxes.execStream(
@@ -117,6 +137,7 @@ export class JobRunner {
     }
     if (end.t === "error") return this.failedAttempt(project, job, attempt, "host_lost", "The sandbox ended while the command ran.");
     if (end.t !== "exit") return "retry";
+    if (!end.timed_out && (end.exit_code === 0 || attempt > job.max_retries)) await this.collectOutputs(project, job.id, sandboxId);
     if (end.timed_out) {
       await this.finish(project, job.id, { status: "failed", exit_code: null, error: { code: "timeout", message: `The command ran past its timeout of ${job.timeout_seconds} s.` } });
       return "final";
@@ -127,6 +148,27 @@ export class JobRunner {
     }
     const what = end.exit_code === null ? `was killed by ${end.signal ?? "a signal"}${end.oom_killed ? " (out of memory)" : ""}` : `exited with code ${end.exit_code}`;
     return this.failedAttempt(project, job, attempt, end.oom_killed ? "oom" : "exit_code", `The command ${what}.`, end.exit_code);
+  }
+
+  /** Files in /workspace/output become project files listed on the job (at most maxOutputFiles, each at most maxFileBytes). */
+  private async collectOutputs(project: string, jobId: string, sandboxId: string): Promise<void> {
+    let entries;
+    try {
+      entries = await this.sandboxes.listFiles(project, sandboxId, "/workspace/output", this.limits.maxOutputFiles);
+    } catch {
+      return; // no output directory
+    }
+    const ids: string[] = [];
+    for (const entry of entries) {
+      if (entry.type !== "file" || entry.size > this.limits.maxFileBytes) continue;
+      const { chunks } = await this.sandboxes.readFile(project, sandboxId, `/workspace/output/${entry.name}`);
+      const file = await this.files.upload(
+        { project, maxBytes: this.limits.maxFileBytes, describe: () => ({ filename: entry.name, purpose: "user_data", expiresAt: null }) },
+        chunks,
+      );
+      ids.push(file.id);
+    }
+    if (ids.length > 0) await this.jobs.transition(project, jobId, (job) => ({ ...job, output_files: ids }));
   }
 
   /** A failed attempt: tried again while retries are left, else the job fails. */

@@ -32,6 +32,10 @@ const JobObjectSchema = Schema.Struct({
   exit_code: Schema.NullOr(Schema.Number),
   error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
   sandbox_id: Schema.NullOr(Schema.String),
+  /** Project files copied into /workspace/input before the command runs. */
+  input_files: Schema.mutable(Schema.Array(Schema.String)),
+  /** Files the command left in /workspace/output, stored as project files (purpose user_data). */
+  output_files: Schema.mutable(Schema.Array(Schema.String)),
   created_at: Schema.Number,
   started_at: Schema.NullOr(Schema.Number),
   finished_at: Schema.NullOr(Schema.Number),

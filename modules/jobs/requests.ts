@@ -13,9 +13,11 @@ export interface JobCreateRequest {
   memory_mb: number;
   disk_mb: number;
   metadata: Record<string, string>;
+  input_files: string[];
 }
 
 export const MAX_JOB_RETRIES = 10;
+export const MAX_INPUT_FILES = 20;
 const DEFAULT_JOB_TIMEOUT_SECONDS = 600;
 
 /**
@@ -35,6 +37,14 @@ export function parseJobCreate(json: unknown, bounds: SandboxBounds): JobCreateR
     memory_mb: Schema.optionalKey(Schema.Unknown),
     disk_mb: Schema.optionalKey(Schema.Unknown),
     metadata: Schema.optionalKey(Schema.NullOr(Metadata)),
+    input_files: Schema.optionalKey(
+      Schema.NullOr(
+        Schema.Array(Schema.String.check(Schema.isPattern(/^file-[0-9A-Za-z]{1,64}$/, { message: "file ids look like file-..." }))).check(
+          Schema.makeFilter((a: readonly string[]) => a.length <= MAX_INPUT_FILES || `at most ${MAX_INPUT_FILES} files`),
+          Schema.makeFilter((a: readonly string[]) => new Set(a).size === a.length || "file ids must be unique"),
+        ),
+      ),
+    ),
   });
   const body = decodeBody(schema, json) as Record<string, unknown>;
   const pick = (keys: string[]) => Object.fromEntries(keys.filter((k) => body[k] !== undefined).map((k) => [k, body[k]]));
@@ -51,5 +61,6 @@ export function parseJobCreate(json: unknown, bounds: SandboxBounds): JobCreateR
     memory_mb: sandbox.memory_mb,
     disk_mb: sandbox.disk_mb,
     metadata: sandbox.metadata,
+    input_files: [...((body.input_files as string[] | null | undefined) ?? [])],
   };
 }

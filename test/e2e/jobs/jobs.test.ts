@@ -1,8 +1,10 @@
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
+import { TEST_KEY } from "../../harness/processes.js";
 
 // Jobs on a real sandbox host: success, failure with its exit code, retries, timeout, cancel
-// (queued and running), logs (stored and followed), a secret injected, and bad input.
+// (queued and running), logs (stored and followed), a secret injected, input and output files,
+// and bad input.
 const stack = await startStack(t, { runners: 0, sandboxHosts: 1, actorsEnv: { TRIBUTARY_JOB_CONCURRENCY: "2" } });
 const post = (path: string, body: unknown) => stack.fetch(path, { method: "POST", body: JSON.stringify(body) });
 const json = async (res: Response) => (await res.json()) as any;
@@ -67,6 +69,25 @@ t.test("cancel while queued", async (t) => {
   t.equal(cancelled.status, "cancelled");
   for (const j of long) t.equal((await settled(j.id)).status, "succeeded");
   t.match(await json(await stack.fetch(`/v1/jobs/${queued.id}`)), { status: "cancelled", attempt: 0 }, "it never ran");
+});
+
+t.test("input files in, output files out", async (t) => {
+  const form = new FormData();
+  form.append("purpose", "user_data");
+  form.append("file", new Blob(["hello job\n"]), "in.txt");
+  const upload = await fetch(`${stack.gateway.url}/v1/files`, { method: "POST", body: form, headers: { authorization: `Bearer ${TEST_KEY}` } });
+  const file = await json(upload);
+  t.equal(upload.status, 200);
+  const created = await json(await post("/v1/jobs", { ...small, input_files: [file.id], command: "mkdir -p /workspace/output && tr a-z A-Z < /workspace/input/in.txt > /workspace/output/out.txt" }));
+  const done = await settled(created.id);
+  t.match(done, { status: "succeeded", input_files: [file.id] });
+  t.equal(done.output_files.length, 1);
+  const meta = await json(await stack.fetch(`/v1/files/${done.output_files[0]}`));
+  t.match(meta, { filename: "out.txt", purpose: "user_data", bytes: 10 });
+  t.equal(await (await stack.fetch(`/v1/files/${done.output_files[0]}/content`)).text(), "HELLO JOB\n");
+  const missing = await post("/v1/jobs", { command: "true", input_files: ["file-doesnotexist"] });
+  t.equal(missing.status, 400);
+  t.equal((await json(missing)).error.param, "input_files[0]");
 });
 
 t.test("bad input names the parameter; listing filters", async (t) => {
