@@ -131,13 +131,16 @@ export class JobRunner {
     control.whenCancelled(() => stream.kill());
     const end = await ended;
     stream.close();
+    if (!control.cancelled && end.t === "exit" && !end.timed_out && (end.exit_code === 0 || attempt > job.max_retries))
+      await this.collectOutputs(project, job.id, sandboxId);
+    // The sandbox is gone before the job says it is over.
+    await this.sandboxes.stop(project, sandboxId).catch(() => {});
     if (control.cancelled) {
       await this.finish(project, job.id, { status: "cancelled" });
       return "final";
     }
     if (end.t === "error") return this.failedAttempt(project, job, attempt, "host_lost", "The sandbox ended while the command ran.");
     if (end.t !== "exit") return "retry";
-    if (!end.timed_out && (end.exit_code === 0 || attempt > job.max_retries)) await this.collectOutputs(project, job.id, sandboxId);
     if (end.timed_out) {
       await this.finish(project, job.id, { status: "failed", exit_code: null, error: { code: "timeout", message: `The command ran past its timeout of ${job.timeout_seconds} s.` } });
       return "final";
