@@ -9,6 +9,7 @@ import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
 import { registerSandboxRoutes } from "./routes/sandboxes.js";
 import { registerSecretRoutes } from "./routes/secrets.js";
 import { registerJobRoutes } from "./routes/jobs.js";
+import { registerShellRoute } from "./routes/sandbox-shell.js";
 import { JobStore } from "../modules/jobs/mod.js";
 import { FileStore } from "../modules/files/mod.js";
 import { randomToken } from "../lib/ids.js";
@@ -150,7 +151,8 @@ async function main(): Promise<void> {
   });
   registerSecretRoutes(router, { secrets: secretStore, maxPerProject: secretSettings.maxPerProject, maxValueBytes: secretSettings.maxValueBytes, maxBodyBytes: config.maxBodyBytes });
 
-  const server = new GatewayServer(router, new AccountAuthenticator(accountDirectory, lastUsed), {
+  const authenticator = new AccountAuthenticator(accountDirectory, lastUsed);
+  const server = new GatewayServer(router, authenticator, {
     maxHeaderBytes: config.maxHeaderBytes,
     maxHeaders: config.maxHeaders,
     bodyTimeoutMs: config.bodyTimeoutMs,
@@ -158,6 +160,7 @@ async function main(): Promise<void> {
     maxConnections: config.maxConnections,
     maxConnectionsPerAddress: config.maxConnectionsPerAddress,
   }, log);
+  server.webSockets((app) => registerShellRoute(app, { sandboxes: sandboxService, authenticator, log }));
   const port = await server.listen(config.host, config.port);
   keepServingOnUncaughtErrors(log);
   log.info("gateway listening", { host: config.host, port, models: [...catalog.keys()], rateLimits: rateLimits.enabled === "on" ? rateLimits.scope : "off" });

@@ -149,6 +149,91 @@ class Run:
         send(msg)
         return True
 
+class PtySession:
+    """An interactive shell on a pseudo-terminal of its own (new session, the pty as its controlling terminal)."""
+    def __init__(self, req):
+        import fcntl, pty, struct, termios
+        self.fcntl, self.struct, self.termios = fcntl, struct, termios
+        self.id = req["id"]
+        env = dict(base_env)
+        env.update(req.get("env") or {})
+        env["TERM"] = env.get("TERM") or "xterm-256color"
+        argv = req["argv"]
+        cwd = inside(req.get("cwd") or ".")
+        master, slave = pty.openpty()
+        self.resize(master, req.get("rows") or 24, req.get("cols") or 80)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setsid()
+                fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+                for fd in (0, 1, 2): os.dup2(slave, fd)
+                os.closerange(3, 65536)
+                os.chdir(cwd)
+                os.execvpe(argv[0], argv, env)
+            finally:
+                os._exit(127)
+        os.close(slave)
+        self.pid = pid
+        self.master = master
+        self.open = True
+        self.exited_at = None
+        self.status = None
+        self.timed_out = False
+        self.deadline = time.monotonic() + int(req.get("timeout_ms", 3600000)) / 1000.0
+        with incoming_lock:
+            incoming.append(self)
+        os.write(wake_w, b"x")
+
+    def resize(self, fd, rows, cols):
+        self.fcntl.ioctl(fd, self.termios.TIOCSWINSZ, self.struct.pack("HHHH", int(rows), int(cols), 0, 0))
+
+    def attach(self):
+        os.set_blocking(self.master, False)
+        sel.register(self.master, selectors.EVENT_READ, ("pty", self))
+
+    def take(self, kind, chunk):
+        send({"id": self.id, "t": "out", "d": b64(chunk)})
+
+    def detach(self, fd):
+        if not self.open: return
+        self.open = False
+        try: sel.unregister(self.master)
+        except Exception: pass
+
+    def write(self, data):
+        view = memoryview(data)
+        while len(view) > 0:
+            try:
+                n = os.write(self.master, view)
+                view = view[n:]
+            except BlockingIOError:
+                time.sleep(0.01)
+
+    def killgroup(self):
+        try: os.killpg(self.pid, signal.SIGKILL)
+        except Exception: pass
+
+    def check(self, now):
+        if self.exited_at is None:
+            if now >= self.deadline:
+                self.timed_out = True
+                self.killgroup()
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid == 0: return False
+            self.status = status
+            self.exited_at = now
+            self.killgroup()
+        if self.open and now - self.exited_at < 0.3: return False
+        self.detach(self.master)
+        try: os.close(self.master)
+        except Exception: pass
+        running.pop(self.id, None)
+        code = os.WEXITSTATUS(self.status) if os.WIFEXITED(self.status) else None
+        sig = signal.Signals(os.WTERMSIG(self.status)).name if os.WIFSIGNALED(self.status) else None
+        send({"id": self.id, "t": "exit", "code": code, "signal": sig, "timed_out": self.timed_out, "truncated": False})
+        return True
+
 def io_loop():
     active = []
     while True:
@@ -171,7 +256,7 @@ def io_loop():
                 except BlockingIOError:
                     continue
                 except OSError:
-                    chunk = b""
+                    chunk = b""  # EIO: the terminal's other side closed
                 if chunk: run.take(kind, chunk)
                 else: run.detach(key.fd)
         now = time.monotonic()
@@ -192,6 +277,16 @@ def handle(req):
                 # Cannot start it (no such program, not executable, no process left): like a shell, 127 or 126.
                 send({"id": rid, "t": "exit", "code": 127 if isinstance(e, FileNotFoundError) else 126, "signal": None, "timed_out": False,
                       "truncated": False, "stdout": "", "stderr": b64((str(e.strerror) + ": " + str(req.get("argv", [""])[0]) + "\n").encode())})
+        elif op == "pty_open":
+            running[rid] = PtySession(req)
+        elif op == "pty_in":
+            session = running.get(req.get("target"))
+            if isinstance(session, PtySession) and session.open: session.write(base64.b64decode(req.get("data") or ""))
+            send({"id": rid, "t": "ok"})
+        elif op == "pty_resize":
+            session = running.get(req.get("target"))
+            if isinstance(session, PtySession) and session.open: session.resize(session.master, req.get("rows") or 24, req.get("cols") or 80)
+            send({"id": rid, "t": "ok"})
         elif op == "kill":
             run = running.get(req.get("target"))
             if run: run.killgroup()

@@ -153,6 +153,14 @@ export class SandboxHost {
         if (target) void s.proc.call({ op: "kill", target });
         return Promise.resolve({ ok: true });
       }
+      case "input":
+      case "resize": {
+        const target = s.execs.get(call.exec_id);
+        if (!target) return Promise.resolve({ ok: false, code: "not_running", message: "the session ended" });
+        s.lastActive = Date.now();
+        const op = call.op === "input" ? { op: "pty_in", target, data: call.data } : { op: "pty_resize", target, rows: call.rows, cols: call.cols };
+        return s.proc.call(op).then((line) => (line.t === "ok" ? { ok: true } : { ok: false, code: "not_running", message: "the session ended" }));
+      }
       case "write":
       case "read":
       case "list":
@@ -264,7 +272,9 @@ export class SandboxHost {
     const events = call.events_subject;
     const done = s.proc
       .call(
-        { op: "exec", argv: call.argv, cwd: call.cwd, env: call.env, stdin: call.stdin, timeout_ms: call.timeout_ms, max_output: call.max_output, stream: events !== null },
+        call.pty
+          ? { op: "pty_open", argv: call.argv, cwd: call.cwd, env: call.env, timeout_ms: call.timeout_ms, rows: call.pty.rows, cols: call.pty.cols }
+          : { op: "exec", argv: call.argv, cwd: call.cwd, env: call.env, stdin: call.stdin, timeout_ms: call.timeout_ms, max_output: call.max_output, stream: events !== null },
         events === null ? undefined : { onOutput: (stream, data) => this.nc.publish(events, encodeJson({ t: stream, d: data.toString("base64") })) },
       )
       .then((line) => {

@@ -19,5 +19,5 @@ export {
   type SandboxBounds,
   type SandboxCreateRequest,
 } from "./requests.js";
-export { SandboxService, type ExecResult, type ExecStream } from "./service.js";
+export { SandboxService, type ExecResult, type ExecStream, type ShellSession } from "./service.js";
 export { SandboxSweeper } from "./sweeper.js";

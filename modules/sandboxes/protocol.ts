@@ -46,15 +46,19 @@ const ExecCall = Schema.Struct({
   /** Set for a streamed exec: output events go to this subject (sandboxExecEvents). */
   events_subject: Schema.NullOr(Schema.String),
   exec_id: Schema.String,
+  /** An interactive session on a terminal of its own (the shell route), its size. */
+  pty: Schema.optionalKey(Schema.NullOr(Schema.Struct({ rows: Schema.Number, cols: Schema.Number }))),
 });
 const KillCall = Schema.Struct({ op: Schema.Literal("kill"), ...Target, exec_id: Schema.String });
+const InputCall = Schema.Struct({ op: Schema.Literal("input"), ...Target, exec_id: Schema.String, data: Schema.String });
+const ResizeCall = Schema.Struct({ op: Schema.Literal("resize"), ...Target, exec_id: Schema.String, rows: Schema.Number, cols: Schema.Number });
 const WriteCall = Schema.Struct({ op: Schema.Literal("write"), ...Target, path: Schema.String, data: Schema.String, append: Schema.Boolean });
 const ReadCall = Schema.Struct({ op: Schema.Literal("read"), ...Target, path: Schema.String, offset: Schema.Number, length: Schema.Number });
 const ListCall = Schema.Struct({ op: Schema.Literal("list"), ...Target, path: Schema.String, limit: Schema.Number });
 const StopCall = Schema.Struct({ op: Schema.Literal("stop"), ...Target, reason: Schema.Literals(["user_stop", "deleted", "timeout", "idle", "error"]) });
 const ExtendCall = Schema.Struct({ op: Schema.Literal("extend"), ...Target, expires_at: Schema.Number });
 
-const HostCallSchema = Schema.Union([CreateCall, ExecCall, KillCall, WriteCall, ReadCall, ListCall, StopCall, ExtendCall]);
+const HostCallSchema = Schema.Union([CreateCall, ExecCall, KillCall, InputCall, ResizeCall, WriteCall, ReadCall, ListCall, StopCall, ExtendCall]);
 export type HostCall = Mutable<typeof HostCallSchema.Type>;
 export const hostCall = valueSchema<HostCall>()(HostCallSchema);
 export type CallOf<Op extends HostCall["op"]> = Extract<HostCall, { op: Op }>;

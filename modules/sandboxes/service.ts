@@ -34,6 +34,12 @@ export interface ExecResult {
   stderr: string;
 }
 
+/** An interactive shell: a streamed exec that also takes input and terminal size changes. */
+export interface ShellSession extends ExecStream {
+  input(data: Buffer): void;
+  resize(rows: number, cols: number): void;
+}
+
 /** A streamed exec: events arrive through `onEvent`; `kill` ends the command (client gone, too slow). */
 export interface ExecStream {
   kill(): void;
@@ -222,10 +228,34 @@ export class SandboxService {
     };
   }
 
-  /** Starts a streamed exec; its events go to `onEvent` (the last is exit or error). */
-  async execStream(project: string, id: string, request: ExecRequest, onEvent: (event: ExecEvent) => void): Promise<ExecStream> {
+  /**
+   * An interactive shell on a terminal of its own: output (terminal bytes) as stdout events, then
+   * exit; `input` and `resize` drive it. It lives at most until the sandbox's deadline.
+   */
+  async openShell(project: string, id: string, size: { rows: number; cols: number }, onEvent: (event: ExecEvent) => void): Promise<ShellSession> {
     const record = await this.running(project, id);
+    const shell = ["/bin/bash", "-i"];
+    const left = Math.max(1, record.sandbox.expires_at - nowSeconds());
     const execId = newId("exec_");
+    const stream = await this.execStream(project, id, { argv: shell, cwd: "/workspace", env: {}, stdin: "", timeout_seconds: left, stream: true }, onEvent, { execId, pty: size, record });
+    const call = (c: HostCall) => this.hosts.call(record.host_id, c, CALL_TIMEOUT_MS).catch(() => undefined);
+    return {
+      ...stream,
+      input: (data: Buffer) => void call({ op: "input", project, sandbox_id: id, exec_id: execId, data: data.toString("base64") }),
+      resize: (rows: number, cols: number) => void call({ op: "resize", project, sandbox_id: id, exec_id: execId, rows, cols }),
+    };
+  }
+
+  /** Starts a streamed exec; its events go to `onEvent` (the last is exit or error). */
+  async execStream(
+    project: string,
+    id: string,
+    request: ExecRequest,
+    onEvent: (event: ExecEvent) => void,
+    options: { execId?: string; pty?: { rows: number; cols: number }; record?: StoredSandbox } = {},
+  ): Promise<ExecStream> {
+    const record = options.record ?? (await this.running(project, id));
+    const execId = options.execId ?? newId("exec_");
     let over = false;
     const deliver = (event: ExecEvent) => {
       if (over) return;
@@ -243,7 +273,7 @@ export class SandboxService {
       subscription = undefined;
     };
     try {
-      await this.call(record, this.execCall(project, id, request, subjects.sandboxExecEvents(execId), execId));
+      await this.call(record, { ...this.execCall(project, id, request, subjects.sandboxExecEvents(execId), execId), pty: options.pty ?? null } as HostCall);
     } catch (err) {
       close();
       throw err;
