@@ -12,6 +12,7 @@ const usage = `usage: tributary <command>
 commands:
   start     run the whole stack on this machine (embedded nats-server, actor host, runners, gateway)
   admin     manage organizations, projects, API keys and invitations (tributary admin --help)
+  sandbox   sandbox shell SANDBOX_ID: a terminal in a sandbox (tributary sandbox --help)
   gateway   run one gateway process (HTTP/SSE edge), as in a cluster
   runner    run one runner process (the models in TRIBUTARY_RUNNER_MODELS, else all)
   actors    run one platform actor host
@@ -53,6 +54,10 @@ async function main(argv: string[]): Promise<number> {
         return 1;
       }
       return 0;
+    }
+    case "sandbox": {
+      const { runSandbox } = await import("./sandbox.js");
+      return runSandbox(argv.slice(1));
     }
     case "admin": {
       // Loaded on demand: the operators' client needs neither the supervisor nor its dependencies.

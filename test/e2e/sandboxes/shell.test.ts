@@ -55,3 +55,16 @@ t.test("the key is checked on the upgrade, and another project's sandbox is a 40
   t.equal(await refused(url("sbx_nope"), TEST_KEY), 404);
   t.equal(await refused(url(sandbox.id, "?rows=0"), TEST_KEY), 400);
 });
+
+t.test("tributary sandbox shell, without a terminal: stdin in, output out, the shell's exit code", async (t) => {
+  const { spawn } = await import("node:child_process");
+  const { join } = await import("node:path");
+  const { repoRoot } = await import("../../harness/processes.js");
+  const cli = spawn(process.execPath, [join(repoRoot, "dist/cli/main.js"), "sandbox", "shell", sandbox.id, "--url", stack.gateway.url, "--key", TEST_KEY], { stdio: ["pipe", "pipe", "pipe"] });
+  let out = "";
+  cli.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  cli.stdin.write("echo from-the-cli\nexit 5\n");
+  const code = await new Promise<number | null>((resolve) => cli.on("exit", resolve));
+  t.match(out, /from-the-cli/);
+  t.equal(code, 5);
+});
