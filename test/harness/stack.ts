@@ -36,12 +36,13 @@ export async function startStack(t: Test, options: StackOptions = {}): Promise<S
     Array.from({ length: options.runners ?? 1 }, () => startRunner(nats.url, { ...options.env, ...options.runnerEnv })),
   );
   for (const r of runners) t.teardown(() => r.kill());
-  const sandboxHosts = await Promise.all(
-    Array.from({ length: options.sandboxHosts ?? 0 }, () => startSandboxHost(nats.url, { ...options.env, ...options.sandboxHostEnv })),
-  );
-  for (const h of sandboxHosts) t.teardown(() => h.kill());
-  const gateway = await startGateway(nats.url, { ...options.env, ...options.gatewayEnv });
+  // Sandbox hosts start beside the gateway (a create waits briefly for a first heartbeat).
+  const [gateway, ...sandboxHosts] = await Promise.all([
+    startGateway(nats.url, { ...options.env, ...options.gatewayEnv }),
+    ...Array.from({ length: options.sandboxHosts ?? 0 }, () => startSandboxHost(nats.url, { ...options.env, ...options.sandboxHostEnv })),
+  ] as const);
   t.teardown(() => gateway.kill());
+  for (const h of sandboxHosts) t.teardown(() => h.kill());
   const client = new OpenAI({ apiKey: TEST_KEY, baseURL: gateway.baseURL, maxRetries: 0 });
   return {
     nats,
