@@ -32,6 +32,7 @@ export class GatewayServer {
     assertNativeUws();
     this.connections = new ConnectionLimiter(limits.maxConnections, limits.maxConnectionsPerAddress);
     this.app = uWS.App();
+    this.app.any("/*", (res, req) => this.dispatch(res, req));
   }
 
   /** Registers WebSocket routes on the same server (before listen). */
@@ -45,8 +46,6 @@ export class GatewayServer {
   }
 
   listen(host: string, port: number): Promise<number> {
-    // The catch-all last: WebSocket routes registered before it take their upgrades.
-    this.app.any("/*", (res, req) => this.dispatch(res, req));
     return new Promise((resolve, reject) => {
       this.app.listen(host, port, (socket) => {
         if (!socket) return reject(new Error(`cannot listen on ${host}:${port}`));
