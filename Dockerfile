@@ -13,6 +13,9 @@ COPY . .
 RUN npx tsc -p . && npm prune --omit=dev
 
 FROM node:20-bookworm-slim AS cpu
+# Sandbox hosts: bubblewrap, util-linux (prlimit, setpriv) and the Python sandboxes see read-only.
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap util-linux python3 \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 ENV NODE_ENV=production TRIBUTARY_HOME=/var/lib/tributary
 COPY --from=build /app/node_modules ./node_modules

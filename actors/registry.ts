@@ -1,10 +1,12 @@
 import type { ModelSpec } from "../modules/catalog/mod.js";
 import { resolveAdminToken } from "../modules/accounts/mod.js";
-import { accountsConfig, filesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, filesConfig, sandboxesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, timeoutsConfig } from "../lib/config.js";
 import { AdminServiceActor } from "./admin/admin-service.js";
 import { BatchCoordinator } from "./batches/batch-coordinator.js";
 import { BatchWorker } from "./batches/batch-worker.js";
 import { FileSweeper } from "./files/file-sweeper.js";
+import { SandboxSweeperActor } from "./sandboxes/sandbox-sweeper.js";
+import { JobWorker } from "./jobs/job-worker.js";
 import { BudgetHostActor, budgetHostOptions } from "./ratelimit/budget-host.js";
 import { BackgroundResponseWorker } from "./responses/background-worker.js";
 import type { Actor } from "../modules/actor-runtime/mod.js";
@@ -30,7 +32,7 @@ export interface PlatformContext {
  * restart). Each platform feature adds its actors here.
  */
 export function platformActors(ctx: PlatformContext): Array<() => Actor> {
-  return [...accountActors(ctx), ...fileAndBatchActors(ctx), ...responseActors(ctx), ...usageActors(ctx)];
+  return [...accountActors(ctx), ...fileAndBatchActors(ctx), ...responseActors(ctx), ...usageActors(ctx), ...sandboxActors()];
 }
 
 /** Usage: folds the per-minute rows every process publishes into minute, hour and day buckets. */
@@ -38,6 +40,23 @@ function usageActors(ctx: PlatformContext): Array<() => Actor> {
   const usage = readConfig(usageConfig);
   const folded = ctx.metrics.counter("tributary_usage_rows_folded_total", "usage rollup rows added into the usage buckets");
   return [() => new UsageFolder({ minuteRetentionSeconds: usage.minuteRetentionSeconds, folded })];
+}
+
+/** Sandboxes: the sweeper of lost hosts and missed deadlines. */
+function sandboxActors(): Array<() => Actor> {
+  const sandboxes = readConfig(sandboxesConfig);
+  return [
+    () => new SandboxSweeperActor(sandboxes.sweepMs, sandboxes.hostTimeoutMs),
+    () =>
+      new JobWorker({
+        concurrency: sandboxes.jobConcurrency,
+        ackWaitMs: sandboxes.jobAckWaitMs,
+        hostTimeoutMs: sandboxes.hostTimeoutMs,
+        maxPerProject: sandboxes.maxPerProject,
+        streamOutputBytes: sandboxes.streamOutputBytes,
+        maxFileBytes: sandboxes.maxFileBytes,
+      }),
+  ];
 }
 
 /** Background responses (POST /v1/responses with background: true). */

@@ -1,8 +1,13 @@
 import { parseArgs } from "node:util";
+import { join } from "node:path";
 import { credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
 import { AdminServiceClient, type ApiKey, type Invitation, type Organization, type Project } from "../proto/gen/tributary/v1/admin.js";
 import { resolveAdminToken } from "../modules/accounts/mod.js";
-import { accountsConfig, commonConfig, optionToUndefined, readConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, optionToUndefined, readConfig, secretsConfig } from "../lib/config.js";
+import { connect } from "@nats-io/transport-node";
+import { DEFAULT_NATS_URL, natsClientOptions } from "../lib/nats/connection.js";
+import { nkeySeedFile } from "../lib/nats/identities.js";
+import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
 
 // `tributary admin ...`: the operators' command line, a thin client of the admin gRPC service
 // (proto/tributary/v1/admin.proto) that the actor host serves on TRIBUTARY_ADMIN_ADDR.
@@ -22,6 +27,9 @@ export const adminUsage = `usage: tributary admin [--json] [--addr host:port] [-
   invitation list
   invitation revoke INVITATION_ID
   invitation redeem CODE --org-name NAME [--project-name NAME] [--key-name NAME] [--owner-email EMAIL  (password on stdin)]
+  secrets rewrap                                   wrap every secret's data key with the current master key
+                                                   (TRIBUTARY_SECRETS_KEY; the old one in TRIBUTARY_SECRETS_PREVIOUS_KEYS);
+                                                   talks to NATS (NATS_URL) directly, not to the admin service
 
 The service is found at TRIBUTARY_ADMIN_ADDR (default 127.0.0.1:50051); the token is
 TRIBUTARY_ADMIN_TOKEN, else the one the actor host made in $TRIBUTARY_HOME/admin-token.
@@ -99,6 +107,7 @@ export async function runAdmin(argv: string[], out: NodeJS.WritableStream = proc
   }
 
   const common = readConfig(commonConfig);
+  if (resource === "secrets" && action === "rewrap") return rewrapSecrets(common.natsUrl, common.home, out, o.json);
   const accounts = readConfig(accountsConfig);
   const addr = o.addr ?? accounts.adminAddr;
   const token = o.token ?? resolveAdminToken(optionToUndefined(accounts.adminToken), common.home, false);
@@ -226,4 +235,25 @@ async function readLine(input: NodeJS.ReadableStream): Promise<string> {
     if (text.length > 4096) break;
   }
   return text.replace(/\r?\n$/, "");
+}
+
+/** `tributary admin secrets rewrap`: the master key rotation's second step (see the README). */
+async function rewrapSecrets(natsUrl: string, home: string, out: NodeJS.WritableStream, json: boolean): Promise<number> {
+  const settings = readConfig(secretsConfig);
+  const ring = loadKeyRing(settings.masterKey, settings.previousKeys, home);
+  // As the operators' NATS identity: the environment's (TRIBUTARY_NATS_*) with NATS_URL, else the
+  // one `tributary start` made for its embedded server in $TRIBUTARY_HOME.
+  const natsCredentials = natsUrl ? natsClientOptions("admin") : natsClientOptions("admin", { TRIBUTARY_NATS_NKEY_FILE: nkeySeedFile(join(home, "nats", "identities"), "admin") });
+  const nc = await connect({ servers: (natsUrl || DEFAULT_NATS_URL).split(","), name: "tributary-admin-secrets", ...natsCredentials });
+  try {
+    const store = await SecretStore.open(nc, ring);
+    const result = await store.rewrap();
+    out.write(json ? JSON.stringify({ key_id: ring.current.id, ...result }) + "\n" : `re-wrapped ${result.rewrapped} data keys with master key ${ring.current.id}; ${result.current} were already under it\n`);
+    return 0;
+  } catch (err) {
+    process.stderr.write(`secrets rewrap failed: ${(err as Error).message}\n`);
+    return 1;
+  } finally {
+    await nc.close();
+  }
 }

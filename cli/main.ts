@@ -12,10 +12,12 @@ const usage = `usage: tributary <command>
 commands:
   start     run the whole stack on this machine (embedded nats-server, actor host, runners, gateway)
   admin     manage organizations, projects, API keys and invitations (tributary admin --help)
+  sandbox   sandbox shell SANDBOX_ID: a terminal in a sandbox (tributary sandbox --help)
   gateway   run one gateway process (HTTP/SSE edge), as in a cluster
   runner    run one runner process (the models in TRIBUTARY_RUNNER_MODELS, else all)
   actors    run one platform actor host
   nats-auth-k8s  print k8s/nats-auth.yaml (the NATS users and permissions of a cluster)
+  sandbox-host  run one sandbox host (bubblewrap sandboxes on this machine)
 `;
 
 /** The single-process commands: each module starts its process when imported. */
@@ -23,6 +25,7 @@ const processes: Record<string, string> = {
   gateway: "../gateway/main.js",
   runner: "../runners/main.js",
   actors: "../actors/main.js",
+  "sandbox-host": "../sandbox-host/main.js",
 };
 
 async function main(argv: string[]): Promise<number> {
@@ -57,6 +60,10 @@ async function main(argv: string[]): Promise<number> {
       const { k8sNatsAuthManifest } = await import("./k8s-nats-auth.js");
       process.stdout.write(k8sNatsAuthManifest());
       return 0;
+    }
+    case "sandbox": {
+      const { runSandbox } = await import("./sandbox.js");
+      return runSandbox(argv.slice(1));
     }
     case "admin": {
       // Loaded on demand: the operators' client needs neither the supervisor nor its dependencies.

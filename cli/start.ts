@@ -71,6 +71,9 @@ export function startStack() {
           env: { ...envOf("runner"), TRIBUTARY_RUNNER_MODELS: model.id },
           stopTimeoutMs,
         });
+    // One sandbox host (bubblewrap); it exits at once with a clear error where namespaces are unavailable.
+    if (start.sandboxHost === "on")
+      children.push({ name: "sandbox host", ...onCpus(process.execPath, [entry("../sandbox-host/main.js")], services), env: envOf("sandbox-host"), stopTimeoutMs });
     const report = new StartupReport({
       models: catalog.filter((m) => m.replicas > 0).map((m) => m.id),
       url: (port) => `http://${gateway.host}:${port}/v1`,

@@ -38,6 +38,11 @@ export class GatewayServer {
     this.app.any("/*", (res, req) => this.dispatch(res, req));
   }
 
+  /** Registers WebSocket routes on the same server (before listen). */
+  webSockets(register: (app: uWS.TemplatedApp) => void): void {
+    register(this.app);
+  }
+
   /** Requests in flight (streams included). */
   get inFlight(): number {
     return this.open.size;

@@ -3,7 +3,14 @@
 import { hostname } from "node:os";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { AccountStore, LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys, AccountAuthenticator, AccountDirectory, LastUsedRecorder } from "../modules/accounts/mod.js";
-import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, sandboxesConfig, secretsConfig, timeoutsConfig } from "../lib/config.js";
+import { SandboxHostClient, SandboxHostDirectory, SandboxService, SandboxStore } from "../modules/sandboxes/mod.js";
+import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
+import { registerSandboxRoutes } from "./routes/sandboxes.js";
+import { registerSecretRoutes } from "./routes/secrets.js";
+import { registerJobRoutes } from "./routes/jobs.js";
+import { registerShellRoute } from "./routes/sandbox-shell.js";
+import { JobStore } from "../modules/jobs/mod.js";
 import { FileStore } from "../modules/files/mod.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
@@ -163,7 +170,40 @@ async function main(): Promise<void> {
   registerFileRoutes(router, { store: fileStore, maxFileBytes: files.maxFileBytes, maxBatchFileBytes: files.maxBatchFileBytes, maxBodyBytes: config.maxBodyBytes });
   registerBatchRoutes(router, { batches: batchStore, files: fileStore, maxBodyBytes: config.maxBodyBytes });
 
-  server = new GatewayServer(router, new AccountAuthenticator(accountDirectory, lastUsed), {
+  // Sandboxes and secrets: records in KV, calls routed to the sandbox hosts found by heartbeat.
+  const sandboxSettings = readConfig(sandboxesConfig);
+  const secretSettings = readConfig(secretsConfig);
+  const sandboxHosts = new SandboxHostDirectory(nc, sandboxSettings.hostTimeoutMs);
+  sandboxHosts.start();
+  const secretStore = await SecretStore.open(nc, loadKeyRing(secretSettings.masterKey, secretSettings.previousKeys, common.home));
+  const sandboxService = new SandboxService(await SandboxStore.open(nc), sandboxHosts, new SandboxHostClient(nc), {
+    maxPerProject: sandboxSettings.maxPerProject,
+    execOutputBytes: sandboxSettings.execOutputBytes,
+    streamOutputBytes: sandboxSettings.streamOutputBytes,
+  }, log);
+  registerSandboxRoutes(router, {
+    sandboxes: sandboxService,
+    maxBodyBytes: config.maxBodyBytes,
+    maxFileBytes: sandboxSettings.maxFileBytes,
+    maxCpuMhz: sandboxSettings.maxCpuMhz,
+    maxMemoryMb: sandboxSettings.maxMemoryMb,
+    maxDiskMb: sandboxSettings.maxDiskMb,
+    streamBudget,
+  });
+  registerJobRoutes(router, {
+    nc,
+    jobs: await JobStore.open(nc),
+    files: fileStore,
+    maxBodyBytes: config.maxBodyBytes,
+    maxCpuMhz: sandboxSettings.maxCpuMhz,
+    maxMemoryMb: sandboxSettings.maxMemoryMb,
+    maxDiskMb: sandboxSettings.maxDiskMb,
+    streamBudget,
+  });
+  registerSecretRoutes(router, { secrets: secretStore, maxPerProject: secretSettings.maxPerProject, maxValueBytes: secretSettings.maxValueBytes, maxBodyBytes: config.maxBodyBytes });
+
+  const authenticator = new AccountAuthenticator(accountDirectory, lastUsed);
+  server = new GatewayServer(router, authenticator, {
     maxHeaderBytes: config.maxHeaderBytes,
     maxHeaders: config.maxHeaders,
     bodyTimeoutMs: config.bodyTimeoutMs,
@@ -173,6 +213,7 @@ async function main(): Promise<void> {
     maxConnectionsPerAddress: config.maxConnectionsPerAddress,
   }, log);
   server.onFinished = (ex) => recorder.finished(ex);
+  server.webSockets((app) => registerShellRoute(app, { sandboxes: sandboxService, authenticator, log }));
   const port = await server.listen(config.host, config.port);
   keepServingOnUncaughtErrors(log);
   log.info("gateway listening", { host: config.host, port, models: [...catalog.keys()], rateLimits: rateLimits.enabled === "on" ? rateLimits.scope : "off" });
@@ -192,6 +233,7 @@ async function main(): Promise<void> {
       directory.stop();
       await traceWriter.stop();
       await usageRecorder.stop();
+      sandboxHosts.stop();
       await rateLimiter.stop();
       await lastUsed.stop();
       accountDirectory.stop();

@@ -241,6 +241,8 @@ export const startConfig = Config.all({
   runnerCpus: str("TRIBUTARY_RUNNER_CPUS", "auto"),
   /** Port of the embedded nats-server (when NATS_URL is unset). */
   natsPort: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 65535 })), "TRIBUTARY_NATS_PORT").pipe(Config.withDefault(4222)),
+  /** "on" starts one sandbox host next to the runners; "off" leaves sandboxes unavailable. */
+  sandboxHost: Config.schema(Schema.Literals(["on", "off"]), "TRIBUTARY_START_SANDBOX_HOST").pipe(Config.withDefault("on" as const)),
 });
 
 export const runnerConfig = Config.all({
@@ -254,6 +256,62 @@ export const runnerConfig = Config.all({
   /** Probes and Prometheus metrics over HTTP (/healthz, /readyz, /metrics); 0 disables them. */
   healthPort: int("TRIBUTARY_RUNNER_HEALTH_PORT", 0),
   healthHost: str("TRIBUTARY_RUNNER_HEALTH_HOST", "0.0.0.0"),
+});
+
+/** The sandbox host process (sandbox-host/): its capacity, the uids it runs sandboxes as, its limits. */
+export const sandboxHostConfig = Config.all({
+  heartbeatMs: int("TRIBUTARY_SANDBOX_HEARTBEAT_MS", 1_000),
+  /** Sandboxes this host runs at once (also the size of its uid range). */
+  maxSandboxes: int("TRIBUTARY_SANDBOX_MAX", 64),
+  /** CPU this host offers, in MHz-like units (one core = TRIBUTARY_SANDBOX_CORE_MHZ); 0: cores x core MHz. */
+  cpuMhz: int("TRIBUTARY_SANDBOX_CPU_MHZ", 0),
+  coreMhz: int("TRIBUTARY_SANDBOX_CORE_MHZ", 1_000),
+  /** Memory this host offers to sandboxes (memory plus workspace, both in RAM); 0: half the machine's. */
+  memoryMb: int("TRIBUTARY_SANDBOX_MEMORY_MB", 0),
+  /** First host uid of the per-sandbox uid range (used when the host runs as root). */
+  uidBase: int("TRIBUTARY_SANDBOX_UID_BASE", 200_000),
+  /** "auto" (use cgroups when writable), "off", or "required" (refuse to start without them). */
+  cgroups: Config.schema(Schema.Literals(["auto", "off", "required"]), "TRIBUTARY_SANDBOX_CGROUPS").pipe(Config.withDefault("auto" as const)),
+  /** Parent cgroup name under each controller (v1) or under the host's own cgroup (v2). */
+  cgroupName: str("TRIBUTARY_SANDBOX_CGROUP", "tributary-sandboxes"),
+  /** The bubblewrap binary. */
+  bwrap: str("TRIBUTARY_SANDBOX_BWRAP", "bwrap"),
+  /** Python for the in-sandbox agent (read-only from the host's /usr). */
+  python: str("TRIBUTARY_SANDBOX_PYTHON", "/usr/bin/python3"),
+});
+
+/** Sandboxes as the gateway and the actor host see them (validation bounds, placement, sweeping). */
+export const sandboxesConfig = Config.all({
+  /** Largest memory_mb, disk_mb and cpu_mhz one sandbox may ask for (a host may offer less). */
+  maxMemoryMb: int("TRIBUTARY_SANDBOX_MAX_MEMORY_MB", 4_096),
+  maxDiskMb: int("TRIBUTARY_SANDBOX_MAX_DISK_MB", 4_096),
+  maxCpuMhz: int("TRIBUTARY_SANDBOX_MAX_CPU_MHZ", 4_000),
+  /** Sandboxes not yet stopped per project. */
+  maxPerProject: int("TRIBUTARY_SANDBOX_MAX_PER_PROJECT", 100),
+  /** Output kept per stream of a non-streamed exec. */
+  execOutputBytes: int("TRIBUTARY_SANDBOX_EXEC_OUTPUT_BYTES", 256 * 1024),
+  /** Output of a streamed exec before it is cut (and the command killed). */
+  streamOutputBytes: int("TRIBUTARY_SANDBOX_STREAM_OUTPUT_BYTES", 64 * 1024 * 1024),
+  /** Largest file upload into a sandbox's workspace. */
+  maxFileBytes: int("TRIBUTARY_SANDBOX_MAX_FILE_BYTES", 64 * 1024 * 1024),
+  /** A host silent this long is lost: its sandboxes end as failed, host_lost. */
+  hostTimeoutMs: int("TRIBUTARY_SANDBOX_HOST_TIMEOUT_MS", 5_000),
+  /** How often the actor host checks sandbox records for expiry and lost hosts. */
+  sweepMs: int("TRIBUTARY_SANDBOX_SWEEP_MS", 2_000),
+  /** Jobs one actor host runs at once. */
+  jobConcurrency: int("TRIBUTARY_JOB_CONCURRENCY", 8),
+  /** A job whose worker went silent this long (its actor host died) is handed to another worker. */
+  jobAckWaitMs: int("TRIBUTARY_JOB_ACK_WAIT_MS", 30_000),
+});
+
+/** Secrets (gateway, sandbox hosts, `tributary admin secrets`). */
+export const secretsConfig = Config.all({
+  /** The master key: "<key id>:<32 bytes, base64>" (or just the base64); default: $TRIBUTARY_HOME/secrets-key (0600, made once). */
+  masterKey: optional(Config.String("TRIBUTARY_SECRETS_KEY")),
+  /** Earlier master keys still able to unwrap data keys during a rotation: "<id>:<base64>,...". */
+  previousKeys: str("TRIBUTARY_SECRETS_PREVIOUS_KEYS", ""),
+  maxPerProject: int("TRIBUTARY_SECRETS_MAX_PER_PROJECT", 100),
+  maxValueBytes: int("TRIBUTARY_SECRETS_MAX_VALUE_BYTES", 32 * 1024),
 });
 
 export class ConfigurationError extends Error {

@@ -46,8 +46,10 @@ const responses = { background: w.responsesBackground, cancel: w.responseCancel,
 const batches = { job: w.batchJob, work: w.batchWork };
 /** Traces of `log: true` requests and usage rows, written by gateways and actor hosts into their streams. */
 const observations = [w.traces, w.usageRollup];
-/** Reserved for the sandbox host (tool execution), which has no subject of its own yet. */
-const sandbox = w.sandbox;
+/** Sandbox hosts: heartbeats and their calls (gateway, job workers -> host), streamed exec output (host -> caller). */
+const sandboxes = { heartbeat: w.sandboxHostHeartbeat, rpc: w.sandboxHostRpc, execEvents: w.sandboxExecEvents };
+/** Jobs: queued into their stream by the gateway, cancelled on core NATS, their output into the log stream. */
+const jobs = { queue: w.jobQueue, cancel: w.jobCancel, logs: w.jobLogs };
 
 const kvStream = (bucket: string) => `KV_${bucket}`;
 const objStream = (bucket: string) => `OBJ_${bucket}`;
@@ -88,10 +90,13 @@ const gatewayState = {
     buckets.files, buckets.batches, buckets.batchResults, buckets.accounts, buckets.apiKeyUsage, buckets.responses, buckets.conversations, buckets.prompts,
     // The usage API and the dashboard read the rollups; sign-in keeps members and sessions.
     buckets.usageMinute, buckets.usageHour, buckets.usageDay, buckets.members, buckets.sessions,
+    buckets.sandboxes, buckets.secrets, buckets.jobs,
   ],
   obj: [buckets.fileContents],
-  streams: [streams.batchJobs, streams.batchWork, streams.responsesBackground, streams.responseEvents, streams.traces, streams.usage],
+  streams: [streams.batchJobs, streams.batchWork, streams.responsesBackground, streams.responseEvents, streams.traces, streams.usage, streams.jobs, streams.jobLogs],
 };
+/** A sandbox host reads the records of its sandboxes and the secrets it hands them (decrypted only there). */
+const sandboxHostState = { kv: [buckets.sandboxes, buckets.secrets], obj: [], streams: [] };
 /** The actor host holds every piece of state: budgets, batches, files, accounts, responses. */
 const actorsState = {
   kv: Object.values(buckets).filter((b) => b !== buckets.fileContents),
@@ -111,11 +116,12 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
             responses.background, responses.cancel, responses.events,
             batches.job,
             ...observations,
+            sandboxes.rpc, jobs.queue, jobs.cancel,
             ...jetStreamAccess(gatewayState),
           ],
           deny: noStreamDeletion,
         },
-        subscribe: { allow: [generation.replies, generation.heartbeats, inbox] },
+        subscribe: { allow: [generation.replies, generation.heartbeats, sandboxes.heartbeat, sandboxes.execEvents, inbox] },
         allowResponses: false,
       };
     case "actors":
@@ -127,12 +133,16 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
             responses.background, responses.cancel, responses.events,
             batches.job, batches.work,
             ...observations,
+            sandboxes.rpc, jobs.queue, jobs.cancel, jobs.logs,
             ...jetStreamAccess(actorsState),
           ],
           deny: noStreamDeletion,
         },
         subscribe: {
-          allow: [generation.replies, generation.heartbeats, budgets.lease, budgets.ret, budgets.activate, budgets.probe, responses.cancel, inbox],
+          allow: [
+            generation.replies, generation.heartbeats, budgets.lease, budgets.ret, budgets.activate, budgets.probe, responses.cancel,
+            sandboxes.heartbeat, sandboxes.execEvents, jobs.cancel, inbox,
+          ],
         },
         allowResponses: true,
       };
@@ -143,7 +153,11 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
         allowResponses: true,
       };
     case "sandbox-host":
-      return { publish: { allow: [sandbox] }, subscribe: { allow: [sandbox, inbox] }, allowResponses: true };
+      return {
+        publish: { allow: [sandboxes.heartbeat, sandboxes.execEvents, ...jetStreamAccess(sandboxHostState)], deny: noStreamDeletion },
+        subscribe: { allow: [sandboxes.rpc, inbox] },
+        allowResponses: true,
+      };
     case "admin":
       // Operators (the `nats` CLI, `tributary start` watching its runners load, tests that
       // inspect state): everything.

@@ -68,8 +68,20 @@ export const subjects = {
   /** Usage rollups (stream `streams.usage`): each gateway and actor host publishes its per-minute counts here. */
   usageRollup: (sourceId: string) => `${SUBJECT_ROOT}.usage.${sourceId}`,
   usageRollupAll: `${SUBJECT_ROOT}.usage.>`,
-  /** Reserved for the tool sandbox host: it has no subject of its own yet. */
-  sandboxAll: `${SUBJECT_ROOT}.sandbox.>`,
+  /** Sandbox host heartbeats (capacity and sandboxes running), one subject for every host. */
+  sandboxHostHeartbeat: `${SUBJECT_ROOT}.sandbox-host.heartbeat`,
+  /** Calls to one sandbox host (create, exec, files, stop), request/reply, schema-checked JSON. */
+  sandboxHostRpc: (hostId: string) => `${SUBJECT_ROOT}.sandbox-host.${hostId}.rpc`,
+  /** Output events of one streamed exec, from the host to the gateway that asked. */
+  sandboxExecEvents: (execId: string) => `${SUBJECT_ROOT}.sandbox-exec.${execId}`,
+  /** Jobs waiting to run (stream `streams.jobs`, work queue): `{project, job_id}` JSON. */
+  jobQueue: `${SUBJECT_ROOT}.jobs.queue`,
+  /** Cancels of running jobs, to whichever worker runs it (core NATS). */
+  jobCancel: (jobId: string) => `${SUBJECT_ROOT}.jobs.cancel.${jobId}`,
+  jobCancelAll: `${SUBJECT_ROOT}.jobs.cancel.*`,
+  /** Output of a job (stream `streams.jobLogs`): one message per chunk of stdout or stderr. */
+  jobLogs: (jobId: string) => `${SUBJECT_ROOT}.jobs.logs.${jobId}`,
+  jobLogsAll: `${SUBJECT_ROOT}.jobs.logs.*`,
 } as const;
 
 /**
@@ -93,7 +105,12 @@ export const subjectWildcards = {
   responsesBackground: subjects.responsesBackground,
   responseCancel: `${SUBJECT_ROOT}.responses.cancel.*`,
   responseEvents: subjects.responseEventsAll,
-  sandbox: subjects.sandboxAll,
+  sandboxHostHeartbeat: subjects.sandboxHostHeartbeat,
+  sandboxHostRpc: `${SUBJECT_ROOT}.sandbox-host.*.rpc`,
+  sandboxExecEvents: `${SUBJECT_ROOT}.sandbox-exec.*`,
+  jobQueue: subjects.jobQueue,
+  jobCancel: subjects.jobCancelAll,
+  jobLogs: subjects.jobLogsAll,
   traces: subjects.tracesAll,
   usageRollup: subjects.usageRollupAll,
 } as const;
@@ -182,6 +199,12 @@ export const buckets = {
   members: "tributary_members",
   /** KV (max age: the session lifetime): dashboard sessions, `session.<sha256 of the token>`. */
   sessions: "tributary_sessions",
+  /** KV: sandbox records (the sandbox object and its host), key `<project>.<sandbox id>`; kept 7 days after their last change. */
+  sandboxes: "tributary_sandboxes",
+  /** KV: secrets, envelope-encrypted (a data key per secret, wrapped by the master key), key `<project>.<NAME>`. */
+  secrets: "tributary_secrets",
+  /** KV: job records (the job object, its project and its environment), key `<project>.<job id>`; kept 7 days after their last write. */
+  jobs: "tributary_jobs",
 } as const;
 
 export const streams = {
@@ -197,6 +220,10 @@ export const streams = {
   traces: "TRIBUTARY_TRACES",
   /** Per-minute usage counts on their way to the usage folder (work queue). */
   usage: "TRIBUTARY_USAGE",
+  /** Work queue of jobs: the actor hosts' job workers consume it. */
+  jobs: "TRIBUTARY_JOBS",
+  /** Output of jobs (7 days), read by GET /v1/jobs/{id}/logs. */
+  jobLogs: "TRIBUTARY_JOB_LOGS",
 } as const;
 
 /** Durable consumers on the streams above. */
@@ -208,4 +235,6 @@ export const consumers = {
   responsesBackground: "responses-background",
   /** The usage folders of every actor host share it (one message in flight: folds stay in order). */
   usageFolders: "usage-folders",
+  /** The job workers of every actor host share it. */
+  jobWorkers: "job-workers",
 } as const;

@@ -216,6 +216,22 @@ export async function startGateway(natsUrl: string, env: NodeJS.ProcessEnv = {},
   return { ...proc, port, url: `http://127.0.0.1:${port}`, baseURL: `http://127.0.0.1:${port}/v1` };
 }
 
+export interface SandboxHost extends Proc {
+  hostId: string;
+}
+
+/** A sandbox host (real bubblewrap). Tests give it a small, fixed capacity. */
+export async function startSandboxHost(natsUrl: string, env: NodeJS.ProcessEnv = {}): Promise<SandboxHost> {
+  const proc = startProcess(
+    process.execPath,
+    [dist("sandbox-host/main.js")],
+    { NATS_URL: natsUrl, TRIBUTARY_SANDBOX_HEARTBEAT_MS: "250", TRIBUTARY_SANDBOX_CPU_MHZ: "4000", TRIBUTARY_SANDBOX_MEMORY_MB: "4096", TRIBUTARY_SANDBOX_CGROUP: `tributary-test-${process.pid}`, ...identityEnv(natsUrl, "sandbox-host"), ...env },
+    "sandbox-host",
+  );
+  const rec = await proc.waitForLog((r) => r.msg === "sandbox host ready");
+  return { ...proc, hostId: rec.hostId as string };
+}
+
 export const TEST_KEY = "sk-test-tributary";
 export const TEST_ADMIN_TOKEN = "tadm-test-tributary";
 export const TEST_MODEL = "test/stories-260k";

@@ -1,12 +1,13 @@
 import OpenAI from "openai";
 import type { Test } from "tap";
-import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, type ActorHost, type Gateway, type NatsServer, type Runner } from "./processes.js";
+import { startActorHost, startGateway, startNats, startRunner, startSandboxHost, TEST_KEY, type ActorHost, type Gateway, type NatsServer, type Runner, type SandboxHost } from "./processes.js";
 
 export interface Stack {
   nats: NatsServer;
   actors: ActorHost;
   runners: Runner[];
   gateway: Gateway;
+  sandboxHosts: SandboxHost[];
   client: OpenAI;
   /** Raw HTTP against the gateway with the test key (unless headers override it). */
   fetch(path: string, init?: RequestInit): Promise<Response>;
@@ -20,6 +21,9 @@ export interface StackOptions {
   runnerEnv?: NodeJS.ProcessEnv;
   gatewayEnv?: NodeJS.ProcessEnv;
   actorsEnv?: NodeJS.ProcessEnv;
+  /** Sandbox hosts to start (none by default). */
+  sandboxHosts?: number;
+  sandboxHostEnv?: NodeJS.ProcessEnv;
 }
 
 /** nats-server + runner process(es) with the real tiny model + a gateway, torn down after the test. */
@@ -32,14 +36,20 @@ export async function startStack(t: Test, options: StackOptions = {}): Promise<S
     Array.from({ length: options.runners ?? 1 }, () => startRunner(nats.url, { ...options.env, ...options.runnerEnv })),
   );
   for (const r of runners) t.teardown(() => r.kill());
-  const gateway = await startGateway(nats.url, { ...options.env, ...options.gatewayEnv });
+  // Sandbox hosts start beside the gateway (a create waits briefly for a first heartbeat).
+  const [gateway, ...sandboxHosts] = await Promise.all([
+    startGateway(nats.url, { ...options.env, ...options.gatewayEnv }),
+    ...Array.from({ length: options.sandboxHosts ?? 0 }, () => startSandboxHost(nats.url, { ...options.env, ...options.sandboxHostEnv })),
+  ] as const);
   t.teardown(() => gateway.kill());
+  for (const h of sandboxHosts) t.teardown(() => h.kill());
   const client = new OpenAI({ apiKey: TEST_KEY, baseURL: gateway.baseURL, maxRetries: 0 });
   return {
     nats,
     actors,
     runners,
     gateway,
+    sandboxHosts,
     client,
     fetch: (path, init = {}) =>
       fetch(gateway.url + path, {

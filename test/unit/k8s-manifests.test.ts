@@ -31,7 +31,7 @@ t.test("objects are complete and namespaced", async (t) => {
 });
 
 t.test("containers run Tributary commands with known settings", async (t) => {
-  const commands = new Set(["gateway", "runner", "actors"]);
+  const commands = new Set(["gateway", "runner", "actors", "sandbox-host"]);
   for (const o of objects.filter((o) => o.kind === "Deployment")) {
     for (const c of o.spec.template.spec.containers) {
       if (!String(c.image).includes("tributary")) continue;

@@ -84,7 +84,7 @@ t.test("every pod outlives its drain, and every container has requests and limit
 t.test("Tributary pods connect with their own NATS identity over TLS", async (t) => {
   for (const o of objects.filter((o) => o.kind === "Deployment") as any[]) {
     for (const c of containersOf(o)) {
-      const identity = { gateway: "gateway", actors: "actors", runner: "runner" }[c.args[0] as string];
+      const identity = { gateway: "gateway", actors: "actors", runner: "runner", "sandbox-host": "sandbox-host" }[c.args[0] as string];
       t.equal(envValue(c, "TRIBUTARY_NATS_USER"), identity, `${o.metadata.name} is ${identity}`);
       const password = c.env.find((e: any) => e.name === "TRIBUTARY_NATS_PASSWORD");
       t.same(password?.valueFrom?.secretKeyRef, { name: "tributary-nats-auth", key: identity }, `${o.metadata.name}: its password from the Secret`);

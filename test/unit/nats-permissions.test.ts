@@ -44,7 +44,12 @@ const cases: Array<[string, string, NatsIdentity[] | null, NatsIdentity[]]> = [
   ["background cancel", subjects.responseCancel("resp_1"), ["gateway", "actors"], ["actors"]],
   ["background cancels (subscription)", subjects.responseCancelAll, null, ["actors"]],
   ["response events", subjects.responseEvents("resp_1"), ["gateway", "actors"], []],
-  ["sandbox", subjects.sandboxAll, ["sandbox-host"], ["sandbox-host"]],
+  ["sandbox host heartbeat", subjects.sandboxHostHeartbeat, ["sandbox-host"], ["gateway", "actors"]],
+  ["sandbox host call", subjects.sandboxHostRpc("sh1"), ["gateway", "actors"], ["sandbox-host"]],
+  ["streamed exec output", subjects.sandboxExecEvents("ex1"), ["sandbox-host"], ["gateway", "actors"]],
+  ["job queued", subjects.jobQueue, ["gateway", "actors"], []],
+  ["job cancel", subjects.jobCancel("job_1"), ["gateway", "actors"], ["actors"]],
+  ["job output", subjects.jobLogs("job_1"), ["actors"], []],
   ["trace", subjects.trace("proj_1", model, "key_1", "success"), ["gateway", "actors"], []],
   ["usage rows", subjects.usageRollup("gw_1"), ["gateway", "actors"], []],
 ];
@@ -61,8 +66,9 @@ t.test("each identity subscribes to its own inbox only; admin reaches everything
   t.ok(allowed(natsPermissions("admin").subscribe, ">") && allowed(natsPermissions("admin").publish, ">"));
 });
 
-t.test("JetStream: runners and the sandbox host have none; the gateway no budget state; no service deletes a stream", async (t) => {
-  t.same(who("publish", "$JS.API.INFO"), ["gateway", "actors"]);
+t.test("JetStream: runners have none, the sandbox host its two buckets; the gateway no budget state; no service deletes a stream", async (t) => {
+  t.same(who("publish", "$JS.API.INFO"), ["gateway", "actors", "sandbox-host"]);
+  t.same(who("publish", "$KV.tributary_secrets.proj_1.NAME"), ["gateway", "actors", "sandbox-host"]);
   t.same(who("publish", "$JS.API.DIRECT.GET.KV_tributary_accounts.$KV.tributary_accounts.org.x"), ["gateway", "actors"]);
   t.same(who("publish", "$KV.tributary_rate_limits.m.organization.o"), ["actors"]);
   t.same(who("publish", "$JS.API.STREAM.DELETE.KV_tributary_accounts"), []);

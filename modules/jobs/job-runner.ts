@@ -1,0 +1,190 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Logger } from "../../lib/log.js";
+import { subjects } from "../../lib/nats/subjects.js";
+import { isDomainError } from "../errors/mod.js";
+import type { ExecEvent, SandboxService } from "../sandboxes/mod.js";
+import type { FileStore } from "../files/mod.js";
+import { isFinalJob, type JobObject, type JobStore, type StoredJob } from "./job-store.js";
+
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+/** What became of one delivery of a job: final (ack), or to be tried again later (nak). */
+export type JobOutcome = "final" | "retry";
+
+/** Cancels the job running here, if any. */
+export class JobControl {
+  cancelled = false;
+  private onCancel: (() => void) | undefined;
+
+  cancel(): void {
+    this.cancelled = true;
+    this.onCancel?.();
+  }
+
+  whenCancelled(handler: () => void): void {
+    this.onCancel = handler;
+    if (this.cancelled) handler();
+  }
+}
+
+/**
+ * Runs one delivery of a job: a fresh sandbox, the command in it (its output to the job's log
+ * stream), the sandbox stopped after. Every change of the record is a compare-and-set on a job
+ * not yet final, so a job ends in exactly one final state whatever the races (a cancel, a
+ * redelivery to another worker after this one died).
+ */
+export class JobRunner {
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly jobs: JobStore,
+    private readonly sandboxes: SandboxService,
+    private readonly files: FileStore,
+    private readonly limits: { maxOutputFiles: number; maxFileBytes: number },
+    private readonly log: Logger,
+  ) {}
+
+  async run(project: string, jobId: string, control: JobControl): Promise<JobOutcome> {
+    const stored = await this.jobs.get(project, jobId);
+    if (!stored || isFinalJob(stored.job.status)) return "final";
+    if (stored.job.status === "cancelling" || control.cancelled) {
+      await this.finish(project, jobId, { status: "cancelled" });
+      return "final";
+    }
+    // A delivery after a worker died mid-run counts as the next attempt.
+    const attempt = stored.job.attempt + 1;
+    if (attempt > stored.job.max_retries + 1) {
+      await this.finish(project, jobId, { status: "failed", error: { code: "attempts_exhausted", message: `The job failed ${stored.job.attempt} times.` } });
+      return "final";
+    }
+    let sandboxId: string;
+    try {
+      const sandbox = await this.sandboxes.create(project, {
+        timeout_seconds: stored.job.timeout_seconds + 60,
+        idle_timeout_seconds: null,
+        metadata: { job_id: jobId },
+        env: stored.env,
+        secrets: stored.job.secrets,
+        cpu_mhz: stored.job.resources.cpu_mhz,
+        memory_mb: stored.job.resources.memory_mb,
+        disk_mb: stored.job.resources.disk_mb,
+        network: "none",
+      });
+      if (sandbox.status !== "running") throw new Error(sandbox.error ?? "the sandbox did not start");
+      sandboxId = sandbox.id;
+    } catch (err) {
+      if (isDomainError(err) && err._tag === "InvalidParam") {
+        // A secret named by the job is gone: no attempt will do better.
+        await this.finish(project, jobId, { status: "failed", error: { code: "invalid_job", message: err.message } });
+        return "final";
+      }
+      this.log.warn("job sandbox could not be started; retrying later", { jobId, err: err instanceof Error ? err.message : String(err) });
+      return "retry";
+    }
+    const started = await this.jobs.transition(project, jobId, (job) =>
+      job.status === "queued" || job.status === "running" ? { ...job, status: "running", attempt, sandbox_id: sandboxId, started_at: job.started_at ?? nowSeconds() } : undefined,
+    );
+    if (!started || started.job.status !== "running" || started.job.attempt !== attempt) {
+      await this.sandboxes.stop(project, sandboxId).catch(() => {});
+      const now = await this.jobs.get(project, jobId);
+      if (now && now.job.status === "cancelling") await this.finish(project, jobId, { status: "cancelled" });
+      return "final";
+    }
+    try {
+      return await this.attempt(project, started, sandboxId, attempt, control);
+    } finally {
+      await this.sandboxes.stop(project, sandboxId).catch(() => {});
+    }
+  }
+
+  private async attempt(project: string, stored: StoredJob, sandboxId: string, attempt: number, control: JobControl): Promise<JobOutcome> {
+    const job = stored.job;
+    let settle!: (event: ExecEvent) => void;
+    const ended = new Promise<ExecEvent>((resolve) => (settle = resolve));
+    const logSubject = subjects.jobLogs(job.id);
+    for (const fileId of job.input_files) {
+      const file = await this.files.get(project, fileId);
+      if (!file) {
+        await this.finish(project, job.id, { status: "failed", error: { code: "invalid_job", message: `The input file ${fileId} no longer exists.` } });
+        return "final";
+      }
+      const contents = this.files.content(fileId);
+      const name = file.filename.replace(/[/\u0000]/g, "_").slice(0, 255) || fileId;
+      await this.sandboxes.writeFile(project, sandboxId, `/workspace/input/${name}`, (async function* () {
+        for await (const chunk of contents) yield Buffer.from(chunk);
+      })());
+    }
+    let stream;
+    try {
+      stream = await this.sandboxes.execStream(
+        project,
+        sandboxId,
+        { argv: job.command, cwd: job.cwd, env: {}, stdin: "", timeout_seconds: job.timeout_seconds, stream: true },
+        (event) => {
+          if (event.t === "stdout" || event.t === "stderr") this.nc.publish(logSubject, new TextEncoder().encode(JSON.stringify({ attempt, stream: event.t, data: event.d })));
+          else settle(event);
+        },
+      );
+    } catch (err) {
+      this.log.warn("job command could not be started", { jobId: job.id, err: err instanceof Error ? err.message : String(err) });
+      return this.failedAttempt(project, job, attempt, "host_lost", "The sandbox ended before the command started.");
+    }
+    control.whenCancelled(() => stream.kill());
+    const end = await ended;
+    stream.close();
+    if (!control.cancelled && end.t === "exit" && !end.timed_out && (end.exit_code === 0 || attempt > job.max_retries))
+      await this.collectOutputs(project, job.id, sandboxId);
+    // The sandbox is gone before the job says it is over.
+    await this.sandboxes.stop(project, sandboxId).catch(() => {});
+    if (control.cancelled) {
+      await this.finish(project, job.id, { status: "cancelled" });
+      return "final";
+    }
+    if (end.t === "error") return this.failedAttempt(project, job, attempt, "host_lost", "The sandbox ended while the command ran.");
+    if (end.t !== "exit") return "retry";
+    if (end.timed_out) {
+      await this.finish(project, job.id, { status: "failed", exit_code: null, error: { code: "timeout", message: `The command ran past its timeout of ${job.timeout_seconds} s.` } });
+      return "final";
+    }
+    if (end.exit_code === 0) {
+      await this.finish(project, job.id, { status: "succeeded", exit_code: 0 });
+      return "final";
+    }
+    const what = end.exit_code === null ? `was killed by ${end.signal ?? "a signal"}${end.oom_killed ? " (out of memory)" : ""}` : `exited with code ${end.exit_code}`;
+    return this.failedAttempt(project, job, attempt, end.oom_killed ? "oom" : "exit_code", `The command ${what}.`, end.exit_code);
+  }
+
+  /** Files in /workspace/output become project files listed on the job (at most maxOutputFiles, each at most maxFileBytes). */
+  private async collectOutputs(project: string, jobId: string, sandboxId: string): Promise<void> {
+    let entries;
+    try {
+      entries = await this.sandboxes.listFiles(project, sandboxId, "/workspace/output", this.limits.maxOutputFiles);
+    } catch {
+      return; // no output directory
+    }
+    const ids: string[] = [];
+    for (const entry of entries) {
+      if (entry.type !== "file" || entry.size > this.limits.maxFileBytes) continue;
+      const { chunks } = await this.sandboxes.readFile(project, sandboxId, `/workspace/output/${entry.name}`);
+      const file = await this.files.upload(
+        { project, maxBytes: this.limits.maxFileBytes, describe: () => ({ filename: entry.name, purpose: "user_data", expiresAt: null }) },
+        chunks,
+      );
+      ids.push(file.id);
+    }
+    if (ids.length > 0) await this.jobs.transition(project, jobId, (job) => ({ ...job, output_files: ids }));
+  }
+
+  /** A failed attempt: tried again while retries are left, else the job fails. */
+  private async failedAttempt(project: string, job: JobObject, attempt: number, code: string, message: string, exitCode: number | null = null): Promise<JobOutcome> {
+    if (attempt <= job.max_retries) {
+      await this.jobs.transition(project, job.id, (j) => (j.status === "running" ? { ...j, status: "queued", exit_code: exitCode, error: { code, message } } : undefined));
+      return "retry";
+    }
+    await this.finish(project, job.id, { status: "failed", exit_code: exitCode, error: { code, message } });
+    return "final";
+  }
+
+  private async finish(project: string, jobId: string, change: Partial<JobObject>): Promise<void> {
+    await this.jobs.transition(project, jobId, (job) => ({ ...job, error: null, ...change, finished_at: nowSeconds() }));
+  }
+}

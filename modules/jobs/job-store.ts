@@ -1,0 +1,138 @@
+import { Schema } from "effect";
+import type { KV } from "@nats-io/kv";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
+import { ensureStream, jetStreamHandles, listKeys, openKv, readStored, type JetStreamHandles } from "../../lib/nats/jetstream.js";
+import { createRecord, getRecord, modifyRecord, valueSchema, type Mutable, type Versioned } from "../../lib/nats/kv-records.js";
+import { buckets, kvToken, streams, subjects } from "../../lib/nats/subjects.js";
+
+// Jobs: a command run to completion in a fresh sandbox, durably. The record (KV) holds the job
+// object and what is needed to run it again; the queue (a JetStream work-queue stream) holds one
+// message per job until it is final; its output goes to a stream of its own.
+
+export const JOB_STATUSES = ["queued", "running", "cancelling", "succeeded", "failed", "cancelled"] as const;
+export type JobStatus = (typeof JOB_STATUSES)[number];
+export const JOB_ID = /^job_[0-9A-Za-z]{24}$/;
+export const isFinalJob = (s: JobStatus) => s === "succeeded" || s === "failed" || s === "cancelled";
+
+const JobObjectSchema = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("job"),
+  status: Schema.Literals(JOB_STATUSES),
+  command: Schema.mutable(Schema.Array(Schema.String)),
+  cwd: Schema.String,
+  env_names: Schema.mutable(Schema.Array(Schema.String)),
+  secrets: Schema.mutable(Schema.Array(Schema.String)),
+  timeout_seconds: Schema.Number,
+  max_retries: Schema.Number,
+  resources: Schema.Struct({ cpu_mhz: Schema.Number, memory_mb: Schema.Number, disk_mb: Schema.Number }),
+  metadata: Schema.Record(Schema.String, Schema.String),
+  /** Attempts started so far (a host lost mid-run counts as one). */
+  attempt: Schema.Number,
+  exit_code: Schema.NullOr(Schema.Number),
+  error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
+  sandbox_id: Schema.NullOr(Schema.String),
+  /** Project files copied into /workspace/input before the command runs. */
+  input_files: Schema.mutable(Schema.Array(Schema.String)),
+  /** Files the command left in /workspace/output, stored as project files (purpose user_data). */
+  output_files: Schema.mutable(Schema.Array(Schema.String)),
+  created_at: Schema.Number,
+  started_at: Schema.NullOr(Schema.Number),
+  finished_at: Schema.NullOr(Schema.Number),
+});
+export type JobObject = Mutable<typeof JobObjectSchema.Type>;
+
+const StoredJobSchema = Schema.Struct({ job: JobObjectSchema, project: Schema.String, env: Schema.Record(Schema.String, Schema.String) });
+export type StoredJob = Mutable<typeof StoredJobSchema.Type>;
+const storedJob = valueSchema<StoredJob>()(StoredJobSchema);
+
+export interface JobMessage {
+  project: string;
+  job_id: string;
+}
+export const jobMessage = valueSchema<JobMessage>()(Schema.Struct({ project: Schema.String, job_id: Schema.String }));
+
+const LogSchema = Schema.Struct({ attempt: Schema.Number, stream: Schema.Literals(["stdout", "stderr"]), data: Schema.String });
+export type JobLogChunk = Mutable<typeof LogSchema.Type>;
+export const jobLogChunk = valueSchema<JobLogChunk>()(LogSchema);
+
+export class JobStore {
+  private constructor(readonly kv: KV, private readonly js: JetStreamClient, private readonly handles: JetStreamHandles) {}
+
+  static async open(nc: NatsConnection): Promise<JobStore> {
+    const jsm = await jetstreamManager(nc);
+    await ensureStream(jsm, { name: streams.jobs, subjects: [subjects.jobQueue], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: 120 * 1_000_000_000 });
+    await ensureStream(jsm, { name: streams.jobLogs, subjects: [subjects.jobLogsAll], storage: StorageType.File, max_age: 7 * 24 * 3600 * 1_000_000_000 });
+    return new JobStore(await openKv(nc, buckets.jobs, { history: 1, ttl: 7 * 24 * 3600 * 1000 }), jetstream(nc), await jetStreamHandles(nc));
+  }
+
+  private key(project: string, id: string): string {
+    return `${kvToken(project)}.${id}`;
+  }
+
+  /** Stores the job and queues it (the queue message is deduplicated by job id). */
+  async create(record: StoredJob): Promise<void> {
+    if ((await createRecord(this.kv, this.key(record.project, record.job.id), record)) === undefined) throw new Error(`job ${record.job.id} exists`);
+    await this.js.publish(subjects.jobQueue, JSON.stringify({ project: record.project, job_id: record.job.id } satisfies JobMessage), { msgID: record.job.id });
+  }
+
+  async get(project: string, id: string): Promise<StoredJob | undefined> {
+    return (await getRecord(this.kv, this.key(project, id), storedJob))?.value;
+  }
+
+  /** Compare-and-set on a job not yet final; `change` returns the next job or undefined to leave it. */
+  async transition(project: string, id: string, change: (job: JobObject) => JobObject | undefined): Promise<StoredJob | undefined> {
+    const result = await modifyRecord(this.kv, this.key(project, id), storedJob, (current) => {
+      if (isFinalJob(current.job.status)) return undefined;
+      const next = change(current.job);
+      return next ? { ...current, job: next } : undefined;
+    });
+    return result?.value;
+  }
+
+  /** A project's jobs, newest first. */
+  async list(project: string): Promise<JobObject[]> {
+    const keys = (await listKeys(this.kv, `${kvToken(project)}.*`)).sort().reverse();
+    const found = await Promise.all(keys.map((k) => getRecord(this.kv, k, storedJob).catch(() => undefined)));
+    return found.filter((f): f is Versioned<StoredJob> => f !== undefined).map((f) => f.value.job);
+  }
+
+  /** The job's output stored so far, in order, read as the caller takes it. */
+  async *logs(jobId: string): AsyncGenerator<JobLogChunk> {
+    for await (const msg of readStored(this.handles, streams.jobLogs, subjects.jobLogs(jobId)))
+      yield jobLogChunk.parseBytes(`${msg.subject} #${msg.seq}`, msg.data);
+  }
+
+  /**
+   * The job's output from the start and then live, until `done()` says the job is final and
+   * nothing more arrived for a while, or `signal` aborts.
+   */
+  async followLogs(jobId: string, onChunk: (chunk: JobLogChunk) => void, options: { signal: AbortSignal; done: () => Promise<boolean> }): Promise<void> {
+    const consumer = await this.js.consumers.get(streams.jobLogs, { filter_subjects: subjects.jobLogs(jobId), deliver_policy: DeliverPolicy.All });
+    const messages = await consumer.consume({ max_messages: 256 });
+    const stop = () => void messages.close();
+    options.signal.addEventListener("abort", stop, { once: true });
+    let lastAt = Date.now();
+    let checking = false;
+    const timer = setInterval(() => {
+      if (checking || Date.now() - lastAt < 500) return;
+      checking = true;
+      options.done().then(
+        (done) => {
+          checking = false;
+          if (done && Date.now() - lastAt >= 500) stop();
+        },
+        () => stop(),
+      );
+    }, 250);
+    try {
+      for await (const msg of messages) {
+        lastAt = Date.now();
+        onChunk(jobLogChunk.parseBytes(`${msg.subject} #${msg.seq}`, msg.data));
+      }
+    } finally {
+      clearInterval(timer);
+      options.signal.removeEventListener("abort", stop);
+    }
+  }
+}

@@ -1,0 +1,327 @@
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { Logger } from "../../lib/log.js";
+import { subjects } from "../../lib/nats/subjects.js";
+import type { SecretStore } from "../secrets/mod.js";
+import { SandboxCgroup, type CgroupMode, type IsolationOptions, type SandboxLimits } from "./isolation.js";
+import { encodeJson, hostCall, type CallOf, type HostCall, type HostHeartbeat, type HostReply } from "./protocol.js";
+import { ended, nowSeconds, type SandboxStore, type TerminationReason } from "./records.js";
+import { SandboxProcess } from "./sandbox-process.js";
+
+export interface SandboxHostOptions {
+  hostId: string;
+  heartbeatMs: number;
+  maxSandboxes: number;
+  cpuMhz: number;
+  coreMhz: number;
+  memoryMb: number;
+  /** First host uid of the per-sandbox range; undefined: sandboxes run as this process's uid. */
+  uidBase: number | undefined;
+  isolation: IsolationOptions;
+  cgroups: CgroupMode;
+}
+
+interface LiveSandbox {
+  id: string;
+  project: string;
+  proc: SandboxProcess;
+  cgroup: SandboxCgroup | undefined;
+  slot: number;
+  limits: SandboxLimits;
+  expiresAtMs: number;
+  idleMs: number | undefined;
+  lastActive: number;
+  activeExecs: number;
+  /** exec id (the gateway's) -> the agent's call id, while it runs. */
+  execs: Map<string, string>;
+  stopReason: TerminationReason | undefined;
+  /** Resolves once the record says how it ended. */
+  finished: Promise<void>;
+}
+
+const READY_TIMEOUT_MS = 15_000;
+const FILES_PER_SANDBOX = 1024;
+/** Processes per sandbox (the pids cgroup, and RLIMIT_NPROC of its uid). */
+export const SANDBOX_PIDS = 256;
+
+/**
+ * A sandbox host: starts sandboxes on this machine when a gateway asks (create), runs commands
+ * and file operations in them, and ends them on request, at their deadline, when idle, or when
+ * they die (oom, error), writing each end to the sandbox's record. Announces its free capacity
+ * in heartbeats. Calls arrive over NATS request/reply on this host's own subject.
+ */
+export class SandboxHost {
+  private readonly sandboxes = new Map<string, LiveSandbox>();
+  private readonly freeSlots: number[];
+  private subscription: Subscription | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private tickTimer: NodeJS.Timeout | undefined;
+  private draining = false;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly store: SandboxStore,
+    private readonly secrets: SecretStore,
+    private readonly options: SandboxHostOptions,
+    private readonly log: Logger,
+  ) {
+    this.freeSlots = Array.from({ length: options.maxSandboxes }, (_, i) => options.maxSandboxes - 1 - i);
+  }
+
+  start(): void {
+    this.subscription = this.nc.subscribe(subjects.sandboxHostRpc(this.options.hostId), {
+      callback: (err, msg) => {
+        if (!err) void this.onCall(msg);
+      },
+    });
+    this.heartbeat();
+    this.heartbeatTimer = setInterval(() => this.heartbeat(), this.options.heartbeatMs);
+    this.tickTimer = setInterval(() => this.tick(), 250);
+  }
+
+  /** Ends every sandbox (their records say host_lost: the host went away under them). */
+  async stop(): Promise<void> {
+    this.draining = true;
+    this.heartbeat();
+    this.subscription?.unsubscribe();
+    clearInterval(this.tickTimer);
+    await Promise.all([...this.sandboxes.values()].map((s) => this.end(s, "host_lost")));
+    clearInterval(this.heartbeatTimer);
+  }
+
+  private used() {
+    let cpu = 0;
+    let memory = 0;
+    for (const s of this.sandboxes.values()) {
+      cpu += s.limits.cpuMhz;
+      memory += s.limits.memoryMb + s.limits.diskMb;
+    }
+    return { cpu, memory };
+  }
+
+  private heartbeat(): void {
+    const used = this.used();
+    const beat: HostHeartbeat = {
+      host_id: this.options.hostId,
+      state: this.draining ? "draining" : "ready",
+      interval_ms: this.options.heartbeatMs,
+      sandboxes_running: this.sandboxes.size,
+      sandboxes_max: this.options.maxSandboxes,
+      cpu_mhz_total: this.options.cpuMhz,
+      cpu_mhz_free: this.options.cpuMhz - used.cpu,
+      memory_mb_total: this.options.memoryMb,
+      memory_mb_free: this.options.memoryMb - used.memory,
+      sandbox_ids: [...this.sandboxes.keys()],
+    };
+    this.nc.publish(subjects.sandboxHostHeartbeat, encodeJson(beat));
+  }
+
+  private tick(): void {
+    const now = Date.now();
+    for (const s of this.sandboxes.values()) {
+      if (s.stopReason) continue;
+      if (now >= s.expiresAtMs) void this.end(s, "timeout");
+      else if (s.idleMs !== undefined && s.activeExecs === 0 && now - s.lastActive >= s.idleMs) void this.end(s, "idle");
+    }
+  }
+
+  private async onCall(msg: Msg): Promise<void> {
+    let reply: HostReply;
+    try {
+      const call = hostCall.parseBytes(msg.subject, msg.data);
+      reply = await this.handle(call);
+    } catch (err) {
+      this.log.error("sandbox call failed", { err: err instanceof Error ? err.message : String(err) });
+      reply = { ok: false, code: "error", message: "the sandbox host could not complete the call" };
+    }
+    if (msg.reply) msg.respond(encodeJson(reply));
+  }
+
+  private handle(call: HostCall): Promise<HostReply> {
+    if (call.op === "create") return this.create(call);
+    const s = this.sandboxes.get(call.sandbox_id);
+    if (!s || s.project !== call.project) return Promise.resolve({ ok: false, code: "no_sandbox", message: "no such sandbox on this host" });
+    switch (call.op) {
+      case "stop":
+        return this.end(s, call.reason).then(() => ({ ok: true }));
+      case "extend":
+        s.expiresAtMs = call.expires_at * 1000;
+        return Promise.resolve({ ok: true });
+      case "exec":
+        return this.exec(s, call);
+      case "kill": {
+        const target = s.execs.get(call.exec_id);
+        if (target) void s.proc.call({ op: "kill", target });
+        return Promise.resolve({ ok: true });
+      }
+      case "input":
+      case "resize": {
+        const target = s.execs.get(call.exec_id);
+        if (!target) return Promise.resolve({ ok: false, code: "not_running", message: "the session ended" });
+        s.lastActive = Date.now();
+        const op = call.op === "input" ? { op: "pty_in", target, data: call.data } : { op: "pty_resize", target, rows: call.rows, cols: call.cols };
+        return s.proc.call(op).then((line) => (line.t === "ok" ? { ok: true } : { ok: false, code: "not_running", message: "the session ended" }));
+      }
+      case "write":
+      case "read":
+      case "list":
+        return this.fileCall(s, call);
+    }
+  }
+
+  private async create(call: CallOf<"create">): Promise<HostReply> {
+    if (this.draining) return { ok: false, code: "no_capacity", message: "the host is draining" };
+    if (this.sandboxes.has(call.sandbox_id)) return { ok: false, code: "invalid", message: "the sandbox exists already" };
+    const limits: SandboxLimits = { cpuMhz: call.limits.cpu_mhz, memoryMb: call.limits.memory_mb, diskMb: call.limits.disk_mb, pids: SANDBOX_PIDS, openFiles: FILES_PER_SANDBOX };
+    const used = this.used();
+    const slot = this.freeSlots.pop();
+    if (slot === undefined || used.cpu + limits.cpuMhz > this.options.cpuMhz || used.memory + limits.memoryMb + limits.diskMb > this.options.memoryMb) {
+      if (slot !== undefined) this.freeSlots.push(slot);
+      return { ok: false, code: "no_capacity", message: "the host has no room for this sandbox" };
+    }
+    let revealed: Record<string, string>;
+    try {
+      const { values, missing } = await this.secrets.reveal(call.project, call.secrets);
+      if (missing.length > 0) {
+        this.freeSlots.push(slot);
+        return { ok: false, code: "secret_not_found", message: `No such secret: ${missing.join(", ")}.` };
+      }
+      revealed = values;
+    } catch (err) {
+      this.freeSlots.push(slot);
+      // The error names no value; the cause (a missing master key) is the operator's to fix.
+      this.log.error("secrets could not be decrypted", { sandboxId: call.sandbox_id, err: err instanceof Error ? err.message : "error" });
+      return { ok: false, code: "error", message: "the sandbox's secrets could not be decrypted" };
+    }
+    const cgroup = SandboxCgroup.create(this.options.cgroups, call.sandbox_id, limits, this.options.coreMhz);
+    const uid = this.options.uidBase === undefined ? undefined : this.options.uidBase + slot;
+    const proc = new SandboxProcess(this.options.isolation, limits, uid, cgroup);
+    let markFinished!: () => void;
+    const s: LiveSandbox = {
+      id: call.sandbox_id,
+      project: call.project,
+      proc,
+      cgroup,
+      slot,
+      limits,
+      expiresAtMs: call.expires_at * 1000,
+      idleMs: call.idle_timeout_seconds === null ? undefined : call.idle_timeout_seconds * 1000,
+      lastActive: Date.now(),
+      activeExecs: 0,
+      execs: new Map(),
+      stopReason: undefined,
+      finished: new Promise((resolve) => (markFinished = resolve)),
+    };
+    this.sandboxes.set(s.id, s);
+    void proc.exited.then(() => this.onExit(s).finally(markFinished));
+    let timer: NodeJS.Timeout | undefined;
+    const started = await Promise.race([
+      proc.ready.then(() => true),
+      proc.exited.then(() => false),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), READY_TIMEOUT_MS))),
+    ]);
+    clearTimeout(timer);
+    if (!started) {
+      await this.end(s, "error");
+      return { ok: false, code: "error", message: "the sandbox did not start" };
+    }
+    const init = await proc.call({ op: "init", env: { ...call.env, ...revealed } });
+    if (init.t !== "ok") {
+      await this.end(s, "error");
+      return { ok: false, code: "error", message: "the sandbox did not start" };
+    }
+    const startedAt = nowSeconds();
+    const record = await this.store.transition(s.project, s.id, (current) => (current.status === "starting" ? { ...current, status: "running", started_at: startedAt } : undefined));
+    if (!record || record.sandbox.status !== "running") {
+      // Stopped or deleted while it started: it does not run on.
+      await this.end(s, "deleted");
+      return { ok: false, code: "no_sandbox", message: "the sandbox was stopped while it started" };
+    }
+    this.log.info("sandbox started", { sandboxId: s.id, pid: proc.pid, uid, cgroup: this.options.cgroups.version });
+    this.heartbeat();
+    return { ok: true, started_at: startedAt };
+  }
+
+  /** Ends the sandbox for `reason` (once) and waits until its record says so. */
+  private async end(s: LiveSandbox, reason: TerminationReason): Promise<void> {
+    s.stopReason ??= reason;
+    s.proc.kill();
+    await s.finished;
+  }
+
+  private async onExit(s: LiveSandbox): Promise<void> {
+    const oom = (s.cgroup?.oomKills() ?? 0) > 0;
+    const reason: TerminationReason = s.stopReason === undefined || s.stopReason === "error" ? (oom ? "oom" : "error") : s.stopReason;
+    const detail = reason === "oom" ? "the sandbox ran out of memory" : reason === "error" ? "the sandbox's processes ended unexpectedly" : null;
+    this.sandboxes.delete(s.id);
+    this.freeSlots.push(s.slot);
+    await s.cgroup?.remove();
+    try {
+      await this.store.transition(s.project, s.id, (current) => ended(current, reason, detail));
+    } catch (err) {
+      this.log.error("sandbox record could not be updated", { sandboxId: s.id, err });
+    }
+    this.log.info("sandbox ended", { sandboxId: s.id, reason });
+    this.heartbeat();
+  }
+
+  private async exec(s: LiveSandbox, call: CallOf<"exec">): Promise<HostReply> {
+    if (s.stopReason) return { ok: false, code: "not_running", message: "the sandbox is stopping" };
+    s.activeExecs++;
+    s.lastActive = Date.now();
+    s.execs.set(call.exec_id, s.proc.peekNextId());
+    const events = call.events_subject;
+    const done = s.proc
+      .call(
+        call.pty
+          ? { op: "pty_open", argv: call.argv, cwd: call.cwd, env: call.env, timeout_ms: call.timeout_ms, rows: call.pty.rows, cols: call.pty.cols }
+          : { op: "exec", argv: call.argv, cwd: call.cwd, env: call.env, stdin: call.stdin, timeout_ms: call.timeout_ms, max_output: call.max_output, stream: events !== null },
+        events === null ? undefined : { onOutput: (stream, data) => this.nc.publish(events, encodeJson({ t: stream, d: data.toString("base64") })) },
+      )
+      .then((line) => {
+        s.activeExecs--;
+        s.lastActive = Date.now();
+        s.execs.delete(call.exec_id);
+        const oom = (s.cgroup?.oomKills() ?? 0) > 0;
+        // A command the memory limit killed ends its sandbox as oom: the sandbox's own process may be next.
+        if (oom) void this.end(s, "oom");
+        if (line.t === "error" && line.code === "invalid") return { ok: false, code: "invalid", message: line.message ?? "invalid" } satisfies HostReply;
+        if (line.t !== "exit") return { ok: false, code: "not_running", message: line.message ?? "the sandbox ended" } satisfies HostReply;
+        return {
+          ok: true,
+          exit_code: typeof line.code === "number" ? line.code : null,
+          signal: line.signal ?? null,
+          timed_out: line.timed_out ?? false,
+          truncated: line.truncated ?? false,
+          oom_killed: oom,
+          stdout: line.stdout ?? "",
+          stderr: line.stderr ?? "",
+        } satisfies HostReply;
+      });
+    if (events === null) return done;
+    void done.then((r) =>
+      this.nc.publish(
+        events,
+        encodeJson(
+          r.ok
+            ? { t: "exit", exit_code: r.exit_code ?? null, signal: r.signal ?? null, timed_out: r.timed_out ?? false, truncated: r.truncated ?? false, oom_killed: r.oom_killed ?? false }
+            : { t: "error", message: r.message ?? "the sandbox ended" },
+        ),
+      ),
+    );
+    return { ok: true };
+  }
+
+  private async fileCall(s: LiveSandbox, call: CallOf<"write" | "read" | "list">): Promise<HostReply> {
+    if (s.stopReason) return { ok: false, code: "not_running", message: "the sandbox is stopping" };
+    s.lastActive = Date.now();
+    const { op: _op, project: _p, sandbox_id: _s, ...args } = call;
+    const line = await s.proc.call({ op: call.op, ...args });
+    s.lastActive = Date.now();
+    if (line.t === "error") {
+      const code = typeof line.code === "string" ? line.code : "error";
+      return { ok: false, code, message: line.message ?? "the file operation failed" };
+    }
+    if (line.t !== "ok") return { ok: false, code: "error", message: "unexpected answer from the sandbox" };
+    return { ok: true, data: line.d, size: line.size, entries: line.entries };
+  }
+}

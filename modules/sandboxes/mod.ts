@@ -1,0 +1,23 @@
+// Sandboxes: isolated code execution on sandbox hosts. The host side (SandboxHost: bubblewrap,
+// cgroups, the in-sandbox agent), the gateway side (SandboxService: records, placement, calls
+// routed to a sandbox's host) and the actor host's sweeper share the records and the protocol.
+export { SandboxHostClient, SandboxHostDirectory } from "./client.js";
+export { SandboxHost, SANDBOX_PIDS, type SandboxHostOptions } from "./host.js";
+export { detectCgroups, probeIsolation, type CgroupMode, type IsolationOptions } from "./isolation.js";
+export type { DirEntry, ExecEvent } from "./protocol.js";
+export { SANDBOX_ID, SANDBOX_STATUSES, SandboxStore, type SandboxObject, type SandboxStatus } from "./records.js";
+export {
+  MAX_PATH_LENGTH,
+  parseEmpty,
+  parseExec,
+  parseSandboxCreate,
+  parseSecretCreate,
+  parseSecretRotate,
+  parseTimeoutUpdate,
+  workspacePath,
+  type ExecRequest,
+  type SandboxBounds,
+  type SandboxCreateRequest,
+} from "./requests.js";
+export { SandboxService, type ExecResult, type ExecStream, type ShellSession } from "./service.js";
+export { SandboxSweeper } from "./sweeper.js";

@@ -1,0 +1,106 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { AGENT_SOURCE } from "./agent-source.js";
+import { inCgroup, sandboxCommand, type IsolationOptions, type SandboxCgroup, type SandboxLimits } from "./isolation.js";
+import { agentLine, type AgentLine } from "./protocol.js";
+
+/** Longest line the host reads from an agent: larger means a broken or hostile agent. */
+const MAX_LINE_BYTES = 4 * 1024 * 1024;
+
+export interface ExecHandlers {
+  onOutput?(stream: "stdout" | "stderr", data: Buffer): void;
+}
+
+/**
+ * One sandbox's process tree as the host holds it: the bwrap'd agent, spoken to over its stdin
+ * and stdout. Calls carry an id; the agent answers each with one line ("ok", "error" or, for
+ * exec, output lines then "exit"). Lines that do not decode are ignored (and counted).
+ */
+export class SandboxProcess {
+  private readonly child: ChildProcess;
+  private readonly pending = new Map<string, { resolve: (line: AgentLine) => void; handlers?: ExecHandlers }>();
+  private nextId = 0;
+  private buffered: Buffer[] = [];
+  private bufferedBytes = 0;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  private readyResolve!: () => void;
+  readonly ready = new Promise<void>((resolve) => (this.readyResolve = resolve));
+  badLines = 0;
+
+  constructor(options: IsolationOptions, limits: SandboxLimits, uid: number | undefined, cgroup: SandboxCgroup | undefined) {
+    const argv = inCgroup(cgroup?.procsFiles ?? [], sandboxCommand(options, limits, uid, AGENT_SOURCE));
+    this.child = spawn(argv[0]!, argv.slice(1), { stdio: ["pipe", "pipe", "ignore"], env: {} });
+    this.child.stdin!.on("error", () => {});
+    this.child.stdout!.on("data", (chunk: Buffer) => this.onData(chunk));
+    this.exited = new Promise((resolve) =>
+      this.child.once("exit", (code, signal) => {
+        for (const [, p] of this.pending) p.resolve({ t: "error", message: "the sandbox ended" });
+        this.pending.clear();
+        resolve({ code, signal });
+      }),
+    );
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  get alive(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Sends a call; resolves with the agent's final line for it (for exec: the exit line). */
+  call(op: Record<string, unknown>, handlers?: ExecHandlers): Promise<AgentLine> {
+    if (!this.alive) return Promise.resolve({ t: "error", message: "the sandbox ended" });
+    const id = String(++this.nextId);
+    return new Promise((resolve) => {
+      this.pending.set(id, { resolve, handlers });
+      this.child.stdin!.write(JSON.stringify({ ...op, id }) + "\n");
+    });
+  }
+
+  /** The id the next call will get (so a kill can name an exec before it is sent). */
+  peekNextId(): string {
+    return String(this.nextId + 1);
+  }
+
+  kill(): void {
+    if (this.alive) this.child.kill("SIGKILL");
+  }
+
+  private onData(chunk: Buffer): void {
+    let start = 0;
+    for (let i = chunk.indexOf(10); i >= 0; i = chunk.indexOf(10, start)) {
+      const piece = chunk.subarray(start, i);
+      start = i + 1;
+      const line = this.bufferedBytes > 0 ? Buffer.concat([...this.buffered, piece]) : piece;
+      this.buffered = [];
+      this.bufferedBytes = 0;
+      this.onLine(line);
+    }
+    if (start < chunk.length) {
+      this.buffered.push(chunk.subarray(start));
+      this.bufferedBytes += chunk.length - start;
+      if (this.bufferedBytes > MAX_LINE_BYTES) this.kill();
+    }
+  }
+
+  private onLine(raw: Buffer): void {
+    let line: AgentLine;
+    try {
+      line = agentLine.parse("sandbox agent", raw.toString("utf8"));
+    } catch {
+      this.badLines++;
+      return;
+    }
+    if (line.t === "ready") return this.readyResolve();
+    const id = line.id ?? undefined;
+    const pending = id === undefined ? undefined : this.pending.get(id);
+    if (!pending) return;
+    if (line.t === "out" || line.t === "err") {
+      pending.handlers?.onOutput?.(line.t === "out" ? "stdout" : "stderr", Buffer.from(line.d ?? "", "base64"));
+      return;
+    }
+    this.pending.delete(id!);
+    pending.resolve(line);
+  }
+}

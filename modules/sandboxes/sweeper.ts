@@ -1,0 +1,52 @@
+import type { Logger } from "../../lib/log.js";
+import type { SandboxHostClient, SandboxHostDirectory } from "./client.js";
+import { ended, nowSeconds, type SandboxStore } from "./records.js";
+
+/** A sandbox still starting this long after its creation did not start. */
+const START_LIMIT_S = 120;
+/** Past its deadline by this much, a sandbox its live host did not end is stopped from here. */
+const EXPIRY_GRACE_S = 5;
+
+/**
+ * The backstop of sandbox lifetimes, run by actor hosts: records whose host went silent end as
+ * failed (host_lost); records past their deadline whose host is alive are stopped through it; a
+ * record stuck in starting ends as failed. Hosts end their own sandboxes on time; this catches
+ * what a dead host or a lost message leaves behind, after any restart (it reads only KV and
+ * heartbeats). Several sweepers may run: every change is a compare-and-set on a live record.
+ */
+export class SandboxSweeper {
+  private readonly startedAt = performance.now();
+
+  constructor(
+    private readonly store: SandboxStore,
+    private readonly directory: SandboxHostDirectory,
+    private readonly hosts: SandboxHostClient,
+    private readonly hostTimeoutMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  async sweep(): Promise<{ lost: number; expired: number; stuck: number }> {
+    const counts = { lost: 0, expired: 0, stuck: 0 };
+    // Right after a restart no heartbeat has arrived yet: every host would look lost.
+    const heardLongEnough = performance.now() - this.startedAt > this.hostTimeoutMs;
+    const now = nowSeconds();
+    for (const record of await this.store.live()) {
+      const { sandbox, project, host_id: hostId } = record;
+      if (!this.directory.alive(hostId)) {
+        if (!heardLongEnough) continue;
+        await this.store.transition(project, sandbox.id, (s) => ended(s, "host_lost", "the sandbox host stopped answering"));
+        counts.lost++;
+      } else if (sandbox.status === "starting" && now - sandbox.created_at > START_LIMIT_S) {
+        await this.hosts.call(hostId, { op: "stop", project, sandbox_id: sandbox.id, reason: "error" }, 5_000).catch(() => undefined);
+        await this.store.transition(project, sandbox.id, (s) => ended(s, "error", "the sandbox did not start in time"));
+        counts.stuck++;
+      } else if (now > sandbox.expires_at + EXPIRY_GRACE_S) {
+        const reply = await this.hosts.call(hostId, { op: "stop", project, sandbox_id: sandbox.id, reason: "timeout" }, 5_000).catch(() => undefined);
+        if (!reply?.ok) await this.store.transition(project, sandbox.id, (s) => ended(s, "timeout"));
+        counts.expired++;
+      }
+    }
+    if (counts.lost || counts.expired || counts.stuck) this.log.info("sandbox sweep", counts);
+    return counts;
+  }
+}

@@ -1,0 +1,53 @@
+// The sandbox host process: runs sandboxes (bubblewrap-isolated process trees) on this machine
+// for the gateways, announcing its capacity in heartbeats. Refuses to start when it cannot
+// isolate (no user namespaces, no bubblewrap): it never runs code unconfined.
+//   node dist/sandbox-host/main.js
+import { availableParallelism, hostname, totalmem } from "node:os";
+import { commonConfig, readConfig, sandboxHostConfig, secretsConfig } from "../lib/config.js";
+import { randomToken } from "../lib/ids.js";
+import { createLogger } from "../lib/log.js";
+import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
+import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
+import { detectCgroups, probeIsolation, SandboxHost, SandboxStore } from "../modules/sandboxes/mod.js";
+import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
+
+const hostId = `sh${randomToken(10)}`;
+const log = createLogger("sandbox-host", { pid: process.pid, hostId });
+
+async function main(): Promise<void> {
+  const common = readConfig(commonConfig);
+  const config = readConfig(sandboxHostConfig);
+  const secretSettings = readConfig(secretsConfig);
+  // Per-sandbox uids need the right to change uid; otherwise every sandbox runs as this process's uid.
+  const root = process.getuid?.() === 0;
+  const uidBase = root ? config.uidBase : undefined;
+  const isolation = { bwrap: config.bwrap, python: config.python, perSandboxUid: root };
+  probeIsolation(isolation, uidBase);
+  const cgroups = config.cgroups === "off" ? ({ version: "none", reason: "TRIBUTARY_SANDBOX_CGROUPS=off" } as const) : detectCgroups(config.cgroupName);
+  if (cgroups.version === "none" && config.cgroups === "required") throw new Error(`TRIBUTARY_SANDBOX_CGROUPS=required, but ${cgroups.reason}`);
+  if (cgroups.version === "none") log.warn("sandboxes run without cgroups: memory and CPU are bounded per process only (prlimit)", { reason: cgroups.reason });
+
+  const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-sandbox-host-${hostname()}-${process.pid}`, log, "sandbox-host");
+  const store = await SandboxStore.open(nc);
+  const secrets = await SecretStore.open(nc, loadKeyRing(secretSettings.masterKey, secretSettings.previousKeys, common.home));
+  const host = new SandboxHost(nc, store, secrets, {
+    hostId,
+    heartbeatMs: config.heartbeatMs,
+    maxSandboxes: config.maxSandboxes,
+    cpuMhz: config.cpuMhz > 0 ? config.cpuMhz : availableParallelism() * config.coreMhz,
+    coreMhz: config.coreMhz,
+    memoryMb: config.memoryMb > 0 ? config.memoryMb : Math.floor(totalmem() / 1024 / 1024 / 2),
+    uidBase,
+    isolation,
+    cgroups,
+  }, log);
+  host.start();
+  log.info("sandbox host ready", { cgroups: cgroups.version, perSandboxUid: root, maxSandboxes: config.maxSandboxes });
+
+  onShutdown(log, async () => {
+    await host.stop();
+    await nc.drain().catch(() => {});
+  });
+}
+
+exitIfStartFails(log, "sandbox host", main());

@@ -1,0 +1,79 @@
+import t from "tap";
+import { mkdtempSync, readFileSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { detectCgroups, parseExec, parseSandboxCreate } from "../../modules/sandboxes/mod.js";
+import { sandboxCommand } from "../../modules/sandboxes/isolation.js";
+
+// The walls a sandbox's command line puts up, the cgroup detection on fake hierarchies, and the
+// request bounds that need no running host.
+
+/** The `param` of the error `fn` throws (undefined when it does not throw). */
+function paramOf(fn: () => unknown): string | null | undefined {
+  try {
+    fn();
+    return undefined;
+  } catch (err) {
+    return (err as { param?: string | null }).param;
+  }
+}
+
+const options = { bwrap: "bwrap", python: "/usr/bin/python3", perSandboxUid: true };
+const limits = { memoryMb: 64, diskMb: 8, cpuMhz: 500, pids: 256, openFiles: 1024 };
+
+t.test("the command line: namespaces, read-only system, limits, its own uid", async (t) => {
+  const argv = sandboxCommand(options, limits, 200_007, "agent");
+  const line = argv.join(" ");
+  for (const flag of ["--unshare-all", "--unshare-user", "--new-session", "--die-with-parent", "--disable-userns", "--clearenv", "--remount-ro /"])
+    t.ok(line.includes(flag), flag);
+  t.notOk(argv.includes("--share-net"), "never the host's network");
+  t.ok(line.includes("--ro-bind /usr /usr"), "/usr read-only");
+  t.notOk(/--(?:ro-)?bind \/(?:etc|home|root|var|run|proc|sys)(?:\s|$)/.test(line), "no host /etc, /home, /root, /var, /run, /proc or /sys");
+  t.ok(line.includes(`--size ${8 * 1024 * 1024} --perms 0700 --tmpfs /workspace`), "the workspace is a tmpfs of disk_mb");
+  t.ok(line.includes("--nproc=256") && line.includes("--nofile=1024") && line.includes(`--fsize=${8 * 1024 * 1024}`) && line.includes("--core=0"), "prlimit");
+  t.ok(line.includes("--reuid=200007 --regid=200007 --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs"), "setpriv to its uid");
+  t.equal(argv[0], "prlimit");
+  t.notOk(sandboxCommand(options, limits, undefined, "agent").join(" ").includes("--reuid"), "no uid change without a uid");
+});
+
+t.test("cgroups: v1, v2 and none, detected from the hierarchy", async (t) => {
+  const none = mkdtempSync(join(tmpdir(), "cg-none-"));
+  t.equal(detectCgroups("x", none).version, "none");
+  const v1 = mkdtempSync(join(tmpdir(), "cg-v1-"));
+  const { mkdirSync, writeFileSync } = await import("node:fs");
+  mkdirSync(join(v1, "memory"));
+  writeFileSync(join(v1, "memory", "memory.limit_in_bytes"), "max");
+  t.match(detectCgroups("tributary-x", v1), { version: 1, parent: "tributary-x" });
+  t.ok(existsSync(join(v1, "pids", "tributary-x")), "a parent group per controller");
+  const own = /^0::(.*)$/m.exec(readFileSync("/proc/self/cgroup", "utf8"))?.[1];
+  t.comment(`this machine: ${own === undefined ? "cgroup v1" : "cgroup v2"}`);
+});
+
+t.test("create: defaults, and bounds at their edges", async (t) => {
+  const bounds = { maxCpuMhz: 4000, maxMemoryMb: 1024, maxDiskMb: 512 };
+  t.match(parseSandboxCreate({}, bounds), { timeout_seconds: 300, idle_timeout_seconds: null, cpu_mhz: 1000, memory_mb: 512, disk_mb: 512, network: "none" });
+  t.equal(parseSandboxCreate({ timeout_seconds: 86_400 }, bounds).timeout_seconds, 86_400);
+  t.equal(paramOf(() => parseSandboxCreate({ timeout_seconds: 86_401 }, bounds)), "timeout_seconds");
+  t.equal(parseSandboxCreate({ disk_mb: 512 }, bounds).disk_mb, 512);
+  t.equal(paramOf(() => parseSandboxCreate({ disk_mb: 513 }, bounds)), "disk_mb");
+  t.equal(paramOf(() => parseSandboxCreate({ cpu_mhz: 4001 }, bounds)), "cpu_mhz");
+  t.equal(paramOf(() => parseSandboxCreate({ secrets: Array.from({ length: 33 }, (_, i) => `S${i}`) }, bounds)), "secrets");
+  t.equal(parseSandboxCreate({ secrets: Array.from({ length: 32 }, (_, i) => `S${i}`) }, bounds).secrets.length, 32);
+  t.equal(paramOf(() => parseSandboxCreate({ secrets: ["A", "A"] }, bounds)), "secrets");
+  t.equal(paramOf(() => parseSandboxCreate({ env: { A: "x".repeat(32 * 1024 + 1) } }, bounds)), "env.A");
+  t.equal(parseSandboxCreate({ env: { A: "x".repeat(32 * 1024) } }, bounds).env.A!.length, 32 * 1024);
+  t.equal(paramOf(() => parseSandboxCreate({ network: "host" }, bounds)), "network");
+  t.same(parseSandboxCreate({ metadata: { ["k".repeat(64)]: "v".repeat(512) } }, bounds).metadata, { ["k".repeat(64)]: "v".repeat(512) });
+  t.equal(paramOf(() => parseSandboxCreate({ metadata: { ["k".repeat(65)]: "v" } }, bounds)), "metadata", "a key past 64 characters is refused, not dropped");
+  t.equal(paramOf(() => parseSandboxCreate({ metadata: { a: "v".repeat(513) } }, bounds)), "metadata.a");
+});
+
+t.test("exec: a shell string, an argv, and bounds", async (t) => {
+  t.same(parseExec({ command: "echo hi" }).argv, ["/bin/sh", "-c", "echo hi"]);
+  t.same(parseExec({ command: ["ls", "-l"] }).argv, ["ls", "-l"]);
+  t.equal(parseExec({ command: "x", stdin: "y".repeat(1024 * 1024) }).stdin.length, 1024 * 1024);
+  t.equal(paramOf(() => parseExec({ command: "x", stdin: "y".repeat(1024 * 1024 + 1) })), "stdin");
+  t.equal(paramOf(() => parseExec({ command: ["a\u0000b"] })), "command");
+  t.equal(paramOf(() => parseExec({ command: "x", cwd: "x".repeat(4097) })), "cwd");
+  t.equal(parseExec({ command: "x", cwd: "x".repeat(4096) }).cwd.length, 4096);
+});
