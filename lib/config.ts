@@ -51,6 +51,17 @@ export const commonConfig = Config.all({
   catalogPath: str("TRIBUTARY_CATALOG", resolve(repoRoot, "catalog", "default.yaml")),
 });
 
+/** Read by scripts/bootstrap.mjs (after it compiles this file). */
+export const bootstrapConfig = Config.all({
+  /**
+   * "on": build node-llama-cpp's CPU library from the llama.cpp source it bundles (OpenMP, this
+   * CPU's instruction set; needs cmake and a C++ compiler; ~25-40 min on 2 cores, once: cached in
+   * $TRIBUTARY_HOME/llama-builds). Its prebuilt library spins at every step barrier and makes
+   * `threads` > 1 many times slower on a busy machine; the local build does not (bench/README.md).
+   */
+  llamaSourceBuild: Config.schema(Schema.Literals(["on", "off"]), "TRIBUTARY_LLAMA_SOURCE_BUILD").pipe(Config.withDefault("off" as const)),
+});
+
 export const gatewayConfig = Config.all({
   /** 0 picks a free port (the gateway logs the one it got). */
   port: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 })), "TRIBUTARY_PORT").pipe(Config.withDefault(8080)),
