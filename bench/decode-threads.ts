@@ -17,6 +17,7 @@ import { TEST_MODEL, testCatalog, repoRoot } from "./lib/processes.js";
 // shared machine it moves less than wall time.
 //
 //   node dist/bench/decode-threads.js --models 500m --sequences 1,8 --tokens 48 --rounds 3
+// --libraries prebuilt,local,local-passive (the last: the local build with OMP_WAIT_POLICY=passive).
 
 interface Sample {
   library: string;
@@ -54,13 +55,14 @@ async function worker(): Promise<void> {
     progressLogs: false,
     ...(args.library === "prebuilt" ? { cmakeOptions: { TRIBUTARY_PREBUILT_ONLY: "1" } } : {}),
   });
-  const wanted = args.library === "prebuilt" ? "prebuilt" : "localBuild";
+  const wanted = args.library === "prebuilt" ? "prebuilt" : "localBuild"; // "local" or "local-passive"
   if (llama.buildType !== wanted) throw new Error(`wanted the ${wanted} library, got ${llama.buildType} (build it with: npx --no node-llama-cpp source build --gpu false)`);
   const model = await llama.loadModel({ modelPath: args.model! });
   const context = await model.createContext({ sequences, contextSize: sequences * 256, threads, batchSize: 256 });
   const prompt = model.tokenize("Once upon a time, in a land far away, there lived");
+  const all = Array.from({ length: sequences }, () => context.getSequence());
   const run = async (count: number) => {
-    const all = Array.from({ length: sequences }, () => context.getSequence());
+    await Promise.all(all.map((sequence) => sequence.clearHistory()));
     let generated = 0;
     await Promise.all(all.map(async (sequence) => {
       let n = 0;
@@ -69,7 +71,6 @@ async function worker(): Promise<void> {
         if (++n >= count) break;
       }
     }));
-    for (const sequence of all) sequence.dispose();
     return generated;
   };
   await run(4); // warm-up: page the weights in, size the buffers
@@ -86,7 +87,11 @@ async function worker(): Promise<void> {
 function measure(config: { model: string; library: string; threads: number; sequences: number }): Promise<Sample> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--worker", "--model", config.model, "--library", config.library,
-      "--threads", String(config.threads), "--sequences", String(config.sequences), "--tokens", args.tokens!], { stdio: ["ignore", "pipe", "inherit"] });
+      "--threads", String(config.threads), "--sequences", String(config.sequences), "--tokens", args.tokens!], {
+      stdio: ["ignore", "pipe", "inherit"],
+      // "local-passive": OpenMP threads sleep at once at a barrier instead of spinning first.
+      env: config.library === "local-passive" ? { ...process.env, OMP_WAIT_POLICY: "passive" } : process.env,
+    });
     let out = "";
     child.stdout.on("data", (d) => (out += d));
     child.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out.trim().split("\n").pop()!)) : reject(new Error(`worker exited with ${code}`))));
