@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { repoRoot } from "./processes.js";
@@ -37,6 +37,9 @@ export function ensureLlamaServer(home: string): { path: string } | { skip: stri
   const log = join(dir, "build.log");
   process.stderr.write(`[llama-server] building from node-llama-cpp ${version}'s bundled llama.cpp (once; 15-40 min on 2 cores), log: ${log}\n`);
   if (!existsSync(join(src, "CMakeLists.txt"))) run("git", ["clone", "--quiet", bundle, src], dir, log);
+  // A build tree configured from another source directory cannot be reused.
+  const cache = join(dir, "build", "CMakeCache.txt");
+  if (existsSync(cache) && !readFileSync(cache, "utf8").includes(`CMAKE_HOME_DIRECTORY:INTERNAL=${src}\n`)) rmSync(join(dir, "build"), { recursive: true, force: true });
   run("cmake", ["-S", src, "-B", join(dir, "build"), "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF",
     "-DGGML_OPENMP=ON", "-DGGML_NATIVE=ON", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DBUILD_SHARED_LIBS=OFF"], dir, log);
   run("cmake", ["--build", join(dir, "build"), "--target", "llama-server", "-j", "2"], dir, log);
