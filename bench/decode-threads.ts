@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
@@ -104,6 +105,7 @@ async function main(): Promise<void> {
   const { home } = readConfig(commonConfig);
   const tokenizer = loadCatalog(testCatalog).find((m) => m.id === TEST_MODEL)!.source;
   const rounds = Number(args.rounds);
+  const loadBefore = loadavg()[0]!;
   const lines = [
     "# Decode threads: node-llama-cpp's prebuilt CPU library against a local OpenMP build",
     "",
@@ -136,6 +138,8 @@ async function main(): Promise<void> {
       }
     }
   }
+  lines.push("", `Load average (1 min) at the start and end: ${loadBefore.toFixed(1)}, ${loadavg()[0]!.toFixed(1)} on ${cpus().length} CPUs. Date: ${new Date().toISOString()}.`,
+    `Command: \`node dist/bench/decode-threads.js --models ${args.models} --libraries ${args.libraries} --threads ${args.threads} --sequences ${args.sequences} --tokens ${args.tokens} --rounds ${args.rounds}\``);
   const table = lines.join("\n") + "\n";
   process.stdout.write(table);
   writeFileSync(`${repoRoot}/bench/results/decode-threads.md`, table);
