@@ -4,6 +4,8 @@
 // `tributary start` places it for that thread count. Reports which node-llama-cpp library the
 // runner loaded (threads > 1 wants the source build: TRIBUTARY_LLAMA_SOURCE_BUILD=on).
 //   node dist/bench/runner-threads.js [--model 500m] [--levels 1,8] [--threads 1,2] [--seconds 10] [--rounds 2] [--max-tokens 32]
+// Only requests that finish count (pro rata of their time inside the window): make the window
+// several times one request at the highest level (at 8 streams on the ~500M model: --seconds 40 --max-tokens 16).
 import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
@@ -97,7 +99,7 @@ async function main(): Promise<void> {
         `${fmt(percentile(ttft, 50), 0)} / ${fmt(percentile(ttft, 99), 0)}`, own.reduce((a, b) => a + b.errors, 0)]);
     }
   }
-  writeResults(`runner-threads-${values.model}.md`, `One runner, threads ${threadCounts.join(" vs ")}: ${values.model} model`, [
+  writeResults(`runner-threads-${values.model}-c${levels.join("-")}.md`, `One runner, threads ${threadCounts.join(" vs ")}: ${values.model} model`, [
     machineLine() + ` Load average (1 min) at start and end: ${loadStart.toFixed(1)}, ${loadavg()[0]!.toFixed(1)}.`,
     `node-llama-cpp library: ${library}. Model ${path.split("/").pop()}; ${slots} slots, max_tokens ${maxTokens}, temperature 0.8, closed-loop streamed chat completions through the whole stack; ` +
       `per level ${rounds} rounds of ${seconds} s (after ${warmup} s warm-up) per thread count, alternating order, a fresh stack each time.`,
