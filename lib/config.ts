@@ -55,7 +55,7 @@ export const commonConfig = Config.all({
 export const bootstrapConfig = Config.all({
   /**
    * "on": build node-llama-cpp's CPU library from the llama.cpp source it bundles (OpenMP, this
-   * CPU's instruction set; needs cmake and a C++ compiler; ~25-40 min on 2 cores, once: cached in
+   * CPU's instruction set; needs cmake and a C++ compiler; 13 min of CPU time, once: cached in
    * $TRIBUTARY_HOME/llama-builds). Its prebuilt library spins at every step barrier and makes
    * `threads` > 1 many times slower on a busy machine; the local build does not (bench/README.md).
    */
