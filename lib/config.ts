@@ -68,6 +68,17 @@ export const natsAuthConfig = Config.all({
   tlsKeyFile: optional(Config.String("TRIBUTARY_NATS_TLS_KEY")),
 });
 
+/** Read by scripts/bootstrap.mjs (after it compiles this file). */
+export const bootstrapConfig = Config.all({
+  /**
+   * "on": build node-llama-cpp's CPU library from the llama.cpp source it bundles (OpenMP, this
+   * CPU's instruction set; needs cmake and a C++ compiler; 13 min of CPU time, once: cached in
+   * $TRIBUTARY_HOME/llama-builds). Its prebuilt library spins at every step barrier and makes
+   * `threads` > 1 many times slower on a busy machine; the local build does not (bench/README.md).
+   */
+  llamaSourceBuild: Config.schema(Schema.Literals(["on", "off"]), "TRIBUTARY_LLAMA_SOURCE_BUILD").pipe(Config.withDefault("off" as const)),
+});
+
 export const gatewayConfig = Config.all({
   /** 0 picks a free port (the gateway logs the one it got). */
   port: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 })), "TRIBUTARY_PORT").pipe(Config.withDefault(8080)),

@@ -3,12 +3,16 @@
 //   1. npm dependencies (npm ci when node_modules is missing or older than package-lock.json);
 //   2. the TypeScript build (incremental: quick when nothing changed);
 //   3. nats-server, unless NATS_URL points at an existing server (apt-get when root on Debian,
-//      otherwise a message saying what to install).
+//      otherwise a message saying what to install);
+//   4. with TRIBUTARY_LLAMA_SOURCE_BUILD=on, node-llama-cpp's CPU library built from the llama.cpp
+//      source it bundles (OpenMP, this CPU's instruction set), cached in $TRIBUTARY_HOME.
 // Usage: node scripts/bootstrap.mjs [--for-tests]
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { cpSync, existsSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
+import { cpus } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const forTests = process.argv.includes("--for-tests");
@@ -64,4 +68,54 @@ if (needNats && !onPath("nats-server") && !apt(["nats-server"]))
 if (needNats) {
   const version = execFileSync("nats-server", ["--version"], { encoding: "utf8" }).trim();
   if (forTests) say(`using ${version}`);
+}
+
+// node-llama-cpp's prebuilt CPU library is built without OpenMP: it starts its worker threads at
+// every decode step and spins at every barrier, so `threads` > 1 collapses on a busy machine.
+// Built from its bundled source (offline: the source ships as a git bundle) it uses OpenMP's
+// persistent, oversubscription-aware thread pool. node-llama-cpp loads a local build in
+// preference to the prebuilt one (getLlama with build "never" looks in llama/localBuilds first).
+// The build takes tens of minutes on 2 cores, so it is opt-in and cached outside node_modules
+// (npm ci empties it), keyed by node-llama-cpp's version and this CPU (it is built for its
+// instruction set).
+const { readConfig, bootstrapConfig, commonConfig } = await import(pathToFileURL(join(root, "dist", "lib", "config.js")).href);
+if (readConfig(bootstrapConfig).llamaSourceBuild === "on") llamaSourceBuild(readConfig(commonConfig).home);
+
+function llamaSourceBuild(home) {
+  const nlc = join(root, "node_modules", "node-llama-cpp");
+  const version = JSON.parse(readFileSync(join(nlc, "package.json"), "utf8")).version;
+  const platform = { darwin: "mac", win32: "win" }[process.platform] ?? process.platform;
+  const folder = `${platform}-${process.arch}`;
+  const target = join(nlc, "llama", "localBuilds", folder);
+  const cpuInfo = existsSync("/proc/cpuinfo") ? readFileSync("/proc/cpuinfo", "utf8").match(/^flags\s*:.*$/m)?.[0] ?? "" : "";
+  const cpuKey = createHash("sha256").update(`${cpus()[0]?.model}\n${cpuInfo}`).digest("hex").slice(0, 12);
+  const cache = join(home, "llama-builds", `node-llama-cpp-${version}-${folder}-${cpuKey}`);
+  const built = () => existsSync(join(target, "Release", "llama-addon.node"));
+  const keep = () => {
+    if (existsSync(cache)) return;
+    const partial = `${cache}.partial-${process.pid}`;
+    cpSync(target, partial, { recursive: true });
+    renameSync(partial, cache);
+  };
+  if (built()) return keep();
+  if (existsSync(cache)) {
+    say(`node-llama-cpp: using the cached source build ${cache}`);
+    rmSync(target, { recursive: true, force: true });
+    cpSync(cache, target, { recursive: true });
+    return;
+  }
+  if (!onPath("cmake") || !(onPath("c++") || onPath("g++"))) {
+    say("TRIBUTARY_LLAMA_SOURCE_BUILD=on, but cmake or a C++ compiler is missing (Debian: apt-get install cmake g++): using node-llama-cpp's prebuilt library (run runners with threads 1)");
+    return;
+  }
+  say("building node-llama-cpp's CPU library from its bundled llama.cpp source (once; tens of minutes on 2 cores)");
+  const started = Date.now();
+  // `source download` clones the bundled git bundle (no network) and builds it.
+  const r = spawnSync(join(root, "node_modules", ".bin", "node-llama-cpp"), ["source", "download", "--gpu", "false"], { cwd: root, stdio: "inherit" });
+  if (r.status !== 0 || !built()) {
+    say(`the source build failed (exit ${r.status}): using node-llama-cpp's prebuilt library (run runners with threads 1)`);
+    return;
+  }
+  say(`built in ${Math.round((Date.now() - started) / 60000)} min; cached in ${cache}`);
+  keep();
 }

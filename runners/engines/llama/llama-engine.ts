@@ -71,7 +71,13 @@ export class LlamaEngine implements Engine {
       slots: this.slots,
       threads: this.spec.threads,
       gpu: this.llama.gpu,
+      library: this.llama.buildType,
     });
+    // The prebuilt CPU library (no OpenMP) starts its worker threads anew at every decode step
+    // and spins at every barrier between graph nodes, so a thread that loses its CPU stalls the
+    // others: threads > 1 ran 5-25x slower than threads 1 on a busy 2-core machine.
+    if (!gpu && this.spec.threads > 1 && this.llama.buildType === "prebuilt")
+      this.options.log.warn("threads > 1 with node-llama-cpp's prebuilt CPU library decodes slower than threads 1 when CPUs are busy; build the library from source (TRIBUTARY_LLAMA_SOURCE_BUILD=on, then npm start) or set threads 1", { threads: this.spec.threads });
   }
 
   async prepare(request: GenerateRequest): Promise<LlamaPrepared> {
