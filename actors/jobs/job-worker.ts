@@ -1,6 +1,7 @@
 import { jetstream, jetstreamManager, type Consumer, type JsMsg } from "@nats-io/jetstream";
 import { nanos, type Subscription } from "@nats-io/transport-node";
 import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
+import { BoundedPuller } from "../../lib/nats/bounded-puller.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import type { Logger } from "../../lib/log.js";
 import { JobControl, JobRunner, JobStore, jobMessage, type JobMessage } from "../../modules/jobs/mod.js";
@@ -33,10 +34,7 @@ export class JobWorker implements Actor {
   private directory: SandboxHostDirectory | undefined;
   private cancelSubscription: Subscription | undefined;
   private readonly running = new Map<string, JobControl>();
-  private readonly inFlight = new Set<Promise<void>>();
-  private slotFreed: (() => void) | undefined;
-  private stopping = false;
-  private loop: Promise<void> | undefined;
+  private puller: BoundedPuller | undefined;
 
   constructor(private readonly settings: JobWorkerSettings) {}
 
@@ -65,39 +63,16 @@ export class JobWorker implements Actor {
         if (!err) this.running.get(msg.subject.slice(msg.subject.lastIndexOf(".") + 1))?.cancel();
       },
     });
-    this.loop = this.fetchLoop().catch((err: unknown) => ctx.fail(err));
+    this.puller = new BoundedPuller(this.consumer, this.settings.concurrency, (msg) => this.handle(msg));
+    this.puller.start((err) => ctx.fail(err));
   }
 
   async stop(): Promise<void> {
-    this.stopping = true;
-    this.slotFreed?.();
-    await this.loop;
+    await this.puller?.stop();
     // Running jobs end with this host: their messages are redelivered to another worker.
-    await Promise.race([Promise.all(this.inFlight), new Promise((r) => setTimeout(r, 1_000).unref())]);
+    await Promise.race([this.puller?.idle(), new Promise((r) => setTimeout(r, 1_000).unref())]);
     this.cancelSubscription?.unsubscribe();
     this.directory?.stop();
-  }
-
-  private async fetchLoop(): Promise<void> {
-    while (!this.stopping) {
-      const free = this.settings.concurrency - this.inFlight.size;
-      if (free <= 0) {
-        await new Promise<void>((resolve) => (this.slotFreed = resolve));
-        continue;
-      }
-      const batch = await this.consumer.fetch({ max_messages: free, expires: 2_000 });
-      for await (const msg of batch) {
-        if (this.stopping) {
-          msg.nak();
-          continue;
-        }
-        const job = this.handle(msg).finally(() => {
-          this.inFlight.delete(job);
-          this.slotFreed?.();
-        });
-        this.inFlight.add(job);
-      }
-    }
   }
 
   private async handle(msg: JsMsg): Promise<void> {

@@ -5,6 +5,7 @@ import { randomToken } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
 import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { InvalidValue } from "../../lib/nats/kv-records.js";
+import { BoundedPuller } from "../../lib/nats/bounded-puller.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import { GenerationClient, RunnerDirectory } from "../../modules/inference/mod.js";
 import { BackgroundLifecycle, BackgroundQueue, backgroundJobSchema, ConversationStore, ResponseEventLog, ResponseService, ResponseStore, RunControl, type BackgroundJob, type RunOutcome, type RunRecord } from "../../modules/responses/mod.js";
@@ -52,10 +53,7 @@ export class BackgroundResponseWorker implements Actor {
   private consumer!: Consumer;
   private cancelSubscription: Subscription | undefined;
   private readonly running = new Map<string, RunControl>();
-  private readonly inFlight = new Set<Promise<void>>();
-  private slotFreed: (() => void) | undefined;
-  private stopping = false;
-  private loop: Promise<void> | undefined;
+  private puller: BoundedPuller | undefined;
 
   constructor(private readonly settings: BackgroundWorkerSettings) {}
 
@@ -131,26 +129,24 @@ export class BackgroundResponseWorker implements Actor {
         this.running.get(msg.subject.slice(msg.subject.lastIndexOf(".") + 1))?.cancel();
       },
     });
-    this.loop = this.fetchLoop().catch((err: unknown) => ctx.fail(err));
+    this.puller = new BoundedPuller(this.consumer, this.settings.concurrency, (msg) => this.handle(msg));
+    this.puller.start((err) => ctx.fail(err));
   }
 
   async stop(): Promise<void> {
-    this.stopping = true;
-    this.slotFreed?.();
-    await this.loop;
+    await this.puller?.stop();
     // Let running responses finish for a while; the rest go back to the queue for another worker.
     const drained = await Promise.race([
-      Promise.all(this.inFlight).then(() => true),
+      Promise.resolve(this.puller?.idle()).then(() => true),
       new Promise<boolean>((r) => setTimeout(() => r(false), this.settings.drainTimeoutMs).unref()),
     ]);
     if (!drained) for (const control of this.running.values()) control.handBack();
-    await Promise.all(this.inFlight);
+    await this.puller?.idle();
     this.cancelSubscription?.unsubscribe();
     this.client?.stop();
     this.directory?.stop();
   }
 
-  /** Fetches as many jobs as there are free run slots, and runs them. */
   /** The trace of a background run whose request said log: true (no HTTP exchange: http_status 0, the response id as request id). */
   private trace(projectId: string, response: ResponseObject, run: RunRecord): void {
     const traces = this.settings.traces;
@@ -167,28 +163,6 @@ export class BackgroundResponseWorker implements Actor {
     if (run.failure) obs.fail(run.failure);
     else if (response.status === "cancelled") obs.cancelled = true;
     traces.writer.record(buildTrace(obs, { principal: { organizationId: "", projectId, keyId: "" }, httpStatus: 0, clientLeft: false, maxBodyBytes: traces.maxBodyBytes }));
-  }
-
-  private async fetchLoop(): Promise<void> {
-    while (!this.stopping) {
-      const free = this.settings.concurrency - this.inFlight.size;
-      if (free <= 0) {
-        await new Promise<void>((resolve) => (this.slotFreed = resolve));
-        continue;
-      }
-      const batch = await this.consumer.fetch({ max_messages: free, expires: 2_000 });
-      for await (const msg of batch) {
-        if (this.stopping) {
-          msg.nak();
-          continue;
-        }
-        const job = this.handle(msg).finally(() => {
-          this.inFlight.delete(job);
-          this.slotFreed?.();
-        });
-        this.inFlight.add(job);
-      }
-    }
   }
 
   private async handle(msg: JsMsg): Promise<void> {
