@@ -17,6 +17,9 @@ t.test("retry after a kill -9 of the job's host", async (t) => {
   }
   const host = stack.sandboxHosts.find((h) => h.logs.some((r) => r.msg === "sandbox started" && r.sandboxId === job.sandbox_id));
   t.ok(host, "the job's host is known");
+  // Mid-job: once the first attempt's command has written its first line.
+  for (let i = 0; i < 100 && (await (await stack.fetch(`/v1/jobs/${created.id}/logs`)).text()) !== "start\n"; i++)
+    await new Promise((r) => setTimeout(r, 50));
   await host!.kill();
   let done: any;
   for (let i = 0; i < 150; i++) {
