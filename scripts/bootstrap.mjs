@@ -2,8 +2,8 @@
 // Makes a fresh checkout runnable, using only Node's standard library:
 //   1. npm dependencies (npm ci when node_modules is missing or older than package-lock.json);
 //   2. the TypeScript build (incremental: quick when nothing changed);
-//   3. nats-server, unless NATS_URL points at an existing server (apt-get when root on Debian,
-//      otherwise a message saying what to install);
+//   3. nats-server, unless NATS_URL points at an existing server, and the Debian tools the stack
+//      and the tests use (apt-get when root on Debian, otherwise a message saying what to install);
 //   4. with TRIBUTARY_LLAMA_SOURCE_BUILD=on, node-llama-cpp's CPU library built from the llama.cpp
 //      source it bundles (OpenMP, this CPU's instruction set), cached in $TRIBUTARY_HOME.
 // Usage: node scripts/bootstrap.mjs [--for-tests]
@@ -68,6 +68,18 @@ if (needNats && !onPath("nats-server") && !apt(["nats-server"]))
 if (needNats) {
   const version = execFileSync("nats-server", ["--version"], { encoding: "utf8" }).trim();
   if (forTests) say(`using ${version}`);
+}
+
+// Debian's tools the stack runs (the sandbox host: bubblewrap, prlimit and setpriv, Python for
+// its in-sandbox agent) and the ones the tests drive (a real Prometheus scrapes /metrics,
+// Chromium opens the dashboard, kubectl renders k8s/): [command, package].
+const tools = [["bwrap", "bubblewrap"], ["setpriv", "util-linux"], ["python3", "python3"]];
+if (forTests) tools.push(["chromium", "chromium"], ["prometheus", "prometheus"], ["kubectl", "kubernetes-client"]);
+const missing = tools.filter(([cmd]) => !onPath(cmd)).map(([, pkg]) => pkg);
+if (missing.length > 0 && !apt(missing)) {
+  const what = `missing: ${missing.join(", ")} (Debian/Ubuntu: sudo apt-get install ${missing.join(" ")})`;
+  if (forTests) fail(`the tests need Debian's tools: ${what}`);
+  say(`sandboxes are unavailable until these are installed: ${what}`);
 }
 
 // node-llama-cpp's prebuilt CPU library is built without OpenMP: it starts its worker threads at
