@@ -193,14 +193,18 @@ export class HttpExchange {
   error(err: DomainError, options: { closeConnection?: boolean } = {}): void {
     const { status, body, headers } = openAIError(err, this.requestId);
     for (const k in headers) this.responseHeaders[k] = headers[k]!;
-    this.json(status, body, options.closeConnection ?? CLOSING_ERRORS.has(err._tag));
+    const closeConnection = options.closeConnection ?? CLOSING_ERRORS.has(err._tag);
+    // Only a body over the limit is still being sent by a client that is waiting for its answer;
+    // one that timed out, or a head refused, has nothing worth waiting for.
+    this.send(status, JSON.stringify(body), "application/json", closeConnection, err._tag === "TooLarge");
   }
 
-  send(status: number, body: string | Buffer, contentType: string, closeConnection = false): void {
+  /** `lingerOnClose`: an answer that closes the connection first takes a rest small enough to drain. */
+  send(status: number, body: string | Buffer, contentType: string, closeConnection = false, lingerOnClose = false): void {
     if (!this.live || this.respondedFlag) return;
     this.respondedFlag = true;
     this.statusCode = status;
-    const ending = this.settleBody(closeConnection);
+    const ending = this.settleBody(closeConnection, lingerOnClose);
     if (ending === "linger") return this.sendOnceBodyEnds(status, body, contentType);
     this.writeWhole(status, body, contentType, ending);
   }
@@ -294,13 +298,14 @@ export class HttpExchange {
    * answer, which says `Connection: close`; an answer that closes the connection waits for the
    * rest), a larger or unknown one closes the connection once the answer is written.
    */
-  private settleBody(closeConnection: boolean): "keep" | "drain" | "linger" | "close" {
+  private settleBody(closeConnection: boolean, lingerOnClose: boolean): "keep" | "drain" | "linger" | "close" {
     clearTimeout(this.bodyTimer);
     const body = this.body;
     if (!body || body.complete) return closeConnection ? "close" : "keep";
     body.discard(new Cancelled({ reason: "cancelled" }));
     if (body.remaining > this.limits.drainBodyBytes) return "close";
-    return closeConnection ? "linger" : "drain";
+    if (!closeConnection) return "drain";
+    return lingerOnClose ? "linger" : "close";
   }
 
   private bodyTimedOut(): void {

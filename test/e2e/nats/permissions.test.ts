@@ -111,8 +111,16 @@ t.test("an actor host owns budgets but cannot pose as a runner", async (t) => {
   await t.resolves((await new Kvm(nc).open(buckets.rateLimits)).put("m.organization.org-1", "{}"), "allowed: the budgets' state");
 });
 
-t.test("the reserved sandbox host reaches nothing of the platform", async (t) => {
+t.test("a sandbox host reaches its sandboxes' state and nothing else of the platform", async (t) => {
   t.ok(await publishRefused("sandbox-host", subjects.generate(MODEL)), "refused: generate requests");
   t.ok(await subscribeRefused("sandbox-host", subjects.replyWildcard("g1")), "refused: replies");
-  t.ok(await publishRefused("sandbox-host", "$JS.API.INFO"), "refused: JetStream");
+  t.ok(await subscribeRefused("sandbox-host", subjects.sandboxHostHeartbeat), "refused: reading other hosts' heartbeats");
+  t.ok(await publishRefused("sandbox-host", subjects.sandboxHostRpc("sh-other")), "refused: calling a sandbox host");
+  t.notOk(await subscribeRefused("sandbox-host", subjects.sandboxHostRpc("sh-1")), "allowed: taking its calls");
+  t.notOk(await publishRefused("sandbox-host", subjects.sandboxHostHeartbeat), "allowed: its heartbeats");
+  t.ok(await publishRefused("sandbox-host", `$JS.API.DIRECT.GET.KV_${buckets.accounts}.$KV.${buckets.accounts}.org.org-secret`), "refused: reading an accounts record");
+  t.ok(await publishRefused("sandbox-host", `$JS.API.STREAM.DELETE.KV_${buckets.sandboxes}`), "refused: deleting its bucket");
+  const { nc } = await as("sandbox-host");
+  await t.rejects(new Kvm(nc).open(buckets.accounts).then((kv) => kv.get("org.org-secret")), "the accounts bucket cannot be read through the KV client");
+  await t.resolves(new Kvm(nc).create(buckets.sandboxes, { history: 1 }).then((kv) => kv.put("proj_1.sbx_1", "{}")), "allowed: the sandboxes bucket");
 });
