@@ -35,6 +35,9 @@ const env = {
       rate_limits: { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 },
     },
   }),
+  // The load generator is one address standing for many clients: the per-address cap (256 by
+  // default, a bound against one client's flood) would refuse all but its first streams.
+  TRIBUTARY_MAX_CONNECTIONS_PER_ADDRESS: "0",
 };
 
 async function main(): Promise<void> {
