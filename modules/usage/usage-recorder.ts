@@ -33,24 +33,21 @@ export interface UsageMessage {
 }
 
 const Num = Schema.Number;
-const Str = Schema.String;
+/** The fields of a usage row both on the stream and in the buckets: its key and its counts. */
+export const usageRowFields = {
+  api_key_id: Schema.String,
+  model: Schema.String,
+  batch: Schema.Boolean,
+  requests: Num,
+  input_tokens: Num,
+  input_cached_tokens: Num,
+  output_tokens: Num,
+  errors: Num,
+};
 export const usageMessageSchema = valueSchema<UsageMessage>()(
   Schema.Struct({
-    source: Str,
-    rows: Schema.Array(
-      Schema.Struct({
-        minute: Num,
-        project_id: Str,
-        api_key_id: Str,
-        model: Str,
-        batch: Schema.Boolean,
-        requests: Num,
-        input_tokens: Num,
-        input_cached_tokens: Num,
-        output_tokens: Num,
-        errors: Num,
-      }),
-    ),
+    source: Schema.String,
+    rows: Schema.Array(Schema.Struct({ minute: Num, project_id: Schema.String, ...usageRowFields })),
   }),
 );
 

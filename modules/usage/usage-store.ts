@@ -6,7 +6,7 @@ import { nanos } from "@nats-io/transport-node";
 import { ensureStream, jetStreamHandles, openKv } from "../../lib/nats/jetstream.js";
 import { getRecord, upsertRecord, valueSchema } from "../../lib/nats/kv-records.js";
 import { buckets, kvToken, streams, subjects } from "../../lib/nats/subjects.js";
-import type { UsageCounts, UsageRow } from "./usage-recorder.js";
+import { usageRowFields, type UsageCounts, type UsageRow } from "./usage-recorder.js";
 
 export type BucketWidth = "1m" | "1h" | "1d";
 export const WIDTH_SECONDS: Record<BucketWidth, number> = { "1m": 60, "1h": 3600, "1d": 86_400 };
@@ -25,22 +25,10 @@ export interface UsageBucket {
   rows: StoredUsageRow[];
 }
 
-const Num = Schema.Number;
 const bucketSchema = valueSchema<UsageBucket>()(
   Schema.Struct({
-    applied_seq: Num,
-    rows: Schema.Array(
-      Schema.Struct({
-        api_key_id: Schema.String,
-        model: Schema.String,
-        batch: Schema.Boolean,
-        requests: Num,
-        input_tokens: Num,
-        input_cached_tokens: Num,
-        output_tokens: Num,
-        errors: Num,
-      }),
-    ),
+    applied_seq: Schema.Number,
+    rows: Schema.Array(Schema.Struct(usageRowFields)),
   }),
 );
 
