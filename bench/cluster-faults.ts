@@ -8,20 +8,11 @@ import { spawnSync } from "node:child_process";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { streams } from "../lib/nats/subjects.js";
 import { startClusterStack } from "../test/harness/cluster.js";
-import { MixedLoad } from "../test/harness/cluster-load.js";
-import { connectAs, TEST_MODEL } from "../test/harness/processes.js";
+import { clusterFaultEnv, MixedLoad } from "../test/harness/cluster-load.js";
+import { connectAs } from "../test/harness/processes.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
 
-const env = {
-  TRIBUTARY_ENGINE: "sim",
-  // Budgets are on (their owners fail over too) but far above this load: a 429 here would be noise.
-  TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
-    [TEST_MODEL]: { sim: { tokens_per_second: 50, first_token_latency_ms: 10 }, rate_limits: { requests_per_minute: 100_000, tokens_per_minute: 100_000_000 } },
-  }),
-  TRIBUTARY_RUNNER_TIMEOUT_MS: "3000",
-  TRIBUTARY_BATCH_ACK_WAIT_MS: "5000",
-  TRIBUTARY_BACKGROUND_ACK_WAIT_MS: "5000",
-};
+const env = clusterFaultEnv;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const cluster = await startClusterStack({ gateways: 2, actorHosts: 2, runners: 3, env });

@@ -9,6 +9,21 @@ import { TEST_MODEL } from "./processes.js";
 // load balancer would (a failed request is retried on the next gateway), and the checks that
 // nothing accepted was lost.
 
+/**
+ * The processes' settings under the fault load (the test and bench/cluster-faults): the sim
+ * engine, budgets on (their owners fail over too) but far above this load, so a 429 is never
+ * noise, and short timeouts so that a lost runner or worker is noticed within the run.
+ */
+export const clusterFaultEnv = {
+  TRIBUTARY_ENGINE: "sim",
+  TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
+    [TEST_MODEL]: { sim: { tokens_per_second: 50, first_token_latency_ms: 10 }, rate_limits: { requests_per_minute: 100_000, tokens_per_minute: 100_000_000 } },
+  }),
+  TRIBUTARY_RUNNER_TIMEOUT_MS: "3000",
+  TRIBUTARY_BATCH_ACK_WAIT_MS: "5000",
+  TRIBUTARY_BACKGROUND_ACK_WAIT_MS: "5000",
+};
+
 export interface Op {
   kind: "stream" | "background create" | "file upload" | "batch create";
   start: number;

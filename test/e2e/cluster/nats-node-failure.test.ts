@@ -2,8 +2,8 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import t from "tap";
 import { streams } from "../../../lib/nats/subjects.js";
 import { startClusterStack } from "../../harness/cluster.js";
-import { MixedLoad } from "../../harness/cluster-load.js";
-import { connectAs, TEST_MODEL } from "../../harness/processes.js";
+import { clusterFaultEnv, MixedLoad } from "../../harness/cluster-load.js";
+import { connectAs } from "../../harness/processes.js";
 
 // A NATS node and a gateway killed (-9) under a small mixed load, on a 3-node JetStream cluster
 // with every bucket and stream at 3 replicas. The node killed is the leader of the background
@@ -14,16 +14,7 @@ import { connectAs, TEST_MODEL } from "../../harness/processes.js";
 // timeout. The figures per fault go to the test's comments (bench/cluster-faults.ts measures
 // every kind of process in turn).
 
-const env = {
-  TRIBUTARY_ENGINE: "sim",
-  // Budgets are on (their owners fail over too) but far above this load: a 429 here would be noise.
-  TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
-    [TEST_MODEL]: { sim: { tokens_per_second: 50, first_token_latency_ms: 10 }, rate_limits: { requests_per_minute: 100_000, tokens_per_minute: 100_000_000 } },
-  }),
-  TRIBUTARY_RUNNER_TIMEOUT_MS: "3000",
-  TRIBUTARY_BATCH_ACK_WAIT_MS: "5000",
-  TRIBUTARY_BACKGROUND_ACK_WAIT_MS: "5000",
-};
+const env = clusterFaultEnv;
 
 const cluster = await startClusterStack({ gateways: 2, actorHosts: 2, runners: 2, env });
 t.teardown(() => cluster.stop());
