@@ -43,6 +43,9 @@ export async function startStack(t: Test, options: StackOptions = {}): Promise<S
   ] as const);
   t.teardown(() => gateway.kill());
   for (const h of sandboxHosts) t.teardown(() => h.kill());
+  // Ready means the gateway has heard its runners' heartbeats: before the first one it reaches
+  // them only through the queue group, and anything that reads its runner view would race it.
+  await waitForReadyRunners(gateway.url, runners.length);
   const client = new OpenAI({ apiKey: TEST_KEY, baseURL: gateway.baseURL, maxRetries: 0 });
   return {
     nats,
@@ -57,6 +60,18 @@ export async function startStack(t: Test, options: StackOptions = {}): Promise<S
         headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json", ...(init.headers as Record<string, string>) },
       }),
   };
+}
+
+async function waitForReadyRunners(gatewayUrl: string, count: number): Promise<void> {
+  if (count === 0) return;
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const res = await fetch(gatewayUrl + "/readyz").catch(() => undefined);
+    const body = res ? ((await res.json().catch(() => ({}))) as { ready_runners?: number }) : {};
+    if ((body.ready_runners ?? 0) >= count) return;
+    if (Date.now() > deadline) throw new Error(`the gateway heard ${body.ready_runners ?? 0} of ${count} runners within 15 s`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
 }
 
 /** Reads an SSE response body into its `data:` payloads. */
