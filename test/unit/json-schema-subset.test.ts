@@ -1,5 +1,5 @@
 import t from "tap";
-import { toGrammarSchema, UnsupportedSchemaError } from "../../runners/engines/llama/json-schema-subset.js";
+import { toGrammarSchema, UnsupportedSchemaError, MAX_MINIMUM_REPETITIONS } from "../../runners/engines/llama/json-schema-subset.js";
 
 t.test("objects close their key set unless told otherwise", async (t) => {
   t.same(toGrammarSchema({ type: "object", properties: { a: { type: "string", description: "x" } }, required: ["a", "zzz"] }), {
@@ -31,4 +31,28 @@ t.test("integers in grammars have no exponent (4e-4 is not an integer)", async (
   const { withStrictIntegers } = await import("../../runners/engines/llama/grammar-cache.js");
   const grammar = 'root ::= "{" integer-number-rule "}"\ninteger-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,15}) ([eE] [-+]? ("0" | [1-9] [0-9]{0,15}))?\nother ::= "x"';
   t.equal(withStrictIntegers(grammar), 'root ::= "{" integer-number-rule "}"\ninteger-number-rule ::= "-"? ("0" | [1-9] [0-9]{0,15})\nother ::= "x"');
+});
+
+t.test("minimums llama.cpp cannot compile are refused: at the limit passes, one past fails", async (t) => {
+  for (const [key, schema] of [
+    ["minLength", (n: number) => ({ type: "string", minLength: n })],
+    ["minItems", (n: number) => ({ type: "array", items: { type: "string" }, minItems: n })],
+    ["minProperties", (n: number) => ({ type: "object", additionalProperties: { type: "string" }, minProperties: n })],
+  ] as const) {
+    t.doesNotThrow(() => toGrammarSchema(schema(MAX_MINIMUM_REPETITIONS)), `${key} ${MAX_MINIMUM_REPETITIONS}`);
+    t.throws(() => toGrammarSchema(schema(MAX_MINIMUM_REPETITIONS + 1)), UnsupportedSchemaError, `${key} ${MAX_MINIMUM_REPETITIONS + 1}`);
+    t.throws(() => toGrammarSchema(schema(-1)), UnsupportedSchemaError, `${key} -1`);
+    t.throws(() => toGrammarSchema(schema(1.5)), UnsupportedSchemaError, `${key} 1.5`);
+  }
+  t.doesNotThrow(() => toGrammarSchema({ type: "string", maxLength: 10_000_000 }), "maximums of any size compile");
+});
+
+t.test("names and literals llama.cpp cannot hold are refused; prototype names stay names", async (t) => {
+  t.throws(() => toGrammarSchema({ enum: ["a\u0000b"] }), UnsupportedSchemaError);
+  t.throws(() => toGrammarSchema({ const: "\ud800" }), UnsupportedSchemaError);
+  t.throws(() => toGrammarSchema({ type: "object", properties: { ["\udc00x"]: { type: "string" } } }), UnsupportedSchemaError);
+  t.doesNotThrow(() => toGrammarSchema({ enum: ["😀", "é", "\u0001"] }), "well-formed text of any kind");
+  const out = toGrammarSchema(JSON.parse('{"type":"object","properties":{"__proto__":{"type":"string"}},"required":["__proto__","constructor"]}')) as unknown as { properties: Record<string, unknown>; required: string[] };
+  t.ok(Object.hasOwn(out.properties, "__proto__"), "__proto__ is a property");
+  t.same(out.required, ["__proto__"], "a required name that is not a property (constructor) is dropped");
 });

@@ -55,8 +55,8 @@ export function toGrammarSchema(input: unknown): GbnfJsonSchema {
   const defsSource = (input.$defs ?? input.definitions) as Json | undefined;
   const converted = convert(input, "#");
   if (isObject(defsSource)) {
-    const defs: Record<string, GbnfJsonSchema> = {};
-    for (const [name, def] of Object.entries(defsSource)) defs[name] = convert(def, `#/$defs/${name}`);
+    // fromEntries defines own keys: a definition named __proto__ stays a definition.
+    const defs: Record<string, GbnfJsonSchema> = Object.fromEntries(Object.entries(defsSource).map(([name, def]) => [literal(name, "#/$defs"), convert(def, `#/$defs/${name}`)]));
     return { ...(converted as object), $defs: defs } as GbnfJsonSchema;
   }
   return converted;
