@@ -39,6 +39,8 @@ export interface LossFigures {
   batchDuplicates: number;
   filesAccepted: number;
   filesLost: number;
+  /** Why each lost item counts as lost (a read error, other contents, its final status). */
+  reasons: string[];
 }
 
 export class MixedLoad {
@@ -150,6 +152,7 @@ export class MixedLoad {
   async losses(client: OpenAI, timeoutMs = 60_000): Promise<LossFigures> {
     const deadline = Date.now() + timeoutMs;
     const statuses: Record<string, number> = {};
+    const reasons: string[] = [];
     for (const id of this.backgroundIds) {
       let status = "";
       for (;;) {
@@ -163,17 +166,25 @@ export class MixedLoad {
     let batchDuplicates = 0;
     if (this.batch) {
       const final = await waitForBatch(client, this.batch.id, Math.max(1_000, deadline - Date.now())).catch(() => undefined);
-      if (final?.status === "completed") {
-        const { output, seen } = await batchResults(client, final);
-        batchLinesMissing = this.batchLines - new Set(output.map((l) => l.custom_id)).size;
-        batchDuplicates = [...seen.values()].reduce((n, c) => n + c - 1, 0);
-      }
+      if (final?.status !== "completed") reasons.push(`batch ${this.batch.id}: ${final?.status ?? "not final"}`);
+      else
+        try {
+          const { output, seen } = await batchResults(client, final);
+          batchLinesMissing = this.batchLines - new Set(output.map((l) => l.custom_id)).size;
+          batchDuplicates = [...seen.values()].reduce((n, c) => n + c - 1, 0);
+        } catch (err) {
+          reasons.push(`batch ${this.batch.id} results: ${String(err).slice(0, 120)}`);
+        }
     }
     let filesLost = 0;
     for (const f of this.files) {
-      const body = await client.files.content(f.id).then((r) => r.arrayBuffer()).catch(() => undefined);
-      if (!body || createHash("sha256").update(Buffer.from(body)).digest("hex") !== f.sha256) filesLost++;
+      const body = await client.files.content(f.id).then((r) => r.arrayBuffer()).catch((e: unknown) => String(e).slice(0, 120));
+      if (typeof body === "string") reasons.push(`file ${f.id}: ${body}`);
+      else if (createHash("sha256").update(Buffer.from(body)).digest("hex") !== f.sha256) reasons.push(`file ${f.id}: ${body.byteLength} bytes, other contents`);
+      else continue;
+      filesLost++;
     }
+    for (const [status, n] of Object.entries(statuses)) if (status !== "completed" && status !== "incomplete") reasons.push(`${n} background responses ${status}`);
     return {
       backgroundAccepted: this.backgroundIds.length,
       backgroundLost: this.backgroundIds.length - (statuses.completed ?? 0) - (statuses.incomplete ?? 0),
@@ -183,6 +194,7 @@ export class MixedLoad {
       batchDuplicates,
       filesAccepted: this.files.length,
       filesLost,
+      reasons,
     };
   }
 
