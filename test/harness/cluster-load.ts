@@ -156,7 +156,9 @@ export class MixedLoad {
     for (const id of this.backgroundIds) {
       let status = "";
       for (;;) {
-        status = (await client.responses.retrieve(id).catch((e: unknown) => ({ status: `error ${String(e).slice(0, 60)}` }))).status ?? "";
+        const r = await client.responses.retrieve(id).catch((e: unknown) => ({ status: `error ${String(e).slice(0, 60)}`, error: null }));
+        status = r.status ?? "";
+        if (status === "failed") reasons.push(`background ${id} failed: ${JSON.stringify(r.error)}`);
         if (["completed", "incomplete", "failed", "cancelled"].includes(status) || Date.now() > deadline) break;
         await new Promise((r) => setTimeout(r, 250));
       }
@@ -165,8 +167,9 @@ export class MixedLoad {
     let batchLinesMissing = this.batchLines;
     let batchDuplicates = 0;
     if (this.batch) {
-      const final = await waitForBatch(client, this.batch.id, Math.max(1_000, deadline - Date.now())).catch(() => undefined);
-      if (final?.status !== "completed") reasons.push(`batch ${this.batch.id}: ${final?.status ?? "not final"}`);
+      const final = await waitForBatch(client, this.batch.id, Math.max(1_000, deadline - Date.now())).catch((e: unknown) => String(e).slice(0, 200));
+      if (typeof final === "string") reasons.push(final);
+      else if (final.status !== "completed") reasons.push(`batch ${this.batch.id}: ${final.status}`);
       else
         try {
           const { output, seen } = await batchResults(client, final);
