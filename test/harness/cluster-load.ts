@@ -47,7 +47,7 @@ export class MixedLoad {
   readonly ops: Op[] = [];
   readonly backgroundIds: string[] = [];
   readonly files: Array<{ id: string; sha256: string }> = [];
-  readonly streamOutcomes: Array<"finished" | "error event"> = [];
+  readonly streamOutcomes: Array<{ outcome: "finished" | "error event"; end: number }> = [];
   private batch: Batch | undefined;
   private batchLines = 0;
   private running = false;
@@ -122,8 +122,8 @@ export class MixedLoad {
       requests: ops.length,
       failed: ops.filter((o) => !o.ok).length,
       failedAttempts: ops.reduce((n, o) => n + o.attempts - (o.ok ? 1 : 0), 0),
-      streamsFinished: this.streamOutcomes.filter((s) => s === "finished").length,
-      streamsEndedWithError: this.streamOutcomes.filter((s) => s === "error event").length,
+      streamsFinished: this.streamOutcomes.filter((s) => s.end >= from && s.outcome === "finished").length,
+      streamsEndedWithError: this.streamOutcomes.filter((s) => s.end >= from && s.outcome === "error event").length,
       streamsHung: streamErrors,
     };
   }
@@ -212,10 +212,10 @@ export class MixedLoad {
       let finish: string | null = null;
       for await (const chunk of s) finish = chunk.choices[0]?.finish_reason ?? finish;
       if (finish !== "length") throw new Error(`stream ended without finish_reason (${finish})`);
-      this.streamOutcomes.push("finished");
+      this.streamOutcomes.push({ outcome: "finished", end: Date.now() });
     } catch (err) {
       if ((err as Error).name === "AbortError" || /abort|timed? ?out/i.test(String(err))) throw new Error(`stream hung past its timeout (${timeoutMs} ms)`);
-      this.streamOutcomes.push("error event");
+      this.streamOutcomes.push({ outcome: "error event", end: Date.now() });
     }
   }
 
