@@ -83,8 +83,8 @@ let victim: (typeof cluster.nats.nodes)[number] | undefined;
 
 try {
   // --only <name prefix>: one fault (and no rolling restart), to look into it.
-  const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
-  for (const fault of faults.filter((f) => !only || f.name.startsWith(only))) {
+  const onlyFault = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
+  for (const fault of faults.filter((f) => !onlyFault || f.name.startsWith(onlyFault))) {
     process.stderr.write(`fault: ${fault.name}\n`);
     const load = new MixedLoad(() => cluster.clients, { streamTimeoutMs: 20_000 });
     await load.seed(24, 4);
@@ -129,7 +129,7 @@ try {
     notes.push(`${fault.name}: errors of failed attempts ${JSON.stringify(load.errors(at))}`);
   }
 
-  if (only) throw new Done();
+  if (onlyFault) throw new Done();
   // Rolling restart: every process in turn stopped with its drain (SIGTERM; NATS: lame duck
   // mode), then started again, under one continuous load.
   process.stderr.write("rolling restart\n");
@@ -183,7 +183,10 @@ const table = markdownTable(
   ],
   rows,
 );
-const path = writeResults("cluster-faults.md", "Faults on a cluster on one machine", [
+// One fault (--only) is a look into it: printed, not written over the full results.
+const only = process.argv.includes("--only");
+const write = only ? (_name: string, _title: string, sections: string[]) => (process.stdout.write(sections.join("\n\n") + "\n"), "(not written: --only)") : writeResults;
+const path = write("cluster-faults.md", "Faults on a cluster on one machine", [
   machineLine(),
   "Command: `node dist/bench/cluster-faults.js`. 3-node NATS JetStream cluster on loopback (R3), 2 gateways, 2 actor hosts, 3 runners (sim engine, 50 tokens/s), each on its own node. Per fault: a batch of 24 lines and 4 background responses queued, then two stream workers, one background-create worker and one upload worker run; the process is killed 2 s in, restarted 5 s later, the load stops 3 s after that. A failed request is retried on the next gateway until 30 s. Recovery: from the kill to the end of the first request of that kind started after it that succeeded at its first attempt (— : none).",
   table,
