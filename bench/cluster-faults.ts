@@ -6,19 +6,44 @@
 //   node dist/bench/cluster-faults.js
 import { spawnSync } from "node:child_process";
 import { jetstreamManager } from "@nats-io/jetstream";
-import { streams } from "../lib/nats/subjects.js";
+import { Objm } from "@nats-io/obj";
+import { buckets, streams } from "../lib/nats/subjects.js";
 import { startClusterStack } from "../test/harness/cluster.js";
 import { clusterFaultEnv, MixedLoad } from "../test/harness/cluster-load.js";
 import { connectAs } from "../test/harness/processes.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
 
 const env = clusterFaultEnv;
+class Done extends Error {}
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const cluster = await startClusterStack({ gateways: 2, actorHosts: 2, runners: 3, env });
 const rows: Array<Array<string | number>> = [];
 let rollingTable = "";
 const notes: string[] = [];
+
+/** The object's size and nuid, and how many chunk messages its subject holds in the stream, per node. */
+async function objectChunks(id: string): Promise<string> {
+  const out: string[] = [];
+  for (const node of cluster.nats.nodes) {
+    const nc = await connectAs(node.url);
+    try {
+      const info = await (await new Objm(nc).open(buckets.fileContents)).info(id);
+      if (!info) {
+        out.push(`${node.name}: no object info`);
+        continue;
+      }
+      const subject = `$O.${buckets.fileContents}.C.${info.nuid}`;
+      const stream = await (await jetstreamManager(nc)).streams.info(`OBJ_${buckets.fileContents}`, { subjects_filter: subject });
+      out.push(`${node.name}: size ${info.size}, chunks ${info.chunks}, stored ${stream.state.subjects?.[subject] ?? 0} (leader ${stream.cluster?.leader})`);
+    } catch (err) {
+      out.push(`${node.name}: ${String(err).slice(0, 80)}`);
+    } finally {
+      await nc.close();
+    }
+  }
+  return out.join("; ");
+}
 
 async function streamLeader(): Promise<string | undefined> {
   const nc = await connectAs(cluster.nats.url);
@@ -48,7 +73,9 @@ const faults: Array<{ name: string; kill: () => Promise<void>; restart: () => Pr
 let victim: (typeof cluster.nats.nodes)[number] | undefined;
 
 try {
-  for (const fault of faults) {
+  // --only <name prefix>: one fault (and no rolling restart), to look into it.
+  const onlyFault = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
+  for (const fault of faults.filter((f) => !onlyFault || f.name.startsWith(onlyFault))) {
     process.stderr.write(`fault: ${fault.name}\n`);
     const load = new MixedLoad(() => cluster.clients, { streamTimeoutMs: 20_000 });
     await load.seed(24, 4);
@@ -75,10 +102,25 @@ try {
       `${losses.filesLost} of ${losses.filesAccepted}`,
       losses.batchDuplicates,
     ]);
-    if (losses.backgroundLost > 0) notes.push(`${fault.name}: background statuses ${JSON.stringify(losses.backgroundStatuses)}`);
+    if (losses.reasons.length > 0) notes.push(`${fault.name}: lost ${JSON.stringify(losses.reasons.slice(0, 10))}`);
+    // For a file that did not read back: what JetStream itself holds for it (asked as admin, on each node).
+    for (const reason of losses.reasons.filter((r) => r.startsWith("file ")).slice(0, 3)) {
+      const id = reason.split(" ")[1]!.replace(/:$/, "");
+      notes.push(`${fault.name}: ${id} in JetStream: ${await objectChunks(id)}`);
+    }
+    const errorLogs = [...cluster.gateways, ...cluster.actors].flatMap((p) => p.logs.filter((r) => r.level === "error" && Number(new Date(String(r.t))) >= at));
+    // The distinct errors the processes logged (by message), with one stack each.
+    const distinct = new Map<string, Record<string, unknown>>();
+    for (const r of errorLogs) {
+      const err = r.err as { name?: string; message?: string; stack?: string } | undefined;
+      const key = `${String(r.msg)} ${String(r.path ?? "")} ${err?.name ?? ""}: ${err?.message ?? ""}`.replace(/[0-9a-zA-Z]{20,}/g, "#");
+      if (!distinct.has(key)) distinct.set(key, { ...r, err: err ? { ...err, stack: err.stack?.split("\n").slice(0, 6).join(" | ") } : undefined });
+    }
+    if (errorLogs.length > 0) notes.push(`${fault.name}: ${errorLogs.length} error logs; distinct: ${[...distinct.entries()].map(([k, r]) => `${k} (${JSON.stringify((r.err as { stack?: string } | undefined)?.stack ?? "")})`).join("; ")}`);
     notes.push(`${fault.name}: errors of failed attempts ${JSON.stringify(load.errors(at))}`);
   }
 
+  if (onlyFault) throw new Done();
   // Rolling restart: every process in turn stopped with its drain (SIGTERM; NATS: lame duck
   // mode), then started again, under one continuous load.
   process.stderr.write("rolling restart\n");
@@ -106,10 +148,13 @@ try {
   notes.push(`Rolling restart: errors of failed attempts ${JSON.stringify(load.errors())}`);
   const all = load.figures();
   const losses = await load.losses(cluster.clients[1]!);
+  if (losses.reasons.length > 0) notes.push(`Rolling restart: lost ${JSON.stringify(losses.reasons.slice(0, 10))}`);
   rollingTable = markdownTable(["process (in order)", "drain s", "requests since its stop", "failed attempts (retried)", "failed in the end"], rollingRows);
   notes.push(
     `Rolling restart overall: ${all.requests} requests, ${all.failedAttempts} failed attempts, ${all.failed} failed in the end; streams ${all.streamsFinished} finished, ${all.streamsEndedWithError} ended with an error event, ${all.streamsHung} hung; lost: background ${losses.backgroundLost} of ${losses.backgroundAccepted}, batch lines ${losses.batchLinesMissing} of ${losses.batchLines}, files ${losses.filesLost} of ${losses.filesAccepted}; duplicate batch lines ${losses.batchDuplicates}.`,
   );
+} catch (err) {
+  if (!(err instanceof Done)) throw err;
 } finally {
   await cluster.stop();
 }
@@ -129,7 +174,10 @@ const table = markdownTable(
   ],
   rows,
 );
-const path = writeResults("cluster-faults.md", "Faults on a cluster on one machine", [
+// One fault (--only) is a look into it: printed, not written over the full results.
+const only = process.argv.includes("--only");
+const write = only ? (_name: string, _title: string, sections: string[]) => (process.stdout.write(sections.join("\n\n") + "\n"), "(not written: --only)") : writeResults;
+const path = write("cluster-faults.md", "Faults on a cluster on one machine", [
   machineLine(),
   "Command: `node dist/bench/cluster-faults.js`. 3-node NATS JetStream cluster on loopback (R3), 2 gateways, 2 actor hosts, 3 runners (sim engine, 50 tokens/s), each on its own node. Per fault: a batch of 24 lines and 4 background responses queued, then two stream workers, one background-create worker and one upload worker run; the process is killed 2 s in, restarted 5 s later, the load stops 3 s after that. A failed request is retried on the next gateway until 30 s. Recovery: from the kill to the end of the first request of that kind started after it that succeeded at its first attempt (— : none).",
   table,

@@ -141,6 +141,7 @@ export class GatewayServer {
       if (ex.observation && !ex.observation.error && !ex.observation.cancelled) ex.observation.fail(error);
       if (ex.aborted) return;
       if (error._tag === "Internal") this.log.error("request failed", { requestId: ex.requestId, method: ex.method, path: ex.path, err: isDomainError(err) ? error.cause : err });
+      else if (!isDomainError(err)) this.log.warn("request failed: NATS unavailable", { requestId: ex.requestId, method: ex.method, path: ex.path, err: String(err) });
       if (!ex.responded) ex.error(error);
       // A stream that failed without ending itself: drop the connection rather than leave the client waiting.
       else ex.close();

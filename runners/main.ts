@@ -32,7 +32,13 @@ async function main(): Promise<void> {
     log,
   };
   for (const spec of models)
-    await supervisor.spawn(() => new RunnerActor(spec, createEngine(spec, engineEnv), { heartbeatMs: config.heartbeatMs, drainTimeoutMs: timeouts.drainTimeoutMs }));
+    await supervisor.spawn(() => {
+      // The engine reports its download's progress to the actor, which puts it in its heartbeats.
+      let actor: RunnerActor | undefined;
+      const engine = createEngine(spec, { ...engineEnv, onLoadProgress: (detail) => actor?.setLoadProgress(detail) });
+      actor = new RunnerActor(spec, engine, { heartbeatMs: config.heartbeatMs, drainTimeoutMs: timeouts.drainTimeoutMs });
+      return actor;
+    });
   if (config.healthPort > 0) {
     await startHealthServer(config.healthPort, config.healthHost, () => supervisor.actors.map((a) => (a as RunnerActor).status()));
     log.info("health server listening", { port: config.healthPort });

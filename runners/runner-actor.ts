@@ -120,7 +120,7 @@ export class RunnerActor implements Actor {
     while (!this.stopped) {
       try {
         this.state = State.STATE_LOADING;
-        this.detail = "";
+        this.detail = "loading";
         await this.engine.load();
         if (this.stopped) return;
         this.scheduler = new Scheduler(this.engine, this.spec.queueLimit, this.ctx.log);
@@ -128,6 +128,7 @@ export class RunnerActor implements Actor {
           queue: queues.runners(this.spec.id),
         });
         this.state = State.STATE_READY;
+        this.detail = "";
         this.ctx.log.info("runner ready", { model: this.spec.id, runnerId: this.runnerId, engine: this.engine.kind, slots: this.engine.slots });
         this.heartbeat();
         return;
@@ -153,7 +154,11 @@ export class RunnerActor implements Actor {
     const scheduler = this.scheduler;
     if (this.state === State.STATE_DRAINING) return this.reject(msg, ErrorCode.ERROR_CODE_DRAINING, "runner is shutting down");
     if (!scheduler || this.state !== State.STATE_READY)
-      return this.reject(msg, ErrorCode.ERROR_CODE_MODEL_LOADING, this.detail ? `model unavailable: ${this.detail}` : "the model is still loading");
+      return this.reject(
+        msg,
+        ErrorCode.ERROR_CODE_MODEL_LOADING,
+        this.state === State.STATE_FAILED ? `model unavailable: ${this.detail}` : `the model is still loading${this.detail && this.detail !== "loading" ? ` (${this.detail})` : ""}`,
+      );
     if (request.model !== this.spec.id)
       return this.reject(msg, ErrorCode.ERROR_CODE_MODEL_NOT_SERVED, `this runner serves ${this.spec.id}, not ${request.model}`);
     try {
@@ -185,6 +190,11 @@ export class RunnerActor implements Actor {
   private reject(msg: Msg, code: ErrorCode, message: string, param = ""): void {
     this.counters.rejected++;
     msg.respond(Admission.encode({ result: { $case: "rejected", value: { code, message, param } } }).finish());
+  }
+
+  /** What the load is doing now (a download's progress), shown in heartbeats while loading. */
+  setLoadProgress(detail: string): void {
+    if (this.state === State.STATE_LOADING) this.detail = detail;
   }
 
   private heartbeat(): void {

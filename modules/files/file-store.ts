@@ -283,12 +283,19 @@ export class FileStore {
     }
     const stream = `OBJ_${buckets.fileContents}`;
     const chunkPrefix = `$O.${buckets.fileContents}.C.`;
+    // Chunks are orphans only against a complete list of objects. The Object Store's listing
+    // can end early when the stream changes leader under it (a NATS node lost): then the chunks
+    // of live files would look orphaned. Fail closed: fewer objects listed than the stream holds
+    // object records means no chunk is swept this round.
+    const metaSubjects = await this.handles.jsm.streams.info(stream, { subjects_filter: `$O.${buckets.fileContents}.M.>` });
+    if (objects.length < Object.keys(metaSubjects.state.subjects ?? {}).length) return { expired, orphans, undecodable };
     const info = await this.handles.jsm.streams.info(stream, { subjects_filter: `${chunkPrefix}>` });
     for (const subject of Object.keys(info.state.subjects ?? {})) {
       const nuid = subject.slice(chunkPrefix.length);
       if (referenced.has(nuid)) continue;
-      const last = await this.handles.jsm.streams.getMessage(stream, { last_by_subj: subject }).catch(() => null);
-      if (last && now - last.time.getTime() < ORPHAN_AFTER_MS) continue;
+      // An age that cannot be read (a failover) is not old enough: keep the chunks.
+      const last = await this.handles.jsm.streams.getMessage(stream, { last_by_subj: subject }).catch(() => undefined);
+      if (!last || now - last.time.getTime() < ORPHAN_AFTER_MS) continue;
       // Re-check: the upload may have completed since the listing.
       if ((await this.contents.list()).some((o) => o.nuid === nuid)) continue;
       await this.handles.jsm.streams.purge(stream, { filter: subject });

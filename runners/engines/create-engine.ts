@@ -12,6 +12,8 @@ export interface EngineEnvironment {
   hfToken: string | undefined;
   hfEndpoint: string | undefined;
   log: Logger;
+  /** What the model's load is doing now ("downloading 42% of 639 MB"), for heartbeats while loading. */
+  onLoadProgress?: (detail: string) => void;
 }
 
 export function createEngine(spec: ModelSpec, env: EngineEnvironment): Engine {
@@ -26,12 +28,15 @@ export function createEngine(spec: ModelSpec, env: EngineEnvironment): Engine {
         hfToken: env.hfToken,
         hfEndpoint: env.hfEndpoint,
         log,
-        onProgress: (done, total) =>
-          log.info("model download progress", {
+        onProgress: (done, total) => {
+          const progress = {
             mb: Math.round(done / 1e6),
             totalMb: total ? Math.round(total / 1e6) : undefined,
             percent: total ? Math.floor((done / total) * 100) : undefined,
-          }),
+          };
+          log.info("model download progress", progress);
+          env.onLoadProgress?.(progress.percent !== undefined ? `downloading ${progress.percent}% of ${progress.totalMb} MB` : `downloading ${progress.mb} MB`);
+        },
       }),
   });
 }

@@ -54,13 +54,15 @@ export interface LossFigures {
   batchDuplicates: number;
   filesAccepted: number;
   filesLost: number;
+  /** Why each lost item counts as lost (a read error, other contents, its final status). */
+  reasons: string[];
 }
 
 export class MixedLoad {
   readonly ops: Op[] = [];
   readonly backgroundIds: string[] = [];
   readonly files: Array<{ id: string; sha256: string }> = [];
-  readonly streamOutcomes: Array<"finished" | "error event"> = [];
+  readonly streamOutcomes: Array<{ outcome: "finished" | "error event"; end: number }> = [];
   private batch: Batch | undefined;
   private batchLines = 0;
   private running = false;
@@ -135,8 +137,8 @@ export class MixedLoad {
       requests: ops.length,
       failed: ops.filter((o) => !o.ok).length,
       failedAttempts: ops.reduce((n, o) => n + o.attempts - (o.ok ? 1 : 0), 0),
-      streamsFinished: this.streamOutcomes.filter((s) => s === "finished").length,
-      streamsEndedWithError: this.streamOutcomes.filter((s) => s === "error event").length,
+      streamsFinished: this.streamOutcomes.filter((s) => s.end >= from && s.outcome === "finished").length,
+      streamsEndedWithError: this.streamOutcomes.filter((s) => s.end >= from && s.outcome === "error event").length,
       streamsHung: streamErrors,
     };
   }
@@ -165,10 +167,13 @@ export class MixedLoad {
   async losses(client: OpenAI, timeoutMs = 60_000): Promise<LossFigures> {
     const deadline = Date.now() + timeoutMs;
     const statuses: Record<string, number> = {};
+    const reasons: string[] = [];
     for (const id of this.backgroundIds) {
       let status = "";
       for (;;) {
-        status = (await client.responses.retrieve(id).catch((e: unknown) => ({ status: `error ${String(e).slice(0, 60)}` }))).status ?? "";
+        const r = await client.responses.retrieve(id).catch((e: unknown) => ({ status: `error ${String(e).slice(0, 60)}`, error: null }));
+        status = r.status ?? "";
+        if (status === "failed") reasons.push(`background ${id} failed: ${JSON.stringify(r.error)}`);
         if (["completed", "incomplete", "failed", "cancelled"].includes(status) || Date.now() > deadline) break;
         await new Promise((r) => setTimeout(r, 250));
       }
@@ -177,18 +182,27 @@ export class MixedLoad {
     let batchLinesMissing = this.batchLines;
     let batchDuplicates = 0;
     if (this.batch) {
-      const final = await waitForBatch(client, this.batch.id, Math.max(1_000, deadline - Date.now())).catch(() => undefined);
-      if (final?.status === "completed") {
-        const { output, seen } = await batchResults(client, final);
-        batchLinesMissing = this.batchLines - new Set(output.map((l) => l.custom_id)).size;
-        batchDuplicates = [...seen.values()].reduce((n, c) => n + c - 1, 0);
-      }
+      const final = await waitForBatch(client, this.batch.id, Math.max(1_000, deadline - Date.now())).catch((e: unknown) => String(e).slice(0, 200));
+      if (typeof final === "string") reasons.push(final);
+      else if (final.status !== "completed") reasons.push(`batch ${this.batch.id}: ${final.status}`);
+      else
+        try {
+          const { output, seen } = await batchResults(client, final);
+          batchLinesMissing = this.batchLines - new Set(output.map((l) => l.custom_id)).size;
+          batchDuplicates = [...seen.values()].reduce((n, c) => n + c - 1, 0);
+        } catch (err) {
+          reasons.push(`batch ${this.batch.id} results: ${String(err).slice(0, 120)}`);
+        }
     }
     let filesLost = 0;
     for (const f of this.files) {
-      const body = await client.files.content(f.id).then((r) => r.arrayBuffer()).catch(() => undefined);
-      if (!body || createHash("sha256").update(Buffer.from(body)).digest("hex") !== f.sha256) filesLost++;
+      const body = await client.files.content(f.id).then((r) => r.arrayBuffer()).catch((e: unknown) => String(e).slice(0, 120));
+      if (typeof body === "string") reasons.push(`file ${f.id}: ${body}`);
+      else if (createHash("sha256").update(Buffer.from(body)).digest("hex") !== f.sha256) reasons.push(`file ${f.id}: ${body.byteLength} bytes, other contents`);
+      else continue;
+      filesLost++;
     }
+    for (const [status, n] of Object.entries(statuses)) if (status !== "completed" && status !== "incomplete") reasons.push(`${n} background responses ${status}`);
     return {
       backgroundAccepted: this.backgroundIds.length,
       backgroundLost: this.backgroundIds.length - (statuses.completed ?? 0) - (statuses.incomplete ?? 0),
@@ -198,6 +212,7 @@ export class MixedLoad {
       batchDuplicates,
       filesAccepted: this.files.length,
       filesLost,
+      reasons,
     };
   }
 
@@ -212,10 +227,10 @@ export class MixedLoad {
       let finish: string | null = null;
       for await (const chunk of s) finish = chunk.choices[0]?.finish_reason ?? finish;
       if (finish !== "length") throw new Error(`stream ended without finish_reason (${finish})`);
-      this.streamOutcomes.push("finished");
+      this.streamOutcomes.push({ outcome: "finished", end: Date.now() });
     } catch (err) {
       if ((err as Error).name === "AbortError" || /abort|timed? ?out/i.test(String(err))) throw new Error(`stream hung past its timeout (${timeoutMs} ms)`);
-      this.streamOutcomes.push("error event");
+      this.streamOutcomes.push({ outcome: "error event", end: Date.now() });
     }
   }
 

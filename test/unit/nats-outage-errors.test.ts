@@ -1,0 +1,22 @@
+import t from "tap";
+import { asDomainError } from "../../modules/errors/mod.js";
+import { openAIError } from "../../modules/openai/mod.js";
+
+// A request that fails because the NATS fabric is failing over (a server died mid-request, a
+// stream electing a leader, a node still starting) is a 503 with retry-after, which clients and
+// load balancers retry, not a 500.
+
+const named = (name: string) => Object.assign(new Error("x"), { name });
+
+t.test("the NATS client's outage errors become 503 service_unavailable with retry-after", async (t) => {
+  for (const err of [named("TimeoutError"), named("JetStreamNotEnabled"), named("NoRespondersError"), named("ConnectionError"), Object.assign(new Error("x"), { api_error: { code: 503 } })]) {
+    const mapped = openAIError(asDomainError(err), "req_1");
+    t.equal(mapped.status, 503, String((err as Error).name));
+    t.equal(mapped.headers?.["retry-after"], "1");
+  }
+});
+
+t.test("any other error stays a 500", async (t) => {
+  t.equal(openAIError(asDomainError(new TypeError("bug")), "req_1").status, 500);
+  t.equal(openAIError(asDomainError(Object.assign(new Error("x"), { api_error: { code: 400 } })), "req_1").status, 500);
+});
