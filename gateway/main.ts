@@ -22,7 +22,7 @@ import { Router } from "./http/router.js";
 import { GenerationClient, RunnerDirectory, runnerForgetAfterMs } from "../modules/inference/mod.js";
 import { BatchStore } from "../modules/batches/mod.js";
 import { registerBatchRoutes } from "./routes/batches.js";
-import { BudgetClient, ClusterRateLimiter, UnlimitedRateLimiter, type RateLimiter } from "../modules/ratelimit/mod.js";
+import { BudgetClient, BudgetReader, ClusterRateLimiter, UnlimitedRateLimiter, type RateLimiter } from "../modules/ratelimit/mod.js";
 import { registerChatRoutes } from "./routes/chat-completions.js";
 import { registerFileRoutes } from "./routes/files.js";
 import { BackgroundLifecycle, BackgroundQueue, ConversationStore, PromptStore, ResponseEventLog, ResponseService, ResponseStore } from "../modules/responses/mod.js";
@@ -129,6 +129,10 @@ async function main(): Promise<void> {
   registerDashboardRoutes(router, {
     accounts: store,
     batches: batchStore,
+    files: fileStore,
+    models: [...catalog.values()],
+    budgets: rateLimits.enabled === "off" ? undefined : await BudgetReader.open(nc),
+    rateLimitScope: rateLimits.scope,
     members,
     traces: traceStore,
     usage: usageStore,

@@ -69,12 +69,15 @@ figure { margin: 0 0 16px; }
 .pager { margin-top: 12px; display: flex; gap: 12px; }
 svg text { font: 11px system-ui, sans-serif; fill: var(--muted); }
 .muted { color: var(--muted); }
+form.inline { display: inline-flex; gap: 6px; align-items: center; margin: 0; }
+td form.inline input { padding: 3px 6px; }
+dl.kv { margin: 0; }
 `;
 
 export interface Layout {
   title: string;
   /** Navigation item that is active. */
-  active?: "traces" | "usage" | "keys" | "batches" | "members";
+  active?: "traces" | "usage" | "keys" | "batches" | "members" | "projects" | "invitations" | "files" | "limits";
   email?: string;
   csrf?: string;
   project?: string;
@@ -84,7 +87,7 @@ export function page(layout: Layout, body: Html): string {
   const q = layout.project ? `?project=${encodeURIComponent(layout.project)}` : "";
   const nav = (key: NonNullable<Layout["active"]>, label: string) => html`<a href="/dashboard/${key}${new Html(esc(q))}" class="${layout.active === key ? "on" : ""}">${label}</a>`;
   const header = layout.email
-    ? html`<header><span class="brand">Tributary</span><nav>${nav("traces", "Logs")}${nav("usage", "Usage")}${nav("batches", "Batches")}${nav("keys", "API keys")}${nav("members", "Members")}</nav>
+    ? html`<header><span class="brand">Tributary</span><nav>${nav("traces", "Logs")}${nav("usage", "Usage")}${nav("batches", "Batches")}${nav("files", "Files")}${nav("limits", "Rate limits")}${nav("keys", "API keys")}${nav("projects", "Projects")}${nav("members", "Members")}${nav("invitations", "Invitations")}</nav>
 <span class="who"><span>${layout.email}</span><form method="post" action="/dashboard/sign-out"><input type="hidden" name="csrf" value="${layout.csrf}"><button class="quiet" type="submit">Sign out</button></form></span></header>`
     : html``;
   return `<!doctype html>

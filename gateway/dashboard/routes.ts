@@ -1,6 +1,6 @@
 import { randomToken } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
-import type { AccountStore, ApiKeyView, MemberStore, SessionRecord } from "../../modules/accounts/mod.js";
+import type { AccountStore, ApiKeyView, MemberRecord, MemberStore, SessionRecord } from "../../modules/accounts/mod.js";
 import { normalizeEmail } from "../../modules/accounts/mod.js";
 import { isDomainError, type DomainError } from "../../modules/errors/mod.js";
 import { openAIError } from "../../modules/openai/mod.js";
@@ -9,13 +9,24 @@ import { parseUsageQuery, usagePage, type UsageStore } from "../../modules/usage
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import type { BatchStore } from "../../modules/batches/mod.js";
-import { barChart, CSP, esc, formatNumber, formatTime, Html, html, page, STYLESHEET, timeline } from "./html.js";
+import type { FileStore } from "../../modules/files/mod.js";
+import type { ModelSpec } from "../../modules/catalog/mod.js";
+import type { BudgetReader, RateLimitScope } from "../../modules/ratelimit/mod.js";
+import { registerOrganizationPages } from "./organization-pages.js";
+import { registerResourcePages } from "./resource-pages.js";
+import { barChart, CSP, esc, formatNumber, formatTime, Html, html, type Layout, page, STYLESHEET, timeline } from "./html.js";
 import { parseCookies, sameToken, SignInThrottle } from "./sign-in-guard.js";
 
 export interface DashboardDeps {
   accounts: AccountStore;
   batches: BatchStore;
+  files: FileStore;
   members: MemberStore;
+  /** The catalog's models (their rate limits). */
+  models: readonly ModelSpec[];
+  /** Budgets' state, or undefined when rate limits are off. */
+  budgets: BudgetReader | undefined;
+  rateLimitScope: RateLimitScope;
   traces: TraceStore;
   usage: UsageStore;
   sessionTtlSeconds: number;
@@ -25,11 +36,11 @@ export interface DashboardDeps {
 }
 
 const SESSION_COOKIE = "tributary_session";
-const SIGNIN_COOKIE = "tributary_signin";
+export const SIGNIN_COOKIE = "tributary_signin";
 /** Form bodies are small: a few fields. */
 const MAX_FORM_BYTES = 16 * 1024;
 
-interface Signed {
+export interface Signed {
   session: SessionRecord;
   token: string;
   project: string;
@@ -95,9 +106,19 @@ export function registerDashboardRoutes(router: Router, deps: DashboardDeps): vo
     return form;
   }
 
-  const layoutOf = (s: Signed, title: string, active: "traces" | "usage" | "keys" | "batches" | "members") => ({ title, active, email: s.session.email, csrf: s.session.csrf, project: s.project });
+  const layoutOf = (s: Signed, title: string, active: NonNullable<Layout["active"]>) => ({ title, active, email: s.session.email, csrf: s.session.csrf, project: s.project });
   const projectPicker = (s: Signed, path: string, extra: Html = html``) =>
     html`<form class="filters" method="get" action="${path}"><label>Project<select name="project">${s.projects.map((p) => html`<option value="${p.id}" ${p.id === s.project ? new Html("selected") : ""}>${p.name} (${p.id})</option>`)}</select></label>${extra}<button type="submit">Show</button></form>`;
+
+  /** A page refused for the session's role (403): nothing was changed. */
+  const forbidden = (ex: HttpExchange, s: Signed, active: NonNullable<Layout["active"]>, message: string) =>
+    sendHtml(ex, 403, page(layoutOf(s, "Not allowed", active), html`<h1>Not allowed</h1><div class="notice error" role="alert">${message}</div>`));
+
+  const kit: DashboardKit = { deps, sendHtml, redirect, signedIn, readForm, checkedForm, layoutOf, projectPicker, forbidden, cookie, startSession: (ex, member) => startSession(ex, member) };
+  async function startSession(ex: HttpExchange, member: MemberRecord): Promise<void> {
+    const { token } = await deps.members.startSession(member);
+    ex.responseHeaders["set-cookie"] = cookie(ex, SESSION_COOKIE, token, deps.sessionTtlSeconds);
+  }
 
   router.get("/dashboard/static/app.css", (ex) => {
     ex.responseHeaders["cache-control"] = "public, max-age=3600";
@@ -137,8 +158,7 @@ ${message ? html`<div class="notice error" role="alert">${message}</div>` : ""}
       return signInPage(ex, 401, "Wrong email or password.");
     }
     throttle.succeeded(keys[0]!);
-    const { token } = await deps.members.startSession(member);
-    ex.responseHeaders["set-cookie"] = cookie(ex, SESSION_COOKIE, token, deps.sessionTtlSeconds);
+    await startSession(ex, member);
     redirect(ex, "/dashboard/traces");
   }, pub);
 
@@ -382,13 +402,34 @@ ${created ? html`<div class="card"><p>Key <strong>${created.name}</strong> creat
     }
     await keysPage(ex, s, undefined, `Key ${mine.name} (${mine.prefix}...) revoked: it is refused from now on.`);
   }, pub);
+
+  registerOrganizationPages(router, kit);
+  registerResourcePages(router, kit);
 }
 
-function messageOf(err: DomainError): string {
+/** What the page modules share with the routes here: the session, forms, and sending pages. */
+export interface DashboardKit {
+  deps: DashboardDeps;
+  sendHtml(ex: HttpExchange, status: number, body: string): void;
+  redirect(ex: HttpExchange, to: string): void;
+  /** The signed-in session, or undefined after redirecting to sign-in. */
+  signedIn(ex: HttpExchange): Promise<Signed | undefined>;
+  readForm(ex: HttpExchange): Promise<URLSearchParams>;
+  /** The form if it carries the session's CSRF token; otherwise a 403 was sent (undefined). */
+  checkedForm(ex: HttpExchange, s: Signed): Promise<URLSearchParams | undefined>;
+  layoutOf(s: Signed, title: string, active: NonNullable<Layout["active"]>): Layout;
+  projectPicker(s: Signed, path: string, extra?: Html): Html;
+  forbidden(ex: HttpExchange, s: Signed, active: NonNullable<Layout["active"]>, message: string): void;
+  cookie(ex: HttpExchange, name: string, value: string, maxAge: number): string;
+  /** Signs `member` in: sets the session cookie. */
+  startSession(ex: HttpExchange, member: MemberRecord): Promise<void>;
+}
+
+export function messageOf(err: DomainError): string {
   return openAIError(err, "").body.error.message;
 }
 
-function errorNotice(err: unknown): Html {
+export function errorNotice(err: unknown): Html {
   if (!isDomainError(err)) throw err;
   return html`<div class="notice error">${messageOf(err)}</div>`;
 }

@@ -118,6 +118,8 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
             ...observations,
             sandboxes.rpc, jobs.queue, jobs.cancel,
             ...jetStreamAccess(gatewayState),
+            // The dashboard's rate-limit page reads budgets (direct gets only: it never writes them).
+            `$JS.API.DIRECT.GET.${kvStream(buckets.rateLimits)}.>`,
           ],
           deny: noStreamDeletion,
         },
