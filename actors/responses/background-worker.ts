@@ -118,6 +118,8 @@ export class BackgroundResponseWorker implements Actor {
               cachedInputTokens: r.usage?.input_tokens_details?.cached_tokens ?? 0,
               outputTokens: r.usage?.output_tokens ?? 0,
               error: r.status === "failed",
+              ttftMs: null,
+              latencyMs: performance.now() - runRecord.startedAt.perf,
             });
           }
         : undefined,
