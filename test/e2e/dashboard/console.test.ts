@@ -130,6 +130,10 @@ t.test("usage: plots of requests, tokens and errors", async (t) => {
   t.match(await page.textContent("main table tbody tr td"), TEST_MODEL);
   const bars = await page.locator("figure svg rect").evaluateAll((rects) => rects.filter((r) => Number(r.getAttribute("height")) > 0).length);
   t.ok(bars >= 2, "requests and tokens plotted");
+  t.ok((await page.locator("figure#ttft svg circle").count()) >= 2, "TTFT p50 and p95 plotted");
+  t.ok((await page.locator("figure#latency svg circle").count()) >= 2, "latency p50 and p95 plotted");
+  const cells = await page.locator("main table tbody tr").first().locator("td").allTextContents();
+  t.match(cells.slice(5), [/^[\d.]+ ms$/, /^[\d.]+ ms$/, /^[\d.]+ ms$/, /^[\d.]+ ms$/], "TTFT and latency percentiles by model");
   await page.screenshot({ path: join(SHOTS, "usage.png"), fullPage: true });
 });
 
