@@ -182,6 +182,12 @@ t.test("a background response counts where it runs (the actor host)", async (t) 
   const s = sum(page.data);
   t.equal(s.requests, sent.b.requests + 1, "one more request in its project");
   t.equal(s.output, sent.b.output + 16, "with its output tokens");
+  // Counted with the key that created it (carried with the queued response), not with an empty one.
+  const byKey = await usage(`start_time=${start}&bucket_width=1d&batch=false&project_ids=proj_usage_b&group_by=api_key_id`);
+  const results = byKey.body.data.flatMap((b: Json) => b.results) as Json[];
+  t.equal(results.length, 1, "one key in the project");
+  t.match(results[0], { api_key_id: /^key_/, num_model_requests: sent.b.requests + 1 });
+  t.equal(results[0]!.latency_ms.request.count, sent.b.requests + 1, "its latency counted too");
 });
 
 t.test("organization keys only", async (t) => {
