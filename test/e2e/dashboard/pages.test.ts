@@ -194,3 +194,17 @@ t.test("rate limits: each model's limits and its budget's window", async (t) => 
   t.match(page.text, row, "the test catalog's limits, for the organization's budget");
   t.match(page.text, /Budgets are per model and organization/);
 });
+
+t.test("an organization keeps at most 100 invitations: the 100th is made, the 101st refused", async (t) => {
+  const zed = new CookieClient(gateway.url);
+  await zed.signIn("zed@example.com", PASSWORD);
+  const csrf = CookieClient.csrfOf((await zed.request("/dashboard/invitations")).text);
+  for (let i = 1; i <= 99; i++) {
+    const res = await zed.request("/dashboard/invitations", { form: { csrf, email: `person${i}@example.com`, role: "member" } });
+    if (res.status !== 200) throw new Error(`invitation ${i}: ${res.status}`);
+  }
+  t.equal((await zed.request("/dashboard/invitations", { form: { csrf, email: "person100@example.com", role: "member" } })).status, 200, "the 100th");
+  const refused = await zed.request("/dashboard/invitations", { form: { csrf, email: "person101@example.com", role: "member" } });
+  t.equal(refused.status, 400, "the 101st");
+  t.match(refused.text, /100 invitations already/);
+});
