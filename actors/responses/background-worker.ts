@@ -117,7 +117,7 @@ export class BackgroundResponseWorker implements Actor {
               cachedInputTokens: r.usage?.input_tokens_details?.cached_tokens ?? 0,
               outputTokens: r.usage?.output_tokens ?? 0,
               error: r.status === "failed",
-              ttftMs: null,
+              ttftMs: runRecord.firstTokenMs,
               latencyMs: performance.now() - runRecord.startedAt.perf,
             });
           }
@@ -157,6 +157,7 @@ export class BackgroundResponseWorker implements Actor {
     obs.log = true;
     obs.stream = run.request.stream === true;
     obs.runnerAdmitted(run.runnerId, run.promptTokens, run.renderedPrompt);
+    if (run.firstTokenMs !== null) obs.firstTokenMs = run.firstTokenMs;
     obs.requestBody = JSON.stringify(run.request);
     obs.responseBody = response;
     obs.responseId = response.id;

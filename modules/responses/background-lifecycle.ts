@@ -27,6 +27,8 @@ export interface RunRecord {
   promptTokens: number;
   renderedPrompt: string | undefined;
   failure: DomainError | undefined;
+  /** Milliseconds from `startedAt` to the first token, when there was one. */
+  firstTokenMs: number | null;
   /** Who queued it: the key's id for its trace and usage ("" for responses queued before it was kept). */
   owner: { organizationId: string; keyId: string };
 }
@@ -188,6 +190,8 @@ export class BackgroundLifecycle {
       return this.failed(projectId, id, responseErrorOf(err));
     }
     control.attach(run);
+    let firstTokenAt: number | undefined;
+    run.observer = { delta: () => void (firstTokenAt ??= performance.now()), choiceEnd: () => {}, final: () => {} };
 
     // queued -> in_progress, unless a cancel, a delete or another worker got there first.
     const seen: { decision?: Claim } = {};
@@ -230,6 +234,7 @@ export class BackgroundLifecycle {
         promptTokens: run.admitted?.promptTokens ?? 0,
         renderedPrompt: run.admitted?.renderedPrompt,
         failure: run.failure(),
+        firstTokenMs: firstTokenAt === undefined ? null : firstTokenAt - startedAt.perf,
         owner: { organizationId: claimed.value.owner?.organization_id ?? "", keyId: claimed.value.owner?.api_key_id ?? "" },
       });
     } catch (err) {

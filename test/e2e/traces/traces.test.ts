@@ -172,6 +172,7 @@ t.test("a logged background response is traced where it runs", async (t) => {
   t.equal(JSON.parse(tr.response.text).id, res.body.id);
   t.match(tr.prompt.text, /A quiet river/);
   t.equal(JSON.parse(tr.request.text).background, true);
+  t.ok(tr.timings.ttft_ms > 0 && tr.timings.ttft_ms <= tr.timings.total_ms, `its first token, timed in the run (${tr.timings.ttft_ms} of ${tr.timings.total_ms} ms)`);
   // The key's id rides with the queued response: the run's trace names the key that created it.
   const fg = await call("POST", "/v1/chat/completions", { model: TEST_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 1, log: true });
   const fgTrace = await traceOf(fg.headers.get("x-request-id")!);

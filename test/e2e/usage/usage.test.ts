@@ -188,6 +188,7 @@ t.test("a background response counts where it runs (the actor host)", async (t) 
   t.equal(results.length, 1, "one key in the project");
   t.match(results[0], { api_key_id: /^key_/, num_model_requests: sent.b.requests + 1 });
   t.equal(results[0]!.latency_ms.request.count, sent.b.requests + 1, "its latency counted too");
+  t.equal(results[0]!.latency_ms.ttft.count, sent.b.requests + 1, "and its time to first token");
 });
 
 t.test("organization keys only", async (t) => {
