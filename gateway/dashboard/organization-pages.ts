@@ -4,7 +4,7 @@ import { isDomainError } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import { formatTime, Html, html, page } from "./html.js";
-import { type DashboardKit, messageOf, SIGNIN_COOKIE, type Signed } from "./routes.js";
+import { type DashboardKit, messageOf, SIGNIN_COOKIE, type Signed } from "./kit.js";
 import { parseCookies, sameToken } from "./sign-in-guard.js";
 
 // Projects (list for everyone; create and rename for owners) and invitations of members (owners

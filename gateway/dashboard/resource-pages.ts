@@ -4,7 +4,7 @@ import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
 import { CSP, formatNumber, formatTime, Html, html, page } from "./html.js";
-import type { DashboardKit, Signed } from "./routes.js";
+import type { DashboardKit, Signed } from "./kit.js";
 
 // Files of a project (a page of the list, a file's metadata, its download, deletion) and the rate
 // limits: each model's limits and what the current window of its budget has handed out.

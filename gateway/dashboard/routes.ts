@@ -1,51 +1,22 @@
 import { randomToken } from "../../lib/ids.js";
-import type { Logger } from "../../lib/log.js";
-import type { AccountStore, ApiKeyView, MemberRecord, MemberStore, SessionRecord } from "../../modules/accounts/mod.js";
+import type { ApiKeyView, MemberRecord } from "../../modules/accounts/mod.js";
 import { normalizeEmail } from "../../modules/accounts/mod.js";
-import { isDomainError, type DomainError } from "../../modules/errors/mod.js";
-import { openAIError } from "../../modules/openai/mod.js";
-import { parseTraceQuery, TRACE_ID, type Trace, type TraceStore } from "../../modules/traces/mod.js";
-import { latencyQuantile, mergeLatency, parseUsageQuery, usagePage, type LatencyHistogram, type UsageStore } from "../../modules/usage/mod.js";
+import { isDomainError } from "../../modules/errors/mod.js";
+import { parseTraceQuery, TRACE_ID, type Trace } from "../../modules/traces/mod.js";
+import { latencyQuantile, mergeLatency, parseUsageQuery, usagePage, type LatencyHistogram } from "../../modules/usage/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import type { BatchStore } from "../../modules/batches/mod.js";
-import type { FileStore } from "../../modules/files/mod.js";
-import type { ModelSpec } from "../../modules/catalog/mod.js";
-import type { BudgetReader, RateLimitScope } from "../../modules/ratelimit/mod.js";
+import { type DashboardDeps, type DashboardKit, errorNotice, messageOf, SIGNIN_COOKIE, type Signed } from "./kit.js";
 import { registerOrganizationPages } from "./organization-pages.js";
 import { registerResourcePages } from "./resource-pages.js";
 import { barChart, CSP, esc, lineChart, formatNumber, formatTime, Html, html, type Layout, page, STYLESHEET, timeline } from "./html.js";
 import { parseCookies, sameToken, SignInThrottle } from "./sign-in-guard.js";
 
-export interface DashboardDeps {
-  accounts: AccountStore;
-  batches: BatchStore;
-  files: FileStore;
-  members: MemberStore;
-  /** The catalog's models (their rate limits). */
-  models: readonly ModelSpec[];
-  /** Budgets' state, or undefined when rate limits are off. */
-  budgets: BudgetReader | undefined;
-  rateLimitScope: RateLimitScope;
-  traces: TraceStore;
-  usage: UsageStore;
-  sessionTtlSeconds: number;
-  signInAttempts: number;
-  secureCookies: "auto" | "on" | "off";
-  log: Logger;
-}
 
 const SESSION_COOKIE = "tributary_session";
-export const SIGNIN_COOKIE = "tributary_signin";
 /** Form bodies are small: a few fields. */
 const MAX_FORM_BYTES = 16 * 1024;
 
-export interface Signed {
-  session: SessionRecord;
-  token: string;
-  project: string;
-  projects: Array<{ id: string; name: string }>;
-}
 
 /**
  * The dashboard under /dashboard: server-rendered pages (no script), sign-in with a session
@@ -421,31 +392,8 @@ ${created ? html`<div class="card"><p>Key <strong>${created.name}</strong> creat
   registerResourcePages(router, kit);
 }
 
-/** What the page modules share with the routes here: the session, forms, and sending pages. */
-export interface DashboardKit {
-  deps: DashboardDeps;
-  sendHtml(ex: HttpExchange, status: number, body: string): void;
-  redirect(ex: HttpExchange, to: string): void;
-  /** The signed-in session, or undefined after redirecting to sign-in. */
-  signedIn(ex: HttpExchange): Promise<Signed | undefined>;
-  readForm(ex: HttpExchange): Promise<URLSearchParams>;
-  /** The form if it carries the session's CSRF token; otherwise a 403 was sent (undefined). */
-  checkedForm(ex: HttpExchange, s: Signed): Promise<URLSearchParams | undefined>;
-  layoutOf(s: Signed, title: string, active: NonNullable<Layout["active"]>): Layout;
-  projectPicker(s: Signed, path: string, extra?: Html): Html;
-  forbidden(ex: HttpExchange, s: Signed, active: NonNullable<Layout["active"]>, message: string): void;
-  cookie(ex: HttpExchange, name: string, value: string, maxAge: number): string;
-  /** Signs `member` in: sets the session cookie. */
-  startSession(ex: HttpExchange, member: MemberRecord): Promise<void>;
-}
 
-export function messageOf(err: DomainError): string {
-  return openAIError(err, "").body.error.message;
-}
 
-export function errorNotice(err: unknown): Html {
-  if (!isDomainError(err)) throw err;
-  return html`<div class="notice error">${messageOf(err)}</div>`;
-}
 
 export { esc };
+export type { DashboardDeps } from "./kit.js";
