@@ -218,6 +218,27 @@ t.test("invitations: an owner invites a member, who joins with the link", async 
   t.match(await joinPage.textContent("header"), "linus@example.com");
   await joinPage.goto(base + "/dashboard/projects");
   t.match(await joinPage.textContent("main"), /Owners create and rename projects/, "a member: no project forms");
+  // A member who posts the form anyway (built in the page, with the session's own CSRF token) gets the 403 page.
+  await Promise.all([
+    joinPage.waitForURL(base + "/dashboard/projects", { waitUntil: "load" }).catch(() => {}),
+    joinPage.evaluate(`(() => {
+      const f = document.createElement("form");
+      f.method = "post";
+      f.action = "/dashboard/projects";
+      for (const [k, v] of [["csrf", document.querySelector('input[name="csrf"]').value], ["name", "Linus's project"]]) {
+        const i = document.createElement("input");
+        i.name = k;
+        i.value = v;
+        f.append(i);
+      }
+      document.body.append(f);
+      f.submit();
+    })()`),
+  ]);
+  await joinPage.waitForSelector('[role="alert"]');
+  t.equal(await joinPage.textContent("h1"), "Not allowed");
+  t.match(await joinPage.textContent('[role="alert"]'), /Only owners/);
+  await joinPage.screenshot({ path: join(SHOTS, "forbidden.png"), fullPage: true });
   await joinPage.goto(link);
   t.match(await joinPage.textContent('[role="alert"]'), /used already/, "the link works once");
   await page.goto(base + "/dashboard/invitations");
