@@ -133,6 +133,7 @@ async function main(): Promise<void> {
     models: [...catalog.values()],
     budgets: rateLimits.enabled === "off" ? undefined : await BudgetReader.open(nc),
     rateLimitScope: rateLimits.scope,
+    rateLimitWindowMs: rateLimits.windowMs,
     members,
     traces: traceStore,
     usage: usageStore,

@@ -27,6 +27,8 @@ export interface DashboardDeps {
   /** Budgets' state, or undefined when rate limits are off. */
   budgets: BudgetReader | undefined;
   rateLimitScope: RateLimitScope;
+  /** The configured window (the actor hosts' setting; a budget's record says which it was made with). */
+  rateLimitWindowMs: number;
   traces: TraceStore;
   usage: UsageStore;
   sessionTtlSeconds: number;
