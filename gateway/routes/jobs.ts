@@ -50,6 +50,7 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
       timeout_seconds: request.timeout_seconds,
       max_retries: request.max_retries,
       resources: { cpu_mhz: request.cpu_mhz, memory_mb: request.memory_mb, disk_mb: request.disk_mb },
+      network: request.network,
       metadata: request.metadata,
       attempt: 0,
       exit_code: null,

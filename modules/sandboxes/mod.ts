@@ -18,6 +18,8 @@ export {
   type ExecRequest,
   type SandboxBounds,
   type SandboxCreateRequest,
+  type SandboxNetwork,
 } from "./requests.js";
+export { DEFAULT_EGRESS_DENY, egressUnavailable, hostAddressCidrs, parseCidrList, type EgressOptions } from "./egress.js";
 export { SandboxService, type ExecResult, type ExecStream, type ShellSession } from "./service.js";
 export { SandboxSweeper } from "./sweeper.js";
