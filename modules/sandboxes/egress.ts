@@ -113,13 +113,15 @@ _, status = os.waitpid(child, 0)
 if status != 0:
     sys.exit(3)
 os.set_inheritable(net, True)
-os.execv(slirp[0], [a.replace("{netns}", "/proc/self/fd/%d" % net) for a in slirp])
+os.execvp(slirp[0], [a.replace("{netns}", "/proc/self/fd/%d" % net) for a in slirp])
 `;
 
 /**
  * One sandbox's network stack: the setup helper, then slirp4netns in its place. It joins the
  * sandbox's cgroup (its CPU and memory count as the sandbox's), keeps only the capabilities it
- * needs to attach (CAP_SYS_ADMIN to join the namespace, CAP_NET_ADMIN to make the tap), and drops
+ * needs to attach (CAP_SYS_ADMIN to join the namespace, CAP_NET_ADMIN to make the tap, CAP_SETPCAP
+ * to drop its bounding set; slirp4netns keeps CAP_NET_BIND_SERVICE as root and refuses to start
+ * without it), and drops
  * even those once attached (--enable-sandbox: an empty root of its own; --enable-seccomp).
  * It exits when the host does (its stdin is the host's pipe: --exit-fd).
  */
@@ -130,7 +132,7 @@ export class EgressStack {
 
   constructor(options: EgressOptions, sandboxPid: number, cgroupProcs: readonly string[]) {
     const slirp = [
-      "setpriv", "--bounding-set=-all,+sys_admin,+net_admin", "--inh-caps=-all", "--",
+      "setpriv", "--bounding-set=-all,+sys_admin,+net_admin,+setpcap,+net_bind_service", "--inh-caps=-all", "--",
       options.slirp4netns,
       "--configure",
       "--mtu=65520",
