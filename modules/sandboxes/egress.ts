@@ -54,7 +54,12 @@ export function parseCidrList(list: string): string[] {
     const entry = raw.includes("/") ? raw : `${raw}/32`;
     const m = IPV4_CIDR.exec(entry);
     if (!m || m.slice(1, 5).some((o) => Number(o) > 255) || Number(m[5]) > 32) throw new Error(`not an IPv4 CIDR: ${raw.slice(0, 64)}`);
-    out.push(entry);
+    // The network's own address (10.1.2.3/8 is 10.0.0.0/8): the kernel refuses a route with host bits set.
+    const bits = Number(m[5]);
+    const value = m.slice(1, 5).reduce((n, o) => n * 256 + Number(o), 0);
+    const size = 2 ** (32 - bits);
+    const base = Math.floor(value / size) * size;
+    out.push(`${[24, 16, 8, 0].map((s) => Math.floor(base / 2 ** s) % 256).join(".")}/${bits}`);
   }
   return out;
 }
