@@ -15,10 +15,12 @@ import {
   egressUnavailable,
   hostAddressCidrs,
   parseCidrList,
+  probeEgress,
   probeIsolation,
   SandboxHost,
   SandboxStore,
   type EgressOptions,
+  type IsolationOptions,
 } from "../modules/sandboxes/mod.js";
 import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
 
@@ -38,7 +40,7 @@ async function main(): Promise<void> {
   if (cgroups.version === "none" && config.cgroups === "required") throw new Error(`TRIBUTARY_SANDBOX_CGROUPS=required, but ${cgroups.reason}`);
   if (cgroups.version === "none") log.warn("sandboxes run without cgroups: memory and CPU are bounded per process only (prlimit)", { reason: cgroups.reason });
 
-  const egress = egressSettings(config);
+  const egress = await egressSettings(config, isolation, uidBase);
   const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-sandbox-host-${hostname()}-${process.pid}`, log, "sandbox-host");
   const store = await SandboxStore.open(nc);
   const secrets = await SecretStore.open(nc, loadKeyRing(secretSettings.masterKey, secretSettings.previousKeys, common.home));
@@ -65,7 +67,11 @@ async function main(): Promise<void> {
 }
 
 /** Egress for this host: its deny list, or undefined when it offers none (off, or auto on a machine that cannot). */
-function egressSettings(config: { egress: "auto" | "on" | "off"; egressDeny: string; egressDenyHost: "on" | "off"; slirp4netns: string; python: string }): EgressOptions | undefined {
+async function egressSettings(
+  config: { egress: "auto" | "on" | "off"; egressDeny: string; egressDenyHost: "on" | "off"; slirp4netns: string; python: string },
+  isolation: IsolationOptions,
+  uid: number | undefined,
+): Promise<EgressOptions | undefined> {
   if (config.egress === "off") return undefined;
   let configured: string[];
   try {
@@ -75,7 +81,8 @@ function egressSettings(config: { egress: "auto" | "on" | "off"; egressDeny: str
   }
   const deny = [...new Set([...configured, ...(config.egressDenyHost === "on" ? hostAddressCidrs() : [])])];
   const options: EgressOptions = { slirp4netns: config.slirp4netns, python: config.python, deny };
-  const why = egressUnavailable(options);
+  // A real egress sandbox, started and ended: a host that offers egress can give it.
+  const why = egressUnavailable(options) ?? (await probeEgress(isolation, uid, options));
   if (why === undefined) return options;
   if (config.egress === "on") throw new Error(`TRIBUTARY_SANDBOX_EGRESS=on, but ${why}`);
   log.warn("sandboxes are offered no network egress here", { reason: why });

@@ -29,7 +29,9 @@ const SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/localtime", "/etc/mime.types"];
 
 /** What one sandbox gets beyond the common walls. */
 export interface SandboxMounts {
-  /** Egress: bwrap reports the sandbox's pid on fd 3 (its network namespace gets a user-mode stack) and this resolv.conf is bound in. */
+  /** Egress: bwrap reports the sandbox's pid on fd 3 (its network namespace gets a user-mode stack). */
+  reportPid?: boolean;
+  /** Egress: the resolv.conf bound in (naming slirp4netns's DNS forwarder). */
   egressResolvConf?: string;
   /** A host directory bound read-only at /workspace/input (a job's input files). */
   inputDir?: string;
@@ -65,7 +67,8 @@ export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits,
   // Bound after the workspace's tmpfs, so the mount point is made in it; read-only, and the files
   // belong to the host's uid: the sandbox can neither change nor add to them.
   if (mounts.inputDir !== undefined) bwrap.push("--ro-bind", mounts.inputDir, "/workspace/input");
-  if (mounts.egressResolvConf !== undefined) bwrap.push("--ro-bind", mounts.egressResolvConf, "/etc/resolv.conf", "--info-fd", "3");
+  if (mounts.egressResolvConf !== undefined) bwrap.push("--ro-bind", mounts.egressResolvConf, "/etc/resolv.conf");
+  if (mounts.reportPid) bwrap.push("--info-fd", "3");
   bwrap.push(
     // The root (a tmpfs bwrap made) and everything on it read-only; /workspace and /tmp stay writable.
     "--remount-ro", "/",

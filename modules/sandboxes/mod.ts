@@ -20,6 +20,7 @@ export {
   type SandboxCreateRequest,
   type SandboxNetwork,
 } from "./requests.js";
+export { probeEgress } from "./sandbox-process.js";
 export { DEFAULT_EGRESS_DENY, egressUnavailable, hostAddressCidrs, parseCidrList, type EgressOptions } from "./egress.js";
 export { SandboxService, type ExecResult, type ExecStream, type ShellSession } from "./service.js";
 export { SandboxSweeper } from "./sweeper.js";

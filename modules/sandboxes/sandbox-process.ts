@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { AGENT_SOURCE } from "./agent-source.js";
-import { EgressStack, readChildPid, type EgressOptions } from "./egress.js";
+import { EGRESS_READY_TIMEOUT_MS, EgressStack, readChildPid, type EgressOptions } from "./egress.js";
 import { inCgroup, sandboxCommand, type IsolationOptions, type SandboxCgroup, type SandboxLimits, type SandboxMounts } from "./isolation.js";
 import { agentLine, type AgentLine } from "./protocol.js";
 
@@ -38,7 +38,7 @@ export class SandboxProcess {
     cgroup: SandboxCgroup | undefined,
     setup: { mounts: SandboxMounts; egress?: EgressOptions },
   ) {
-    const mounts = setup.egress ? setup.mounts : { ...setup.mounts, egressResolvConf: undefined };
+    const mounts = setup.egress ? { ...setup.mounts, reportPid: true } : { ...setup.mounts, egressResolvConf: undefined, reportPid: false };
     const argv = inCgroup(cgroup?.procsFiles ?? [], sandboxCommand(options, limits, uid, AGENT_SOURCE, mounts));
     // Egress: bwrap names the sandbox's pid on fd 3 (--info-fd), the network stack attaches to it.
     this.child = spawn(argv[0]!, argv.slice(1), { stdio: setup.egress ? ["pipe", "pipe", "ignore", "pipe"] : ["pipe", "pipe", "ignore"], env: {} });
@@ -126,5 +126,28 @@ export class SandboxProcess {
     }
     this.pending.delete(id!);
     pending.resolve(line);
+  }
+}
+
+/**
+ * Starts one egress sandbox as real ones start and waits for its network: undefined when it came
+ * up, else why not (missing capabilities, no tap device, a broken slirp4netns).
+ */
+export async function probeEgress(options: IsolationOptions, uid: number | undefined, egress: EgressOptions): Promise<string | undefined> {
+  const proc = new SandboxProcess(options, { memoryMb: 64, diskMb: 1, cpuMhz: 100, pids: 64, openFiles: 64 }, uid, undefined, { mounts: {}, egress });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      proc.networkReady,
+      proc.exited.then(() => Promise.reject(new Error("the probe sandbox ended"))),
+      new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("the network did not come up in time")), EGRESS_READY_TIMEOUT_MS))),
+    ]);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  } finally {
+    clearTimeout(timer);
+    proc.kill();
+    await proc.exited;
   }
 }

@@ -85,7 +85,7 @@ t.test("exec: a shell string, an argv, and bounds", async (t) => {
 t.test("mounts: a read-only input directory, and egress's resolv.conf and pid report", async (t) => {
   const plain = sandboxCommand(options, limits, 200_007, "agent").join(" ");
   t.notOk(plain.includes("--info-fd") || plain.includes("/workspace/input") || plain.includes("resolv.conf"), "nothing extra by default");
-  const argv = sandboxCommand(options, limits, 200_007, "agent", { inputDir: "/var/tmp/h/sbx/input", egressResolvConf: "/var/tmp/h/resolv.conf" });
+  const argv = sandboxCommand(options, limits, 200_007, "agent", { inputDir: "/var/tmp/h/sbx/input", egressResolvConf: "/var/tmp/h/resolv.conf", reportPid: true });
   const line = argv.join(" ");
   t.ok(line.includes("--ro-bind /var/tmp/h/sbx/input /workspace/input"), "inputs bound read-only");
   t.ok(line.indexOf("--tmpfs /workspace") < line.indexOf("/workspace/input"), "after the workspace's tmpfs (else the tmpfs would hide them)");
