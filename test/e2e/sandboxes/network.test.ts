@@ -114,6 +114,22 @@ t.test("denied ranges have no route: cloud metadata, private ranges", async (t) 
   t.equal(out, "169.254.169.254:80 errno 113\n10.96.0.1:443 errno 113\n192.168.1.1:80 errno 113\n", "EHOSTUNREACH at once: the packets never reach the stack");
 });
 
+t.test("routing cannot be bypassed: no raw or packet sockets, no route changes", async (t) => {
+  // A packet socket on tap0 would skip the routing table (and so the deny list): it needs CAP_NET_RAW.
+  const script = `import socket, subprocess
+for name, family, kind in (("packet", socket.AF_PACKET, socket.SOCK_RAW), ("raw", socket.AF_INET, socket.SOCK_RAW)):
+    try:
+        socket.socket(family, kind, socket.IPPROTO_RAW if family == socket.AF_INET else 0)
+        print(name, "opened")
+    except OSError as e:
+        print(name, "errno", e.errno)`;
+  t.equal((await py(sandbox.id, script)).stdout, "packet errno 1\nraw errno 1\n", "EPERM for both");
+  const del = await json(await post(`/v1/sandboxes/${sandbox.id}/exec`, { command: "ip route del unreachable 10.0.0.0/8 2>&1 || echo refused; ip route flush table main 2>&1 || echo refused" }));
+  t.match(del.stdout, /refused\n.*refused\n$/s, del.stdout);
+  const routes = ((await py(sandbox.id, rejectRoutes)).stdout as string).trim().split("\n");
+  t.same(routes.sort(), [...allowedDeny].sort(), "the deny routes are all still there");
+});
+
 t.test("DNS: the sandbox's resolver is slirp4netns's forwarder; IPv6 has no route", async (t) => {
   t.equal((await py(sandbox.id, `print(open("/etc/resolv.conf").read(), end="")`)).stdout, "nameserver 10.0.2.3\n");
   const v6 = await py(sandbox.id, `import socket\ns = socket.socket(socket.AF_INET6)\ntry:\n    s.connect(("2001:db8::1", 80))\nexcept OSError as e:\n    print("errno", e.errno)`);
@@ -151,4 +167,18 @@ t.test("with the defaults, this machine's own address is denied too; configured 
   t.ok(DEFAULT_EGRESS_DENY.every((c) => routes.includes(c)), "the built-in list");
   t.match((await py(b.id, httpGet)).stdout, /^failed.*No route to host/, "the same server is unreachable");
   t.equal((await py(b.id, connectScript([["198.51.100.7", 80]]))).stdout, "198.51.100.7:80 errno 113\n");
+  // A kill -9 of the host: the stack's exit fd (a pipe from the host) closes, and it ends too.
+  const [slirp] = slirpChildrenOf(hostB.child.pid!);
+  t.ok(slirp, "a slirp4netns beside the sandbox");
+  await hostB.kill();
+  let alive = true;
+  for (let i = 0; i < 40 && alive; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    try {
+      alive = !readFileSync(`/proc/${slirp}/stat`, "utf8").includes(") Z ");
+    } catch {
+      alive = false;
+    }
+  }
+  t.notOk(alive, "slirp4netns did not outlive its host");
 });
