@@ -19,6 +19,7 @@ import {
   probeIsolation,
   SandboxHost,
   SandboxStore,
+  WORK_DIR_PREFIX,
   type EgressOptions,
   type IsolationOptions,
 } from "../modules/sandboxes/mod.js";
@@ -55,7 +56,7 @@ async function main(): Promise<void> {
     isolation,
     cgroups,
     egress,
-    workDir: join(config.workDir || tmpdir(), `tributary-sandbox-host-${hostId}`),
+    workDir: join(config.workDir || tmpdir(), `${WORK_DIR_PREFIX}${hostId}`),
   }, log);
   host.start();
   log.info("sandbox host ready", { cgroups: cgroups.version, perSandboxUid: root, maxSandboxes: config.maxSandboxes, egress: egress !== undefined, egressDeny: egress?.deny.length });

@@ -1,6 +1,6 @@
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { basename, join } from "node:path";
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { SecretStore } from "../secrets/mod.js";
@@ -56,6 +56,35 @@ export const SANDBOX_PIDS = 256;
 export const MAX_INPUT_BYTES = 2 * 1024 * 1024 * 1024;
 const INPUT_NAME = /^[^/\u0000]{1,255}$/;
 
+/** Work directories of hosts are named this plus the host's id. */
+export const WORK_DIR_PREFIX = "tributary-sandbox-host-";
+
+/** Removes work directories of hosts killed before they could (their `pid` file names a process that is gone). */
+export function removeStaleWorkDirs(parent: string, own: string): void {
+  const prefix = WORK_DIR_PREFIX;
+  let entries: string[];
+  try {
+    entries = readdirSync(parent).filter((e) => e.startsWith(prefix) && e !== own);
+  } catch {
+    return;
+  }
+  for (const entry of entries) {
+    try {
+      const pid = Number(readFileSync(join(parent, entry, "pid"), "utf8"));
+      if (!Number.isInteger(pid) || pid <= 0) continue;
+      try {
+        process.kill(pid, 0);
+        continue; // its host lives
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "ESRCH") continue;
+      }
+      rmSync(join(parent, entry), { recursive: true, force: true });
+    } catch {
+      // not a host's directory, or removed meanwhile
+    }
+  }
+}
+
 /**
  * A sandbox host: starts sandboxes on this machine when a gateway asks (create), runs commands
  * and file operations in them, and ends them on request, at their deadline, when idle, or when
@@ -78,7 +107,10 @@ export class SandboxHost {
     private readonly log: Logger,
   ) {
     this.freeSlots = Array.from({ length: options.maxSandboxes }, (_, i) => options.maxSandboxes - 1 - i);
+    removeStaleWorkDirs(dirname(options.workDir), basename(options.workDir));
     mkdirSync(options.workDir, { recursive: true, mode: 0o711 });
+    // Whose directory this is: a later host removes it once this process is gone (a kill -9 leaves it).
+    writeFileSync(join(options.workDir, "pid"), String(process.pid));
     // Egress sandboxes resolve names through slirp4netns's DNS forwarder (to this host's resolver).
     writeFileSync(this.resolvConf, `nameserver ${EGRESS_DNS}\n`, { mode: 0o644 });
   }

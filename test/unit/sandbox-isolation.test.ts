@@ -102,3 +102,20 @@ t.test("egress deny lists: IPv4 CIDRs only, bare addresses are /32s", async (t) 
   t.same(parseCidrList(DEFAULT_EGRESS_DENY.join(",")), DEFAULT_EGRESS_DENY, "the built-in list parses");
   for (const range of ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "127.0.0.0/8", "100.64.0.0/10"]) t.ok(DEFAULT_EGRESS_DENY.includes(range), range);
 });
+
+t.test("a host removes the work directories of hosts that died without removing them", async (t) => {
+  const { removeStaleWorkDirs, WORK_DIR_PREFIX } = await import("../../modules/sandboxes/host.js");
+  const { mkdirSync, writeFileSync } = await import("node:fs");
+  const { spawnSync } = await import("node:child_process");
+  const parent = mkdtempSync(join(tmpdir(), "work-"));
+  const deadPid = spawnSync("sh", ["-c", "echo $$"], { encoding: "utf8" }).stdout.trim();
+  for (const [name, pid] of [["dead", deadPid], ["alive", String(process.pid)], ["own", String(process.pid)]] as const) {
+    mkdirSync(join(parent, WORK_DIR_PREFIX + name, "sbx", "input"), { recursive: true });
+    writeFileSync(join(parent, WORK_DIR_PREFIX + name, "pid"), pid);
+  }
+  mkdirSync(join(parent, "unrelated"));
+  removeStaleWorkDirs(parent, WORK_DIR_PREFIX + "own");
+  t.notOk(existsSync(join(parent, WORK_DIR_PREFIX + "dead")), "a dead host's directory (its inputs) is removed");
+  t.ok(existsSync(join(parent, WORK_DIR_PREFIX + "alive")), "a live host's stays");
+  t.ok(existsSync(join(parent, "unrelated")), "other directories stay");
+});
