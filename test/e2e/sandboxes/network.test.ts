@@ -51,6 +51,8 @@ const allowedDeny = DEFAULT_EGRESS_DENY.filter((c) => !contains(c, address));
 const stack = await startStack(t, {
   runners: 0,
   sandboxHosts: 1,
+  // Hosts killed below are given up on quickly.
+  env: { TRIBUTARY_SANDBOX_HOST_TIMEOUT_MS: "1500" },
   sandboxHostEnv: { TRIBUTARY_SANDBOX_EGRESS: "on", TRIBUTARY_SANDBOX_EGRESS_DENY: allowedDeny.join(","), TRIBUTARY_SANDBOX_EGRESS_DENY_HOST: "off" },
 });
 const post = (path: string, body: unknown) => stack.fetch(path, { method: "POST", body: JSON.stringify(body) });
@@ -181,4 +183,21 @@ t.test("with the defaults, this machine's own address is denied too; configured 
     }
   }
   t.notOk(alive, "slirp4netns did not outlive its host");
+});
+
+t.test("where no live host offers egress, sandboxes and jobs asking for it are a 400 naming network", async (t) => {
+  const hostC = await startSandboxHost(stack.nats.url, { TRIBUTARY_SANDBOX_EGRESS: "off" });
+  t.teardown(() => hostC.kill());
+  let res = await post("/v1/sandboxes", { network: "egress", memory_mb: 64, disk_mb: 8 });
+  // Until the killed host B is given up on (1.5 s of silence), it still counts.
+  for (let i = 0; i < 40 && res.status !== 400; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    res = await post("/v1/sandboxes", { network: "egress", memory_mb: 64, disk_mb: 8 });
+  }
+  t.equal(res.status, 400);
+  t.match((await json(res)).error, { param: "network", message: /no sandbox host here offers network egress/ });
+  const job = await post("/v1/jobs", { command: "true", network: "egress" });
+  t.equal(job.status, 400);
+  t.equal((await json(job)).error.param, "network");
+  t.equal((await json(await post("/v1/sandboxes", { memory_mb: 64, disk_mb: 8 }))).status, "running", "sandboxes without network still start there");
 });
