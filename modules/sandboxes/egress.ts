@@ -188,10 +188,17 @@ export class EgressStack {
 export function readChildPid(pipe: NodeJS.ReadableStream): Promise<number> {
   return new Promise((resolve, reject) => {
     let text = "";
+    let found = false;
     pipe.on("data", (d: Buffer) => {
+      // bwrap writes a few hundred bytes, in several writes: the pipe is read to its end (closing it
+      // early would kill bwrap with SIGPIPE), keeping only what the pid needs.
+      if (found || text.length > 16_384) return;
       text += d.toString("utf8");
       const m = /"child-pid"\s*:\s*(\d+)\s*[,}]/.exec(text);
-      if (m) resolve(Number(m[1]));
+      if (m) {
+        found = true;
+        resolve(Number(m[1]));
+      }
     });
     pipe.once("end", () => reject(new Error("bwrap reported no sandbox pid")));
     pipe.once("error", reject);

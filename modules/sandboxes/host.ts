@@ -250,11 +250,17 @@ export class SandboxHost {
       this.log.error("secrets could not be decrypted", { sandboxId: call.sandbox_id, err: err instanceof Error ? err.message : "error" });
       return { ok: false, code: "error", message: "the sandbox's secrets could not be decrypted" };
     }
-    const cgroup = SandboxCgroup.create(this.options.cgroups, call.sandbox_id, limits, this.options.coreMhz);
-    const uid = this.options.uidBase === undefined ? undefined : this.options.uidBase + slot;
     // The id passed the gateway's check (SANDBOX_ID); basename keeps it one path segment regardless.
     const inputDir = call.input_dir ? join(this.options.workDir, basename(call.sandbox_id), "input") : undefined;
-    if (inputDir) mkdirSync(inputDir, { recursive: true, mode: 0o755 });
+    try {
+      if (inputDir) mkdirSync(inputDir, { recursive: true, mode: 0o755 });
+    } catch (err) {
+      this.freeSlots.push(slot);
+      this.log.error("sandbox input directory could not be made", { sandboxId: call.sandbox_id, err: (err as Error).message });
+      return { ok: false, code: "error", message: "the sandbox's input directory could not be made" };
+    }
+    const cgroup = SandboxCgroup.create(this.options.cgroups, call.sandbox_id, limits, this.options.coreMhz);
+    const uid = this.options.uidBase === undefined ? undefined : this.options.uidBase + slot;
     const proc = new SandboxProcess(this.options.isolation, limits, uid, cgroup, {
       mounts: { inputDir, egressResolvConf: this.resolvConf },
       egress: egress ? this.options.egress : undefined,
