@@ -113,6 +113,11 @@ export class SandboxHost {
     writeFileSync(join(options.workDir, "pid"), String(process.pid));
     // Egress sandboxes resolve names through slirp4netns's DNS forwarder (to this host's resolver).
     writeFileSync(this.resolvConf, `nameserver ${EGRESS_DNS}\n`, { mode: 0o644 });
+    writeFileSync(this.hostsFile, "127.0.0.1 localhost sandbox\n::1 localhost\n", { mode: 0o644 });
+  }
+
+  private get hostsFile(): string {
+    return join(this.options.workDir, "hosts");
   }
 
   private get resolvConf(): string {
@@ -262,7 +267,7 @@ export class SandboxHost {
     const cgroup = SandboxCgroup.create(this.options.cgroups, call.sandbox_id, limits, this.options.coreMhz);
     const uid = this.options.uidBase === undefined ? undefined : this.options.uidBase + slot;
     const proc = new SandboxProcess(this.options.isolation, limits, uid, cgroup, {
-      mounts: { inputDir, egressResolvConf: this.resolvConf },
+      mounts: { inputDir, egressResolvConf: this.resolvConf, hostsFile: this.hostsFile },
       egress: egress ? this.options.egress : undefined,
     });
     let markFinished!: () => void;

@@ -33,6 +33,8 @@ export interface SandboxMounts {
   reportPid?: boolean;
   /** Egress: the resolv.conf bound in (naming slirp4netns's DNS forwarder). */
   egressResolvConf?: string;
+  /** An /etc/hosts naming localhost (glibc does not resolve it without one). */
+  hostsFile?: string;
   /** A host directory bound read-only at /workspace/input (a job's input files). */
   inputDir?: string;
 }
@@ -68,6 +70,7 @@ export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits,
   // belong to the host's uid: the sandbox can neither change nor add to them.
   if (mounts.inputDir !== undefined) bwrap.push("--ro-bind", mounts.inputDir, "/workspace/input");
   if (mounts.egressResolvConf !== undefined) bwrap.push("--ro-bind", mounts.egressResolvConf, "/etc/resolv.conf");
+  if (mounts.hostsFile !== undefined) bwrap.push("--ro-bind", mounts.hostsFile, "/etc/hosts");
   if (mounts.reportPid) bwrap.push("--info-fd", "3");
   bwrap.push(
     // The root (a tmpfs bwrap made) and everything on it read-only; /workspace and /tmp stay writable.

@@ -134,6 +134,7 @@ for name, family, kind in (("packet", socket.AF_PACKET, socket.SOCK_RAW), ("raw"
 
 t.test("DNS: the sandbox's resolver is slirp4netns's forwarder; IPv6 has no route", async (t) => {
   t.equal((await py(sandbox.id, `print(open("/etc/resolv.conf").read(), end="")`)).stdout, "nameserver 10.0.2.3\n");
+  t.equal((await py(sandbox.id, `import socket\nprint(socket.gethostbyname("localhost"))`)).stdout, "127.0.0.1\n", "localhost from /etc/hosts, not DNS");
   const v6 = await py(sandbox.id, `import socket\ns = socket.socket(socket.AF_INET6)\ntry:\n    s.connect(("2001:db8::1", 80))\nexcept OSError as e:\n    print("errno", e.errno)`);
   t.match(v6.stdout, /^errno (101|97|99)\n$/, v6.stdout + v6.stderr);
 });
