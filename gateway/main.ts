@@ -196,6 +196,7 @@ async function main(): Promise<void> {
     streamBudget,
   });
   registerJobRoutes(router, {
+    offersEgress: () => sandboxHosts.offersEgress(),
     nc,
     jobs: await JobStore.open(nc),
     files: fileStore,

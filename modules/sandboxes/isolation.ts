@@ -27,8 +27,20 @@ export interface IsolationOptions {
 const SYSTEM_DIRS = ["/usr", "/etc/alternatives", "/etc/ssl", "/etc/ca-certificates"];
 const SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/localtime", "/etc/mime.types"];
 
+/** What one sandbox gets beyond the common walls. */
+export interface SandboxMounts {
+  /** Egress: bwrap reports the sandbox's pid on fd 3 (its network namespace gets a user-mode stack). */
+  reportPid?: boolean;
+  /** Egress: the resolv.conf bound in (naming slirp4netns's DNS forwarder). */
+  egressResolvConf?: string;
+  /** An /etc/hosts naming localhost (glibc does not resolve it without one). */
+  hostsFile?: string;
+  /** A host directory bound read-only at /workspace/input (a job's input files). */
+  inputDir?: string;
+}
+
 /** The command line that starts a sandbox's agent: prlimit -> setpriv -> bwrap -> python agent. */
-export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits, uid: number | undefined, agentSource: string): string[] {
+export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits, uid: number | undefined, agentSource: string, mounts: SandboxMounts = {}): string[] {
   const bwrap = [
     options.bwrap,
     "--unshare-all",
@@ -53,6 +65,14 @@ export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits,
     "--dev", "/dev",
     "--size", String(limits.diskMb * 1024 * 1024), "--perms", "0700", "--tmpfs", "/workspace",
     "--size", String(64 * 1024 * 1024), "--tmpfs", "/tmp",
+  );
+  // Bound after the workspace's tmpfs, so the mount point is made in it; read-only, and the files
+  // belong to the host's uid: the sandbox can neither change nor add to them.
+  if (mounts.inputDir !== undefined) bwrap.push("--ro-bind", mounts.inputDir, "/workspace/input");
+  if (mounts.egressResolvConf !== undefined) bwrap.push("--ro-bind", mounts.egressResolvConf, "/etc/resolv.conf");
+  if (mounts.hostsFile !== undefined) bwrap.push("--ro-bind", mounts.hostsFile, "/etc/hosts");
+  if (mounts.reportPid) bwrap.push("--info-fd", "3");
+  bwrap.push(
     // The root (a tmpfs bwrap made) and everything on it read-only; /workspace and /tmp stay writable.
     "--remount-ro", "/",
     "--chdir", "/workspace",
