@@ -238,6 +238,23 @@ export class ArtifactStore {
     return { part_number: partNumber, bytes: stored.bytes, sha256: stored.sha256 };
   }
 
+  /** The parts of an unfinished upload received so far, by part number. */
+  async listParts(project: string, id: string): Promise<UploadedPart[]> {
+    await this.openUpload(project, id);
+    return [...(await this.uploadedParts(id)).entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([n, o]) => ({ part_number: n, bytes: o.bytes, sha256: o.sha256 }));
+  }
+
+  private async uploadedParts(id: string): Promise<Map<number, StoredObject>> {
+    const uploaded = new Map<number, StoredObject>();
+    for (const o of await this.contents.list(partsPrefix(id))) {
+      const n = Number(o.name.slice(partsPrefix(id).length));
+      if (Number.isInteger(n) && n >= 1) uploaded.set(n, o);
+    }
+    return uploaded;
+  }
+
   /**
    * Assembles the parts, in order, into the artifact (streamed part by part) and verifies it
    * against the declared size and sha256. `listed` is the client's ordered part list, when sent.
@@ -248,11 +265,7 @@ export class ArtifactStore {
     const current = await this.get(project, id);
     if (!current) throw errors.notFound(`No such upload: ${id}`, "artifact_id");
     if (current.status === "ready") return current;
-    const uploaded = new Map<number, StoredObject>();
-    for (const o of await this.contents.list(partsPrefix(id))) {
-      const n = Number(o.name.slice(partsPrefix(id).length));
-      if (Number.isInteger(n)) uploaded.set(n, o);
-    }
+    const uploaded = await this.uploadedParts(id);
     const order = assemblyOrder(uploaded, listed, limits);
     const total = order.reduce((sum, o) => sum + o.bytes, 0);
     if (total !== current.bytes)

@@ -10,3 +10,4 @@ export {
   type UploadedPart,
   validArtifactId,
 } from "./artifact-store.js";
+export { type ArtifactRequestLimits, checkFilename, checkManifest, createBodyLimit, finishBodyLimit, parseFinish, parsePartNumber, parseUploadCreate } from "./requests.js";
