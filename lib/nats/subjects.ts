@@ -168,8 +168,9 @@ export const buckets = {
    */
   artifacts: "tributary_artifacts",
   /**
-   * Object Store: artifact contents, object name = artifact id; the parts of an unfinished
-   * multipart upload are objects `<artifact id>.part-<n>` until finish assembles them.
+   * Object Store: artifact contents, object `<artifact id>` (single-shot) or `<artifact id>.final-<token>`
+   * (assembled from parts: the record names it); the parts of an unfinished multipart upload are
+   * objects `<artifact id>.part-<n>` until finish assembles them.
    */
   artifactContents: "tributary_artifact_contents",
   /** KV: batch records (the OpenAI batch object and its coordinator state), key `<project>.<batch id>`. */

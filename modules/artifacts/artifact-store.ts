@@ -1,7 +1,7 @@
 import { Schema } from "effect";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
-import { newSortableId } from "../../lib/ids.js";
+import { newSortableId, randomToken } from "../../lib/ids.js";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema } from "../../lib/nats/kv-records.js";
@@ -10,9 +10,9 @@ import { errors } from "../errors/mod.js";
 
 // Artifacts: archives a project uploads (app bundles, with their manifest text), either in one
 // request or in numbered parts. Records (the artifact object) live in a KV bucket keyed by
-// project and id; bytes in an Object Store: the final object is named by the artifact id, the
-// parts of an unfinished upload are objects `<id>.part-<n>` until finish streams them, in order,
-// into the final object. A single-shot artifact's record is written only once its bytes are
+// project and id; bytes in an Object Store: a single-shot artifact's object is named by its id,
+// the parts of an unfinished upload are objects `<id>.part-<n>` until finish streams them, in
+// order, into an object `<id>.final-<token>` that the record then names. A single-shot artifact's record is written only once its bytes are
 // stored, so a broken upload leaves no artifact; an unfinished multipart upload expires and the
 // sweeper (actor host) deletes its parts.
 
@@ -41,6 +41,12 @@ export interface Artifact {
 interface StoredArtifact {
   artifact: Artifact;
   project: string;
+  /**
+   * The Object Store object holding a ready artifact's bytes: the artifact id for a single-shot
+   * upload; `<id>.final-<token>` for an assembled one (each finish writes its own object, so
+   * two racing finishes never overwrite the bytes the winner recorded).
+   */
+  object?: string;
 }
 
 const storedArtifact = valueSchema<StoredArtifact>()(
@@ -58,6 +64,7 @@ const storedArtifact = valueSchema<StoredArtifact>()(
       part_size: Schema.NullOr(Schema.Number),
     }),
     project: Schema.String,
+    object: Schema.optional(Schema.String),
   }),
 );
 
@@ -97,6 +104,7 @@ export interface ArtifactListOptions {
 const ID_PREFIX = "artifact-";
 const partName = (id: string, part: number) => `${id}.part-${part}`;
 const partsPrefix = (id: string) => `${id}.part-`;
+const objectOf = (stored: StoredArtifact) => stored.object ?? stored.artifact.id;
 
 export class ArtifactStore {
   private constructor(
@@ -111,9 +119,13 @@ export class ArtifactStore {
 
   /** The artifact (ready or uploading), or undefined when it does not exist, belongs to another project or expired unfinished. */
   async get(project: string, id: string, now = Date.now()): Promise<Artifact | undefined> {
+    return (await this.stored(project, id, now))?.artifact;
+  }
+
+  private async stored(project: string, id: string, now = Date.now()): Promise<StoredArtifact | undefined> {
     if (!validArtifactId(id)) return undefined;
-    const artifact = (await getRecord(this.meta, this.key(project, id), storedArtifact))?.value.artifact;
-    return !artifact || isExpired(artifact, now) ? undefined : artifact;
+    const stored = (await getRecord(this.meta, this.key(project, id), storedArtifact))?.value;
+    return !stored || isExpired(stored.artifact, now) ? undefined : stored;
   }
 
   /**
@@ -121,9 +133,9 @@ export class ArtifactStore {
    * the consumer's pace sets the reads). NotFound when the project has no such ready artifact.
    */
   async *content(project: string, id: string): AsyncGenerator<Uint8Array> {
-    const artifact = await this.get(project, id);
-    if (!artifact || artifact.status !== "ready") throw errors.notFound(`No such artifact: ${id}`, "id");
-    yield* this.contents.read(id);
+    const stored = await this.stored(project, id);
+    if (!stored || stored.artifact.status !== "ready") throw errors.notFound(`No such artifact: ${id}`, "id");
+    yield* this.contents.read(objectOf(stored));
   }
 
   /**
@@ -259,15 +271,16 @@ export class ArtifactStore {
       for (const part of order) yield* contents.read(part.name);
     }
     const mismatch = () => errors.invalidParam("bytes", `The parts changed while they were assembled (more than the declared ${current.bytes} bytes).`, "size_mismatch");
+    const object = `${id}.final-${randomToken(12)}`;
     let stored: StoredObject;
     try {
-      stored = await this.contents.put(id, { project }, assembled(), { maxBytes: current.bytes, tooLarge: mismatch });
+      stored = await this.contents.put(object, { project, artifact: id }, assembled(), { maxBytes: current.bytes, tooLarge: mismatch });
     } catch (err) {
-      await this.contents.remove(id);
+      await this.contents.remove(object);
       throw err;
     }
     const refuse = async (error: Error) => {
-      await this.contents.remove(id);
+      await this.contents.remove(object);
       throw error;
     };
     if (stored.bytes !== current.bytes) await refuse(mismatch());
@@ -276,16 +289,18 @@ export class ArtifactStore {
     const done = await modifyRecord(this.meta, this.key(project, id), storedArtifact, (record) => {
       if (record.artifact.status !== "uploading" || isExpired(record.artifact, Date.now())) return undefined;
       record.artifact = { ...record.artifact, status: "ready", bytes: stored.bytes, sha256: stored.sha256, expires_at: null, part_size: null };
+      record.object = object;
       return record;
     });
     if (!done?.changed) {
-      // Finished by a concurrent finish (then this object is that artifact's), or gone meanwhile.
+      // Finished by a concurrent finish (whose own object holds the bytes), or gone meanwhile.
+      await this.contents.remove(object);
       const now = await this.get(project, id);
       if (now?.status === "ready") return now;
-      await refuse(errors.notFound(`No such upload: ${id}`, "artifact_id"));
+      throw errors.notFound(`No such upload: ${id}`, "artifact_id");
     }
     for (const part of uploaded.values()) await this.contents.remove(part.name);
-    return done!.value.artifact;
+    return done.value.artifact;
   }
 
   /**
@@ -314,10 +329,10 @@ export class ArtifactStore {
     for (const o of await this.contents.list()) {
       const project = o.metadata.project;
       if (!project || now - o.mtimeMs < orphanAfterMs) continue;
-      const artifactId = o.metadata.artifact ?? o.name;
-      const artifact = await this.get(project, artifactId, now).catch(() => undefined);
-      // A part outlives its upload's finish only by a crash; a final object needs its record.
-      const wanted = o.metadata.artifact ? artifact?.status === "uploading" : artifact !== undefined;
+      const record = await this.stored(project, o.metadata.artifact ?? o.name, now).catch(() => undefined);
+      // A part outlives its upload's finish only by a crash; the bytes of an artifact are the one
+      // object its record names (a finish that lost a race, or crashed before its record, left others).
+      const wanted = o.metadata.part !== undefined ? record?.artifact.status === "uploading" : record?.artifact.status === "ready" && objectOf(record) === o.name;
       if (!wanted) {
         await this.contents.remove(o.name);
         orphans++;
@@ -335,9 +350,10 @@ export class ArtifactStore {
     return artifact;
   }
 
+  /** Removes every object of an artifact: its bytes, parts, and assemblies. */
   private async removeBytes(id: string): Promise<void> {
     await this.contents.remove(id);
-    for (const part of await this.contents.list(partsPrefix(id))) await this.contents.remove(part.name);
+    for (const o of await this.contents.list(`${id}.`)) await this.contents.remove(o.name);
   }
 
   private key(project: string, id: string): string {
