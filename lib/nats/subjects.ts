@@ -163,8 +163,9 @@ export const buckets = {
   /** Object Store: file contents, object name = file id (uploads, batch output and error files). */
   fileContents: "tributary_file_contents",
   /**
-   * KV: artifact records (the artifact object, its project and, while uploading in parts, the
-   * upload's terms), key `<project>.<artifact id>`.
+   * KV: artifact records (the artifact object, its project, the object holding its bytes), key
+   * `<project>.<artifact id>`; while it is uploading in parts, one entry per part received,
+   * `<project>.<artifact id>.<part number>` (size and sha256).
    */
   artifacts: "tributary_artifacts",
   /**

@@ -2,7 +2,7 @@ import { Schema } from "effect";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import { newSortableId, randomToken } from "../../lib/ids.js";
-import { buckets, kvToken } from "../../lib/nats/subjects.js";
+import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema } from "../../lib/nats/kv-records.js";
 import { ObjectContents, type StoredObject } from "../../lib/nats/object-contents.js";
@@ -12,9 +12,11 @@ import { errors } from "../errors/mod.js";
 // request or in numbered parts. Records (the artifact object) live in a KV bucket keyed by
 // project and id; bytes in an Object Store: a single-shot artifact's object is named by its id,
 // the parts of an unfinished upload are objects `<id>.part-<n>` until finish streams them, in
-// order, into an object `<id>.final-<token>` that the record then names. A single-shot artifact's record is written only once its bytes are
-// stored, so a broken upload leaves no artifact; an unfinished multipart upload expires and the
-// sweeper (actor host) deletes its parts.
+// order, into an object `<id>.final-<token>` that the record then names; each received part has
+// an index entry `<project>.<id>.<n>` beside the record, so that nothing needs to list the whole
+// bucket. A single-shot artifact's record is written only once its bytes are stored, so a broken
+// upload leaves no artifact; an unfinished multipart upload expires and the sweeper (actor host)
+// deletes its parts.
 
 export type ArtifactStatus = "uploading" | "ready";
 
@@ -101,9 +103,11 @@ export interface ArtifactListOptions {
   after?: string;
 }
 
+/** The index entry of an uploaded part, KV key `<project>.<artifact id>.<part number>`. */
+const partIndex = valueSchema<UploadedPart>()(Schema.Struct({ part_number: Schema.Number, bytes: Schema.Number, sha256: Schema.String }));
+
 const ID_PREFIX = "artifact-";
 const partName = (id: string, part: number) => `${id}.part-${part}`;
-const partsPrefix = (id: string) => `${id}.part-`;
 const objectOf = (stored: StoredArtifact) => stored.object ?? stored.artifact.id;
 
 export class ArtifactStore {
@@ -188,9 +192,9 @@ export class ArtifactStore {
 
   /** Deletes an artifact (ready or uploading): its record, then its bytes and parts. False when there was none. */
   async delete(project: string, id: string): Promise<boolean> {
-    if (!validArtifactId(id)) return false;
-    if (!(await purgeLive(this.meta, this.key(project, id)))) return false;
-    await this.removeBytes(id);
+    const stored = await this.stored(project, id);
+    if (!stored || !(await purgeLive(this.meta, this.key(project, id)))) return false;
+    await this.removeBytes(project, stored);
     return true;
   }
 
@@ -231,23 +235,35 @@ export class ArtifactStore {
       await this.contents.remove(name);
       throw errors.notFound(`No unfinished upload ${id}.`, "artifact_id");
     }
-    return { part_number: partNumber, bytes: stored.bytes, sha256: stored.sha256 };
+    const part: UploadedPart = { part_number: partNumber, bytes: stored.bytes, sha256: stored.sha256 };
+    // The index says which parts exist without listing the whole bucket; finish still reads
+    // each part's size and checksum from the Object Store (a racing re-send may have won there).
+    await this.meta.put(this.partKey(project, id, partNumber), JSON.stringify(part));
+    return part;
   }
 
   /** The parts of an unfinished upload received so far, by part number. */
   async listParts(project: string, id: string): Promise<UploadedPart[]> {
     await this.openUpload(project, id);
-    return [...(await this.uploadedParts(id)).entries()]
-      .sort(([a], [b]) => a - b)
-      .map(([n, o]) => ({ part_number: n, bytes: o.bytes, sha256: o.sha256 }));
+    return this.indexedParts(project, id);
   }
 
-  private async uploadedParts(id: string): Promise<Map<number, StoredObject>> {
+  private async indexedParts(project: string, id: string): Promise<UploadedPart[]> {
+    const prefix = `${this.key(project, id)}.`;
+    const numbers = await listKeys(this.meta, `${prefix}*`, prefix);
+    const parts = await Promise.all(numbers.map((n) => getRecord(this.meta, prefix + n, partIndex)));
+    return parts.flatMap((p) => (p ? [p.value] : [])).sort((a, b) => a.part_number - b.part_number);
+  }
+
+  /** The uploaded parts as the Object Store holds them now, by part number. */
+  private async uploadedParts(project: string, id: string): Promise<Map<number, StoredObject>> {
     const uploaded = new Map<number, StoredObject>();
-    for (const o of await this.contents.list(partsPrefix(id))) {
-      const n = Number(o.name.slice(partsPrefix(id).length));
-      if (Number.isInteger(n) && n >= 1) uploaded.set(n, o);
-    }
+    await Promise.all(
+      (await this.indexedParts(project, id)).map(async (p) => {
+        const o = await this.contents.info(partName(id, p.part_number));
+        if (o) uploaded.set(p.part_number, o);
+      }),
+    );
     return uploaded;
   }
 
@@ -261,7 +277,7 @@ export class ArtifactStore {
     const current = await this.get(project, id);
     if (!current) throw errors.notFound(`No such upload: ${id}`, "artifact_id");
     if (current.status === "ready") return current;
-    const uploaded = await this.uploadedParts(id);
+    const uploaded = await this.uploadedParts(project, id);
     const order = assemblyOrder(uploaded, listed, limits);
     const total = order.reduce((sum, o) => sum + o.bytes, 0);
     if (total !== current.bytes)
@@ -299,7 +315,7 @@ export class ArtifactStore {
       if (now?.status === "ready") return now;
       throw errors.notFound(`No such upload: ${id}`, "artifact_id");
     }
-    for (const part of uploaded.values()) await this.contents.remove(part.name);
+    await this.removeParts(project, id);
     return done.value.artifact;
   }
 
@@ -312,7 +328,7 @@ export class ArtifactStore {
     let expired = 0;
     let orphans = 0;
     const undecodable: string[] = [];
-    for (const key of await listKeys(this.meta, ">")) {
+    for (const key of await listKeys(this.meta, "*.*")) {
       let record: StoredArtifact | undefined;
       try {
         record = (await getRecord(this.meta, key, storedArtifact))?.value;
@@ -323,8 +339,14 @@ export class ArtifactStore {
       }
       if (!record || !isExpired(record.artifact, now)) continue;
       await this.meta.purge(key);
-      await this.removeBytes(record.artifact.id);
+      await this.removeBytes(kvTokenDecode(key.slice(0, key.indexOf("."))), record);
       expired++;
+    }
+    // Part index entries outlive their upload only by a crash between the steps above.
+    for (const key of await listKeys(this.meta, "*.*.*")) {
+      const recordKey = key.slice(0, key.lastIndexOf("."));
+      const record = await getRecord(this.meta, recordKey, storedArtifact).catch(() => undefined);
+      if (record?.value.artifact.status !== "uploading") await this.meta.purge(key);
     }
     for (const o of await this.contents.list()) {
       const project = o.metadata.project;
@@ -350,14 +372,26 @@ export class ArtifactStore {
     return artifact;
   }
 
-  /** Removes every object of an artifact: its bytes, parts, and assemblies. */
-  private async removeBytes(id: string): Promise<void> {
-    await this.contents.remove(id);
-    for (const o of await this.contents.list(`${id}.`)) await this.contents.remove(o.name);
+  /** Removes an artifact's bytes and parts (objects a crash left beside them go to the sweeper). */
+  private async removeBytes(project: string, stored: StoredArtifact): Promise<void> {
+    await this.contents.remove(objectOf(stored));
+    await this.removeParts(project, stored.artifact.id);
+  }
+
+  /** Removes the parts of an upload and their index entries. */
+  private async removeParts(project: string, id: string): Promise<void> {
+    for (const part of await this.indexedParts(project, id)) {
+      await this.contents.remove(partName(id, part.part_number));
+      await this.meta.purge(this.partKey(project, id, part.part_number));
+    }
   }
 
   private key(project: string, id: string): string {
     return `${kvToken(project)}.${id}`;
+  }
+
+  private partKey(project: string, id: string, part: number): string {
+    return `${this.key(project, id)}.${part}`;
   }
 }
 
