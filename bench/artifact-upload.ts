@@ -6,6 +6,7 @@
 //   node dist/bench/artifact-upload.js [--mib 1024] [--parallel 4]
 import { createHash } from "node:crypto";
 import { request } from "node:http";
+import { loadavg } from "node:os";
 import { markdownTable, machineLine, writeResults } from "./lib/table.js";
 import { rssMiB, startActorHost, startGateway, startNats, TEST_KEY } from "./lib/processes.js";
 
@@ -59,6 +60,7 @@ function sha256Of(bytes: number): string {
 }
 const wholeSha256 = sha256Of(totalBytes);
 
+const loadAtStart = loadavg()[0]!;
 const nats = await startNats();
 // The single-shot phase sends as much as the default limit allows (uWebSockets.js resets a
 // Content-Length of 10 digits, so a 1 GiB single-shot upload cannot arrive at all).
@@ -151,6 +153,7 @@ try {
   writeResults("artifact-upload.md", `Artifact upload: gateway memory while ${totalBytes / MIB} MiB stream through it`, [
     machineLine(),
     `Artifact: ${totalBytes / MIB} MiB. Gateway idle RSS (after warm-up, same run): ${idleRss.toFixed(0)} MiB. RSS sampled every 50 ms. One nats-server (file storage), one actor host, one gateway, the client in the bench process; \`node dist/bench/artifact-upload.js --mib ${totalBytes / MIB} --parallel ${parallel}\`.`,
+    `Load average (1 min) at the start and the end: ${loadAtStart.toFixed(1)}, ${loadavg()[0]!.toFixed(1)} (on 2 CPUs: above 2, other work shares the machine and the MiB/s figures are lower bounds).`,
     markdownTable(["phase", "MiB/s", "peak RSS (MiB)", "peak over idle (MiB)", "RSS after (MiB)", "check"], rows),
     "Target: the peak over idle stays bounded (tens of MiB: chunk buffers of the requests in flight and the Object Store's read-ahead), independent of the artifact's size.",
   ]);
