@@ -19,7 +19,7 @@ import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { GatewayServer } from "./app.js";
 import { ShuttingDown } from "../modules/errors/mod.js";
 import { Router } from "./http/router.js";
-import { GenerationClient, RunnerDirectory, runnerForgetAfterMs } from "../modules/inference/mod.js";
+import { GenerationClient, RunnerDirectory } from "../modules/inference/mod.js";
 import { BatchStore } from "../modules/batches/mod.js";
 import { registerBatchRoutes } from "./routes/batches.js";
 import { BudgetClient, ClusterRateLimiter, UnlimitedRateLimiter, type RateLimiter } from "../modules/ratelimit/mod.js";
@@ -61,7 +61,7 @@ async function main(): Promise<void> {
   const catalog = new Map(loadCatalog(common.catalogPath).map((m) => [m.id, m]));
 
   const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-gateway-${hostname()}-${process.pid}`, log, "gateway");
-  const directory = new RunnerDirectory(nc, runnerForgetAfterMs(timeouts.runnerTimeoutMs));
+  const directory = new RunnerDirectory(nc, timeouts.runnerTimeoutMs);
   directory.start();
   const client = new GenerationClient(nc, directory, {
     gatewayId,

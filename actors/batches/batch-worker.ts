@@ -7,7 +7,7 @@ import { newId, randomToken } from "../../lib/ids.js";
 import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { decodeEntry, InvalidValue } from "../../lib/nats/kv-records.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
-import { GenerationClient, RunnerDirectory, runnerForgetAfterMs, type RunnerView } from "../../modules/inference/mod.js";
+import { GenerationClient, RunnerDirectory, type RunnerView } from "../../modules/inference/mod.js";
 import { ConversationStore, ResponseService, ResponseStore } from "../../modules/responses/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import type { LineOutcome, WorkItem } from "../../modules/batches/mod.js";
@@ -71,7 +71,7 @@ export class BatchWorker implements Actor {
 
   async start(ctx: ActorContext): Promise<void> {
     this.ctx = ctx;
-    this.directory = new RunnerDirectory(ctx.nc, runnerForgetAfterMs(this.options.runnerTimeoutMs));
+    this.directory = new RunnerDirectory(ctx.nc, this.options.runnerTimeoutMs);
     this.directory.start();
     this.directory.onHeartbeat((view) => this.inFlightAtBeat.set(view, this.inFlight.get(view.model) ?? 0));
     this.client = new GenerationClient(ctx.nc, this.directory, {

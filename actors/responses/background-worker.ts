@@ -78,7 +78,7 @@ export class BackgroundResponseWorker implements Actor {
     this.consumer = await jetstream(nc).consumers.get(streams.responsesBackground, durable);
 
     // Reply subjects of this worker's generations: a gateway id of its own.
-    this.directory = new RunnerDirectory(nc, Math.max(this.settings.runnerTimeoutMs * 4, 10_000));
+    this.directory = new RunnerDirectory(nc, this.settings.runnerTimeoutMs);
     this.directory.start();
     this.client = new GenerationClient(nc, this.directory, {
       gatewayId: `w${randomToken(10)}`,

@@ -1,4 +1,4 @@
-import { RequestError, TimeoutError, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { RequestError, TimeoutError, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { Admission, Cancel, GenerateRequest, RunnerEvent, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { Logger } from "../../lib/log.js";
@@ -52,11 +52,11 @@ export class GenerationClient {
           this.log.warn("malformed runner event ignored", { subject: msg.subject });
           return;
         }
-        this.streams.get(event.requestId)?.receive(event, this.onGap);
+        const stream = this.streams.get(event.requestId);
+        if (stream && !stream.ignores(event.runnerId)) stream.receive(event, this.onGap);
       },
     });
-    const period = Math.max(100, Math.min(1000, this.options.runnerTimeoutMs / 4));
-    this.watchdog = setInterval(() => this.checkRunners(), period);
+    this.watchdog = setInterval(() => this.checkRunners(), this.watchPeriodMs);
     this.watchdog.unref();
   }
 
@@ -105,7 +105,15 @@ export class GenerationClient {
       if (runnerId) this.directory.noteRequest(runnerId, false);
       let reply: Admission;
       try {
-        const msg = await this.nc.request(subject, bytes, { timeout: this.options.admissionTimeoutMs });
+        const msg = await this.requestWhileAlive(subject, bytes, runnerId);
+        if (msg === "lost") {
+          // It died (or went silent) with the request outstanding: it may have admitted it, so it is
+          // told to drop it, its events are ignored from now on, and the next runner is tried at once.
+          this.log.warn("runner lost during admission; trying another", { requestId: request.requestId, runnerId });
+          stream.ignoreRunner(runnerId!);
+          this.owner.cancel(request.requestId, request.model, runnerId);
+          continue;
+        }
         reply = Admission.decode(msg.data);
       } catch (err) {
         if (err instanceof RequestError && err.isNoResponders()) continue;
@@ -131,6 +139,30 @@ export class GenerationClient {
     }
     if (lastRejection) throw domainErrorFromRunner(lastRejection, request.model);
     throw this.noRunnerError(request.model);
+  }
+
+  /**
+   * The admission request to `runnerId`, or "lost" as soon as the directory declares that runner
+   * lost (silent for the runner timeout): waiting the whole admission timeout on a dead runner
+   * would hold the request for nothing. Without a runner (the queue group) it is a plain request.
+   */
+  private requestWhileAlive(subject: string, bytes: Uint8Array, runnerId: string | undefined): Promise<Msg | "lost"> {
+    const reply = this.nc.request(subject, bytes, { timeout: this.options.admissionTimeoutMs });
+    if (!runnerId) return reply;
+    let check: NodeJS.Timeout | undefined;
+    const lost = new Promise<"lost">((resolve) => {
+      check = setInterval(() => {
+        if (this.directory.isLost(runnerId)) resolve("lost");
+      }, this.watchPeriodMs);
+    });
+    // The reply abandoned may still fail later (its timeout): that is expected, not unhandled.
+    reply.catch(() => {});
+    return Promise.race([reply, lost]).finally(() => clearInterval(check));
+  }
+
+  /** How often runners' liveness is checked: a quarter of the runner timeout, within 0.1 to 1 s. */
+  private get watchPeriodMs(): number {
+    return Math.max(100, Math.min(1000, this.options.runnerTimeoutMs / 4));
   }
 
   private noRunnerError(model: string): NoRunner {
