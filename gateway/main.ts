@@ -3,7 +3,7 @@
 import { hostname } from "node:os";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { AccountStore, LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys, AccountAuthenticator, AccountDirectory, LastUsedRecorder } from "../modules/accounts/mod.js";
-import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, sandboxesConfig, secretsConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, sandboxesConfig, routingConfig, secretsConfig, timeoutsConfig } from "../lib/config.js";
 import { SandboxHostClient, SandboxHostDirectory, SandboxService, SandboxStore } from "../modules/sandboxes/mod.js";
 import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
 import { registerSandboxRoutes } from "./routes/sandboxes.js";
@@ -19,7 +19,7 @@ import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { GatewayServer } from "./app.js";
 import { ShuttingDown } from "../modules/errors/mod.js";
 import { Router } from "./http/router.js";
-import { GenerationClient, RunnerDirectory } from "../modules/inference/mod.js";
+import { GenerationClient, prefixRoutingOption, RunnerDirectory } from "../modules/inference/mod.js";
 import { BatchStore } from "../modules/batches/mod.js";
 import { registerBatchRoutes } from "./routes/batches.js";
 import { BudgetClient, ClusterRateLimiter, UnlimitedRateLimiter, type RateLimiter } from "../modules/ratelimit/mod.js";
@@ -67,6 +67,7 @@ async function main(): Promise<void> {
     gatewayId,
     admissionTimeoutMs: timeouts.admissionTimeoutMs,
     runnerTimeoutMs: timeouts.runnerTimeoutMs,
+    prefixRouting: prefixRoutingOption(readConfig(routingConfig)),
   }, log);
   client.start();
   const fileStore = await FileStore.open(nc);

@@ -5,6 +5,7 @@ import type { Logger } from "../../lib/log.js";
 import { errors, NoRunner, RunnerLost, StreamInterrupted, type DomainError } from "../errors/mod.js";
 import { domainErrorFromRunner, retryElsewhere } from "./runner-errors.js";
 import { GenerationStream, type StreamOwner } from "./generation-stream.js";
+import { orderByPrefix, prefixKey } from "./prefix-routing.js";
 import type { RunnerDirectory } from "./runner-directory.js";
 import { RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
 
@@ -12,6 +13,8 @@ export interface GenerationClientOptions {
   gatewayId: string;
   admissionTimeoutMs: number;
   runnerTimeoutMs: number;
+  /** Prefix-aware routing (prefix-routing.ts) with its load factor; load-only when unset. */
+  prefixRouting?: { loadFactor: number };
 }
 
 const MAX_ATTEMPTS = 3;
@@ -92,8 +95,10 @@ export class GenerationClient {
     const limit = this.nc.info?.max_payload ?? Infinity;
     if (bytes.length > limit)
       throw errors.tooLarge(`The request is too large to send to a runner (${bytes.length} bytes encoded; the limit is ${limit}).`);
-    const targets: Array<{ runnerId: string | undefined; subject: string }> = this.directory
-      .candidates(request.model)
+    const byLoad = this.directory.candidates(request.model);
+    const routing = this.options.prefixRouting;
+    const ordered = routing ? orderByPrefix(byLoad, prefixKey(request), routing.loadFactor) : byLoad;
+    const targets: Array<{ runnerId: string | undefined; subject: string }> = ordered
       .slice(0, MAX_ATTEMPTS)
       .map((r) => ({ runnerId: r.runnerId, subject: subjects.runnerGenerate(r.runnerId) }));
     // A gateway that has not heard a heartbeat yet still reaches runners through the model's queue group.

@@ -205,11 +205,21 @@ export class Scheduler {
         state.started = true;
         this.queued[state.lane]--;
       }
-      const slot = this.freeSlots.pop()!;
+      const slot = this.takeSlot(state.prepared);
       state.running++;
       void this.run(job, slot);
     }
     this.preemptForInteractive();
+  }
+
+  /**
+   * A free slot for a choice of `prepared`: the one the engine says holds most of its prompt
+   * (its cached prefix is reused), else the one freed last.
+   */
+  private takeSlot(prepared: PreparedRequest): number {
+    const index = this.freeSlots.length > 1 && this.engine.preferredSlot ? this.engine.preferredSlot(prepared, this.freeSlots) : -1;
+    if (index < 0 || index >= this.freeSlots.length) return this.freeSlots.pop()!;
+    return this.freeSlots.splice(index, 1)[0]!;
   }
 
   /** Frees a slot for each waiting interactive choice by preempting running batch choices. */

@@ -146,6 +146,24 @@ export class LlamaEngine implements Engine {
     return { request, promptTokens: prompt.length, maxTokens, choices, plan, droppedMessages, renderedPrompt };
   }
 
+  /**
+   * The free slot holding the longest prefix of the prompt (a system prompt, the earlier turns
+   * of a conversation), so that its cache is reused; -1 when none holds any of it, or the request
+   * must evaluate its whole prompt (seeded).
+   */
+  preferredSlot(prepared: PreparedRequest, free: readonly number[]): number {
+    const plan = (prepared as LlamaPrepared).plan;
+    if (!plan.reuseCache) return -1;
+    let best = -1;
+    let bestShared = 0;
+    // From the end: among equals the slot freed last wins, as without a preference.
+    for (let i = free.length - 1; i >= 0; i--) {
+      const shared = this.sequences[free[i]!]!.sharedPrefix(plan.prompt);
+      if (shared > bestShared) [best, bestShared] = [i, shared];
+    }
+    return best;
+  }
+
   runChoice(prepared: PreparedRequest, choiceIndex: number, slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome> {
     const plan = (prepared as LlamaPrepared).plan;
     return new ChoiceDecoder(this.model, this.sequences[slot]!, plan, choiceIndex, sink, signal).run();

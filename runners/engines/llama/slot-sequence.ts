@@ -16,6 +16,15 @@ export class SlotSequence {
     return this.sequence.nextTokenIndex + this.pending.length;
   }
 
+  /** How many leading tokens of `prompt` this slot's context holds already (what reset would keep). */
+  sharedPrefix(prompt: readonly Token[]): number {
+    const held = this.sequence.contextTokens;
+    const limit = Math.min(held.length, prompt.length);
+    let common = 0;
+    while (common < limit && held[common] === prompt[common]) common++;
+    return common;
+  }
+
   /**
    * Prepares the sequence for a new prompt and returns the tokens left to evaluate. With
    * `reuseCache`, the longest prefix the sequence already holds (the system prompt, earlier
