@@ -10,6 +10,8 @@ export interface ChoiceSink {
 export interface ChoiceOutcome {
   finishReason: FinishReason;
   completionTokens: number;
+  /** Prompt tokens found in the slot's cache (not evaluated again). */
+  cachedPromptTokens?: number;
 }
 
 /** A request the engine has checked and tokenized, ready to be scheduled. */
