@@ -39,7 +39,10 @@ export class GenerationClient {
 
   /** How the streams of this client are released and cancelled. */
   private readonly owner: StreamOwner = {
-    release: (stream) => this.streams.delete(stream.requestId),
+    release: (stream) => {
+      this.streams.delete(stream.requestId);
+      if (stream.admitted) this.directory.noteFinished(stream.admitted.runnerId);
+    },
     cancel: (requestId, model, runnerId) =>
       this.nc.publish(runnerId ? subjects.runnerCancel(runnerId) : subjects.cancel(model), Cancel.encode({ requestId }).finish()),
   };
@@ -106,12 +109,14 @@ export class GenerationClient {
     let lastRejection: ProtoError | undefined;
     for (const { runnerId, subject } of targets) {
       // Counted when sent, not when admitted: a burst of requests picks runners before any reply
-      // is back, and each pick must see the ones before it. The next heartbeat replaces the guess.
+      // is back, and each pick must see the ones before it. Uncounted when it ends or is refused;
+      // the next heartbeat replaces the guess.
       if (runnerId) this.directory.noteRequest(runnerId, false);
       let reply: Admission;
       try {
         const msg = await this.requestWhileAlive(subject, bytes, runnerId);
         if (msg === "lost") {
+          this.directory.noteFinished(runnerId!);
           // It died (or went silent) with the request outstanding: it may have admitted it, so it is
           // told to drop it, its events are ignored from now on, and the next runner is tried at once.
           this.log.warn("runner lost during admission; trying another", { requestId: request.requestId, runnerId });
@@ -121,6 +126,7 @@ export class GenerationClient {
         }
         reply = Admission.decode(msg.data);
       } catch (err) {
+        if (runnerId) this.directory.noteFinished(runnerId);
         if (err instanceof RequestError && err.isNoResponders()) continue;
         if (err instanceof TimeoutError || (err instanceof RequestError && err.cause instanceof TimeoutError)) {
           // The runner may have admitted it: cancel rather than risk running it twice elsewhere.
@@ -134,10 +140,15 @@ export class GenerationClient {
         stream.admitted = result.value;
         // Admitted through the queue group: the runner is known only now.
         if (!runnerId) this.directory.noteRequest(result.value.runnerId, result.value.queuePosition > 0);
-        if (stream.done) stream.sendCancel(); // the client left while we waited
+        if (stream.done) {
+          // The client left while we waited: released before it was admitted, so uncounted here.
+          this.directory.noteFinished(result.value.runnerId);
+          stream.sendCancel();
+        }
         return;
       }
       if (result?.$case === "rejected") {
+        if (runnerId) this.directory.noteFinished(runnerId);
         lastRejection = result.value;
         if (!retryElsewhere(result.value)) throw domainErrorFromRunner(result.value, request.model);
       }

@@ -91,6 +91,18 @@ export class RunnerDirectory {
     return !r || now - r.lastSeen > this.runnerTimeoutMs;
   }
 
+  /**
+   * A request counted by noteRequest ended (or was refused): one less in flight until the next
+   * heartbeat brings the runner's own figures. Without it the local count only grows between
+   * heartbeats, and a runner that served a burst looks busy after it is idle again.
+   */
+  noteFinished(runnerId: string): void {
+    const r = this.runners.get(runnerId);
+    if (!r) return;
+    if (r.queueLength > 0) r.queueLength--;
+    else if (r.slotsBusy > 0) r.slotsBusy--;
+  }
+
   /** Runners of a model that are alive, in the order to try them: most spare capacity first. */
   candidates(model: string): RunnerView[] {
     this.expire();

@@ -1,6 +1,8 @@
 import type { LlamaContextSequence, SequenceEvaluateOptions, Token } from "node-llama-cpp";
 import type { DecodeGate } from "./decode-gate.js";
 
+let useCounter = 0;
+
 /**
  * One decoding slot: a context sequence plus the bookkeeping node-llama-cpp leaves to callers.
  * `evaluate` yields a token before feeding it back, so the last token a loop received and
@@ -8,6 +10,8 @@ import type { DecodeGate } from "./decode-gate.js";
  */
 export class SlotSequence {
   private pending: Token[] = [];
+  /** When a prompt was last put in this slot (a counter shared by the engine's slots; 0: never). */
+  lastUsed = 0;
 
   constructor(readonly sequence: LlamaContextSequence, private readonly gate: DecodeGate) {}
 
@@ -34,6 +38,7 @@ export class SlotSequence {
    */
   async reset(prompt: readonly Token[], reuseCache: boolean): Promise<Token[]> {
     this.pending = [];
+    this.lastUsed = ++useCounter;
     const held = this.sequence.contextTokens;
     let common = 0;
     const limit = reuseCache ? Math.min(held.length, prompt.length) : 0;

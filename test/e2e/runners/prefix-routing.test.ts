@@ -9,7 +9,9 @@ import { TEST_MODEL } from "../../harness/processes.js";
 // cache (usage.prompt_tokens_details.cached_tokens); a burst sharing one prompt still spreads
 // over both runners (the load bound).
 
-const stack = await startStack(t, { runners: 2 });
+// Slow heartbeats: between two, the gateway counts its own admissions (a heartbeat in the middle
+// of the burst below would replace that count with what the runner has started so far).
+const stack = await startStack(t, { runners: 2, runnerEnv: { TRIBUTARY_HEARTBEAT_MS: "2000" } });
 const [r1, r2] = stack.runners.map((r) => r.runnerId);
 
 const system = (i: number) => `Rules of house ${i}: answer briefly, stay kind, and mention the river. `.repeat(6);
@@ -51,14 +53,17 @@ t.test("requests sharing a system prompt go to one runner, which finds the promp
 
 t.test("a burst sharing one prompt spreads over both runners (the load bound)", async (t) => {
   const i = prompts[0]!;
+  // Streams held open (long outputs, aborted at the end): all eight are in flight together.
+  const abort = new AbortController();
   const runners = await Promise.all(
     Array.from({ length: 8 }, async (_, k) => {
       const { response } = await stack.client.chat.completions
-        .create({ model: TEST_MODEL, messages: messages(i, `Burst ${k}?`), max_tokens: 200 })
+        .create({ model: TEST_MODEL, messages: messages(i, `Burst ${k}?`), max_tokens: 1000, stream: true }, { signal: abort.signal })
         .withResponse();
       return response.headers.get("x-tributary-runner")!;
     }),
   );
+  abort.abort();
   const onPreferred = runners.filter((r) => r === preferred(i)).length;
   t.ok(onPreferred >= 4, `${onPreferred} of 8 on the preferred runner`);
   t.ok(onPreferred < 8, `${8 - onPreferred} of 8 spilled to the other runner`);
