@@ -6,7 +6,7 @@
 // alternates), each with system prompts of its own so that neither finds the other's in a cache.
 // Per mode: TTFT p50/p99, output tokens/s, and the share of prompt tokens the runners found cached
 // (usage.prompt_tokens_details.cached_tokens). Writes bench/results/prefix-routing.md.
-//   node dist/bench/prefix-routing.js [--model 100m|tiny] [--rounds 2] [--requests 48] [--concurrency 4]
+//   node dist/bench/prefix-routing.js [--model 100m|tiny] [--rounds 2] [--requests 36] [--concurrency 4] [--system-words 80]
 import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
@@ -23,11 +23,11 @@ const { values } = parseArgs({
   options: {
     model: { type: "string", default: "100m" },
     rounds: { type: "string", default: "2" },
-    requests: { type: "string", default: "48" },
+    requests: { type: "string", default: "36" },
     concurrency: { type: "string", default: "4" },
     prompts: { type: "string", default: "6" },
     slots: { type: "string", default: "4" },
-    "system-words": { type: "string", default: "160" },
+    "system-words": { type: "string", default: "80" },
     "max-tokens": { type: "string", default: "8" },
   },
 });
@@ -59,7 +59,7 @@ interface Sample {
   prompt: number;
 }
 
-async function phase(client: OpenAI, round: number, mode: Mode): Promise<{ samples: Sample[]; seconds: number; errors: number }> {
+async function phase(client: OpenAI, round: number, mode: Mode, requests = requestsPerPhase): Promise<{ samples: Sample[]; seconds: number; errors: number }> {
   const samples: Sample[] = [];
   let errors = 0;
   let next = 0;
@@ -67,7 +67,7 @@ async function phase(client: OpenAI, round: number, mode: Mode): Promise<{ sampl
   const worker = async () => {
     for (;;) {
       const i = next++;
-      if (i >= requestsPerPhase) return;
+      if (i >= requests) return;
       // Prompts in a shuffled cycle: every prompt comes back, never twice in a row.
       const prompt = (i * 5 + Math.floor(i / promptCount)) % promptCount;
       const sent = performance.now();
@@ -133,7 +133,7 @@ async function main(): Promise<void> {
     await waitForRunners(gateways.prefix.url, 2);
     await waitForRunners(gateways.load.url, 2);
     // Warm-up (not measured): the first requests of a fresh runner pay for allocations.
-    await phase(clients.load, -1, "load");
+    await phase(clients.load, -1, "load", 2 * concurrency);
 
     const loadStart = loadavg()[0]!;
     const results = new Map<Mode, Array<Awaited<ReturnType<typeof phase>>>>(modes.map((m) => [m, []]));
