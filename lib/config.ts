@@ -160,7 +160,7 @@ export const routingConfig = Config.all({
    * to the runner whose cache holds it while it has room; "load": to the least loaded runner.
    */
   mode: Config.schema(Schema.Literals(["prefix", "load"]), "TRIBUTARY_ROUTING").pipe(Config.withDefault("prefix" as const)),
-  /** Prefix routing keeps a runner until it has this many times its share of the work in flight (> 1). */
+  /** Prefix routing keeps a runner while it has a free slot, then until it has this many times its share of the work in flight (>= 1). */
   loadFactor: Config.schema(Schema.Number.check(Schema.isBetween({ minimum: 1, maximum: 100 })), "TRIBUTARY_ROUTING_LOAD_FACTOR").pipe(Config.withDefault(1.25)),
 });
 

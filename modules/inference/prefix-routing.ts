@@ -5,9 +5,11 @@ import type { GenerateRequest } from "../../proto/gen/tributary/v1/inference.js"
 // slots' KV cache and reuses the longest prefix a new prompt shares with one of them (the llama
 // engine picks that slot), so requests that share a prefix run fastest on the runner that saw it
 // last. The prefix is named by a key; the key picks a preferred runner by rendezvous hashing (the
-// same runner for the same key on every gateway, and only the keys of a runner that leaves move);
-// the load bound of consistent hashing with bounded loads keeps a popular prefix from piling onto
-// one runner: past its share of the work times `loadFactor`, the least loaded runner takes it.
+// same runner for the same key on every gateway, and only the keys of a runner that leaves move).
+// The preferred runner takes the request while it has a free slot; when it has none, the load
+// bound of consistent hashing with bounded loads decides whether it still does (it may queue
+// there, up to its share of the work times `loadFactor`) or the next runner in the key's order
+// that is under its bound does: a popular prefix spreads instead of piling onto one runner.
 
 /** The client option for a routing configuration (TRIBUTARY_ROUTING): undefined routes by load only. */
 export function prefixRoutingOption(routing: { mode: "prefix" | "load"; loadFactor: number }): { loadFactor: number } | undefined {
@@ -58,11 +60,11 @@ function score(key: string, runnerId: string): number {
 }
 
 /**
- * Orders `byLoad` (the candidates, least loaded first) for a request with prefix `key`: the
- * runner the key prefers comes first unless taking the request would put it over its bound,
- * ceil(loadFactor × (work in flight + 1) × its share of the slots), in which case the next runner
- * in the key's order that is under its bound does, and when none is, the least loaded. The
- * others follow in load order (where a refused admission goes next).
+ * Orders `byLoad` (the candidates, least loaded first) for a request with prefix `key`: first the
+ * first runner in the key's order that has room for it: a free slot, or, when all its slots are
+ * busy, work within its bound ceil(loadFactor × (work in flight + 1) × its share of the slots)
+ * once it takes the request. With no such runner (rounding can leave none), the least loaded.
+ * The others follow in load order (where a refused admission goes next).
  */
 export function orderByPrefix<T extends RoutedRunner>(byLoad: readonly T[], key: string | undefined, loadFactor: number): T[] {
   if (!key || byLoad.length < 2) return [...byLoad];
@@ -71,6 +73,7 @@ export function orderByPrefix<T extends RoutedRunner>(byLoad: readonly T[], key:
   const totalSlots = byLoad.reduce((n, r) => n + Math.max(1, r.slotsTotal), 0);
   const bound = (r: RoutedRunner) => Math.ceil((loadFactor * (totalWork + 1) * Math.max(1, r.slotsTotal)) / totalSlots);
   const ranked = byLoad.map((r) => ({ r, s: score(key, r.runnerId) })).sort((a, b) => b.s - a.s);
-  const chosen = ranked.find(({ r }) => work(r) + 1 <= bound(r))?.r ?? byLoad[0]!;
+  const hasRoom = (r: RoutedRunner) => work(r) + 1 <= Math.max(1, r.slotsTotal) || work(r) + 1 <= bound(r);
+  const chosen = ranked.find(({ r }) => hasRoom(r))?.r ?? byLoad[0]!;
   return [chosen, ...byLoad.filter((r) => r !== chosen)];
 }

@@ -55,28 +55,30 @@ t.test("a runner that leaves moves only its own keys", async (t) => {
   t.ok(moved > 0, `${moved} keys of r3 moved`);
 });
 
-t.test("the load bound: the preferred runner keeps the key until it has its share times the factor", async (t) => {
+t.test("room: the preferred runner keeps the key while it has a free slot, then up to its share times the factor", async (t) => {
   const key = prefixKey(chat([["system", SYSTEM]]))!;
   const preferred = orderByPrefix([runner("a"), runner("b")], key, 1.25)[0]!.runnerId;
   const other = preferred === "a" ? "b" : "a";
-  const at = (preferredWork: number, otherWork: number) =>
-    orderByPrefix([runner(other, otherWork), runner(preferred, preferredWork)], key, 1.25).map((r) => r.runnerId);
-  // Bound: ceil(1.25 × (work + 1) × 4 / 8). Work 2 on the preferred one, 0 elsewhere: bound 2, taking it makes 3.
-  t.same(at(1, 0), [preferred, other], "1 + 1 <= ceil(1.25 × 2 / 2) = 2: kept");
-  t.same(at(2, 0), [other, preferred], "2 + 1 > ceil(1.25 × 3 / 2) = 2: the other runner takes it");
-  t.same(at(2, 1), [preferred, other], "2 + 1 <= ceil(1.25 × 4 / 2) = 3: kept");
+  // 4 slots each. Bound once the slots are full: ceil(1.25 × (work + 1) × 4 / 8).
+  const at = (preferredWork: number, otherWork: number, factor = 1.25) =>
+    orderByPrefix([runner(other, otherWork), runner(preferred, preferredWork)], key, factor).map((r) => r.runnerId);
+  t.same(at(3, 0), [preferred, other], "3 + 1 <= 4 slots: a free slot, kept");
+  t.same(at(4, 0), [other, preferred], "slots full, 4 + 1 > ceil(1.25 × 5 / 2) = 4: the other runner takes it");
+  t.same(at(4, 2), [preferred, other], "slots full, 4 + 1 <= ceil(1.25 × 7 / 2) = 5: it queues there");
   t.same(at(8, 6), [preferred, other], "8 + 1 <= ceil(1.25 × 15 / 2) = 10: kept");
   t.same(at(12, 6), [other, preferred], "12 + 1 > ceil(1.25 × 19 / 2) = 12: the other runner takes it");
-  // A higher factor keeps the preference longer; factor 1 is an even split.
-  t.same(orderByPrefix([runner(other, 0), runner(preferred, 2)], key, 3).map((r) => r.runnerId), [preferred, other], "factor 3 keeps it");
+  t.same(at(4, 0, 3), [preferred, other], "a higher factor keeps it longer: 5 <= ceil(3 × 5 / 2) = 8");
 });
 
-t.test("when every runner is over its bound, the least loaded one takes the request", async (t) => {
+t.test("a spilled request goes to the next runner in the key's order that has room", async (t) => {
   const key = prefixKey(chat([["system", SYSTEM]]))!;
-  // Bounds with factor 1: ceil((work + 1) × share); both at or over it once the request is added.
-  const byLoad = [runner("x", 2, 0, 2), runner("y", 2, 1, 2)];
-  const order = orderByPrefix(byLoad, key, 1).map((r) => r.runnerId);
-  t.same(order, ["x", "y"], "the load order stands");
+  const idle = [runner("x"), runner("y"), runner("z")];
+  const first = orderByPrefix(idle, key, 1.25)[0]!.runnerId;
+  // Rendezvous hashing: the key's second choice is its first among the others.
+  const second = orderByPrefix(idle.filter((r) => r.runnerId !== first), key, 1.25)[0]!.runnerId;
+  // The first choice full and over its bound (12 in flight of 4 slots: ceil(1.25 × 13 / 3) = 6).
+  const busy = idle.map((r) => (r.runnerId === first ? runner(r.runnerId, 4, 8) : r));
+  for (let i = 0; i < 5; i++) t.equal(orderByPrefix(busy, key, 1.25)[0]!.runnerId, second, "the key's second choice, not just any runner");
 });
 
 t.test("slots weigh the share: a bigger runner takes more before spilling", async (t) => {
@@ -90,10 +92,11 @@ t.test("slots weigh the share: a bigger runner takes more before spilling", asyn
   const first = (key: string, bigWork: number, smallWork: number) =>
     orderByPrefix([runner("big", bigWork, 0, 12), runner("small", smallWork, 0, 4)], key, 1.25)[0]!.runnerId;
   const toSmall = keyPreferring("small");
-  t.equal(first(toSmall, 0, 0), "small", "0 + 1 <= ceil(1.25 × 1 × 4/16) = 1: kept");
-  t.equal(first(toSmall, 0, 1), "big", "1 + 1 > ceil(1.25 × 2 × 4/16) = 1: spills");
+  t.equal(first(toSmall, 0, 3), "small", "3 + 1 <= 4 slots: kept");
+  t.equal(first(toSmall, 0, 4), "big", "slots full, 4 + 1 > ceil(1.25 × 5 × 4/16) = 2: spills");
   const toBig = keyPreferring("big");
-  t.equal(first(toBig, 14, 0), "big", "14 + 1 <= ceil(1.25 × 15 × 12/16) = 15: kept");
+  t.equal(first(toBig, 11, 0), "big", "11 + 1 <= 12 slots: kept");
+  t.equal(first(toBig, 14, 0), "big", "slots full, 14 + 1 <= ceil(1.25 × 15 × 12/16) = 15: kept");
   t.equal(first(toBig, 15, 0), "small", "15 + 1 > ceil(1.25 × 16 × 12/16) = 15: spills");
 });
 
