@@ -67,7 +67,7 @@ async function main(): Promise<void> {
     gatewayId,
     admissionTimeoutMs: timeouts.admissionTimeoutMs,
     runnerTimeoutMs: timeouts.runnerTimeoutMs,
-    prefixRouting: prefixRoutingOption(readConfig(routingConfig)),
+    prefixRouting: prefixRoutingOption(readConfig(routingConfig), catalog.values()),
   }, log);
   client.start();
   const fileStore = await FileStore.open(nc);

@@ -80,7 +80,7 @@ export class BatchWorker implements Actor {
       gatewayId: `b${randomToken(10)}`,
       admissionTimeoutMs: this.options.admissionTimeoutMs,
       runnerTimeoutMs: this.options.runnerTimeoutMs,
-      prefixRouting: prefixRoutingOption(this.options.routing),
+      prefixRouting: prefixRoutingOption(this.options.routing, this.options.catalog.values()),
     }, ctx.log);
     this.client.start();
     [this.batches, this.results] = await Promise.all([BatchStore.open(ctx.nc), openBatchResults(ctx.nc)]);

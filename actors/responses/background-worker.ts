@@ -86,7 +86,7 @@ export class BackgroundResponseWorker implements Actor {
       gatewayId: `w${randomToken(10)}`,
       admissionTimeoutMs: this.settings.admissionTimeoutMs,
       runnerTimeoutMs: this.settings.runnerTimeoutMs,
-      prefixRouting: prefixRoutingOption(this.settings.routing),
+      prefixRouting: prefixRoutingOption(this.settings.routing, this.settings.catalog),
     }, this.log);
     this.client.start();
     const service = new ResponseService({

@@ -5,7 +5,7 @@ import type { Logger } from "../../lib/log.js";
 import { errors, NoRunner, RunnerLost, StreamInterrupted, type DomainError } from "../errors/mod.js";
 import { domainErrorFromRunner, retryElsewhere } from "./runner-errors.js";
 import { GenerationStream, type StreamOwner } from "./generation-stream.js";
-import { orderByPrefix, prefixKey } from "./prefix-routing.js";
+import { orderByPrefix, prefixKey, type PrefixRouting } from "./prefix-routing.js";
 import type { RunnerDirectory } from "./runner-directory.js";
 import { RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
 
@@ -13,8 +13,8 @@ export interface GenerationClientOptions {
   gatewayId: string;
   admissionTimeoutMs: number;
   runnerTimeoutMs: number;
-  /** Prefix-aware routing (prefix-routing.ts) with its load factor; load-only when unset. */
-  prefixRouting?: { loadFactor: number };
+  /** Prefix-aware routing (prefix-routing.ts) for the models it names; load-only when unset. */
+  prefixRouting?: PrefixRouting;
 }
 
 const MAX_ATTEMPTS = 3;
@@ -100,7 +100,7 @@ export class GenerationClient {
       throw errors.tooLarge(`The request is too large to send to a runner (${bytes.length} bytes encoded; the limit is ${limit}).`);
     const byLoad = this.directory.candidates(request.model);
     const routing = this.options.prefixRouting;
-    const ordered = routing ? orderByPrefix(byLoad, prefixKey(request), routing.loadFactor) : byLoad;
+    const ordered = routing?.models.has(request.model) ? orderByPrefix(byLoad, prefixKey(request), routing.loadFactor) : byLoad;
     const targets: Array<{ runnerId: string | undefined; subject: string }> = ordered
       .slice(0, MAX_ATTEMPTS)
       .map((r) => ({ runnerId: r.runnerId, subject: subjects.runnerGenerate(r.runnerId) }));

@@ -11,9 +11,19 @@ import type { GenerateRequest } from "../../proto/gen/tributary/v1/inference.js"
 // there, up to its share of the work times `loadFactor`) or the next runner in the key's order
 // that is under its bound does: a popular prefix spreads instead of piling onto one runner.
 
-/** The client option for a routing configuration (TRIBUTARY_ROUTING): undefined routes by load only. */
-export function prefixRoutingOption(routing: { mode: "prefix" | "load"; loadFactor: number }): { loadFactor: number } | undefined {
-  return routing.mode === "prefix" ? { loadFactor: routing.loadFactor } : undefined;
+/** Prefix routing as the generation client applies it: to these models, with this load factor. */
+export interface PrefixRouting {
+  loadFactor: number;
+  /** Models whose engine keeps a KV cache (llama); the sim engine has none to reuse. */
+  models: ReadonlySet<string>;
+}
+
+/** The client option for a routing configuration (TRIBUTARY_ROUTING) and catalog: undefined routes by load only. */
+export function prefixRoutingOption(routing: { mode: "prefix" | "load"; loadFactor: number }, catalog: Iterable<{ id: string; engine: "llama" | "sim" }>): PrefixRouting | undefined {
+  if (routing.mode !== "prefix") return undefined;
+  const models = new Set<string>();
+  for (const m of catalog) if (m.engine === "llama") models.add(m.id);
+  return models.size > 0 ? { loadFactor: routing.loadFactor, models } : undefined;
 }
 
 /** How much of the shared part is read to name it: enough to tell long prompts apart. */

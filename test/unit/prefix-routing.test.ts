@@ -1,6 +1,6 @@
 import t from "tap";
 import { GenerateRequest } from "../../proto/gen/tributary/v1/inference.js";
-import { orderByPrefix, prefixKey, type RoutedRunner } from "../../modules/inference/mod.js";
+import { orderByPrefix, prefixKey, prefixRoutingOption, type RoutedRunner } from "../../modules/inference/mod.js";
 
 // The routing decision that knows the cache: which prefix a request shares with others (its
 // key), which runner the key prefers, and the load bound past which it goes elsewhere.
@@ -104,4 +104,13 @@ t.test("no key, or one runner: load order unchanged", async (t) => {
   const byLoad = [runner("x", 0), runner("y", 3)];
   t.same(orderByPrefix(byLoad, undefined, 1.25), byLoad);
   t.same(orderByPrefix([runner("x", 9)], "k", 1.25).map((r) => r.runnerId), ["x"]);
+});
+
+t.test("prefix routing applies to models whose engine has a cache to reuse", async (t) => {
+  const catalog = [{ id: "a/llama", engine: "llama" as const }, { id: "b/sim", engine: "sim" as const }];
+  const option = prefixRoutingOption({ mode: "prefix", loadFactor: 1.5 }, catalog);
+  t.equal(option?.loadFactor, 1.5);
+  t.same([...option!.models], ["a/llama"], "the sim engine keeps no KV cache: routed by load");
+  t.equal(prefixRoutingOption({ mode: "load", loadFactor: 1.5 }, catalog), undefined, "TRIBUTARY_ROUTING=load");
+  t.equal(prefixRoutingOption({ mode: "prefix", loadFactor: 1.5 }, [catalog[1]!]), undefined, "no llama model");
 });
