@@ -13,7 +13,7 @@ import { TraceStore, TraceWriter } from "../modules/traces/mod.js";
 import { UsageRecorder, UsageStore } from "../modules/usage/mod.js";
 import { BatchLineObserver } from "./observability/batch-line-observer.js";
 import { createLogger } from "../lib/log.js";
-import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
+import { connectionState, connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
 import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { platformActors } from "./registry.js";
 import { Supervisor } from "../modules/actor-runtime/mod.js";
@@ -24,10 +24,21 @@ const log = createLogger("actors", { pid: process.pid, hostId });
 async function main(): Promise<void> {
   const common = readConfig(commonConfig);
   const catalog = loadCatalog(common.catalogPath);
+  // Probes and metrics first: liveness answers while NATS is still out of reach; readiness once
+  // every actor has started, while NATS is connected and the host is not stopping.
+  const metrics = new MetricsRegistry();
+  const probe = { natsConnected: () => false, actorsStarted: false, stopping: false };
+  const metricsSettings = readConfig(metricsConfig);
+  const metricsServer = metricsSettings.actorsPort > 0
+    ? await serveMetrics(metrics, metricsSettings.actorsPort, metricsSettings.actorsHost, () => {
+      const nats = probe.natsConnected();
+      return { ready: nats && probe.actorsStarted && !probe.stopping, detail: { nats: nats ? "connected" : "disconnected", actors_started: probe.actorsStarted, draining: probe.stopping } };
+    })
+    : undefined;
   const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-actors-${hostname()}-${process.pid}`, log, "actors");
+  probe.natsConnected = connectionState(nc).connected;
   const supervisor = new Supervisor(nc, log);
   // Metrics, usage rows and traces of what runs here (batch lines), written in the background.
-  const metrics = new MetricsRegistry();
   const traceSettings = readConfig(tracesConfig);
   const traceStore = await TraceStore.open(nc, { maxAgeSeconds: traceSettings.retentionSeconds, maxBytes: traceSettings.maxStreamBytes }, log);
   const traces = new TraceWriter(traceStore.js, { maxBuffered: traceSettings.bufferTraces, maxBufferedBytes: 64 * 1024 * 1024, flushMs: traceSettings.flushMs }, log);
@@ -40,11 +51,11 @@ async function main(): Promise<void> {
   const lineObserver = new BatchLineObserver({ usage, traces, metrics, maxTraceBodyBytes: traceSettings.maxBodyBytes });
   const factories = platformActors({ catalog, home: common.home, metrics, lineObserver, usage, traces: { writer: traces, maxBodyBytes: traceSettings.maxBodyBytes } });
   for (const make of factories) await supervisor.spawn(make);
-  const metricsSettings = readConfig(metricsConfig);
-  const metricsServer = metricsSettings.actorsPort > 0 ? await serveMetrics(metrics, metricsSettings.actorsPort, metricsSettings.actorsHost) : undefined;
+  probe.actorsStarted = true;
   log.info("actor host ready", { actors: supervisor.actors.map((a) => a.name), metricsPort: metricsServer ? (metricsServer.address() as AddressInfo).port : undefined });
 
   onShutdown(log, async () => {
+    probe.stopping = true;
     await supervisor.stopAll();
     await traces.stop();
     await usage.stop();

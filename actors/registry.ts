@@ -1,6 +1,6 @@
 import type { ModelSpec } from "../modules/catalog/mod.js";
 import { resolveAdminToken } from "../modules/accounts/mod.js";
-import { accountsConfig, artifactsConfig, filesConfig, sandboxesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, artifactsConfig, filesConfig, sandboxesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, routingConfig, timeoutsConfig } from "../lib/config.js";
 import { AdminServiceActor } from "./admin/admin-service.js";
 import { BatchCoordinator } from "./batches/batch-coordinator.js";
 import { BatchWorker } from "./batches/batch-worker.js";
@@ -75,6 +75,7 @@ function responseActors(ctx: PlatformContext): Array<() => Actor> {
         requestTimeoutMs: timeouts.requestTimeoutMs,
         admissionTimeoutMs: timeouts.admissionTimeoutMs,
         runnerTimeoutMs: timeouts.runnerTimeoutMs,
+        routing: readConfig(routingConfig),
         drainTimeoutMs: timeouts.drainTimeoutMs,
         usage: ctx.usage,
         traces: ctx.traces,
@@ -113,6 +114,7 @@ function fileAndBatchActors(ctx: PlatformContext): Array<() => Actor> {
       queueMargin: files.batchQueueMargin,
       admissionTimeoutMs: timeouts.admissionTimeoutMs,
       runnerTimeoutMs: timeouts.runnerTimeoutMs,
+      routing: readConfig(routingConfig),
       requestTimeoutMs: timeouts.requestTimeoutMs,
       responseTtlSeconds: readConfig(responsesConfig).ttlSeconds,
       observer: ctx.lineObserver,

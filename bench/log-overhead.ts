@@ -125,9 +125,9 @@ function inProcessCost(): { offUs: number; onUs: number } {
     obs.runnerAdmitted("runner", 20, log ? "### Human\nTell me a story about a dragon and a river.\n\n### Assistant\n" : undefined);
     for (let i = 0; i < 64; i++) listener.delta({ choiceIndex: 0, text: " word", toolCalls: [], tokens: 1 });
     listener.choiceEnd({ choiceIndex: 0, finishReason: 2, completionTokens: 64 });
-    listener.final({ usage: { promptTokens: 20, completionTokens: 64 }, error: undefined, queueWaitMs: 0 });
+    listener.final({ usage: { promptTokens: 20, completionTokens: 64, cachedPromptTokens: 0 }, error: undefined, queueWaitMs: 0 });
     if (!log) return 0;
-    obs.responseOf = () => whole!.toCompletion("chatcmpl-x", 0, TEST_MODEL, { promptTokens: 20, completionTokens: 64 });
+    obs.responseOf = () => whole!.toCompletion("chatcmpl-x", 0, TEST_MODEL, { promptTokens: 20, completionTokens: 64, cachedPromptTokens: 0 });
     return JSON.stringify(buildTrace(obs, { principal, httpStatus: 200, clientLeft: false, maxBodyBytes: 65_536 })).length;
   };
   const time = (log: boolean) => {

@@ -3,7 +3,7 @@
 import { hostname } from "node:os";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { AccountStore, LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys, AccountAuthenticator, AccountDirectory, LastUsedRecorder } from "../modules/accounts/mod.js";
-import { accountsConfig, artifactsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, sandboxesConfig, secretsConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, artifactsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, routingConfig, sandboxesConfig, secretsConfig, timeoutsConfig } from "../lib/config.js";
 import { SandboxHostClient, SandboxHostDirectory, SandboxService, SandboxStore } from "../modules/sandboxes/mod.js";
 import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
 import { registerSandboxRoutes } from "./routes/sandboxes.js";
@@ -20,7 +20,7 @@ import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { GatewayServer } from "./app.js";
 import { ShuttingDown } from "../modules/errors/mod.js";
 import { Router } from "./http/router.js";
-import { GenerationClient, RunnerDirectory, runnerForgetAfterMs } from "../modules/inference/mod.js";
+import { GenerationClient, prefixRoutingOption, RunnerDirectory } from "../modules/inference/mod.js";
 import { BatchStore } from "../modules/batches/mod.js";
 import { registerBatchRoutes } from "./routes/batches.js";
 import { BudgetClient, BudgetReader, ClusterRateLimiter, UnlimitedRateLimiter, type RateLimiter } from "../modules/ratelimit/mod.js";
@@ -63,12 +63,13 @@ async function main(): Promise<void> {
   const catalog = new Map(loadCatalog(common.catalogPath).map((m) => [m.id, m]));
 
   const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-gateway-${hostname()}-${process.pid}`, log, "gateway");
-  const directory = new RunnerDirectory(nc, runnerForgetAfterMs(timeouts.runnerTimeoutMs));
+  const directory = new RunnerDirectory(nc, timeouts.runnerTimeoutMs);
   directory.start();
   const client = new GenerationClient(nc, directory, {
     gatewayId,
     admissionTimeoutMs: timeouts.admissionTimeoutMs,
     runnerTimeoutMs: timeouts.runnerTimeoutMs,
+    prefixRouting: prefixRoutingOption(readConfig(routingConfig), catalog.values()),
   }, log);
   client.start();
   const fileStore = await FileStore.open(nc);

@@ -153,6 +153,17 @@ export const timeoutsConfig = Config.all({
   drainTimeoutMs: int("TRIBUTARY_DRAIN_TIMEOUT_MS", 30_000),
 });
 
+/** How requests are spread over the runners of a model (the gateway and the actor host: background responses, batch lines). */
+export const routingConfig = Config.all({
+  /**
+   * "prefix": requests sharing a prefix (system prompt and tools, a conversation's first turn) go
+   * to the runner whose cache holds it while it has room; "load": to the least loaded runner.
+   */
+  mode: Config.schema(Schema.Literals(["prefix", "load"]), "TRIBUTARY_ROUTING").pipe(Config.withDefault("prefix" as const)),
+  /** Prefix routing keeps a runner while it has a free slot, then until it has this many times its share of the work in flight (>= 1). */
+  loadFactor: Config.schema(Schema.Number.check(Schema.isBetween({ minimum: 1, maximum: 100 })), "TRIBUTARY_ROUTING_LOAD_FACTOR").pipe(Config.withDefault(1.25)),
+});
+
 /** Files and batches (read by the gateway and the actor host alike). */
 export const filesConfig = Config.all({
   /** Largest file of any purpose (OpenAI: 512 MB). */

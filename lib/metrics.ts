@@ -145,11 +145,27 @@ export class MetricsRegistry {
 
 export const METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
-/** Serves GET /metrics (and /healthz) on its own port: processes without an HTTP server of their own (the actor host). */
-export function serveMetrics(registry: MetricsRegistry, port: number, host: string): Promise<Server> {
+/** Whether the process can do its work now, and why (GET /readyz). */
+export interface Readiness {
+  ready: boolean;
+  detail: Record<string, unknown>;
+}
+
+/**
+ * Serves, on its own port, for processes without an HTTP server of their own (the actor host):
+ *   GET /metrics  Prometheus text
+ *   GET /healthz  200 while the process runs (liveness: never depends on NATS)
+ *   GET /readyz   200 when `readiness` says ready, else 503 (readiness); 200 without one
+ */
+export function serveMetrics(registry: MetricsRegistry, port: number, host: string, readiness?: () => Readiness): Promise<Server> {
   const server = createServer((req, res) => {
     if (req.url === "/metrics") return void res.writeHead(200, { "content-type": METRICS_CONTENT_TYPE }).end(registry.render());
     if (req.url === "/healthz") return void res.writeHead(200, { "content-type": "application/json" }).end('{"status":"ok"}');
+    if (req.url === "/readyz") {
+      const state = readiness?.() ?? { ready: true, detail: {} };
+      res.writeHead(state.ready ? 200 : 503, { "content-type": "application/json" }).end(JSON.stringify({ status: state.ready ? "ready" : "not ready", ...state.detail }));
+      return;
+    }
     res.writeHead(404).end();
   });
   return new Promise((resolve, reject) => {

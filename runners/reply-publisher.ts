@@ -80,14 +80,15 @@ export class ReplyPublisher implements RequestObserver {
     if (this.slotAt === 0) this.slotAt = performance.now();
   }
 
-  final(promptTokens: number, completionTokens: number, error?: ProtoError): void {
+  final(promptTokens: number, completionTokens: number, error?: ProtoError, cachedPromptTokens = 0): void {
     const queueWaitMs = Math.round((this.slotAt || performance.now()) - this.startedAt);
-    this.send({ $case: "final", value: { usage: { promptTokens, completionTokens }, error, queueWaitMs } });
+    this.send({ $case: "final", value: { usage: { promptTokens, completionTokens, cachedPromptTokens }, error, queueWaitMs } });
     this.onFinished(completionTokens);
     if (this.log.enabled("debug"))
       this.log.debug("request finished", {
         requestId: this.requestId,
         promptTokens,
+        cachedPromptTokens,
         completionTokens,
         error: error ? ErrorCode[error.code] : undefined,
         firstDeltaMs: this.firstDeltaAt ? Math.round(this.firstDeltaAt - this.startedAt) : undefined,

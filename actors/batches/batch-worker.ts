@@ -7,7 +7,7 @@ import { newId, randomToken } from "../../lib/ids.js";
 import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { decodeEntry, InvalidValue } from "../../lib/nats/kv-records.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
-import { GenerationClient, RunnerDirectory, runnerForgetAfterMs, type RunnerView } from "../../modules/inference/mod.js";
+import { GenerationClient, prefixRoutingOption, RunnerDirectory, type RunnerView } from "../../modules/inference/mod.js";
 import { ConversationStore, ResponseService, ResponseStore } from "../../modules/responses/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import type { LineOutcome, WorkItem } from "../../modules/batches/mod.js";
@@ -21,6 +21,8 @@ export interface BatchWorkerOptions {
   queueMargin: number;
   admissionTimeoutMs: number;
   runnerTimeoutMs: number;
+  /** How lines are spread over runners (TRIBUTARY_ROUTING). */
+  routing: { mode: "prefix" | "load"; loadFactor: number };
   requestTimeoutMs: number;
   /** How long responses stored by /v1/responses lines are kept. */
   responseTtlSeconds: number;
@@ -71,13 +73,14 @@ export class BatchWorker implements Actor {
 
   async start(ctx: ActorContext): Promise<void> {
     this.ctx = ctx;
-    this.directory = new RunnerDirectory(ctx.nc, runnerForgetAfterMs(this.options.runnerTimeoutMs));
+    this.directory = new RunnerDirectory(ctx.nc, this.options.runnerTimeoutMs);
     this.directory.start();
     this.directory.onHeartbeat((view) => this.inFlightAtBeat.set(view, this.inFlight.get(view.model) ?? 0));
     this.client = new GenerationClient(ctx.nc, this.directory, {
       gatewayId: `b${randomToken(10)}`,
       admissionTimeoutMs: this.options.admissionTimeoutMs,
       runnerTimeoutMs: this.options.runnerTimeoutMs,
+      prefixRouting: prefixRoutingOption(this.options.routing, this.options.catalog.values()),
     }, ctx.log);
     this.client.start();
     [this.batches, this.results] = await Promise.all([BatchStore.open(ctx.nc), openBatchResults(ctx.nc)]);

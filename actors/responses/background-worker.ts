@@ -7,7 +7,7 @@ import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { InvalidValue } from "../../lib/nats/kv-records.js";
 import { BoundedPuller } from "../../lib/nats/bounded-puller.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
-import { GenerationClient, RunnerDirectory } from "../../modules/inference/mod.js";
+import { GenerationClient, prefixRoutingOption, RunnerDirectory } from "../../modules/inference/mod.js";
 import { BackgroundLifecycle, BackgroundQueue, backgroundJobSchema, ConversationStore, ResponseEventLog, ResponseService, ResponseStore, RunControl, type BackgroundJob, type RunOutcome, type RunRecord } from "../../modules/responses/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import type { UsageRecorder } from "../../modules/usage/mod.js";
@@ -23,6 +23,8 @@ export interface BackgroundWorkerSettings {
   requestTimeoutMs: number;
   admissionTimeoutMs: number;
   runnerTimeoutMs: number;
+  /** How runs are spread over runners (TRIBUTARY_ROUTING). */
+  routing: { mode: "prefix" | "load"; loadFactor: number };
   drainTimeoutMs: number;
   /** Usage rollups: each run counts (as a request of the response's project). */
   usage?: UsageRecorder;
@@ -78,12 +80,13 @@ export class BackgroundResponseWorker implements Actor {
     this.consumer = await jetstream(nc).consumers.get(streams.responsesBackground, durable);
 
     // Reply subjects of this worker's generations: a gateway id of its own.
-    this.directory = new RunnerDirectory(nc, Math.max(this.settings.runnerTimeoutMs * 4, 10_000));
+    this.directory = new RunnerDirectory(nc, this.settings.runnerTimeoutMs);
     this.directory.start();
     this.client = new GenerationClient(nc, this.directory, {
       gatewayId: `w${randomToken(10)}`,
       admissionTimeoutMs: this.settings.admissionTimeoutMs,
       runnerTimeoutMs: this.settings.runnerTimeoutMs,
+      prefixRouting: prefixRoutingOption(this.settings.routing, this.settings.catalog),
     }, this.log);
     this.client.start();
     const service = new ResponseService({

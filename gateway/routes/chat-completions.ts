@@ -90,7 +90,7 @@ function streamCompletion(
   obs.responseId = opts.id;
   // A logged stream is reassembled into the completion object its chunks add up to.
   const whole = obs.log ? new ChatCompletionAccumulator(body.n ?? 1) : undefined;
-  if (whole) obs.responseOf = () => whole.toCompletion(opts.id, opts.created, body.model, obs.usage && { promptTokens: obs.usage.inputTokens, completionTokens: obs.usage.outputTokens });
+  if (whole) obs.responseOf = () => whole.toCompletion(opts.id, opts.created, body.model, obs.usage && { promptTokens: obs.usage.inputTokens, completionTokens: obs.usage.outputTokens, cachedPromptTokens: obs.usage.cachedInputTokens });
   stream.listen(obs.wrap(meter.wrap({
     delta: (d) => {
       obs.chunks++;

@@ -20,9 +20,18 @@ import { jetStreamConfig, readConfig } from "../config.js";
 let replicas: number | undefined;
 const jetStreamReplicas = () => (replicas ??= readConfig(jetStreamConfig).replicas);
 
-/** Opens the KV bucket `name`, creating it with `options` when it does not exist yet. */
+/**
+ * Opens the KV bucket `name`, creating it with `options` when it does not exist yet.
+ *
+ * With replicas, reads go to the bucket's leader: a direct get may be answered by any replica,
+ * and a follower that has not applied the latest writes yet answers with an older value or none.
+ * A worker that reads a record a gateway has just written (a queued background response, its
+ * input items) would then find it missing and drop or fail the job; compare-and-set would loop on
+ * stale revisions. With one replica, the direct get is as current and cheaper.
+ */
 export async function openKv(nc: NatsConnection, name: string, options: Partial<KvOptions> = {}): Promise<KV> {
-  return new Kvm(nc).create(name, { replicas: jetStreamReplicas(), ...options });
+  const replicas = jetStreamReplicas();
+  return new Kvm(nc).create(name, { replicas, allow_direct: replicas === 1, ...options });
 }
 
 /**

@@ -1,10 +1,11 @@
-import { RequestError, TimeoutError, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { RequestError, TimeoutError, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { Admission, Cancel, GenerateRequest, RunnerEvent, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { Logger } from "../../lib/log.js";
 import { errors, NoRunner, RunnerLost, StreamInterrupted, type DomainError } from "../errors/mod.js";
 import { domainErrorFromRunner, retryElsewhere } from "./runner-errors.js";
 import { GenerationStream, type StreamOwner } from "./generation-stream.js";
+import { orderByPrefix, prefixKey, type PrefixRouting } from "./prefix-routing.js";
 import type { RunnerDirectory } from "./runner-directory.js";
 import { RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
 
@@ -12,6 +13,8 @@ export interface GenerationClientOptions {
   gatewayId: string;
   admissionTimeoutMs: number;
   runnerTimeoutMs: number;
+  /** Prefix-aware routing (prefix-routing.ts) for the models it names; load-only when unset. */
+  prefixRouting?: PrefixRouting;
 }
 
 const MAX_ATTEMPTS = 3;
@@ -36,7 +39,10 @@ export class GenerationClient {
 
   /** How the streams of this client are released and cancelled. */
   private readonly owner: StreamOwner = {
-    release: (stream) => this.streams.delete(stream.requestId),
+    release: (stream) => {
+      this.streams.delete(stream.requestId);
+      if (stream.admitted) this.directory.noteFinished(stream.admitted.runnerId);
+    },
     cancel: (requestId, model, runnerId) =>
       this.nc.publish(runnerId ? subjects.runnerCancel(runnerId) : subjects.cancel(model), Cancel.encode({ requestId }).finish()),
   };
@@ -52,11 +58,11 @@ export class GenerationClient {
           this.log.warn("malformed runner event ignored", { subject: msg.subject });
           return;
         }
-        this.streams.get(event.requestId)?.receive(event, this.onGap);
+        const stream = this.streams.get(event.requestId);
+        if (stream && !stream.ignores(event.runnerId)) stream.receive(event, this.onGap);
       },
     });
-    const period = Math.max(100, Math.min(1000, this.options.runnerTimeoutMs / 4));
-    this.watchdog = setInterval(() => this.checkRunners(), period);
+    this.watchdog = setInterval(() => this.checkRunners(), this.watchPeriodMs);
     this.watchdog.unref();
   }
 
@@ -92,8 +98,10 @@ export class GenerationClient {
     const limit = this.nc.info?.max_payload ?? Infinity;
     if (bytes.length > limit)
       throw errors.tooLarge(`The request is too large to send to a runner (${bytes.length} bytes encoded; the limit is ${limit}).`);
-    const targets: Array<{ runnerId: string | undefined; subject: string }> = this.directory
-      .candidates(request.model)
+    const byLoad = this.directory.candidates(request.model);
+    const routing = this.options.prefixRouting;
+    const ordered = routing?.models.has(request.model) ? orderByPrefix(byLoad, prefixKey(request), routing.loadFactor) : byLoad;
+    const targets: Array<{ runnerId: string | undefined; subject: string }> = ordered
       .slice(0, MAX_ATTEMPTS)
       .map((r) => ({ runnerId: r.runnerId, subject: subjects.runnerGenerate(r.runnerId) }));
     // A gateway that has not heard a heartbeat yet still reaches runners through the model's queue group.
@@ -101,13 +109,24 @@ export class GenerationClient {
     let lastRejection: ProtoError | undefined;
     for (const { runnerId, subject } of targets) {
       // Counted when sent, not when admitted: a burst of requests picks runners before any reply
-      // is back, and each pick must see the ones before it. The next heartbeat replaces the guess.
+      // is back, and each pick must see the ones before it. Uncounted when it ends or is refused;
+      // the next heartbeat replaces the guess.
       if (runnerId) this.directory.noteRequest(runnerId, false);
       let reply: Admission;
       try {
-        const msg = await this.nc.request(subject, bytes, { timeout: this.options.admissionTimeoutMs });
+        const msg = await this.requestWhileAlive(subject, bytes, runnerId);
+        if (msg === "lost") {
+          this.directory.noteFinished(runnerId!);
+          // It died (or went silent) with the request outstanding: it may have admitted it, so it is
+          // told to drop it, its events are ignored from now on, and the next runner is tried at once.
+          this.log.warn("runner lost during admission; trying another", { requestId: request.requestId, runnerId });
+          stream.ignoreRunner(runnerId!);
+          this.owner.cancel(request.requestId, request.model, runnerId);
+          continue;
+        }
         reply = Admission.decode(msg.data);
       } catch (err) {
+        if (runnerId) this.directory.noteFinished(runnerId);
         if (err instanceof RequestError && err.isNoResponders()) continue;
         if (err instanceof TimeoutError || (err instanceof RequestError && err.cause instanceof TimeoutError)) {
           // The runner may have admitted it: cancel rather than risk running it twice elsewhere.
@@ -121,16 +140,45 @@ export class GenerationClient {
         stream.admitted = result.value;
         // Admitted through the queue group: the runner is known only now.
         if (!runnerId) this.directory.noteRequest(result.value.runnerId, result.value.queuePosition > 0);
-        if (stream.done) stream.sendCancel(); // the client left while we waited
+        if (stream.done) {
+          // The client left while we waited: released before it was admitted, so uncounted here.
+          this.directory.noteFinished(result.value.runnerId);
+          stream.sendCancel();
+        }
         return;
       }
       if (result?.$case === "rejected") {
+        if (runnerId) this.directory.noteFinished(runnerId);
         lastRejection = result.value;
         if (!retryElsewhere(result.value)) throw domainErrorFromRunner(result.value, request.model);
       }
     }
     if (lastRejection) throw domainErrorFromRunner(lastRejection, request.model);
     throw this.noRunnerError(request.model);
+  }
+
+  /**
+   * The admission request to `runnerId`, or "lost" as soon as the directory declares that runner
+   * lost (silent for the runner timeout): waiting the whole admission timeout on a dead runner
+   * would hold the request for nothing. Without a runner (the queue group) it is a plain request.
+   */
+  private requestWhileAlive(subject: string, bytes: Uint8Array, runnerId: string | undefined): Promise<Msg | "lost"> {
+    const reply = this.nc.request(subject, bytes, { timeout: this.options.admissionTimeoutMs });
+    if (!runnerId) return reply;
+    let check: NodeJS.Timeout | undefined;
+    const lost = new Promise<"lost">((resolve) => {
+      check = setInterval(() => {
+        if (this.directory.isLost(runnerId)) resolve("lost");
+      }, this.watchPeriodMs);
+    });
+    // The reply abandoned may still fail later (its timeout): that is expected, not unhandled.
+    reply.catch(() => {});
+    return Promise.race([reply, lost]).finally(() => clearInterval(check));
+  }
+
+  /** How often runners' liveness is checked: a quarter of the runner timeout, within 0.1 to 1 s. */
+  private get watchPeriodMs(): number {
+    return Math.max(100, Math.min(1000, this.options.runnerTimeoutMs / 4));
   }
 
   private noRunnerError(model: string): NoRunner {

@@ -42,6 +42,8 @@ export class GenerationStream {
   private expectedSeq = 1;
   private ended = false;
   private cancelRequested = false;
+  /** Runners given up on during admission (lost): whatever they still send belongs to no stream. */
+  private ignoredRunners: Set<string> | undefined;
 
   constructor(
     readonly requestId: string,
@@ -62,6 +64,15 @@ export class GenerationStream {
       if (item instanceof Error) listener.failure(item);
       else this.dispatch(item, listener);
     }
+  }
+
+  /** Drops, from now on, every event of `runnerId` for this request (it was abandoned as lost). */
+  ignoreRunner(runnerId: string): void {
+    (this.ignoredRunners ??= new Set()).add(runnerId);
+  }
+
+  ignores(runnerId: string): boolean {
+    return this.ignoredRunners?.has(runnerId) ?? false;
   }
 
   /** Called by the client with each event addressed to this request. */

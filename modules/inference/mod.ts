@@ -2,5 +2,6 @@
 export { admitGeneration, collectChatCompletion, runChatCompletion } from "./chat-completion.js";
 export { GenerationClient } from "./generation-client.js";
 export { type GenerationListener, GenerationStream, type StreamOwner } from "./generation-stream.js";
-export { RunnerDirectory, runnerForgetAfterMs, type RunnerView } from "./runner-directory.js";
+export { RunnerDirectory, type RunnerView } from "./runner-directory.js";
+export { orderByPrefix, prefixKey, prefixRoutingOption, type PrefixRouting, type RoutedRunner } from "./prefix-routing.js";
 export { domainErrorFromRunner } from "./runner-errors.js";

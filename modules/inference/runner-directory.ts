@@ -26,7 +26,7 @@ export interface RunnerView {
  * How long a directory keeps a runner it no longer hears from: four runner timeouts, at least
  * 10 s, so that a runner is declared lost (its streams ended) long before it is forgotten.
  */
-export const runnerForgetAfterMs = (runnerTimeoutMs: number) => Math.max(runnerTimeoutMs * 4, 10_000);
+const runnerForgetAfterMs = (runnerTimeoutMs: number) => Math.max(runnerTimeoutMs * 4, 10_000);
 
 /**
  * What this gateway knows about runners, from their heartbeats: which runners serve a model,
@@ -40,7 +40,12 @@ export class RunnerDirectory {
   private subscription: Subscription | undefined;
   private readonly beatListeners = new Set<(view: RunnerView) => void>();
 
-  constructor(private readonly nc: NatsConnection, private readonly forgetAfterMs: number) {}
+  private readonly forgetAfterMs: number;
+
+  /** `runnerTimeoutMs`: a runner silent this long is lost (no longer a candidate); it is forgotten later. */
+  constructor(private readonly nc: NatsConnection, private readonly runnerTimeoutMs: number) {
+    this.forgetAfterMs = runnerForgetAfterMs(runnerTimeoutMs);
+  }
 
   start(): void {
     this.subscription = this.nc.subscribe(subjects.heartbeatAll, {
@@ -77,15 +82,37 @@ export class RunnerDirectory {
     else r.slotsBusy++;
   }
 
+  /**
+   * Whether a runner is lost: not heard from for the runner timeout (or forgotten already). Its
+   * streams are failed by the client's watchdog; it is no longer a candidate.
+   */
+  isLost(runnerId: string, now = performance.now()): boolean {
+    const r = this.runners.get(runnerId);
+    return !r || now - r.lastSeen > this.runnerTimeoutMs;
+  }
+
+  /**
+   * A request counted by noteRequest ended (or was refused): one less in flight until the next
+   * heartbeat brings the runner's own figures. Without it the local count only grows between
+   * heartbeats, and a runner that served a burst looks busy after it is idle again.
+   */
+  noteFinished(runnerId: string): void {
+    const r = this.runners.get(runnerId);
+    if (!r) return;
+    if (r.queueLength > 0) r.queueLength--;
+    else if (r.slotsBusy > 0) r.slotsBusy--;
+  }
+
   /** Runners of a model that are alive, in the order to try them: most spare capacity first. */
   candidates(model: string): RunnerView[] {
     this.expire();
     const ids = this.byModel.get(model);
     if (!ids) return [];
+    const now = performance.now();
     const ready: RunnerView[] = [];
     for (const id of ids) {
       const r = this.runners.get(id)!;
-      if (r.state === State.STATE_READY) ready.push(r);
+      if (r.state === State.STATE_READY && !this.isLost(id, now)) ready.push(r);
     }
     const load = (r: RunnerView) => (r.slotsBusy + r.queueLength) / Math.max(1, r.slotsTotal);
     // Shuffle first so equally loaded runners share the work, then order by load.

@@ -1,7 +1,7 @@
 /**
  * Token usage in the input/output form OpenAI uses for responses and batches (chat completions
- * use prompt/completion names instead). Cached and reasoning tokens are not counted separately
- * by these engines, so their details are 0.
+ * use prompt/completion names instead). Cached tokens: of the input, those the runner found in its
+ * KV cache. Reasoning tokens are not counted separately by these engines: 0.
  */
 export interface TokenUsage {
   input_tokens: number;
@@ -11,10 +11,10 @@ export interface TokenUsage {
   total_tokens: number;
 }
 
-export function tokenUsage(input: number, output: number): TokenUsage {
+export function tokenUsage(input: number, output: number, cached = 0): TokenUsage {
   return {
     input_tokens: input,
-    input_tokens_details: { cached_tokens: 0 },
+    input_tokens_details: { cached_tokens: cached },
     output_tokens: output,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: input + output,

@@ -168,7 +168,10 @@ export class BackgroundLifecycle {
     if (!request) return this.failed(projectId, id, { code: "server_error", message: NO_REQUEST }); // claim says so first
 
     // A runner admits it first, so a response with no runner yet stays queued.
-    const input = (await this.responses.inputItems(projectId, id)) ?? [];
+    // Written before the record: missing means the store failed us (or it was deleted just now),
+    // not an empty input; the job is tried again rather than failed as a bad request.
+    const input = await this.responses.inputItems(projectId, id);
+    if (!input) throw new Error(`the input items of background response ${id} could not be read`);
     let runTokens = 0;
     let run: ResponseRun;
     const startedAt = { unixMs: Date.now(), perf: performance.now() };

@@ -86,7 +86,7 @@ export class RequestObservation {
   }
 
   final(f: Final): void {
-    if (f.usage) this.usage = { inputTokens: f.usage.promptTokens, cachedInputTokens: 0, outputTokens: f.usage.completionTokens };
+    if (f.usage) this.usage = { inputTokens: f.usage.promptTokens, cachedInputTokens: f.usage.cachedPromptTokens, outputTokens: f.usage.completionTokens };
     if (f.queueWaitMs !== undefined) this.queueWaitMs = f.queueWaitMs;
     this.end();
   }

@@ -10,6 +10,8 @@ export interface ChoiceSink {
 export interface ChoiceOutcome {
   finishReason: FinishReason;
   completionTokens: number;
+  /** Prompt tokens found in the slot's cache (not evaluated again). */
+  cachedPromptTokens?: number;
 }
 
 /** A request the engine has checked and tokenized, ready to be scheduled. */
@@ -44,6 +46,11 @@ export interface Engine {
   load(): Promise<void>;
   /** Validates and tokenizes; throws EngineRequestError for requests that can never run. */
   prepare(request: GenerateRequest): Promise<PreparedRequest>;
+  /**
+   * Of the free slots `free`, the index of the one to run a choice of `prepared` in (the one whose
+   * cache holds the longest prefix of its prompt), or -1 when none is better than another.
+   */
+  preferredSlot?(prepared: PreparedRequest, free: readonly number[]): number;
   /** Decodes one choice in slot `slot` until a finish condition or until `signal` aborts. */
   runChoice(prepared: PreparedRequest, choiceIndex: number, slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome>;
   dispose(): Promise<void>;

@@ -19,7 +19,8 @@ export interface RequestObserver {
   /** A choice of the request got a slot (called for each choice; the first call ends its queue wait). */
   slotStarted?(): void;
   /** Called once, last. `error` is set when the request failed or was abandoned. */
-  final(promptTokens: number, completionTokens: number, error?: ProtoError): void;
+  /** `cachedPromptTokens`: of the prompt, the tokens the engine found cached (the least over its choices). */
+  final(promptTokens: number, completionTokens: number, error?: ProtoError, cachedPromptTokens?: number): void;
 }
 
 export class AdmissionError extends Error {
@@ -39,6 +40,8 @@ interface RequestState {
   /** Choices holding a slot right now. */
   running: number;
   completionTokens: number;
+  /** The least number of cached prompt tokens over the choices that ran (undefined before one did). */
+  cachedPromptTokens?: number;
   error: ProtoError | undefined;
   /** True once any choice holds a slot: the request no longer counts against the queue bound. */
   started: boolean;
@@ -205,11 +208,21 @@ export class Scheduler {
         state.started = true;
         this.queued[state.lane]--;
       }
-      const slot = this.freeSlots.pop()!;
+      const slot = this.takeSlot(state.prepared);
       state.running++;
       void this.run(job, slot);
     }
     this.preemptForInteractive();
+  }
+
+  /**
+   * A free slot for a choice of `prepared`: the one the engine says holds most of its prompt
+   * (its cached prefix is reused), else the one freed last.
+   */
+  private takeSlot(prepared: PreparedRequest): number {
+    const index = this.freeSlots.length > 1 && this.engine.preferredSlot ? this.engine.preferredSlot(prepared, this.freeSlots) : -1;
+    if (index < 0 || index >= this.freeSlots.length) return this.freeSlots.pop()!;
+    return this.freeSlots.splice(index, 1)[0]!;
   }
 
   /** Frees a slot for each waiting interactive choice by preempting running batch choices. */
@@ -247,6 +260,7 @@ export class Scheduler {
       preempted = current.preempted && !state.controller.signal.aborted;
       if (!preempted) {
         state.completionTokens += outcome.completionTokens;
+        state.cachedPromptTokens = Math.min(state.cachedPromptTokens ?? Infinity, outcome.cachedPromptTokens ?? 0);
         if (!state.controller.signal.aborted) state.observer.choiceEnd(choice, outcome.finishReason, outcome.completionTokens);
       }
     } catch (err) {
@@ -278,7 +292,7 @@ export class Scheduler {
     state.finished = true;
     if (state.deadlineTimer) clearTimeout(state.deadlineTimer);
     this.requests.delete(state.id);
-    state.observer.final(state.prepared.promptTokens, state.completionTokens, state.error);
+    state.observer.final(state.prepared.promptTokens, state.completionTokens, state.error, state.cachedPromptTokens ?? 0);
     if (this.requests.size === 0 && this.idleWaiters.length > 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];

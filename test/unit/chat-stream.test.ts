@@ -95,7 +95,7 @@ t.test("the bytes of a short answer: role, content, finish, [DONE]", async (t) =
   stream.delta(text("Once"));
   stream.delta(text(" upon"));
   stream.choiceEnd(end());
-  stream.complete({ promptTokens: 5, completionTokens: 2 });
+  stream.complete({ promptTokens: 5, completionTokens: 2, cachedPromptTokens: 0 });
   const head = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m/x","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":`;
   t.same(out.writes, [
     `data: ${head}{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]}\n\n` +
@@ -174,7 +174,7 @@ t.test("include_usage: every chunk says usage null, and a last chunk without cho
   const { out, stream } = chatStream({ includeUsage: true });
   stream.delta(text("Hi"));
   stream.choiceEnd(end());
-  stream.complete({ promptTokens: 7, completionTokens: 3 });
+  stream.complete({ promptTokens: 7, completionTokens: 3, cachedPromptTokens: 0 });
   const events = out.events;
   t.equal(events.at(-1), "[DONE]");
   for (const e of events.slice(0, -2)) t.equal((e as { usage: unknown }).usage, null);

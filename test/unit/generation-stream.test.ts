@@ -14,7 +14,7 @@ const choiceEnd = (seq: number, choiceIndex = 0): RunnerEvent => ({
 });
 const reset = (seq: number, choiceIndex = 0): RunnerEvent => ({ requestId: "req_1", seq, runnerId: "r1", event: { $case: "choiceReset", value: { choiceIndex } } });
 const final = (seq: number): RunnerEvent => ({
-  requestId: "req_1", seq, runnerId: "r1", event: { $case: "final", value: { usage: { promptTokens: 5, completionTokens: 2 }, error: undefined } },
+  requestId: "req_1", seq, runnerId: "r1", event: { $case: "final", value: { usage: { promptTokens: 5, completionTokens: 2, cachedPromptTokens: 0 }, error: undefined } },
 });
 
 /** A stream with its owner's side recorded: what it released and what it asked to cancel. */

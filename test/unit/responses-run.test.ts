@@ -115,7 +115,7 @@ const TEXT_ITEM = [
 
 t.test("completed: text in, OpenAI's event sequence and a completed object out", async (t) => {
   const { final, events, settled, atBeforeEnd } = await drive((g) => {
-    g.text("Hel", "lo").end(FinishReason.FINISH_REASON_STOP).final({ usage: { promptTokens: 7, completionTokens: 2 }, error: undefined });
+    g.text("Hel", "lo").end(FinishReason.FINISH_REASON_STOP).final({ usage: { promptTokens: 7, completionTokens: 2, cachedPromptTokens: 0 }, error: undefined });
   });
   t.same(types(events), ["response.created", "response.in_progress", ...TEXT_ITEM, "response.completed"]);
   t.equal(final.status, "completed");
@@ -133,7 +133,7 @@ t.test("completed: text in, OpenAI's event sequence and a completed object out",
 t.test("a function call, and announce: false (a background run's created event was written when it was queued)", async (t) => {
   const { final, events } = await drive(
     (g) => {
-      g.call("call_1", "lookup", "{\"q\":1}").end(FinishReason.FINISH_REASON_TOOL_CALLS).final({ usage: { promptTokens: 7, completionTokens: 3 }, error: undefined });
+      g.call("call_1", "lookup", "{\"q\":1}").end(FinishReason.FINISH_REASON_TOOL_CALLS).final({ usage: { promptTokens: 7, completionTokens: 3, cachedPromptTokens: 0 }, error: undefined });
     },
     { announce: false },
   );
@@ -150,7 +150,7 @@ t.test("a function call, and announce: false (a background run's created event w
 
 t.test("incomplete: the output budget ran out", async (t) => {
   const { final, events } = await drive((g) => {
-    g.text("a", "b").end(FinishReason.FINISH_REASON_LENGTH).final({ usage: { promptTokens: 7, completionTokens: 16 }, error: undefined });
+    g.text("a", "b").end(FinishReason.FINISH_REASON_LENGTH).final({ usage: { promptTokens: 7, completionTokens: 16, cachedPromptTokens: 0 }, error: undefined });
   });
   t.equal(types(events).at(-1), "response.incomplete");
   t.equal(final.status, "incomplete");
@@ -161,7 +161,7 @@ t.test("incomplete: the output budget ran out", async (t) => {
 
 t.test("failed with usage: the runner failed after generating; its tokens are charged all the same", async (t) => {
   const { final, events, settled, run } = await drive((g) => {
-    g.text("a", "b").final({ usage: { promptTokens: 7, completionTokens: 2 }, error: { code: ErrorCode.ERROR_CODE_ENGINE_FAILURE, message: "decode failed", param: "" } });
+    g.text("a", "b").final({ usage: { promptTokens: 7, completionTokens: 2, cachedPromptTokens: 0 }, error: { code: ErrorCode.ERROR_CODE_ENGINE_FAILURE, message: "decode failed", param: "" } });
   });
   t.same(types(events), ["response.created", "response.in_progress", ...TEXT_ITEM.slice(0, 4), "response.output_text.done", "response.content_part.done", "response.output_item.done", "response.failed"]);
   t.equal(final.status, "failed");
@@ -210,7 +210,7 @@ t.test("cancelled before any event: nothing is generated, the whole prompt is st
 t.test("store failure: the result could not be kept, so the client is told it failed", async (t) => {
   const { final, events, run } = await drive(
     (g) => {
-      g.text("Hi").end(FinishReason.FINISH_REASON_STOP).final({ usage: { promptTokens: 7, completionTokens: 1 }, error: undefined });
+      g.text("Hi").end(FinishReason.FINISH_REASON_STOP).final({ usage: { promptTokens: 7, completionTokens: 1, cachedPromptTokens: 0 }, error: undefined });
     },
     {
       beforeEnd: async () => {
@@ -228,7 +228,7 @@ t.test("store failure: the result could not be kept, so the client is told it fa
 
 t.test("events that arrive after the end change nothing", async (t) => {
   const { final, events } = await drive((g) => {
-    g.text("x").end(FinishReason.FINISH_REASON_STOP).final({ usage: { promptTokens: 7, completionTokens: 1 }, error: undefined });
+    g.text("x").end(FinishReason.FINISH_REASON_STOP).final({ usage: { promptTokens: 7, completionTokens: 1, cachedPromptTokens: 0 }, error: undefined });
     g.fail(new RunnerLost({ message: "late" }));
   });
   t.equal(final.status, "completed");

@@ -41,7 +41,7 @@ t.test("responses and items written by the code read back unchanged", async (t) 
   builder.end(FinishReason.FINISH_REASON_LENGTH);
   response.status = "incomplete";
   response.incomplete_details = { reason: "max_output_tokens" };
-  response.usage = responseUsage({ promptTokens: 12, completionTokens: 2 });
+  response.usage = responseUsage({ promptTokens: 12, completionTokens: 2, cachedPromptTokens: 0 });
   response.error = null;
   t.same(storedValues.response.parse("k", stored(response)), response, "a finished response");
   const failed = { ...response, status: "failed" as const, error: { code: "server_error", message: "x" }, usage: null };

@@ -39,7 +39,7 @@ t.test("everything passes through unchanged and in order", async (t) => {
   const meter = new UsageMeter(admission(), 5);
   const l = recorder();
   const wrapped = meter.wrap(l);
-  const events = [delta(1, "a"), { choiceIndex: 0, finishReason: FinishReason.FINISH_REASON_STOP, completionTokens: 1 }, { usage: { promptTokens: 5, completionTokens: 1 }, error: undefined }];
+  const events = [delta(1, "a"), { choiceIndex: 0, finishReason: FinishReason.FINISH_REASON_STOP, completionTokens: 1 }, { usage: { promptTokens: 5, completionTokens: 1, cachedPromptTokens: 0 }, error: undefined }];
   wrapped.delta(events[0] as TokenDelta);
   wrapped.choiceReset!(0);
   wrapped.choiceEnd(events[1] as never);
@@ -53,7 +53,7 @@ t.test("a final event with usage settles with the runner's count, not the stream
   const wrapped = new UsageMeter(a, 5).wrap(recorder());
   wrapped.delta(delta(2));
   wrapped.delta(delta(1));
-  wrapped.final({ usage: { promptTokens: 6, completionTokens: 9 }, error: undefined });
+  wrapped.final({ usage: { promptTokens: 6, completionTokens: 9, cachedPromptTokens: 0 }, error: undefined });
   t.same(a.settles, [15]);
 });
 
@@ -91,7 +91,7 @@ t.test("a client that leaves is charged the prompt and what streamed; before any
 t.test("a client that leaves after the final event changes nothing: the first settle counts", async (t) => {
   const a = admission();
   const meter = new UsageMeter(a, 5);
-  meter.wrap(recorder()).final({ usage: { promptTokens: 5, completionTokens: 1 }, error: undefined });
+  meter.wrap(recorder()).final({ usage: { promptTokens: 5, completionTokens: 1, cachedPromptTokens: 0 }, error: undefined });
   meter.abandon();
   t.equal(a.settled, 6);
 });

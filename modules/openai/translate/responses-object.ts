@@ -98,7 +98,7 @@ export interface ResponseObject {
 }
 
 export function responseUsage(usage: Usage | undefined): ResponseUsage {
-  return tokenUsage(usage?.promptTokens ?? 0, usage?.completionTokens ?? 0);
+  return tokenUsage(usage?.promptTokens ?? 0, usage?.completionTokens ?? 0, usage?.cachedPromptTokens ?? 0);
 }
 
 /** The response object of `body` before it produced anything: the request's settings echoed. */

@@ -63,6 +63,7 @@ export class ChoiceDecoder {
   private produced = 0;
   private readonly generated: Token[] = [];
   private readonly options: SequenceEvaluateOptions;
+  private cachedPromptTokens = 0;
   private callIndex = 0;
   private unreportedTokens = 0;
 
@@ -93,6 +94,7 @@ export class ChoiceDecoder {
   async run(): Promise<ChoiceOutcome> {
     try {
       const input = await this.slot.reset(this.plan.prompt, this.plan.reuseCache);
+      this.cachedPromptTokens = this.plan.prompt.length - input.length;
       const tools = this.plan.tools;
       if (tools && tools.mode !== "auto") {
         await this.callLoop(tools, this.tokenize(tools.syntax.prefix), tools.functionName);
@@ -106,7 +108,7 @@ export class ChoiceDecoder {
   }
 
   private outcome(finishReason: FinishReason): ChoiceOutcome {
-    return { finishReason: this.signal.aborted ? FinishReason.FINISH_REASON_CANCELLED : finishReason, completionTokens: this.produced };
+    return { finishReason: this.signal.aborted ? FinishReason.FINISH_REASON_CANCELLED : finishReason, completionTokens: this.produced, cachedPromptTokens: this.cachedPromptTokens };
   }
 
   /** Counts a generated token and enforces the budget and cancellation. */

@@ -146,6 +146,29 @@ export class LlamaEngine implements Engine {
     return { request, promptTokens: prompt.length, maxTokens, choices, plan, droppedMessages, renderedPrompt };
   }
 
+  /**
+   * The free slot holding the longest prefix of the prompt (a system prompt, the earlier turns
+   * of a conversation), so that its cache is reused, when that prefix is at least half the
+   * prompt. Otherwise the slot used least recently: a prompt that shares only a template's first
+   * tokens with a slot would throw away that slot's cached prompt for nothing (llama.cpp's server
+   * picks slots the same way). -1 (no preference) for requests that evaluate their whole prompt.
+   */
+  preferredSlot(prepared: PreparedRequest, free: readonly number[]): number {
+    const plan = (prepared as LlamaPrepared).plan;
+    if (!plan.reuseCache) return -1;
+    let best = -1;
+    let bestShared = 0;
+    let oldest = -1;
+    // From the end: among equals the slot freed last wins, as without a preference.
+    for (let i = free.length - 1; i >= 0; i--) {
+      const slot = this.sequences[free[i]!]!;
+      const shared = slot.sharedPrefix(plan.prompt);
+      if (shared > bestShared) [best, bestShared] = [i, shared];
+      if (oldest < 0 || slot.lastUsed < this.sequences[free[oldest]!]!.lastUsed) oldest = i;
+    }
+    return bestShared * 2 >= plan.prompt.length ? best : oldest;
+  }
+
   runChoice(prepared: PreparedRequest, choiceIndex: number, slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome> {
     const plan = (prepared as LlamaPrepared).plan;
     return new ChoiceDecoder(this.model, this.sequences[slot]!, plan, choiceIndex, sink, signal).run();

@@ -1,6 +1,8 @@
 import type { LlamaContextSequence, SequenceEvaluateOptions, Token } from "node-llama-cpp";
 import type { DecodeGate } from "./decode-gate.js";
 
+let useCounter = 0;
+
 /**
  * One decoding slot: a context sequence plus the bookkeeping node-llama-cpp leaves to callers.
  * `evaluate` yields a token before feeding it back, so the last token a loop received and
@@ -8,12 +10,23 @@ import type { DecodeGate } from "./decode-gate.js";
  */
 export class SlotSequence {
   private pending: Token[] = [];
+  /** When a prompt was last put in this slot (a counter shared by the engine's slots; 0: never). */
+  lastUsed = 0;
 
   constructor(readonly sequence: LlamaContextSequence, private readonly gate: DecodeGate) {}
 
   /** Tokens in the context plus the pending one: what the model has "said" so far. */
   get length(): number {
     return this.sequence.nextTokenIndex + this.pending.length;
+  }
+
+  /** How many leading tokens of `prompt` this slot's context holds already (what reset would keep). */
+  sharedPrefix(prompt: readonly Token[]): number {
+    const held = this.sequence.contextTokens;
+    const limit = Math.min(held.length, prompt.length);
+    let common = 0;
+    while (common < limit && held[common] === prompt[common]) common++;
+    return common;
   }
 
   /**
@@ -25,6 +38,7 @@ export class SlotSequence {
    */
   async reset(prompt: readonly Token[], reuseCache: boolean): Promise<Token[]> {
     this.pending = [];
+    this.lastUsed = ++useCounter;
     const held = this.sequence.contextTokens;
     let common = 0;
     const limit = reuseCache ? Math.min(held.length, prompt.length) : 0;

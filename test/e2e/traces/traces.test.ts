@@ -87,7 +87,7 @@ t.test("a logged non-streamed chat completion", async (t) => {
     finish_reasons: ["length"],
   });
   t.match(tr.api_key_id, /^key_/, "the key is named by its id");
-  t.same(tr.usage, { input_tokens: res.body.usage.prompt_tokens, cached_input_tokens: 0, output_tokens: 8 });
+  t.same(tr.usage, { input_tokens: res.body.usage.prompt_tokens, cached_input_tokens: res.body.usage.prompt_tokens_details.cached_tokens, output_tokens: 8 });
   timingsInOrder(t, tr);
   t.same(JSON.parse(tr.request.text), { model: TEST_MODEL, messages: [{ role: "user", content: "Once upon a time" }], max_tokens: 8, temperature: 0.5, log: true });
   t.equal(tr.request.truncated, false);

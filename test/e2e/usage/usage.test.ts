@@ -36,22 +36,25 @@ async function chat(key: string, maxTokens: number, extra: Json = {}) {
 const left = 60_000 - (Date.now() % 60_000);
 if (left < 15_000) await new Promise((r) => setTimeout(r, left + 50));
 const start = Math.floor(Date.now() / 1000) - 120;
-const sent = { a: { requests: 0, input: 0, output: 0 }, b: { requests: 0, input: 0, output: 0 } };
+const sent = { a: { requests: 0, input: 0, cached: 0, output: 0 }, b: { requests: 0, input: 0, cached: 0, output: 0 } };
 for (const [key, who, n] of [[TEST_KEY, "a", 3], [KEY_B, "b", 2]] as const)
   for (let i = 0; i < n; i++) {
     const r = await chat(key, 4 + i);
     sent[who].requests++;
     sent[who].input += r.body.usage.prompt_tokens;
+    // The runner reuses the prompt's prefix cached in a slot (the chat template's first tokens at least).
+    sent[who].cached += r.body.usage.prompt_tokens_details.cached_tokens;
     sent[who].output += r.body.usage.completion_tokens;
   }
 const failed = await chat(TEST_KEY, 5000);
 if (failed.status !== 400) throw new Error("expected a 400");
 
 const sum = (buckets: Json[], f: (r: Json) => boolean = () => true) => {
-  const out = { requests: 0, input: 0, output: 0, errors: 0 };
+  const out = { requests: 0, input: 0, cached: 0, output: 0, errors: 0 };
   for (const b of buckets) for (const r of b.results as Json[]) if (f(r)) {
     out.requests += r.num_model_requests;
     out.input += r.input_tokens;
+    out.cached += r.input_cached_tokens;
     out.output += r.output_tokens;
     out.errors += r.num_model_request_errors;
   }
@@ -77,13 +80,13 @@ t.test("the buckets equal what was sent, at every width", async (t) => {
     t.equal(page.has_more, false);
     t.equal(page.next_page, null);
     const s = sum(page.data);
-    t.same(s, { requests: total, input: sent.a.input + sent.b.input + 0, output: sent.a.output + sent.b.output, errors: 1 }, `${width}: totals (the refused request counts as a request and an error)`);
+    t.same(s, { requests: total, input: sent.a.input + sent.b.input + 0, cached: sent.a.cached + sent.b.cached, output: sent.a.output + sent.b.output, errors: 1 }, `${width}: totals (the refused request counts as a request and an error)`);
     const b0 = page.data[0] as Json;
     t.equal(b0.object, "bucket");
     t.equal(b0.end_time - b0.start_time, { "1m": 60, "1h": 3600, "1d": 86400 }[width]);
     t.equal(b0.start_time % (b0.end_time - b0.start_time), 0, "aligned");
     for (const r of page.data.flatMap((b: Json) => b.results))
-      t.match(r, { object: "organization.usage.completions.result", input_cached_tokens: 0, project_id: null, api_key_id: null, model: null, batch: null, user_id: null, service_tier: null });
+      t.match(r, { object: "organization.usage.completions.result", input_cached_tokens: Number, project_id: null, api_key_id: null, model: null, batch: null, user_id: null, service_tier: null });
   }
 });
 

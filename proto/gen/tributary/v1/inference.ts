@@ -229,6 +229,11 @@ export interface ChoiceReset {
 export interface Usage {
   promptTokens: number;
   completionTokens: number;
+  /**
+   * Of prompt_tokens: those found in the runner's KV cache (a prefix shared with an earlier
+   * request in the same slot), not evaluated again.
+   */
+  cachedPromptTokens: number;
 }
 
 export interface Final {
@@ -1808,7 +1813,7 @@ export const ChoiceReset: MessageFns<ChoiceReset> = {
 };
 
 function createBaseUsage(): Usage {
-  return { promptTokens: 0, completionTokens: 0 };
+  return { promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 };
 }
 
 export const Usage: MessageFns<Usage> = {
@@ -1818,6 +1823,9 @@ export const Usage: MessageFns<Usage> = {
     }
     if (message.completionTokens !== 0) {
       writer.uint32(16).uint32(message.completionTokens);
+    }
+    if (message.cachedPromptTokens !== 0) {
+      writer.uint32(24).uint32(message.cachedPromptTokens);
     }
     return writer;
   },
@@ -1851,6 +1859,14 @@ export const Usage: MessageFns<Usage> = {
             message.completionTokens = reader.uint32();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.cachedPromptTokens = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1870,6 +1886,7 @@ export const Usage: MessageFns<Usage> = {
     const message = createBaseUsage();
     message.promptTokens = object.promptTokens ?? 0;
     message.completionTokens = object.completionTokens ?? 0;
+    message.cachedPromptTokens = object.cachedPromptTokens ?? 0;
     return message;
   },
 };

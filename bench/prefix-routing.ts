@@ -1,0 +1,221 @@
+// Prefix-aware routing against load-only routing, in the same run: two runners of one model
+// (llama engine), two gateways on the same NATS, one routing by prefix (TRIBUTARY_ROUTING=prefix)
+// and one by load alone (=load). The workload: streamed chat completions that share long system
+// prompts (more distinct prompts than one runner has slots, fewer than two runners have), a short
+// question each, a few output tokens, closed loop. Each round runs both modes in turn (the order
+// alternates), each with system prompts of its own so that neither finds the other's in a cache.
+// Per mode: TTFT p50/p99, output tokens/s, and the share of prompt tokens the runners found cached
+// (usage.prompt_tokens_details.cached_tokens). Writes bench/results/prefix-routing.md.
+//   node dist/bench/prefix-routing.js [--model 100m|tiny] [--rounds 2] [--requests 36] [--concurrency 4] [--system-words 80]
+import { mkdirSync, writeFileSync } from "node:fs";
+import { loadavg } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import OpenAI from "openai";
+import { commonConfig, readConfig } from "../lib/config.js";
+import { loadCatalog } from "../modules/catalog/mod.js";
+import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL, testCatalog, type Proc } from "../test/harness/processes.js";
+import { ensureRandomLlama, SHAPES, type ShapeName } from "./gguf/random-llama.js";
+import { fmt, percentile } from "./lib/stats.js";
+import { machineLine, markdownTable, writeResults } from "./lib/table.js";
+
+const { values } = parseArgs({
+  options: {
+    model: { type: "string", default: "100m" },
+    rounds: { type: "string", default: "2" },
+    requests: { type: "string", default: "36" },
+    concurrency: { type: "string", default: "4" },
+    prompts: { type: "string", default: "6" },
+    slots: { type: "string", default: "4" },
+    "system-words": { type: "string", default: "80" },
+    "max-tokens": { type: "string", default: "8" },
+  },
+});
+const rounds = Number(values.rounds);
+const requestsPerPhase = Number(values.requests);
+const concurrency = Number(values.concurrency);
+const promptCount = Number(values.prompts);
+const slots = Number(values.slots);
+const systemWords = Number(values["system-words"]);
+const maxTokens = Number(values["max-tokens"]);
+const modes = ["prefix", "load"] as const;
+type Mode = (typeof modes)[number];
+
+const WORDS = "river stone lantern harbor meadow copper signal winter orchard thread compass ember violet canyon ledger anchor willow quartz saddle beacon".split(" ");
+/** A long system prompt of its own per (round, mode, index): its first words already differ. */
+function systemPrompt(round: number, mode: Mode, index: number): string {
+  let seed = (round * 7919 + (mode === "prefix" ? 1 : 2) * 104729 + index * 1299709) >>> 0;
+  const next = () => (seed = (seed * 1664525 + 1013904223) >>> 0);
+  const words = Array.from({ length: systemWords }, () => WORDS[next() % WORDS.length]);
+  return `Policy ${round}-${mode}-${index}. You are assistant number ${index}. Follow these notes: ${words.join(" ")}.`;
+}
+
+interface Sample {
+  ttftMs: number;
+  promptTokens: number;
+  cachedTokens: number;
+  completionTokens: number;
+  runner: string;
+  prompt: number;
+}
+
+async function phase(client: OpenAI, round: number, mode: Mode, requests = requestsPerPhase): Promise<{ samples: Sample[]; seconds: number; errors: number }> {
+  const samples: Sample[] = [];
+  let errors = 0;
+  let next = 0;
+  const started = performance.now();
+  const worker = async () => {
+    for (;;) {
+      const i = next++;
+      if (i >= requests) return;
+      // Prompts in a shuffled cycle: every prompt comes back, never twice in a row.
+      const prompt = (i * 5 + Math.floor(i / promptCount)) % promptCount;
+      const sent = performance.now();
+      try {
+        const { data: stream, response } = await client.chat.completions
+          .create({
+            model: TEST_MODEL,
+            messages: [
+              { role: "system", content: systemPrompt(round, mode, prompt) },
+              { role: "user", content: `Question ${i}: what comes next?` },
+            ],
+            max_tokens: maxTokens,
+            stream: true,
+            stream_options: { include_usage: true },
+          })
+          .withResponse();
+        let ttft = 0;
+        let usage: OpenAI.CompletionUsage | undefined;
+        for await (const chunk of stream) {
+          if (!ttft && chunk.choices[0]?.delta?.content) ttft = performance.now() - sent;
+          if (chunk.usage) usage = chunk.usage;
+        }
+        samples.push({
+          ttftMs: ttft,
+          promptTokens: usage?.prompt_tokens ?? 0,
+          cachedTokens: usage?.prompt_tokens_details?.cached_tokens ?? 0,
+          completionTokens: usage?.completion_tokens ?? 0,
+          runner: response.headers.get("x-tributary-runner") ?? "",
+          prompt,
+        });
+      } catch (err) {
+        errors++;
+        process.stderr.write(`  error: ${String(err).slice(0, 160)}\n`);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return { samples, seconds: (performance.now() - started) / 1000, errors };
+}
+
+async function main(): Promise<void> {
+  const { home } = readConfig(commonConfig);
+  const tokenizer = loadCatalog(testCatalog).find((m) => m.id === TEST_MODEL)!.source;
+  const path = values.model === "tiny" ? tokenizer : ensureRandomLlama(home, SHAPES[values.model as ShapeName], tokenizer);
+  const catalog = join(home, "bench-catalogs", `prefix-routing-${values.model}.yaml`);
+  mkdirSync(join(home, "bench-catalogs"), { recursive: true });
+  // The test model's id, so the harness's clients and checks apply; the weights are the bench model's.
+  writeFileSync(catalog, `models:\n  - id: ${TEST_MODEL}\n    engine: llama\n    source: ${JSON.stringify(path)}\n    context_length: 2048\n    max_output_tokens: ${maxTokens}\n` +
+    `    slots: ${slots}\n    queue_limit: ${slots * 8}\n    threads: 1\n    rate_limits: { requests_per_minute: 10000000, tokens_per_minute: 1000000000 }\n`);
+  const env = { TRIBUTARY_CATALOG: catalog };
+  const procs: Proc[] = [];
+  const nats = await startNats();
+  try {
+    procs.push(await startActorHost(nats.url, env));
+    const runners = await Promise.all([startRunner(nats.url, env), startRunner(nats.url, env)]);
+    procs.push(...runners);
+    const gateways = { prefix: await startGateway(nats.url, { ...env, TRIBUTARY_ROUTING: "prefix" }), load: await startGateway(nats.url, { ...env, TRIBUTARY_ROUTING: "load" }) };
+    procs.push(gateways.prefix, gateways.load);
+    const clients = {
+      prefix: new OpenAI({ apiKey: TEST_KEY, baseURL: gateways.prefix.baseURL, maxRetries: 0, timeout: 120_000 }),
+      load: new OpenAI({ apiKey: TEST_KEY, baseURL: gateways.load.baseURL, maxRetries: 0, timeout: 120_000 }),
+    };
+    await waitForRunners(gateways.prefix.url, 2);
+    await waitForRunners(gateways.load.url, 2);
+    // Warm-up (not measured): the first requests of a fresh runner pay for allocations.
+    await phase(clients.load, -1, "load", 2 * concurrency);
+
+    const loadStart = loadavg()[0]!;
+    const results = new Map<Mode, Array<Awaited<ReturnType<typeof phase>>>>(modes.map((m) => [m, []]));
+    for (let round = 0; round < rounds; round++) {
+      for (const mode of round % 2 === 0 ? modes : [...modes].reverse()) {
+        process.stderr.write(`round ${round + 1}/${rounds}: ${mode}\n`);
+        const r = await phase(clients[mode], round, mode);
+        results.get(mode)!.push(r);
+        const ttft = r.samples.map((s) => s.ttftMs);
+        process.stderr.write(`  TTFT p50 ${fmt(percentile(ttft, 50), 0)} ms, p99 ${fmt(percentile(ttft, 99), 0)} ms, ${fmt(r.samples.reduce((n, s) => n + s.completionTokens, 0) / r.seconds, 1)} tok/s, errors ${r.errors}\n`);
+      }
+    }
+    const loadEnd = loadavg()[0]!;
+
+    const summary = (mode: Mode) => {
+      const runs = results.get(mode)!;
+      const samples = runs.flatMap((r) => r.samples);
+      const ttft = samples.map((s) => s.ttftMs);
+      const seconds = runs.reduce((n, r) => n + r.seconds, 0);
+      const prompt = samples.reduce((n, s) => n + s.promptTokens, 0);
+      const cached = samples.reduce((n, s) => n + s.cachedTokens, 0);
+      // Of each system prompt's requests, the share that went to the runner it went to most.
+      const byPrompt = new Map<string, Map<string, number>>();
+      for (const [i, r] of runs.entries())
+        for (const s of r.samples) {
+          const key = `${i}/${s.prompt}`;
+          const m = byPrompt.get(key) ?? new Map<string, number>();
+          m.set(s.runner, (m.get(s.runner) ?? 0) + 1);
+          byPrompt.set(key, m);
+        }
+      let top = 0;
+      for (const m of byPrompt.values()) top += Math.max(...m.values());
+      const perRunner = new Map<string, number>();
+      for (const s of samples) perRunner.set(s.runner, (perRunner.get(s.runner) ?? 0) + 1);
+      return {
+        p50: percentile(ttft, 50),
+        p99: percentile(ttft, 99),
+        tokensPerSecond: samples.reduce((n, s) => n + s.completionTokens, 0) / seconds,
+        promptTokens: prompt,
+        evaluated: prompt - cached,
+        cachedShare: prompt ? cached / prompt : 0,
+        affinity: samples.length ? top / samples.length : 0,
+        split: [...perRunner.values()].sort((a, b) => b - a).join(" / "),
+        errors: runs.reduce((n, r) => n + r.errors, 0),
+        requests: samples.length,
+        meanPrompt: samples.length ? prompt / samples.length : 0,
+      };
+    };
+    const p = summary("prefix");
+    const l = summary("load");
+    const rows = [
+      ["prefix-aware", fmt(p.p50, 0), fmt(p.p99, 0), fmt(p.tokensPerSecond, 1), `${p.evaluated} of ${p.promptTokens}`, fmt(p.cachedShare * 100, 0) + " %", fmt(p.affinity * 100, 0) + " %", p.split, p.errors],
+      ["load only", fmt(l.p50, 0), fmt(l.p99, 0), fmt(l.tokensPerSecond, 1), `${l.evaluated} of ${l.promptTokens}`, fmt(l.cachedShare * 100, 0) + " %", fmt(l.affinity * 100, 0) + " %", l.split, l.errors],
+      ["ratio prefix / load", fmt(p.p50 / l.p50, 2), fmt(p.p99 / l.p99, 2), fmt(p.tokensPerSecond / l.tokensPerSecond, 2), fmt(p.evaluated / l.evaluated, 2), "", "", "", ""],
+    ];
+    writeResults("prefix-routing.md", "Prefix-aware routing vs load-only routing (2 runners)", [
+      machineLine() + ` Load average (1 min) at start and end of the measured rounds: ${loadStart.toFixed(1)}, ${loadEnd.toFixed(1)} (2 cores shared with other work).`,
+      `Model: ${path.split("/").pop()} (llama engine, 1 thread, ${slots} slots per runner), 2 runners, 1 NATS server, 1 actor host, one gateway per routing mode. ` +
+        `Workload per phase: ${requestsPerPhase} streamed chat completions, ${concurrency} at a time (closed loop), each a system prompt (one of ${promptCount}, ${systemWords} words, ~${fmt(p.meanPrompt, 0)} prompt tokens with the question) and a short question, ${maxTokens} output tokens. ` +
+        `${rounds} rounds; each round runs both modes (order alternating), each mode with system prompts of its own. TTFT: from the request to the first content chunk.`,
+      markdownTable(["routing", "TTFT p50 ms", "TTFT p99 ms", "output tok/s", "prompt tokens evaluated", "cached share", "same runner per prompt", "requests per runner", "errors"], rows),
+      "\"same runner per prompt\": of the requests of each system prompt, the share served by the runner that served most of them. \"prompt tokens evaluated\": prompt tokens minus those the runners found cached (usage.prompt_tokens_details.cached_tokens).",
+      `Command: \`node dist/bench/prefix-routing.js --model ${values.model} --rounds ${rounds} --requests ${requestsPerPhase} --concurrency ${concurrency} --prompts ${promptCount} --slots ${slots} --system-words ${systemWords} --max-tokens ${maxTokens}\``,
+    ]);
+  } finally {
+    await Promise.all(procs.map((p) => p.kill()));
+    await nats.stop();
+  }
+  process.exit(0);
+}
+
+async function waitForRunners(gatewayUrl: string, count: number): Promise<void> {
+  const deadline = Date.now() + 300_000;
+  for (;;) {
+    const body = (await fetch(gatewayUrl + "/readyz").then((r) => r.json()).catch(() => ({}))) as { ready_runners?: number };
+    if ((body.ready_runners ?? 0) >= count) return;
+    if (Date.now() > deadline) throw new Error(`the gateway heard ${body.ready_runners ?? 0} of ${count} runners`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
