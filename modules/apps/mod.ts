@@ -1,0 +1,20 @@
+// Hosted apps: customer ASGI apps deployed from a manifest (tributary.yaml), run by app hosts under
+// the sandbox isolation and reached at a per-project address through the gateway.
+export {
+  checkManifest,
+  DNS_LABEL,
+  ENTRYPOINT,
+  MANIFEST_FILE,
+  MAX_ENTRYPOINT_LENGTH,
+  MAX_ENV_VALUE_BYTES,
+  MAX_ENV_VARS,
+  MAX_MANIFEST_BYTES,
+  MAX_SECRETS,
+  MIN_CPU_MHZ,
+  MIN_MEMORY_MB,
+  parseManifest,
+  slugOf,
+  type AppHostOffer,
+  type AppManifest,
+  type DeployTarget,
+} from "./manifest.js";
