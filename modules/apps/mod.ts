@@ -18,3 +18,17 @@ export {
   type AppManifest,
   type DeployTarget,
 } from "./manifest.js";
+export {
+  APP_SOCKET,
+  AppInstance,
+  instanceCommand,
+  instanceLimits,
+  PLATFORM_SOCKET,
+  platformEnv,
+  probe,
+  type InstanceExit,
+  type InstanceHostOptions,
+  type InstanceSpec,
+  type LogLine,
+} from "./instance.js";
+export { AppReplica, DEFAULT_REPLICA_POLICY, type ReplicaFailure, type ReplicaPolicy, type ReplicaState, type ReplicaStatus } from "./replica.js";

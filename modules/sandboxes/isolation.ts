@@ -27,8 +27,30 @@ export interface IsolationOptions {
 const SYSTEM_DIRS = ["/usr", "/etc/alternatives", "/etc/ssl", "/etc/ca-certificates"];
 const SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/localtime", "/etc/mime.types"];
 
+/** What runs inside the walls, and what it sees besides the read-only system. */
+export interface WalledProgram {
+  /** Extra bwrap arguments (mounts, --setenv) placed before the root is made read-only. */
+  mounts: string[];
+  /** Environment variables (after --clearenv; PATH is always set). */
+  env: Record<string, string>;
+  /** The writable home and working directory, a tmpfs of limits.diskMb ("/workspace" for sandboxes). */
+  workdir: string;
+  /** Working directory of the program (default: workdir). */
+  chdir?: string;
+  argv: string[];
+}
+
 /** The command line that starts a sandbox's agent: prlimit -> setpriv -> bwrap -> python agent. */
 export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits, uid: number | undefined, agentSource: string): string[] {
+  return walledCommand(options, limits, uid, { mounts: [], env: { HOME: "/workspace" }, workdir: "/workspace", argv: [options.python, "-I", "-S", "-c", agentSource] });
+}
+
+/**
+ * Any program behind a sandbox's walls (the sandbox agent, an app instance): prlimit -> setpriv ->
+ * bwrap with every namespace unshared (no network: a program reaches out only through Unix
+ * sockets bind-mounted into it), the host's system read-only, a private tmpfs workdir and /tmp.
+ */
+export function walledCommand(options: IsolationOptions, limits: SandboxLimits, uid: number | undefined, program: WalledProgram): string[] {
   const bwrap = [
     options.bwrap,
     "--unshare-all",
@@ -41,8 +63,8 @@ export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits,
     "--gid", "1000",
     "--clearenv",
     "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
-    "--setenv", "HOME", "/workspace",
   ];
+  for (const [name, value] of Object.entries(program.env)) bwrap.push("--setenv", name, value);
   for (const dir of SYSTEM_DIRS) if (existsSync(dir)) bwrap.push("--ro-bind", dir, dir);
   for (const file of SYSTEM_FILES) if (existsSync(file)) bwrap.push("--ro-bind", file, file);
   // Debian's merged /usr: the top-level names are links into it.
@@ -51,12 +73,13 @@ export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits,
   bwrap.push(
     "--proc", "/proc",
     "--dev", "/dev",
-    "--size", String(limits.diskMb * 1024 * 1024), "--perms", "0700", "--tmpfs", "/workspace",
+    "--size", String(limits.diskMb * 1024 * 1024), "--perms", "0700", "--tmpfs", program.workdir,
     "--size", String(64 * 1024 * 1024), "--tmpfs", "/tmp",
-    // The root (a tmpfs bwrap made) and everything on it read-only; /workspace and /tmp stay writable.
+    ...program.mounts,
+    // The root (a tmpfs bwrap made) and everything on it read-only; the workdir, /tmp and writable binds stay writable.
     "--remount-ro", "/",
-    "--chdir", "/workspace",
-    "--", options.python, "-I", "-S", "-c", agentSource,
+    "--chdir", program.chdir ?? program.workdir,
+    "--", ...program.argv,
   );
   const prlimit = [
     "prlimit",
