@@ -1,10 +1,11 @@
 import type { ModelSpec } from "../modules/catalog/mod.js";
 import { resolveAdminToken } from "../modules/accounts/mod.js";
-import { accountsConfig, filesConfig, sandboxesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, artifactsConfig, filesConfig, sandboxesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, timeoutsConfig } from "../lib/config.js";
 import { AdminServiceActor } from "./admin/admin-service.js";
 import { BatchCoordinator } from "./batches/batch-coordinator.js";
 import { BatchWorker } from "./batches/batch-worker.js";
-import { FileSweeper } from "./files/file-sweeper.js";
+import { fileSweeper } from "./files/file-sweeper.js";
+import { artifactSweeper } from "./artifacts/artifact-sweeper.js";
 import { SandboxSweeperActor } from "./sandboxes/sandbox-sweeper.js";
 import { JobWorker } from "./jobs/job-worker.js";
 import { BudgetHostActor, budgetHostOptions } from "./ratelimit/budget-host.js";
@@ -96,13 +97,15 @@ function accountActors(ctx: PlatformContext): Array<() => Actor> {
   return actors;
 }
 
-/** Files and batches: the expiry sweeper, the batch coordinator and the batch worker. */
+/** Files, artifacts and batches: the expiry sweepers, the batch coordinator and the batch worker. */
 function fileAndBatchActors(ctx: PlatformContext): Array<() => Actor> {
   const files = readConfig(filesConfig);
+  const artifacts = readConfig(artifactsConfig);
   const timeouts = readConfig(timeoutsConfig);
   const catalog = new Map(ctx.catalog.map((m) => [m.id, m]));
   return [
-    () => new FileSweeper(files.fileSweepMs),
+    () => fileSweeper(files.fileSweepMs),
+    () => artifactSweeper(artifacts.sweepMs, artifacts.uploadTtlS),
     () => new BatchCoordinator({ catalog, maxBatchRequests: files.maxBatchRequests, maxBatchFileBytes: files.maxBatchFileBytes, ackWaitMs: files.batchAckWaitMs }),
     () => new BatchWorker({
       catalog,

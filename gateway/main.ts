@@ -3,7 +3,7 @@
 import { hostname } from "node:os";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { AccountStore, LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys, AccountAuthenticator, AccountDirectory, LastUsedRecorder } from "../modules/accounts/mod.js";
-import { accountsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, sandboxesConfig, secretsConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, artifactsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, sandboxesConfig, secretsConfig, timeoutsConfig } from "../lib/config.js";
 import { SandboxHostClient, SandboxHostDirectory, SandboxService, SandboxStore } from "../modules/sandboxes/mod.js";
 import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
 import { registerSandboxRoutes } from "./routes/sandboxes.js";
@@ -12,6 +12,7 @@ import { registerJobRoutes } from "./routes/jobs.js";
 import { registerShellRoute } from "./routes/sandbox-shell.js";
 import { JobStore } from "../modules/jobs/mod.js";
 import { FileStore } from "../modules/files/mod.js";
+import { ArtifactStore } from "../modules/artifacts/mod.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
 import { connectionState, connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
@@ -25,6 +26,7 @@ import { registerBatchRoutes } from "./routes/batches.js";
 import { BudgetClient, ClusterRateLimiter, UnlimitedRateLimiter, type RateLimiter } from "../modules/ratelimit/mod.js";
 import { registerChatRoutes } from "./routes/chat-completions.js";
 import { registerFileRoutes } from "./routes/files.js";
+import { registerArtifactRoutes } from "./routes/artifacts.js";
 import { BackgroundLifecycle, BackgroundQueue, ConversationStore, PromptStore, ResponseEventLog, ResponseService, ResponseStore } from "../modules/responses/mod.js";
 import { registerConversationRoutes } from "./routes/conversations.js";
 import { registerPromptRoutes } from "./routes/prompts.js";
@@ -169,6 +171,7 @@ async function main(): Promise<void> {
 
   registerFileRoutes(router, { store: fileStore, maxFileBytes: files.maxFileBytes, maxBatchFileBytes: files.maxBatchFileBytes, maxBodyBytes: config.maxBodyBytes });
   registerBatchRoutes(router, { batches: batchStore, files: fileStore, maxBodyBytes: config.maxBodyBytes });
+  registerArtifactRoutes(router, { store: await ArtifactStore.open(nc), limits: readConfig(artifactsConfig) });
 
   // Sandboxes and secrets: records in KV, calls routed to the sandbox hosts found by heartbeat.
   const sandboxSettings = readConfig(sandboxesConfig);

@@ -173,6 +173,35 @@ export const filesConfig = Config.all({
   fileSweepMs: int("TRIBUTARY_FILE_SWEEP_MS", 60_000),
 });
 
+/**
+ * Artifacts and multipart uploads (gateway: the bounds of every upload; actor host: expiry of
+ * unfinished uploads). Sizes are bytes.
+ */
+export const artifactsConfig = Config.all({
+  /** Largest artifact, declared or sent (multipart uploads). */
+  maxBytes: int("TRIBUTARY_ARTIFACT_MAX_BYTES", 5 * 1024 ** 3),
+  /** Largest single-shot upload (POST /v1/artifacts); larger ones go in parts. */
+  maxSingleUploadBytes: int("TRIBUTARY_ARTIFACT_MAX_SINGLE_UPLOAD_BYTES", 1024 ** 3),
+  /** The part size offered to a multipart upload (larger when the declared size needs more than the most parts). */
+  partBytes: int("TRIBUTARY_ARTIFACT_PART_BYTES", 16 * 1024 ** 2),
+  /** Smallest part that is not the last. */
+  minPartBytes: int("TRIBUTARY_ARTIFACT_MIN_PART_BYTES", 5 * 1024 ** 2),
+  /** Largest part. */
+  maxPartBytes: int("TRIBUTARY_ARTIFACT_MAX_PART_BYTES", 64 * 1024 ** 2),
+  /** Highest part number (parts are numbered from 1). */
+  maxParts: int("TRIBUTARY_ARTIFACT_MAX_PARTS", 10_000),
+  /** Longest filename, in UTF-8 bytes. */
+  maxFilenameBytes: int("TRIBUTARY_ARTIFACT_MAX_FILENAME_BYTES", 255),
+  /** Largest manifest text attached to an artifact. */
+  maxManifestBytes: int("TRIBUTARY_ARTIFACT_MAX_MANIFEST_BYTES", 64 * 1024),
+  /** Unfinished multipart uploads a project may hold at once. */
+  maxOpenUploads: int("TRIBUTARY_ARTIFACT_MAX_OPEN_UPLOADS", 64),
+  /** An unfinished multipart upload expires this long after it was created; its parts are then swept. */
+  uploadTtlS: int("TRIBUTARY_ARTIFACT_UPLOAD_TTL_S", 3600),
+  /** How often the actor host sweeps expired uploads and the leftovers of interrupted ones. */
+  sweepMs: int("TRIBUTARY_ARTIFACT_SWEEP_MS", 60_000),
+});
+
 /** Rate limits (gateways and actor hosts). */
 export const rateLimitConfig = Config.all({
   /** "off" admits everything (no budgets, no x-ratelimit headers). */

@@ -90,17 +90,18 @@ const gatewayState = {
     buckets.files, buckets.batches, buckets.batchResults, buckets.accounts, buckets.apiKeyUsage, buckets.responses, buckets.conversations, buckets.prompts,
     // The usage API and the dashboard read the rollups; sign-in keeps members and sessions.
     buckets.usageMinute, buckets.usageHour, buckets.usageDay, buckets.members, buckets.sessions,
-    buckets.sandboxes, buckets.secrets, buckets.jobs,
+    buckets.sandboxes, buckets.secrets, buckets.jobs, buckets.artifacts,
   ],
-  obj: [buckets.fileContents],
+  obj: [buckets.fileContents, buckets.artifactContents],
   streams: [streams.batchJobs, streams.batchWork, streams.responsesBackground, streams.responseEvents, streams.traces, streams.usage, streams.jobs, streams.jobLogs],
 };
 /** A sandbox host reads the records of its sandboxes and the secrets it hands them (decrypted only there). */
 const sandboxHostState = { kv: [buckets.sandboxes, buckets.secrets], obj: [], streams: [] };
 /** The actor host holds every piece of state: budgets, batches, files, accounts, responses. */
+const objectStores: readonly string[] = [buckets.fileContents, buckets.artifactContents];
 const actorsState = {
-  kv: Object.values(buckets).filter((b) => b !== buckets.fileContents),
-  obj: [buckets.fileContents],
+  kv: Object.values(buckets).filter((b) => !objectStores.includes(b)),
+  obj: [...objectStores],
   streams: Object.values(streams),
 };
 

@@ -162,6 +162,16 @@ export const buckets = {
   files: "tributary_files",
   /** Object Store: file contents, object name = file id (uploads, batch output and error files). */
   fileContents: "tributary_file_contents",
+  /**
+   * KV: artifact records (the artifact object, its project and, while uploading in parts, the
+   * upload's terms), key `<project>.<artifact id>`.
+   */
+  artifacts: "tributary_artifacts",
+  /**
+   * Object Store: artifact contents, object name = artifact id; the parts of an unfinished
+   * multipart upload are objects `<artifact id>.part-<n>` until finish assembles them.
+   */
+  artifactContents: "tributary_artifact_contents",
   /** KV: batch records (the OpenAI batch object and its coordinator state), key `<project>.<batch id>`. */
   batches: "tributary_batches",
   /** KV: one finished line of a batch, key `<batch id>.<line>`, written create-only (first writer wins). */

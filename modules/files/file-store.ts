@@ -1,10 +1,10 @@
 import { Schema } from "effect";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
-import type { ObjectInfo, ObjectStore } from "@nats-io/obj";
 import { newSortableId } from "../../lib/ids.js";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
-import { jetStreamHandles, listKeys, openKv, openObjectStore, readStored, type JetStreamHandles } from "../../lib/nats/jetstream.js";
+import { listKeys, openKv } from "../../lib/nats/jetstream.js";
+import { ObjectContents, type StoredObject } from "../../lib/nats/object-contents.js";
 import { getRecord, InvalidValue, modifyRecord, valueSchema } from "../../lib/nats/kv-records.js";
 
 // Files: contents in a JetStream Object Store (streamed in and out in chunks, never whole in
@@ -61,7 +61,6 @@ export class FileTooLargeError extends Error {
   }
 }
 
-const CHUNK_BYTES = 256 * 1024;
 /** Chunks of an upload that stopped this long ago, with no object naming them, are orphans. */
 const ORPHAN_AFTER_MS = 15 * 60_000;
 
@@ -96,17 +95,12 @@ export interface ListOptions {
 export class FileStore {
   private constructor(
     private readonly meta: KV,
-    private readonly contents: ObjectStore,
-    private readonly handles: JetStreamHandles,
+    private readonly contents: ObjectContents,
   ) {}
 
   static async open(nc: NatsConnection): Promise<FileStore> {
-    const [meta, contents, handles] = await Promise.all([
-      openKv(nc, buckets.files, { history: 1 }),
-      openObjectStore(nc, buckets.fileContents),
-      jetStreamHandles(nc),
-    ]);
-    return new FileStore(meta, contents, handles);
+    const [meta, contents] = await Promise.all([openKv(nc, buckets.files, { history: 1 }), ObjectContents.open(nc, buckets.fileContents)]);
+    return new FileStore(meta, contents);
   }
 
   /**
@@ -115,41 +109,20 @@ export class FileStore {
    */
   async upload(spec: UploadSpec, source: AsyncIterable<Uint8Array>): Promise<FileObject> {
     const id = spec.id ?? newSortableId("file-");
-    let bytes = 0;
-    const iterator = source[Symbol.asyncIterator]();
-    const stream = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        try {
-          const { value, done } = await iterator.next();
-          if (done) return controller.close();
-          bytes += value.length;
-          if (bytes > spec.maxBytes) throw new FileTooLargeError(spec.maxBytes);
-          controller.enqueue(value);
-        } catch (err) {
-          controller.error(err);
-        }
-      },
-      async cancel() {
-        await iterator.return?.();
-      },
-    });
-    let info: ObjectInfo;
+    let info: StoredObject;
     try {
-      info = await this.contents.put(
-        { name: id, metadata: { project: spec.project }, options: { max_chunk_size: CHUNK_BYTES } },
-        stream,
-      );
+      info = await this.contents.put(id, { project: spec.project }, source, { maxBytes: spec.maxBytes, tooLarge: () => new FileTooLargeError(spec.maxBytes) });
     } catch (err) {
       // The Object Store purges the chunks of a failed put itself; make sure no metadata exists either.
       await this.deleteContents(id);
       throw err;
     }
     try {
-      const described = await spec.describe(info.size);
+      const described = await spec.describe(info.bytes);
       const file: FileObject = {
         id,
         object: "file",
-        bytes: info.size,
+        bytes: info.bytes,
         created_at: described.createdAt ?? Math.floor(Date.now() / 1000),
         filename: described.filename,
         purpose: described.purpose,
@@ -220,16 +193,8 @@ export class FileStore {
    * The contents, chunk by chunk, read with a bounded prefetch: the reader's pace (an HTTP
    * client's, say) sets the pace of the reads from JetStream.
    */
-  async *content(id: string): AsyncGenerator<Uint8Array> {
-    const info = await this.contents.info(id);
-    if (!info || info.deleted) throw new Error(`the contents of file ${id} are missing`);
-    if (info.size === 0) return;
-    let seen = 0;
-    for await (const m of readStored(this.handles, `OBJ_${buckets.fileContents}`, `$O.${buckets.fileContents}.C.${info.nuid}`, { prefetch: 16 })) {
-      seen += m.data.length;
-      yield m.data;
-    }
-    if (seen !== info.size) throw new Error(`file ${id}: read ${seen} of ${info.size} bytes`);
+  content(id: string): AsyncGenerator<Uint8Array> {
+    return this.contents.read(id);
   }
 
   /** The contents split into lines (without their line ends), for JSONL readers. */
@@ -269,46 +234,22 @@ export class FileStore {
       await this.deleteContents(file.id);
       expired++;
     }
-    const objects = await this.contents.list();
-    const referenced = new Set<string>();
-    for (const o of objects) {
-      referenced.add(o.nuid);
-      const project = o.metadata?.project;
-      if (!project || now - Date.parse(o.mtime) < ORPHAN_AFTER_MS) continue;
+    for (const o of await this.contents.list()) {
+      const project = o.metadata.project;
+      if (!project || now - o.mtimeMs < ORPHAN_AFTER_MS) continue;
       const entry = await this.meta.get(this.key(project, o.name));
       if (!entry || entry.operation !== "PUT") {
         await this.deleteContents(o.name);
         orphans++;
       }
     }
-    const stream = `OBJ_${buckets.fileContents}`;
-    const chunkPrefix = `$O.${buckets.fileContents}.C.`;
-    // Chunks are orphans only against a complete list of objects. The Object Store's listing
-    // can end early when the stream changes leader under it (a NATS node lost): then the chunks
-    // of live files would look orphaned. Fail closed: fewer objects listed than the stream holds
-    // object records means no chunk is swept this round.
-    const metaSubjects = await this.handles.jsm.streams.info(stream, { subjects_filter: `$O.${buckets.fileContents}.M.>` });
-    if (objects.length < Object.keys(metaSubjects.state.subjects ?? {}).length) return { expired, orphans, undecodable };
-    const info = await this.handles.jsm.streams.info(stream, { subjects_filter: `${chunkPrefix}>` });
-    for (const subject of Object.keys(info.state.subjects ?? {})) {
-      const nuid = subject.slice(chunkPrefix.length);
-      if (referenced.has(nuid)) continue;
-      // An age that cannot be read (a failover) is not old enough: keep the chunks.
-      const last = await this.handles.jsm.streams.getMessage(stream, { last_by_subj: subject }).catch(() => undefined);
-      if (!last || now - last.time.getTime() < ORPHAN_AFTER_MS) continue;
-      // Re-check: the upload may have completed since the listing.
-      if ((await this.contents.list()).some((o) => o.nuid === nuid)) continue;
-      await this.handles.jsm.streams.purge(stream, { filter: subject });
-      orphans++;
-    }
+    orphans += await this.contents.sweepOrphanChunks(now, ORPHAN_AFTER_MS);
     return { expired, orphans, undecodable };
   }
 
   /** Deletes an object and its delete marker too: nothing of the file stays in the stream. */
   private async deleteContents(id: string): Promise<void> {
-    await this.contents.delete(id).catch(() => {});
-    const stream = `OBJ_${buckets.fileContents}`;
-    await this.handles.jsm.streams.purge(stream, { filter: `$O.${buckets.fileContents}.M.${Buffer.from(id).toString("base64").replace(/\+/g, "-").replace(/\//g, "_")}` }).catch(() => {});
+    await this.contents.remove(id);
   }
 
   private key(project: string, id: string): string {
