@@ -149,8 +149,11 @@ export class AppHost {
         return;
       }
       if (call.op === "stop") {
-        this.reply(msg, { ok: true, message: null, logs: [] });
+        // A user's stop is answered once the instance ended and the record says so; a
+        // supersede (from another host) drains in its own time.
+        if (call.reason === "superseded") this.reply(msg, { ok: true, message: null, logs: [] });
         await this.stopDeployment(call.project, call.deployment_id, call.reason, call.superseded_by);
+        if (call.reason === "user_stop") this.reply(msg, { ok: true, message: null, logs: [] });
         return;
       }
       const d = this.live.get(call.deployment_id);
@@ -270,8 +273,8 @@ export class AppHost {
     // tar runs walled in too: whatever the archive holds (links, .. paths), it writes only below the bundle.
     const argv = walledCommand(this.options.instance.isolation, { memoryMb: 256, diskMb: 1024, cpuMhz: 1000, pids: 16, openFiles: 256 }, undefined, {
       mounts: ["--ro-bind", archive, "/bundle.tgz", "--bind", dir, "/bundle"],
-      env: { HOME: "/tmp/home" },
-      workdir: "/tmp/home",
+      env: { HOME: "/home/untar" },
+      workdir: "/home/untar",
       argv: ["tar", "-xzf", "/bundle.tgz", "-C", "/bundle", "--no-same-owner", "--no-same-permissions"],
     });
     const { code, stderr } = await run(argv, 60_000);

@@ -32,3 +32,9 @@ export {
   type LogLine,
 } from "./instance.js";
 export { AppReplica, DEFAULT_REPLICA_POLICY, type ReplicaFailure, type ReplicaPolicy, type ReplicaState, type ReplicaStatus } from "./replica.js";
+export { AppHost, type AppHostOptions } from "./app-host.js";
+export { DEPLOYMENT_ID, DEPLOYMENT_STATUSES, DeploymentStore, type AppRoute, type DeploymentObject, type DeploymentStatus, type StoredDeployment } from "./deployments.js";
+export { AppExchangeClient, type AppExchangeRequest, type ResponseSink } from "./exchange-client.js";
+export { AppExchangeServer, MAX_FRAME_BYTES, REQUEST_WINDOW, RESPONSE_WINDOW } from "./exchange-host.js";
+export type { AppLogEvent } from "./protocol.js";
+export { AppHostDirectory, AppService, type AppServiceOptions, type HostedTarget } from "./service.js";
