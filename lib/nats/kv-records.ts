@@ -205,3 +205,42 @@ export async function listRecords<T>(kv: KV, filter: string, schema: ValueSchema
   const records = await Promise.all(keys.map(async (key) => ({ key, record: await getRecord(kv, key, schema) })));
   return records.flatMap(({ key, record }) => (record ? [{ key, ...record }] : []));
 }
+
+/**
+ * One page of the records under `prefix` (a project's, say), in key order or its reverse: keys
+ * whose last token is a sortable id list in creation order. `after` is the last id of the previous
+ * page (it need not exist any more); `read` returns undefined for records to skip (expired,
+ * filtered out), which do not count towards `limit`.
+ */
+export async function pageRecords<T>(
+  kv: KV,
+  prefix: string,
+  options: { limit: number; order: "asc" | "desc"; after?: string | undefined },
+  read: (id: string) => Promise<T | undefined>,
+): Promise<{ data: T[]; has_more: boolean }> {
+  const ids = await listKeys(kv, `${prefix}.>`, prefix + ".");
+  ids.sort();
+  if (options.order === "desc") ids.reverse();
+  let start = 0;
+  const after = options.after;
+  if (after) {
+    start = ids.findIndex((id) => (options.order === "desc" ? id < after : id > after));
+    if (start < 0) start = ids.length;
+  }
+  const data: T[] = [];
+  for (let i = start; i < ids.length; i++) {
+    const value = await read(ids[i]!);
+    if (value === undefined) continue;
+    if (data.length === options.limit) return { data, has_more: true };
+    data.push(value);
+  }
+  return { data, has_more: false };
+}
+
+/** Purges a live record; false when there was none (absent, deleted or purged). */
+export async function purgeLive(kv: KV, key: string): Promise<boolean> {
+  const entry = await kv.get(key);
+  if (!entry || entry.operation !== "PUT") return false;
+  await kv.purge(key);
+  return true;
+}

@@ -4,7 +4,7 @@ import type { KV } from "@nats-io/kv";
 import { newSortableId } from "../../lib/ids.js";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
-import { getRecord, InvalidValue, modifyRecord, valueSchema } from "../../lib/nats/kv-records.js";
+import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema } from "../../lib/nats/kv-records.js";
 import { ObjectContents, type StoredObject } from "../../lib/nats/object-contents.js";
 import { errors } from "../errors/mod.js";
 
@@ -167,33 +167,17 @@ export class ArtifactStore {
 
   /** Lists a project's artifacts of one status by creation (ids sort by creation time). */
   async list(project: string, options: ArtifactListOptions): Promise<{ data: Artifact[]; has_more: boolean }> {
-    const ids = await listKeys(this.meta, `${kvToken(project)}.>`, kvToken(project) + ".");
-    ids.sort();
-    if (options.order === "desc") ids.reverse();
-    let start = 0;
-    if (options.after) {
-      const after = options.after;
-      start = ids.findIndex((id) => (options.order === "desc" ? id < after : id > after));
-      if (start < 0) start = ids.length;
-    }
-    const data: Artifact[] = [];
     const now = Date.now();
-    for (let i = start; i < ids.length; i++) {
-      const artifact = await this.get(project, ids[i]!, now);
-      if (!artifact || artifact.status !== options.status) continue;
-      if (data.length === options.limit) return { data, has_more: true };
-      data.push(artifact);
-    }
-    return { data, has_more: false };
+    return pageRecords(this.meta, kvToken(project), options, async (id) => {
+      const artifact = await this.get(project, id, now);
+      return artifact?.status === options.status ? artifact : undefined;
+    });
   }
 
   /** Deletes an artifact (ready or uploading): its record, then its bytes and parts. False when there was none. */
   async delete(project: string, id: string): Promise<boolean> {
     if (!validArtifactId(id)) return false;
-    const key = this.key(project, id);
-    const entry = await this.meta.get(key);
-    if (!entry || entry.operation !== "PUT") return false;
-    await this.meta.purge(key);
+    if (!(await purgeLive(this.meta, this.key(project, id)))) return false;
     await this.removeBytes(id);
     return true;
   }

@@ -5,7 +5,7 @@ import { newSortableId } from "../../lib/ids.js";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { ObjectContents, type StoredObject } from "../../lib/nats/object-contents.js";
-import { getRecord, InvalidValue, modifyRecord, valueSchema } from "../../lib/nats/kv-records.js";
+import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema } from "../../lib/nats/kv-records.js";
 
 // Files: contents in a JetStream Object Store (streamed in and out in chunks, never whole in
 // memory), metadata (the OpenAI file object) in a KV bucket keyed by project and file id. The
@@ -158,33 +158,17 @@ export class FileStore {
 
   /** Lists a project's live files by creation (ids sort by creation time). */
   async list(project: string, options: ListOptions): Promise<{ data: FileObject[]; has_more: boolean }> {
-    const ids = await listKeys(this.meta, `${kvToken(project)}.>`, kvToken(project) + ".");
-    ids.sort();
-    if (options.order === "desc") ids.reverse();
-    let start = 0;
-    if (options.after) {
-      const at = ids.indexOf(options.after);
-      start = at >= 0 ? at + 1 : ids.findIndex((id) => (options.order === "desc" ? id < options.after! : id > options.after!));
-      if (start < 0) start = ids.length;
-    }
-    const data: FileObject[] = [];
     const now = Date.now();
-    for (let i = start; i < ids.length; i++) {
-      const file = await this.get(project, ids[i]!, now);
-      if (!file || (options.purpose && file.purpose !== options.purpose)) continue;
-      if (data.length === options.limit) return { data, has_more: true };
-      data.push(file);
-    }
-    return { data, has_more: false };
+    return pageRecords(this.meta, kvToken(project), options, async (id) => {
+      const file = await this.get(project, id, now);
+      return !file || (options.purpose && file.purpose !== options.purpose) ? undefined : file;
+    });
   }
 
   /** Deletes a file's metadata, then its contents. False when there was no such file. */
   async delete(project: string, id: string): Promise<boolean> {
     if (!validId(id)) return false;
-    const key = this.key(project, id);
-    const entry = await this.meta.get(key);
-    if (!entry || entry.operation !== "PUT") return false;
-    await this.meta.purge(key);
+    if (!(await purgeLive(this.meta, this.key(project, id)))) return false;
     await this.deleteContents(id);
     return true;
   }

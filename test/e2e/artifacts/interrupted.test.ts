@@ -1,0 +1,81 @@
+import t from "tap";
+import { request } from "node:http";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { startStack } from "../../harness/stack.js";
+import { startGateway, TEST_KEY, type Gateway } from "../../harness/processes.js";
+import { buckets } from "../../../lib/nats/subjects.js";
+
+// Uploads that never finish: an unfinished multipart upload expires and the sweeper frees its
+// parts; a gateway killed -9 mid-upload (single-shot and a part) leaves no artifact, and once the
+// upload expiry has passed not a byte of it in the Object Store. A short expiry (2 s) and a fast
+// sweep keep this quick.
+const TTL_S = 2;
+const env = { TRIBUTARY_ARTIFACT_UPLOAD_TTL_S: String(TTL_S), TRIBUTARY_ARTIFACT_MIN_PART_BYTES: "1024" };
+const stack = await startStack(t, { runners: 0, gatewayEnv: env, actorsEnv: { ...env, TRIBUTARY_ARTIFACT_SWEEP_MS: "300" } });
+const nc = await stack.nats.connect();
+t.teardown(() => nc.close());
+const jsm = await jetstreamManager(nc);
+const meta = await new Kvm(nc).open(buckets.artifacts);
+const storedMessages = async () => (await jsm.streams.info(`OBJ_${buckets.artifactContents}`)).state.messages;
+const storedKeys = async () => {
+  const keys: string[] = [];
+  for await (const k of await meta.keys()) keys.push(k);
+  return keys;
+};
+
+let gateway: Gateway = stack.gateway;
+const api = (path: string, init: RequestInit = {}) =>
+  fetch(gateway.url + path, { ...init, headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json", ...(init.headers as Record<string, string>) } });
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Starts a request whose body is sent only in part: `sent` bytes of a declared `declared`. */
+function partialUpload(path: string, headers: Record<string, string>, declared: number, sent: Buffer): void {
+  const req = request(gateway.url + path, { method: "POST", headers: { authorization: `Bearer ${TEST_KEY}`, "content-length": String(declared), ...headers } });
+  req.on("error", () => {});
+  req.write(sent);
+}
+
+t.test("an unfinished upload expires and the sweeper frees its parts", async (t) => {
+  const before = await storedMessages();
+  const res = await api("/v1/multipart", { method: "POST", body: JSON.stringify({ filename: "a.tgz", bytes: 4_000 }) });
+  const upload = (await res.json()) as { id: string; expires_at: number; created_at: number };
+  t.equal(upload.expires_at, upload.created_at + TTL_S, "the configured expiry");
+  for (const n of [1, 2]) t.equal((await api(`/v1/multipart/${upload.id}/part?part_number=${n}`, { method: "POST", body: Buffer.alloc(1_500, n) })).status, 200);
+  t.ok((await storedMessages()) > before, "the parts are stored");
+  await waitFor("the upload to expire", async () => (await api(`/v1/artifacts/${upload.id}`)).status === 404);
+  t.equal((await api(`/v1/multipart/${upload.id}/part?part_number=3`, { method: "POST", body: Buffer.alloc(10) })).status, 404, "no more parts");
+  t.equal((await api(`/v1/multipart/${upload.id}/finish`, { method: "POST" })).status, 404, "no finish");
+  await waitFor("the sweeper to free the parts", async () => (await storedMessages()) === before && !(await storedKeys()).some((k) => k.endsWith(upload.id)));
+  t.pass("record and parts are gone");
+});
+
+t.test("a gateway killed -9 mid-upload leaves nothing visible, and its bytes are swept", async (t) => {
+  // A multipart upload with one complete part, another part on its way, and a single-shot upload on its way.
+  const created = await api("/v1/multipart", { method: "POST", body: JSON.stringify({ filename: "b.tgz", bytes: 8 * 1024 * 1024 }) });
+  const upload = (await created.json()) as { id: string };
+  t.equal((await api(`/v1/multipart/${upload.id}/part?part_number=1`, { method: "POST", body: Buffer.alloc(4 * 1024 * 1024, 1) })).status, 200);
+  const before = await storedMessages();
+  partialUpload(`/v1/multipart/${upload.id}/part?part_number=2`, { "content-type": "application/octet-stream" }, 4 * 1024 * 1024, Buffer.alloc(1024 * 1024, 2));
+  const boundary = "----tributary-test";
+  const head = Buffer.from(`--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="c.tgz"\r\ncontent-type: application/octet-stream\r\n\r\n`);
+  partialUpload("/v1/artifacts", { "content-type": `multipart/form-data; boundary=${boundary}` }, 16 * 1024 * 1024, Buffer.concat([head, Buffer.alloc(1024 * 1024, 3)]));
+  // Both uploads have chunks in the Object Store before the kill.
+  await waitFor("chunks of both uploads to arrive", async () => (await storedMessages()) >= before + 6);
+  await gateway.kill();
+  gateway = await startGateway(stack.nats.url, env);
+  t.teardown(() => gateway.kill());
+
+  const ready = (await (await api("/v1/artifacts")).json()) as { data: unknown[] };
+  t.same(ready.data, [], "no artifact is listed");
+  await waitFor("the upload to expire and the sweeper to free every byte", async () => (await storedMessages()) === 0, 20_000);
+  t.equal((await api(`/v1/artifacts/${upload.id}`)).status, 404, "the unfinished upload is gone");
+  t.same(await storedKeys(), [], "no record is left");
+});
