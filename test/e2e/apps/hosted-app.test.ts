@@ -2,6 +2,10 @@ import t from "tap";
 import { startStack } from "../../harness/stack.js";
 import { startSandboxHost, TEST_KEY } from "../../harness/processes.js";
 import { appDir, EXAMPLE_APP, hosted, uploadBundle, waitForDeployment } from "../../harness/apps.js";
+import { execFile } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { repoRoot } from "../../harness/processes.js";
 
 // The example chat app deployed and called through its hosted address: streamed through the
 // gateway, NATS, the app host and uvicorn; 401 without a key and 403 with another project's; an
@@ -23,14 +27,34 @@ const deploy = async (dir: string) => {
 const chat = (key?: string) =>
   hosted(stack.gateway.port, ADDRESS, "/v1/chat/completions", { method: "POST", key, body: JSON.stringify({ messages: [{ role: "user", content: "Once upon a time" }], max_tokens: 12, stream: true }) });
 
-await api("/v1/secrets", { method: "POST", body: JSON.stringify({ name: "PLATFORM_API_KEY", value: TEST_KEY }) });
-const first = await deploy(appDir(EXAMPLE_APP));
+/** `tributary deploy DIR` against this stack: its exit code, stdout and stderr. */
+const cliDeploy = (dir: string) =>
+  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = execFile(process.execPath, [join(repoRoot, "dist", "cli", "main.js"), "deploy", dir, "--url", stack.gateway.url, "--key", TEST_KEY], { timeout: 60_000 }, (err, stdout, stderr) =>
+      resolve({ code: err ? (child.exitCode ?? 1) : 0, stdout, stderr }),
+    );
+  });
 
-t.test("the example app deploys and becomes healthy", async (t) => {
-  t.equal(first.status, 201, JSON.stringify(first.body));
-  t.match(first.body, { object: "app.deployment", status: "pending", hosted_url: `http://${ADDRESS}:${stack.gateway.port}`, entrypoint: "chat.app:app", secrets: ["PLATFORM_API_KEY"], unchanged: false });
-  const healthy = await waitForDeployment(stack.gateway.url, TEST_KEY, first.body.id, ["healthy", "failed"]);
-  t.equal(healthy.status, "healthy", JSON.stringify(healthy));
+await api("/v1/secrets", { method: "POST", body: JSON.stringify({ name: "PLATFORM_API_KEY", value: TEST_KEY }) });
+// A fresh directory with a cache and a virtualenv the CLI must not pack; deployed from a subdirectory.
+const fresh = appDir(EXAMPLE_APP);
+mkdirSync(join(fresh, "chat", "__pycache__"));
+writeFileSync(join(fresh, "chat", "__pycache__", "app.cpython-311.pyc"), "junk");
+mkdirSync(join(fresh, "env"));
+writeFileSync(join(fresh, "env", "pyvenv.cfg"), "home = /usr/bin\n");
+const deployed = await cliDeploy(join(fresh, "chat"));
+const first = { body: ((await (await api("/v1/apps/deployments")).json()) as any).data[0], artifact: "" };
+first.artifact = first.body?.artifact_id;
+
+t.test("tributary deploy packs, uploads and deploys the example app until healthy", async (t) => {
+  t.equal(deployed.code, 0, deployed.stderr);
+  t.equal(deployed.stdout, `http://${ADDRESS}:${stack.gateway.port}\n`, "prints the hosted address");
+  t.match(deployed.stderr, /packed .*: 4 files/, "README.md, chat/__init__.py, chat/app.py, tributary.yaml: no cache, no virtualenv");
+  t.match(deployed.stderr, /-> healthy/);
+  t.match(first.body, { object: "app.deployment", status: "healthy", hosted_url: `http://${ADDRESS}:${stack.gateway.port}`, entrypoint: "chat.app:app", secrets: ["PLATFORM_API_KEY"] });
+  const again = await cliDeploy(appDir(EXAMPLE_APP));
+  t.equal(again.code, 0);
+  t.match(again.stderr, new RegExp(`unchanged: ${first.body.id}`), "the same app from another directory changes nothing");
 });
 
 t.test("a call through the hosted address streams the answer", async (t) => {
