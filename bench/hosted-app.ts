@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { appDir, EXAMPLE_APP, uploadBundle, waitForDeployment } from "../test/harness/apps.js";
 import { startSandboxHost } from "../test/harness/processes.js";
 import { markdownTable, machineLine, writeResults } from "./lib/table.js";
-import { repoRoot, startActorHost, startGateway, startNats, TEST_KEY } from "./lib/processes.js";
+import { cpuMs, repoRoot, startActorHost, startGateway, startNats, TEST_KEY } from "./lib/processes.js";
 import { fmt, percentile } from "./lib/stats.js";
 
 const args = process.argv.slice(2);
@@ -103,9 +103,18 @@ try {
   }
 
   const rows: Array<Array<string | number>> = [];
+  const cpuRows: Array<Array<string | number>> = [];
+  const pids = { gateway: gateway.child.pid!, "nats-server": nats.child.pid!, "app host (sandbox host)": host.child.pid!, "uvicorn (direct)": uvicorn.pid! };
+  const cpu = () => Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuMs(pid)]));
   for (const clients of CONCURRENCY) {
+    const before = cpu();
     const d = await load(directPort, undefined, clients);
+    const between = cpu();
     const h = await load(gateway.port, ADDRESS, clients);
+    const after = cpu();
+    if (clients === 16)
+      for (const name of Object.keys(pids))
+        cpuRows.push([name, fmt(((between[name]! - before[name]!) * 1000) / (d.rps * (seconds + 1)), 0), fmt(((after[name]! - between[name]!) * 1000) / (h.rps * (seconds + 1)), 0)]);
     rows.push([clients, fmt(d.rps, 0), fmt(h.rps, 0), fmt(h.rps / d.rps, 2), fmt(d.p50, 2), fmt(h.p50, 2), fmt(h.p50 - d.p50, 2), fmt(d.p99, 2), fmt(h.p99, 2), d.errors + h.errors]);
     process.stderr.write(`${clients} clients: direct ${fmt(d.rps, 0)} req/s p50 ${fmt(d.p50, 2)} ms; hosted ${fmt(h.rps, 0)} req/s p50 ${fmt(h.p50, 2)} ms\n`);
   }
@@ -128,6 +137,8 @@ try {
     `A plain ASGI app answering a 60-byte JSON body, deployed (cpu_mhz 2000: two cores' quota, no throttling here) and called through its hosted address (gateway -> NATS -> app host -> uvicorn on its Unix socket, behind bubblewrap), against the same app on the same uvicorn (Debian's 0.17.6) called directly over TCP. Keep-alive clients in the bench process, ${seconds} s per point after a 1 s warm-up; \`node dist/bench/hosted-app.js --seconds ${seconds}\`.`,
     markdownTable(["clients", "direct req/s", "hosted req/s", "ratio", "direct p50 ms", "hosted p50 ms", "p50 added ms", "direct p99 ms", "hosted p99 ms", "errors"], rows),
     "Targets: ratio >= 0.8, p50 added <= 1 ms.",
+    "CPU per request at 16 clients (µs, warm-up included; the walled uvicorn's own CPU is not sampled, it matches the direct one's):",
+    markdownTable(["process", "direct run", "hosted run"], cpuRows),
     markdownTable(["measure", "n", "p50 s", "max s"], [["`tributary deploy examples/chat-app` (a changed bundle) to healthy: pack, upload, unpack, uvicorn up", deploys, fmt(percentile(times, 50) / 1000, 2), fmt(Math.max(...times) / 1000, 2)]]),
   ]);
 } finally {

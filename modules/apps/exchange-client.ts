@@ -2,7 +2,7 @@ import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { randomToken } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
-import { AppRequestFrame, AppResponseFrame } from "../../proto/gen/tributary/v1/apps.js";
+import { AppRequestFrame, AppResponseFrames, type AppResponseFrame } from "../../proto/gen/tributary/v1/apps.js";
 import { errors } from "../errors/mod.js";
 import { MAX_FRAME_BYTES, RESPONSE_WINDOW } from "./exchange-host.js";
 
@@ -71,21 +71,23 @@ export class AppExchangeClient {
     this.subscription = this.nc.subscribe(subjects.appReplyWildcard(this.gatewayId), {
       callback: (err, msg) => {
         if (err) return;
-        let frame: AppResponseFrame;
+        let frames: AppResponseFrame[];
         try {
-          frame = AppResponseFrame.decode(msg.data);
+          frames = AppResponseFrames.decode(msg.data).frames;
         } catch {
           return;
         }
-        const p = this.pending.get(frame.exchangeId);
-        if (!p) return;
-        if (frame.seq !== p.expectedSeq) return p.fail("stream_interrupted", "frames of the app's response were lost on the way");
-        p.expectedSeq++;
-        try {
-          p.onFrame(frame);
-        } catch (error) {
-          this.log.error("app response frame failed", { exchangeId: frame.exchangeId, err: error });
-          p.fail("app_unavailable", "the app's response could not be relayed");
+        for (const frame of frames) {
+          const p = this.pending.get(frame.exchangeId);
+          if (!p) return;
+          if (frame.seq !== p.expectedSeq) return p.fail("stream_interrupted", "frames of the app's response were lost on the way");
+          p.expectedSeq++;
+          try {
+            p.onFrame(frame);
+          } catch (error) {
+            this.log.error("app response frame failed", { exchangeId: frame.exchangeId, err: error });
+            p.fail("app_unavailable", "the app's response could not be relayed");
+          }
         }
       },
     });

@@ -2,7 +2,7 @@ import { Agent, request, type ClientRequest, type IncomingMessage } from "node:h
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
-import { AppRequestFrame, AppResponseFrame, type AppRequestHead, type HttpHeader } from "../../proto/gen/tributary/v1/apps.js";
+import { AppRequestFrame, AppResponseFrames, type AppResponseFrame, type AppRequestHead, type HttpHeader } from "../../proto/gen/tributary/v1/apps.js";
 
 // The app host's side of HTTP exchanges carried over NATS (proto/tributary/v1/apps.proto): each
 // request head opens an HTTP/1.1 request to the deployment's instance on its Unix socket; the
@@ -45,10 +45,14 @@ interface OpenExchange {
   target: ExchangeTarget;
   lastHeard: number;
   done: boolean;
+  /** Frames not yet published: sent together once this turn of the event loop is over. */
+  outbox: AppResponseFrame[];
 }
 
 export class AppExchangeServer {
   private readonly open = new Map<string, OpenExchange>();
+  private readonly unsent = new Set<OpenExchange>();
+  private flushScheduled = false;
   private subscription: Subscription | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
 
@@ -125,7 +129,8 @@ export class AppExchangeServer {
     if (!head.replySubject || this.open.has(id)) return;
     const target = this.resolve(head.deploymentId);
     if (!target) {
-      this.nc.publish(head.replySubject, AppResponseFrame.encode({ exchangeId: id, seq: 1, frame: { $case: "failure", value: { code: "no_instance", message: "no healthy instance of the deployment on this host" } } }).finish());
+      const frame: AppResponseFrame = { exchangeId: id, seq: 1, frame: { $case: "failure", value: { code: "no_instance", message: "no healthy instance of the deployment on this host" } } };
+      this.nc.publish(head.replySubject, AppResponseFrames.encode({ frames: [frame] }).finish());
       return;
     }
     const headers: Array<[string, string]> = [];
@@ -136,7 +141,7 @@ export class AppExchangeServer {
     // A body of unknown length (the client sent it chunked) goes on chunked.
     if (head.hasBody && !headers.some(([name]) => name === "content-length")) headers.push(["transfer-encoding", "chunked"]);
     const req = request({ agent: target.agent, socketPath: target.socketPath, method: head.method, path: head.target, headers: headers.flat(), setHost: false });
-    const ex: OpenExchange = { id, reply: head.replySubject, seq: 0, credit: head.responseCredit, req, res: undefined, target, lastHeard: performance.now(), done: false };
+    const ex: OpenExchange = { id, reply: head.replySubject, seq: 0, credit: head.responseCredit, req, res: undefined, target, lastHeard: performance.now(), done: false, outbox: [] };
     this.open.set(id, ex);
     req.on("response", (res) => this.respond(ex, res));
     req.on("error", (err) => this.finish(ex, { code: ex.res ? "instance_lost" : "app_error", message: `the app's connection failed: ${err.message}` }));
@@ -167,7 +172,22 @@ export class AppExchangeServer {
   }
 
   private send(ex: OpenExchange, frame: AppResponseFrame["frame"]): void {
-    this.nc.publish(ex.reply, AppResponseFrame.encode({ exchangeId: ex.id, seq: ++ex.seq, frame }).finish());
+    ex.outbox.push({ exchangeId: ex.id, seq: ++ex.seq, frame });
+    this.unsent.add(ex);
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  /** One message per exchange for what this turn produced (a small response: head, body and end together). */
+  private flush(): void {
+    this.flushScheduled = false;
+    for (const ex of this.unsent) {
+      this.nc.publish(ex.reply, AppResponseFrames.encode({ frames: ex.outbox }).finish());
+      ex.outbox = [];
+    }
+    this.unsent.clear();
   }
 
   /** Ends an exchange once: its end or failure frame (none for a cancel), its connection, its slot. */

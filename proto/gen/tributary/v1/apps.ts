@@ -16,7 +16,9 @@ export const protobufFileName = "tributary/v1/apps.proto";
  *
  *   gateway  --AppRequestFrame-->   app host   (subject app-host.<host>.exchange: one subject per host,
  *                                               frames routed by exchange_id)
- *   app host --AppResponseFrame-->  gateway    (the reply subject the head named, one per exchange)
+ *   app host --AppResponseFrames-->  gateway   (the reply subject the head named, one per exchange:
+ *                                               the frames one turn of the host's event loop
+ *                                               produced, so a small response is one message)
  *
  * Frames of one exchange: the request head, request body chunks, the request end; the response
  * head, response body chunks, the response end. Flow control both ways, in bytes: the gateway
@@ -67,6 +69,10 @@ export interface AppResponseFrame {
     | { $case: "credit"; value: AppCredit }
     | { $case: "failure"; value: AppFailure }
     | undefined;
+}
+
+export interface AppResponseFrames {
+  frames: AppResponseFrame[];
 }
 
 export interface AppResponseHead {
@@ -583,6 +589,61 @@ export const AppResponseFrame: MessageFns<AppResponseFrame> = {
         break;
       }
     }
+    return message;
+  },
+};
+
+function createBaseAppResponseFrames(): AppResponseFrames {
+  return { frames: [] };
+}
+
+export const AppResponseFrames: MessageFns<AppResponseFrames> = {
+  encode(message: AppResponseFrames, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.frames) {
+      AppResponseFrame.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AppResponseFrames {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAppResponseFrames();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.frames.push(AppResponseFrame.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<AppResponseFrames>): AppResponseFrames {
+    return AppResponseFrames.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<AppResponseFrames>): AppResponseFrames {
+    const message = createBaseAppResponseFrames();
+    message.frames = object.frames?.map((e) => AppResponseFrame.fromPartial(e)) || [];
     return message;
   },
 };
