@@ -254,7 +254,8 @@ export class AppInstance {
 export function probe(socketPath: string, timeoutMs: number): Promise<boolean> {
   return new Promise((resolve) => {
     const req = request({ socketPath, path: "/", method: "GET", headers: { "user-agent": "tributary-health" }, timeout: timeoutMs }, (res) => {
-      res.resume();
+      // The head is the answer: the body (maybe a long stream) is not read.
+      res.destroy();
       resolve(true);
     });
     req.on("timeout", () => req.destroy());

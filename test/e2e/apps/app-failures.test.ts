@@ -64,7 +64,8 @@ t.test("each manifest rule is refused at deploy time, naming its field", async (
 });
 
 t.test("an instance lost mid-request is a clean 502, and it restarts", async (t) => {
-  const { body } = await deploy(APP);
+  const { status, body } = await deploy(APP);
+  t.equal(status, 201, JSON.stringify(body));
   t.equal((await waitForDeployment(stack.gateway.url, TEST_KEY, body.id, ["healthy", "failed"])).status, "healthy");
   const lost = await hosted(stack.gateway.port, ADDRESS, "/die", { key: TEST_KEY });
   t.equal(lost.status, 502, lost.body);
@@ -94,4 +95,42 @@ t.test("an app that never answers fails with its logs", async (t) => {
   t.ok(failed.last_logs.some((l: string) => l.includes("warming up forever")), JSON.stringify(failed.last_logs));
   const logs = (await (await api(`/v1/apps/deployments/${body.id}/logs`)).json()) as any;
   t.ok(logs.data.some((l: any) => l.line.includes("warming up forever")), "the logs route gives them too");
+});
+
+t.test("a slow client slows the app: nothing on the way buffers the whole response", async (t) => {
+  const STREAM_APP = `
+sent = 0
+CHUNK = b"x" * 65536
+async def app(scope, receive, send):
+    global sent
+    if scope["type"] != "http":
+        return
+    if scope["path"] != "/stream":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        return await send({"type": "http.response.body", "body": str(sent).encode()})
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/octet-stream")]})
+    for _ in range(1024):
+        await send({"type": "http.response.body", "body": CHUNK, "more_body": True})
+        sent += len(CHUNK)
+    await send({"type": "http.response.body", "body": b""})
+`;
+  const { body } = await deploy(STREAM_APP, { memory_size_mb: 128 });
+  t.equal((await waitForDeployment(stack.gateway.url, TEST_KEY, body.id, ["healthy", "failed"])).status, "healthy");
+  const TOTAL = 1024 * 65536;
+  const { request } = await import("node:http");
+  let received = 0;
+  const res = await new Promise<import("node:http").IncomingMessage>((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port: stack.gateway.port, path: "/stream", headers: { host: ADDRESS, authorization: `Bearer ${TEST_KEY}` } }, resolve);
+    req.on("error", reject).end();
+  });
+  t.equal(res.statusCode, 200);
+  res.pause();
+  // The client reads nothing for a while: the app must be held back, not the stack filled.
+  await new Promise((r) => setTimeout(r, 1_500));
+  const sentWhilePaused = Number((await hosted(stack.gateway.port, ADDRESS, "/sent", { key: TEST_KEY })).body);
+  t.ok(sentWhilePaused < 24 * 1024 * 1024, `the app sent ${(sentWhilePaused / 1024 / 1024).toFixed(1)} MiB of 64 while the client read nothing`);
+  res.on("data", (c: Buffer) => (received += c.length));
+  res.resume();
+  await new Promise((r) => res.on("end", r));
+  t.equal(received, TOTAL, "all of it arrives once the client reads");
 });
