@@ -37,4 +37,4 @@ export { DEPLOYMENT_ID, DEPLOYMENT_STATUSES, DeploymentStore, type AppRoute, typ
 export { AppExchangeClient, type AppExchangeRequest, type ResponseSink } from "./exchange-client.js";
 export { AppExchangeServer, MAX_FRAME_BYTES, REQUEST_WINDOW, RESPONSE_WINDOW } from "./exchange-host.js";
 export type { AppLogEvent } from "./protocol.js";
-export { AppHostDirectory, AppService, type AppServiceOptions, type HostedTarget } from "./service.js";
+export { AppHostDirectory, AppService, hostedAddressOf, type AppServiceOptions, type HostedTarget } from "./service.js";

@@ -18,6 +18,21 @@ interface HostView extends AppHostHeartbeat {
   lastSeen: number;
 }
 
+/**
+ * The `<project slug>.<organization slug>` a Host header names under `appsDomain` (case and a
+ * port or trailing dot aside), or undefined: another host, more or fewer labels, or a label that
+ * is not a DNS label.
+ */
+export function hostedAddressOf(host: string | undefined, appsDomain: string): string | undefined {
+  if (!host || host.length > 300) return undefined;
+  const name = host.toLowerCase().replace(/:\d{1,5}$/, "").replace(/\.$/, "");
+  const suffix = `.${appsDomain}`;
+  if (!name.endsWith(suffix)) return undefined;
+  const labels = name.slice(0, -suffix.length).split(".");
+  if (labels.length !== 2 || !labels.every((l) => DNS_LABEL.test(l))) return undefined;
+  return labels.join(".");
+}
+
 export class AppHostDirectory {
   private readonly hosts = new Map<string, HostView>();
   private subscription: Subscription | undefined;
@@ -116,13 +131,7 @@ export class AppService {
 
   /** The `<project slug>.<organization slug>` of a Host header under the apps domain, or undefined. */
   hostedAddress(host: string | undefined): string | undefined {
-    if (!host || host.length > 300) return undefined;
-    const name = host.toLowerCase().replace(/:\d{1,5}$/, "").replace(/\.$/, "");
-    const suffix = `.${this.options.appsDomain}`;
-    if (!name.endsWith(suffix)) return undefined;
-    const labels = name.slice(0, -suffix.length).split(".");
-    if (labels.length !== 2 || !labels.every((l) => DNS_LABEL.test(l))) return undefined;
-    return labels.join(".");
+    return hostedAddressOf(host, this.options.appsDomain);
   }
 
   /** The deployment a hosted address serves (the cache first; `fresh` reads KV, after a refused exchange). */

@@ -110,7 +110,13 @@ t.test("a redeploy under a client loop fails no request", async (t) => {
   const list = (await (await api("/v1/apps/deployments")).json()) as any;
   t.same(list.data.map((d: any) => d.id), [second.body.id, first.body.id], "newest first");
 
+  // A follower of the logs gets the lines, then `end` once the deployment ends.
+  const follower = api(`/v1/apps/deployments/${second.body.id}/logs?follow=true`).then((r) => r.text());
+  await new Promise((r) => setTimeout(r, 200));
   const stopped = await api(`/v1/apps/deployments/${second.body.id}/stop`, { method: "POST" });
   t.match(await stopped.json(), { id: second.body.id, status: "stopped", reason: "user_stop" });
   t.equal((await hosted(stack.gateway.port, ADDRESS, "/ping", { key: TEST_KEY })).status, 404, "nothing serves the address after a stop");
+  const followed = await follower;
+  t.match(followed, /event: log\ndata: \{.*Uvicorn running/, "the lines so far");
+  t.match(followed, /event: end\ndata: \{"status":"stopped"\}\n\n$/, "then the end");
 });
