@@ -105,6 +105,14 @@ async def app(scope, receive, send):
     global sent
     if scope["type"] != "http":
         return
+    if scope["path"] == "/len":
+        size, more = 0, True
+        while more:
+            message = await receive()
+            size += len(message.get("body", b""))
+            more = message.get("more_body", False)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        return await send({"type": "http.response.body", "body": str(size).encode()})
     if scope["path"] != "/stream":
         await send({"type": "http.response.start", "status": 200, "headers": []})
         return await send({"type": "http.response.body", "body": str(sent).encode()})
@@ -133,4 +141,18 @@ async def app(scope, receive, send):
   res.resume();
   await new Promise((r) => res.on("end", r));
   t.equal(received, TOTAL, "all of it arrives once the client reads");
+
+  // A request body streams in the other way, within the host's credit.
+  const upload = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port: stack.gateway.port, path: "/len", method: "POST", headers: { host: ADDRESS, authorization: `Bearer ${TEST_KEY}`, "transfer-encoding": "chunked" } }, (res) => {
+      let text = "";
+      res.setEncoding("utf8").on("data", (c: string) => (text += c)).on("end", () => resolve({ status: res.statusCode!, body: text }));
+    });
+    req.on("error", reject);
+    void (async () => {
+      for (let i = 0; i < 128; i++) if (!req.write(Buffer.alloc(65536, i))) await new Promise((r) => req.once("drain", r));
+      req.end();
+    })();
+  });
+  t.same(upload, { status: 200, body: String(128 * 65536) }, "8 MiB sent chunked arrive whole");
 });
