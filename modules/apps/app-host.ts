@@ -110,7 +110,8 @@ export class AppHost {
     };
   }
 
-  private heartbeat(): void {
+  /** What the live deployments hold of this host's budget. */
+  private used(): { cpu: number; memory: number; gpus: number } {
     let cpu = 0;
     let memory = 0;
     let gpus = 0;
@@ -119,6 +120,11 @@ export class AppHost {
       memory += d.manifest.memorySizeMb;
       gpus += d.manifest.gpuCount;
     }
+    return { cpu, memory, gpus };
+  }
+
+  private heartbeat(): void {
+    const { cpu, memory, gpus } = this.used();
     const beat: AppHostHeartbeat = {
       host_id: this.options.hostId,
       state: this.draining ? "draining" : "ready",
@@ -172,6 +178,14 @@ export class AppHost {
     const record = await this.deployments.get(project, id);
     if (!record || record.deployment.status !== "pending") return;
     const manifest = record.manifest as AppManifest;
+    // Gateways place by heartbeats, which lag: the host holds its own budget and refuses past it.
+    const used = this.used();
+    const over =
+      used.cpu + manifest.cpuMhz > this.options.cpuMhz ? "CPU" : used.memory + manifest.memorySizeMb > this.options.memoryMb ? "memory" : used.gpus + manifest.gpuCount > this.options.gpuCount ? "GPUs" : undefined;
+    if (over) {
+      await this.deployments.transition(project, id, (cur) => ({ ...cur, status: "failed", reason: "host_full", message: `the app host had no ${over} left for it; deploy again`, ended_at: nowSeconds() }));
+      return;
+    }
     const d: LiveDeployment = {
       id,
       project,
@@ -184,7 +198,15 @@ export class AppHost {
       ending: false,
     };
     this.live.set(id, d);
-    await this.deployments.transition(project, id, (cur) => (cur.status === "pending" ? { ...cur, status: "starting" } : undefined));
+    const starting = await this.deployments.transition(project, id, (cur) => (cur.status === "pending" ? { ...cur, status: "starting" } : undefined));
+    if (starting?.deployment.status !== "starting") {
+      // Stopped before it started (the stop found it here, or came before it did): it never runs.
+      if (!d.ending) {
+        this.live.delete(id);
+        d.agent.destroy();
+      }
+      return;
+    }
 
     const problem = await this.prepareBundle(project, record, d.bundleDir).catch((err: Error) => `the bundle could not be unpacked: ${err.message}`);
     if (problem) return this.end(d, { status: "failed", reason: "bundle_invalid", message: problem }, 0);

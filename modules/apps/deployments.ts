@@ -20,7 +20,7 @@ export const DeploymentObjectSchema = Schema.Struct({
   id: Schema.String,
   object: Schema.Literal("app.deployment"),
   status: Schema.Literals(DEPLOYMENT_STATUSES),
-  /** Why it failed or ended: memory_exceeded, crash_loop, health_check_timeout, bundle_invalid, secret_missing, host_lost, superseded, user_stop. */
+  /** Why it failed or ended: memory_exceeded, crash_loop, health_check_timeout, bundle_invalid, secret_missing, host_full, host_lost, superseded, user_stop, host_stopped. */
   reason: Schema.NullOr(Schema.String),
   message: Schema.NullOr(Schema.String),
   artifact_id: Schema.String,
