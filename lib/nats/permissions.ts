@@ -148,7 +148,7 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
         subscribe: {
           allow: [
             generation.replies, generation.heartbeats, budgets.lease, budgets.ret, budgets.activate, budgets.probe, responses.cancel,
-            sandboxes.heartbeat, sandboxes.execEvents, jobs.cancel, inbox,
+            sandboxes.heartbeat, sandboxes.execEvents, jobs.cancel, apps.heartbeat, inbox,
           ],
         },
         allowResponses: true,

@@ -109,6 +109,13 @@ export class DeploymentStore {
     return records.filter((r): r is Versioned<StoredDeployment> => r !== undefined).map((r) => r.value);
   }
 
+  /** Every deployment record of every project (the sweeper's view; routes are not deployments). */
+  async live(): Promise<StoredDeployment[]> {
+    const keys = await listKeys(this.kv, "*.*");
+    const records = await Promise.all(keys.map((k) => getRecord(this.kv, k, storedDeployment).catch(() => undefined)));
+    return records.flatMap((r) => (r && !isFinal(r.value.deployment.status) ? [r.value] : []));
+  }
+
   async route(projectSlug: string, organizationSlug: string): Promise<AppRoute | undefined> {
     return (await getRecord(this.kv, routeKey(projectSlug, organizationSlug), route))?.value;
   }

@@ -38,3 +38,4 @@ export { AppExchangeClient, type AppExchangeRequest, type ResponseSink } from ".
 export { AppExchangeServer, MAX_FRAME_BYTES, REQUEST_WINDOW, RESPONSE_WINDOW } from "./exchange-host.js";
 export type { AppLogEvent } from "./protocol.js";
 export { AppHostDirectory, AppService, hostedAddressOf, type AppServiceOptions, type HostedTarget } from "./service.js";
+export { AppDeploymentSweeper } from "./sweeper.js";

@@ -5,8 +5,9 @@ import { appDir, hosted, uploadBundle, waitForDeployment } from "../../harness/a
 
 // What a deployment refuses and how it fails: each manifest rule at deploy time, an instance lost
 // mid-request (a clean 502, then a restart), an app beyond its memory (stopped, reported), an
-// app that never answers (failed with its logs).
-const stack = await startStack(t, { runners: 0 });
+// app that never answers (failed with its logs), a slow client, and last a lost app host.
+// A lost app host is noticed within 1.5 s (gateways, and the actor host's sweeper every 0.5 s).
+const stack = await startStack(t, { runners: 0, env: { TRIBUTARY_APP_HOST_TIMEOUT_MS: "1500", TRIBUTARY_SANDBOX_SWEEP_MS: "500" } });
 const host = await startSandboxHost(stack.nats.url, {
   TRIBUTARY_APP_PLATFORM_URL: stack.gateway.url,
   TRIBUTARY_APP_MEMORY_MB: "1024",
@@ -155,4 +156,13 @@ async def app(scope, receive, send):
     })();
   });
   t.same(upload, { status: 200, body: String(128 * 65536) }, "8 MiB sent chunked arrive whole");
+});
+
+t.test("a lost app host fails its deployments and frees their address", async (t) => {
+  const { body } = await deploy(APP);
+  t.equal((await waitForDeployment(stack.gateway.url, TEST_KEY, body.id, ["healthy", "failed"])).status, "healthy");
+  await host.kill();
+  const failed = await waitForDeployment(stack.gateway.url, TEST_KEY, body.id, ["failed"], 15_000);
+  t.match(failed, { status: "failed", reason: "host_lost" });
+  t.equal((await hosted(stack.gateway.port, ADDRESS, "/", { key: TEST_KEY })).status, 404, "the address routes nowhere");
 });
