@@ -6,6 +6,7 @@
 //   node dist/bench/artifact-upload.js [--mib 1024] [--parallel 4]
 import { createHash } from "node:crypto";
 import { request } from "node:http";
+import { loadavg } from "node:os";
 import { markdownTable, machineLine, writeResults } from "./lib/table.js";
 import { rssMiB, startActorHost, startGateway, startNats, TEST_KEY } from "./lib/processes.js";
 
@@ -37,6 +38,7 @@ function send(path: string, headers: Record<string, string>, offset: number, len
     req.on("error", reject);
     req.on("response", (res) => {
       const chunks: Buffer[] = [];
+      res.on("error", reject);
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
     });
@@ -51,14 +53,19 @@ function send(path: string, headers: Record<string, string>, offset: number, len
   });
 }
 
-const wholeSha256 = (() => {
+function sha256Of(bytes: number): string {
   const h = createHash("sha256");
-  for (let at = 0; at < totalBytes; at += BLOCK) h.update(block(at / BLOCK, Math.min(BLOCK, totalBytes - at)));
+  for (let at = 0; at < bytes; at += BLOCK) h.update(block(at / BLOCK, Math.min(BLOCK, bytes - at)));
   return h.digest("hex");
-})();
+}
+const wholeSha256 = sha256Of(totalBytes);
 
+const loadAtStart = loadavg()[0]!;
 const nats = await startNats();
-const env = { TRIBUTARY_ARTIFACT_MAX_SINGLE_UPLOAD_BYTES: String(Math.max(totalBytes, 1024 * MIB)) };
+// The single-shot phase sends as much as the default limit allows (uWebSockets.js resets a
+// Content-Length of 10 digits, so a 1 GiB single-shot upload cannot arrive at all).
+const singleBytes = Math.min(totalBytes, 512 * MIB);
+const env = {};
 const actors = await startActorHost(nats.url, env);
 const gateway = await startGateway(nats.url, env);
 const gatewayUrl = gateway.url;
@@ -68,6 +75,7 @@ const api = (path: string, init: RequestInit = {}) =>
 
 interface Phase {
   name: string;
+  bytes: number;
   seconds: number;
   peakRss: number;
   endRss: number;
@@ -76,7 +84,7 @@ interface Phase {
 const phases: Phase[] = [];
 
 /** Runs `work`, sampling the gateway's RSS every 50 ms. */
-async function measured(name: string, work: () => Promise<string>): Promise<void> {
+async function measured(name: string, bytes: number, work: () => Promise<string>): Promise<void> {
   let peak = rssMiB(pid);
   const timer = setInterval(() => (peak = Math.max(peak, rssMiB(pid))), 50);
   const started = performance.now();
@@ -84,7 +92,7 @@ async function measured(name: string, work: () => Promise<string>): Promise<void
   const seconds = (performance.now() - started) / 1000;
   clearInterval(timer);
   peak = Math.max(peak, rssMiB(pid));
-  phases.push({ name, seconds, peakRss: peak, endRss: rssMiB(pid), note });
+  phases.push({ name, bytes, seconds, peakRss: peak, endRss: rssMiB(pid), note });
   process.stderr.write(`${name}: ${seconds.toFixed(1)} s, peak RSS ${peak.toFixed(0)} MiB (${note})\n`);
 }
 
@@ -99,7 +107,7 @@ try {
   const idleRss = rssMiB(pid);
 
   let id = "";
-  await measured(`parts: ${totalBytes / PART_BYTES} x 16 MiB, ${parallel} at a time`, async () => {
+  await measured(`parts: ${totalBytes / PART_BYTES} x 16 MiB, ${parallel} at a time`, totalBytes, async () => {
     const res = await api("/v1/multipart", { method: "POST", body: JSON.stringify({ filename: "big.tgz", bytes: totalBytes, sha256: wholeSha256 }) });
     const upload = (await res.json()) as { id: string; part_size: number };
     if (upload.part_size !== PART_BYTES) throw new Error(`unexpected part size ${upload.part_size}`);
@@ -114,15 +122,15 @@ try {
         }
       }),
     );
-    return `${((totalBytes / MIB) / 1).toFixed(0)} MiB sent`;
+    return "every part 200";
   });
-  await measured("finish: assemble and verify", async () => {
+  await measured("finish: assemble and verify", totalBytes, async () => {
     const res = await api(`/v1/multipart/${id}/finish`, { method: "POST" });
     const done = (await res.json()) as { status: string; sha256: string };
     if (done.status !== "ready" || done.sha256 !== wholeSha256) throw new Error(`finish: ${JSON.stringify(done).slice(0, 300)}`);
     return "sha256 verified";
   });
-  await measured("download (GET content)", async () => {
+  await measured("download (GET content)", totalBytes, async () => {
     const res = await api(`/v1/artifacts/${id}/content`);
     const h = createHash("sha256");
     for await (const chunk of res.body!) h.update(chunk as Uint8Array);
@@ -130,21 +138,22 @@ try {
     return "sha256 matches";
   });
   await api(`/v1/artifacts/${id}`, { method: "DELETE" });
-  await measured("single-shot (multipart/form-data)", async () => {
+  await measured(`single-shot (multipart/form-data), ${singleBytes / MIB} MiB`, singleBytes, async () => {
     const boundary = "----tributary-bench";
     const head = Buffer.from(`--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="big.tgz"\r\ncontent-type: application/octet-stream\r\n\r\n`);
     const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
-    const r = await send("/v1/artifacts", { "content-type": `multipart/form-data; boundary=${boundary}` }, 0, totalBytes, head, tail);
+    const r = await send("/v1/artifacts", { "content-type": `multipart/form-data; boundary=${boundary}` }, 0, singleBytes, head, tail);
     const artifact = JSON.parse(r.body) as { id: string; sha256: string };
-    if (r.status !== 200 || artifact.sha256 !== wholeSha256) throw new Error(`single-shot: ${r.status} ${r.body.slice(0, 300)}`);
+    if (r.status !== 200 || artifact.sha256 !== sha256Of(singleBytes)) throw new Error(`single-shot: ${r.status} ${r.body.slice(0, 300)}`);
     await api(`/v1/artifacts/${artifact.id}`, { method: "DELETE" });
     return "sha256 verified";
   });
 
-  const rows = phases.map((p) => [p.name, (totalBytes / MIB / p.seconds).toFixed(0), p.peakRss.toFixed(0), (p.peakRss - idleRss).toFixed(0), p.endRss.toFixed(0), p.note]);
-  writeResults("artifact-upload.md", "Artifact upload: gateway memory while 1 GiB streams through it", [
+  const rows = phases.map((p) => [p.name, (p.bytes / MIB / p.seconds).toFixed(0), p.peakRss.toFixed(0), (p.peakRss - idleRss).toFixed(0), p.endRss.toFixed(0), p.note]);
+  writeResults("artifact-upload.md", `Artifact upload: gateway memory while ${totalBytes / MIB} MiB stream through it`, [
     machineLine(),
     `Artifact: ${totalBytes / MIB} MiB. Gateway idle RSS (after warm-up, same run): ${idleRss.toFixed(0)} MiB. RSS sampled every 50 ms. One nats-server (file storage), one actor host, one gateway, the client in the bench process; \`node dist/bench/artifact-upload.js --mib ${totalBytes / MIB} --parallel ${parallel}\`.`,
+    `Load average (1 min) at the start and the end: ${loadAtStart.toFixed(1)}, ${loadavg()[0]!.toFixed(1)} (on 2 CPUs: above 2, other work shares the machine and the MiB/s figures are lower bounds).`,
     markdownTable(["phase", "MiB/s", "peak RSS (MiB)", "peak over idle (MiB)", "RSS after (MiB)", "check"], rows),
     "Target: the peak over idle stays bounded (tens of MiB: chunk buffers of the requests in flight and the Object Store's read-ahead), independent of the artifact's size.",
   ]);

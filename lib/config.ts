@@ -180,8 +180,12 @@ export const filesConfig = Config.all({
 export const artifactsConfig = Config.all({
   /** Largest artifact, declared or sent (multipart uploads). */
   maxBytes: int("TRIBUTARY_ARTIFACT_MAX_BYTES", 5 * 1024 ** 3),
-  /** Largest single-shot upload (POST /v1/artifacts); larger ones go in parts. */
-  maxSingleUploadBytes: int("TRIBUTARY_ARTIFACT_MAX_SINGLE_UPLOAD_BYTES", 1024 ** 3),
+  /**
+   * Largest single-shot upload (POST /v1/artifacts); larger ones go in parts. uWebSockets.js
+   * resets a request whose Content-Length has more than 9 digits (1e9 bytes and up), so above
+   * about 950 MiB a single-shot upload cannot arrive whatever this says.
+   */
+  maxSingleUploadBytes: int("TRIBUTARY_ARTIFACT_MAX_SINGLE_UPLOAD_BYTES", 512 * 1024 ** 2),
   /** The part size offered to a multipart upload (larger when the declared size needs more than the most parts). */
   partBytes: int("TRIBUTARY_ARTIFACT_PART_BYTES", 16 * 1024 ** 2),
   /** Smallest part that is not the last. */

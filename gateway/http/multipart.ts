@@ -55,9 +55,14 @@ export async function readMultipart<F>(body: AsyncIterable<Buffer>, options: Mul
   // The feeding loop may be waiting for the parser to drain: a failure (the file handler stopped
   // reading, the form went bad) must wake it, since that drain will never come.
   let wakeFeeder: (() => void) | undefined;
+  // ...and so must it end the wait for the parser to close: a file handler that stopped reading
+  // after the whole body was fed leaves the parser waiting forever for its file stream to drain.
+  let failed!: () => void;
+  const failedOnce = new Promise<void>((resolve) => (failed = resolve));
   const fail = (err: unknown) => {
     failure ??= err;
     wakeFeeder?.();
+    failed();
   };
   const closed = new Promise<void>((resolve) => {
     parser.on("close", resolve);
@@ -104,8 +109,8 @@ export async function readMultipart<F>(body: AsyncIterable<Buffer>, options: Mul
   } catch (err) {
     fail(err);
   }
+  if (!failure) await Promise.race([closed, failedOnce]);
   if (failure) parser.destroy(failure instanceof Error ? failure : new Error(String(failure)));
-  else await closed;
   if (failure) settleForm.reject(failure);
   else settleForm.resolve(fields);
   const file = await filePromise?.catch((err: unknown) => {

@@ -207,8 +207,8 @@ export async function listRecords<T>(kv: KV, filter: string, schema: ValueSchema
 }
 
 /**
- * One page of the records under `prefix` (a project's, say), in key order or its reverse: keys
- * whose last token is a sortable id list in creation order. `after` is the last id of the previous
+ * One page of the records `<prefix>.<id>` (a project's, say; keys below them are not records),
+ * in key order or its reverse: sortable ids list in creation order. `after` is the last id of the previous
  * page (it need not exist any more); `read` returns undefined for records to skip (expired,
  * filtered out), which do not count towards `limit`.
  */
@@ -218,7 +218,7 @@ export async function pageRecords<T>(
   options: { limit: number; order: "asc" | "desc"; after?: string | undefined },
   read: (id: string) => Promise<T | undefined>,
 ): Promise<{ data: T[]; has_more: boolean }> {
-  const ids = await listKeys(kv, `${prefix}.>`, prefix + ".");
+  const ids = await listKeys(kv, `${prefix}.*`, prefix + ".");
   ids.sort();
   if (options.order === "desc") ids.reverse();
   let start = 0;

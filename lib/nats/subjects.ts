@@ -179,13 +179,15 @@ export const buckets = {
   /** Object Store: file contents, object name = file id (uploads, batch output and error files). */
   fileContents: "tributary_file_contents",
   /**
-   * KV: artifact records (the artifact object, its project and, while uploading in parts, the
-   * upload's terms), key `<project>.<artifact id>`.
+   * KV: artifact records (the artifact object, its project, the object holding its bytes), key
+   * `<project>.<artifact id>`; while it is uploading in parts, one entry per part received,
+   * `<project>.<artifact id>.<part number>` (size and sha256).
    */
   artifacts: "tributary_artifacts",
   /**
-   * Object Store: artifact contents, object name = artifact id; the parts of an unfinished
-   * multipart upload are objects `<artifact id>.part-<n>` until finish assembles them.
+   * Object Store: artifact contents, object `<artifact id>` (single-shot) or `<artifact id>.final-<token>`
+   * (assembled from parts: the record names it); the parts of an unfinished multipart upload are
+   * objects `<artifact id>.part-<n>` until finish assembles them.
    */
   artifactContents: "tributary_artifact_contents",
   /** KV: batch records (the OpenAI batch object and its coordinator state), key `<project>.<batch id>`. */

@@ -1,8 +1,8 @@
 import { Schema } from "effect";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
-import { newSortableId } from "../../lib/ids.js";
-import { buckets, kvToken } from "../../lib/nats/subjects.js";
+import { newSortableId, randomToken } from "../../lib/ids.js";
+import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema } from "../../lib/nats/kv-records.js";
 import { ObjectContents, type StoredObject } from "../../lib/nats/object-contents.js";
@@ -10,11 +10,13 @@ import { errors } from "../errors/mod.js";
 
 // Artifacts: archives a project uploads (app bundles, with their manifest text), either in one
 // request or in numbered parts. Records (the artifact object) live in a KV bucket keyed by
-// project and id; bytes in an Object Store: the final object is named by the artifact id, the
-// parts of an unfinished upload are objects `<id>.part-<n>` until finish streams them, in order,
-// into the final object. A single-shot artifact's record is written only once its bytes are
-// stored, so a broken upload leaves no artifact; an unfinished multipart upload expires and the
-// sweeper (actor host) deletes its parts.
+// project and id; bytes in an Object Store: a single-shot artifact's object is named by its id,
+// the parts of an unfinished upload are objects `<id>.part-<n>` until finish streams them, in
+// order, into an object `<id>.final-<token>` that the record then names; each received part has
+// an index entry `<project>.<id>.<n>` beside the record, so that nothing needs to list the whole
+// bucket. A single-shot artifact's record is written only once its bytes are stored, so a broken
+// upload leaves no artifact; an unfinished multipart upload expires and the sweeper (actor host)
+// deletes its parts.
 
 export type ArtifactStatus = "uploading" | "ready";
 
@@ -41,6 +43,12 @@ export interface Artifact {
 interface StoredArtifact {
   artifact: Artifact;
   project: string;
+  /**
+   * The Object Store object holding a ready artifact's bytes: the artifact id for a single-shot
+   * upload; `<id>.final-<token>` for an assembled one (each finish writes its own object, so
+   * two racing finishes never overwrite the bytes the winner recorded).
+   */
+  object?: string;
 }
 
 const storedArtifact = valueSchema<StoredArtifact>()(
@@ -58,6 +66,7 @@ const storedArtifact = valueSchema<StoredArtifact>()(
       part_size: Schema.NullOr(Schema.Number),
     }),
     project: Schema.String,
+    object: Schema.optional(Schema.String),
   }),
 );
 
@@ -94,9 +103,12 @@ export interface ArtifactListOptions {
   after?: string;
 }
 
+/** The index entry of an uploaded part, KV key `<project>.<artifact id>.<part number>`. */
+const partIndex = valueSchema<UploadedPart>()(Schema.Struct({ part_number: Schema.Number, bytes: Schema.Number, sha256: Schema.String }));
+
 const ID_PREFIX = "artifact-";
 const partName = (id: string, part: number) => `${id}.part-${part}`;
-const partsPrefix = (id: string) => `${id}.part-`;
+const objectOf = (stored: StoredArtifact) => stored.object ?? stored.artifact.id;
 
 export class ArtifactStore {
   private constructor(
@@ -111,9 +123,13 @@ export class ArtifactStore {
 
   /** The artifact (ready or uploading), or undefined when it does not exist, belongs to another project or expired unfinished. */
   async get(project: string, id: string, now = Date.now()): Promise<Artifact | undefined> {
+    return (await this.stored(project, id, now))?.artifact;
+  }
+
+  private async stored(project: string, id: string, now = Date.now()): Promise<StoredArtifact | undefined> {
     if (!validArtifactId(id)) return undefined;
-    const artifact = (await getRecord(this.meta, this.key(project, id), storedArtifact))?.value.artifact;
-    return !artifact || isExpired(artifact, now) ? undefined : artifact;
+    const stored = (await getRecord(this.meta, this.key(project, id), storedArtifact))?.value;
+    return !stored || isExpired(stored.artifact, now) ? undefined : stored;
   }
 
   /**
@@ -121,9 +137,9 @@ export class ArtifactStore {
    * the consumer's pace sets the reads). NotFound when the project has no such ready artifact.
    */
   async *content(project: string, id: string): AsyncGenerator<Uint8Array> {
-    const artifact = await this.get(project, id);
-    if (!artifact || artifact.status !== "ready") throw errors.notFound(`No such artifact: ${id}`, "id");
-    yield* this.contents.read(id);
+    const stored = await this.stored(project, id);
+    if (!stored || stored.artifact.status !== "ready") throw errors.notFound(`No such artifact: ${id}`, "id");
+    yield* this.contents.read(objectOf(stored));
   }
 
   /**
@@ -176,9 +192,9 @@ export class ArtifactStore {
 
   /** Deletes an artifact (ready or uploading): its record, then its bytes and parts. False when there was none. */
   async delete(project: string, id: string): Promise<boolean> {
-    if (!validArtifactId(id)) return false;
-    if (!(await purgeLive(this.meta, this.key(project, id)))) return false;
-    await this.removeBytes(id);
+    const stored = await this.stored(project, id);
+    if (!stored || !(await purgeLive(this.meta, this.key(project, id)))) return false;
+    await this.removeBytes(project, stored);
     return true;
   }
 
@@ -219,23 +235,35 @@ export class ArtifactStore {
       await this.contents.remove(name);
       throw errors.notFound(`No unfinished upload ${id}.`, "artifact_id");
     }
-    return { part_number: partNumber, bytes: stored.bytes, sha256: stored.sha256 };
+    const part: UploadedPart = { part_number: partNumber, bytes: stored.bytes, sha256: stored.sha256 };
+    // The index says which parts exist without listing the whole bucket; finish still reads
+    // each part's size and checksum from the Object Store (a racing re-send may have won there).
+    await this.meta.put(this.partKey(project, id, partNumber), JSON.stringify(part));
+    return part;
   }
 
   /** The parts of an unfinished upload received so far, by part number. */
   async listParts(project: string, id: string): Promise<UploadedPart[]> {
     await this.openUpload(project, id);
-    return [...(await this.uploadedParts(id)).entries()]
-      .sort(([a], [b]) => a - b)
-      .map(([n, o]) => ({ part_number: n, bytes: o.bytes, sha256: o.sha256 }));
+    return this.indexedParts(project, id);
   }
 
-  private async uploadedParts(id: string): Promise<Map<number, StoredObject>> {
+  private async indexedParts(project: string, id: string): Promise<UploadedPart[]> {
+    const prefix = `${this.key(project, id)}.`;
+    const numbers = await listKeys(this.meta, `${prefix}*`, prefix);
+    const parts = await Promise.all(numbers.map((n) => getRecord(this.meta, prefix + n, partIndex)));
+    return parts.flatMap((p) => (p ? [p.value] : [])).sort((a, b) => a.part_number - b.part_number);
+  }
+
+  /** The uploaded parts as the Object Store holds them now, by part number. */
+  private async uploadedParts(project: string, id: string): Promise<Map<number, StoredObject>> {
     const uploaded = new Map<number, StoredObject>();
-    for (const o of await this.contents.list(partsPrefix(id))) {
-      const n = Number(o.name.slice(partsPrefix(id).length));
-      if (Number.isInteger(n) && n >= 1) uploaded.set(n, o);
-    }
+    await Promise.all(
+      (await this.indexedParts(project, id)).map(async (p) => {
+        const o = await this.contents.info(partName(id, p.part_number));
+        if (o) uploaded.set(p.part_number, o);
+      }),
+    );
     return uploaded;
   }
 
@@ -249,7 +277,7 @@ export class ArtifactStore {
     const current = await this.get(project, id);
     if (!current) throw errors.notFound(`No such upload: ${id}`, "artifact_id");
     if (current.status === "ready") return current;
-    const uploaded = await this.uploadedParts(id);
+    const uploaded = await this.uploadedParts(project, id);
     const order = assemblyOrder(uploaded, listed, limits);
     const total = order.reduce((sum, o) => sum + o.bytes, 0);
     if (total !== current.bytes)
@@ -259,15 +287,16 @@ export class ArtifactStore {
       for (const part of order) yield* contents.read(part.name);
     }
     const mismatch = () => errors.invalidParam("bytes", `The parts changed while they were assembled (more than the declared ${current.bytes} bytes).`, "size_mismatch");
+    const object = `${id}.final-${randomToken(12)}`;
     let stored: StoredObject;
     try {
-      stored = await this.contents.put(id, { project }, assembled(), { maxBytes: current.bytes, tooLarge: mismatch });
+      stored = await this.contents.put(object, { project, artifact: id }, assembled(), { maxBytes: current.bytes, tooLarge: mismatch });
     } catch (err) {
-      await this.contents.remove(id);
+      await this.contents.remove(object);
       throw err;
     }
     const refuse = async (error: Error) => {
-      await this.contents.remove(id);
+      await this.contents.remove(object);
       throw error;
     };
     if (stored.bytes !== current.bytes) await refuse(mismatch());
@@ -276,16 +305,18 @@ export class ArtifactStore {
     const done = await modifyRecord(this.meta, this.key(project, id), storedArtifact, (record) => {
       if (record.artifact.status !== "uploading" || isExpired(record.artifact, Date.now())) return undefined;
       record.artifact = { ...record.artifact, status: "ready", bytes: stored.bytes, sha256: stored.sha256, expires_at: null, part_size: null };
+      record.object = object;
       return record;
     });
     if (!done?.changed) {
-      // Finished by a concurrent finish (then this object is that artifact's), or gone meanwhile.
+      // Finished by a concurrent finish (whose own object holds the bytes), or gone meanwhile.
+      await this.contents.remove(object);
       const now = await this.get(project, id);
       if (now?.status === "ready") return now;
-      await refuse(errors.notFound(`No such upload: ${id}`, "artifact_id"));
+      throw errors.notFound(`No such upload: ${id}`, "artifact_id");
     }
-    for (const part of uploaded.values()) await this.contents.remove(part.name);
-    return done!.value.artifact;
+    await this.removeParts(project, id);
+    return done.value.artifact;
   }
 
   /**
@@ -297,7 +328,7 @@ export class ArtifactStore {
     let expired = 0;
     let orphans = 0;
     const undecodable: string[] = [];
-    for (const key of await listKeys(this.meta, ">")) {
+    for (const key of await listKeys(this.meta, "*.*")) {
       let record: StoredArtifact | undefined;
       try {
         record = (await getRecord(this.meta, key, storedArtifact))?.value;
@@ -308,16 +339,22 @@ export class ArtifactStore {
       }
       if (!record || !isExpired(record.artifact, now)) continue;
       await this.meta.purge(key);
-      await this.removeBytes(record.artifact.id);
+      await this.removeBytes(kvTokenDecode(key.slice(0, key.indexOf("."))), record);
       expired++;
+    }
+    // Part index entries outlive their upload only by a crash between the steps above.
+    for (const key of await listKeys(this.meta, "*.*.*")) {
+      const recordKey = key.slice(0, key.lastIndexOf("."));
+      const record = await getRecord(this.meta, recordKey, storedArtifact).catch(() => undefined);
+      if (record?.value.artifact.status !== "uploading") await this.meta.purge(key);
     }
     for (const o of await this.contents.list()) {
       const project = o.metadata.project;
       if (!project || now - o.mtimeMs < orphanAfterMs) continue;
-      const artifactId = o.metadata.artifact ?? o.name;
-      const artifact = await this.get(project, artifactId, now).catch(() => undefined);
-      // A part outlives its upload's finish only by a crash; a final object needs its record.
-      const wanted = o.metadata.artifact ? artifact?.status === "uploading" : artifact !== undefined;
+      const record = await this.stored(project, o.metadata.artifact ?? o.name, now).catch(() => undefined);
+      // A part outlives its upload's finish only by a crash; the bytes of an artifact are the one
+      // object its record names (a finish that lost a race, or crashed before its record, left others).
+      const wanted = o.metadata.part !== undefined ? record?.artifact.status === "uploading" : record?.artifact.status === "ready" && objectOf(record) === o.name;
       if (!wanted) {
         await this.contents.remove(o.name);
         orphans++;
@@ -335,13 +372,26 @@ export class ArtifactStore {
     return artifact;
   }
 
-  private async removeBytes(id: string): Promise<void> {
-    await this.contents.remove(id);
-    for (const part of await this.contents.list(partsPrefix(id))) await this.contents.remove(part.name);
+  /** Removes an artifact's bytes and parts (objects a crash left beside them go to the sweeper). */
+  private async removeBytes(project: string, stored: StoredArtifact): Promise<void> {
+    await this.contents.remove(objectOf(stored));
+    await this.removeParts(project, stored.artifact.id);
+  }
+
+  /** Removes the parts of an upload and their index entries. */
+  private async removeParts(project: string, id: string): Promise<void> {
+    for (const part of await this.indexedParts(project, id)) {
+      await this.contents.remove(partName(id, part.part_number));
+      await this.meta.purge(this.partKey(project, id, part.part_number));
+    }
   }
 
   private key(project: string, id: string): string {
     return `${kvToken(project)}.${id}`;
+  }
+
+  private partKey(project: string, id: string, part: number): string {
+    return `${this.key(project, id)}.${part}`;
   }
 }
 

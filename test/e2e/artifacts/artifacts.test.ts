@@ -1,7 +1,9 @@
 import t from "tap";
 import type { Test } from "tap";
 import { createHash } from "node:crypto";
+import { Objm } from "@nats-io/obj";
 import { startStack } from "../../harness/stack.js";
+import { buckets } from "../../../lib/nats/subjects.js";
 import { TEST_KEY } from "../../harness/processes.js";
 
 // /v1/artifacts and /v1/multipart: single-shot upload, get, list, content, delete; uploads in
@@ -35,6 +37,10 @@ const stack = await startStack(t, {
     TRIBUTARY_ARTIFACT_MAX_OPEN_UPLOADS: String(LIMITS.openUploads),
   },
 });
+
+const nc = await stack.nats.connect();
+t.teardown(() => nc.close());
+const objectStore = await new Objm(nc).open(buckets.artifactContents);
 
 interface Artifact {
   id: string;
@@ -151,9 +157,14 @@ t.test("multipart: parts in parallel and out of order, then finish", async (t) =
   t.same(listedParts.data.map((p) => p.part_number), [1, 2, 3, 4, 5]);
   t.notOk(((await (await api("/v1/artifacts")).json()) as { data: Artifact[] }).data.some((a) => a.id === upload.id), "an unfinished upload is not among the ready artifacts");
   t.ok(((await (await api("/v1/artifacts?status=uploading")).json()) as { data: Artifact[] }).data.some((a) => a.id === upload.id), "it is among the uploading ones");
-  const res = await finish(upload.id, { parts: parts.map((p, i) => ({ part_number: i + 1, sha256: sha256(p) })) });
+  // Two finishes race: both answer the one artifact, and only the winner's bytes stay stored.
+  const [res, racing] = await Promise.all([finish(upload.id, { parts: parts.map((p, i) => ({ part_number: i + 1, sha256: sha256(p) })) }), finish(upload.id)]);
   t.equal(res.status, 200);
+  t.equal(racing.status, 200);
   const done = (await res.json()) as Artifact;
+  t.same(await racing.json(), done, "the racing finish answers the same artifact");
+  const objects = (await objectStore.list()).filter((o) => !o.deleted && o.name.startsWith(upload.id));
+  t.equal(objects.length, 1, "one object holds the artifact: no parts, no second assembly");
   t.match(done, { id: upload.id, status: "ready", bytes: whole.length, sha256: sha256(whole), expires_at: null, part_size: null, manifest: "entrypoint: a:b\n" });
   t.ok(Buffer.from(await (await api(`/v1/artifacts/${upload.id}/content`)).arrayBuffer()).equals(whole), "assembled in part order");
   t.same(await (await finish(upload.id)).json(), done, "finishing again returns the artifact");

@@ -1,5 +1,5 @@
 import t from "tap";
-import { request } from "node:http";
+import { request, type ClientRequest } from "node:http";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { startStack } from "../../harness/stack.js";
@@ -37,11 +37,16 @@ async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 
 }
 
 /** Starts a request whose body is sent only in part: `sent` bytes of a declared `declared`. */
-function partialUpload(path: string, headers: Record<string, string>, declared: number, sent: Buffer): void {
+function partialUpload(path: string, headers: Record<string, string>, declared: number, sent: Buffer): ClientRequest {
   const req = request(gateway.url + path, { method: "POST", headers: { authorization: `Bearer ${TEST_KEY}`, "content-length": String(declared), ...headers } });
   req.on("error", () => {});
   req.write(sent);
+  return req;
 }
+
+const boundary = "----tributary-test";
+const formHead = Buffer.from(`--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="c.tgz"\r\ncontent-type: application/octet-stream\r\n\r\n`);
+const formType = { "content-type": `multipart/form-data; boundary=${boundary}` };
 
 t.test("an unfinished upload expires and the sweeper frees its parts", async (t) => {
   const before = await storedMessages();
@@ -53,8 +58,24 @@ t.test("an unfinished upload expires and the sweeper frees its parts", async (t)
   await waitFor("the upload to expire", async () => (await api(`/v1/artifacts/${upload.id}`)).status === 404);
   t.equal((await api(`/v1/multipart/${upload.id}/part?part_number=3`, { method: "POST", body: Buffer.alloc(10) })).status, 404, "no more parts");
   t.equal((await api(`/v1/multipart/${upload.id}/finish`, { method: "POST" })).status, 404, "no finish");
-  await waitFor("the sweeper to free the parts", async () => (await storedMessages()) === before && !(await storedKeys()).some((k) => k.endsWith(upload.id)));
-  t.pass("record and parts are gone");
+  await waitFor("the sweeper to free the parts", async () => (await storedMessages()) === before && !(await storedKeys()).some((k) => k.includes(upload.id)));
+  t.pass("record, part index and parts are gone");
+});
+
+t.test("a client that breaks off mid-upload leaves nothing: the gateway discards what arrived at once", async (t) => {
+  const before = await storedMessages();
+  const created = await api("/v1/multipart", { method: "POST", body: JSON.stringify({ filename: "d.tgz", bytes: 8 * 1024 * 1024 }) });
+  const upload = (await created.json()) as { id: string };
+  const part = partialUpload(`/v1/multipart/${upload.id}/part?part_number=1`, { "content-type": "application/octet-stream" }, 4 * 1024 * 1024, Buffer.alloc(1024 * 1024, 4));
+  const single = partialUpload("/v1/artifacts", formType, 16 * 1024 * 1024, Buffer.concat([formHead, Buffer.alloc(1024 * 1024, 5)]));
+  await waitFor("chunks of both uploads to arrive", async () => (await storedMessages()) >= before + 6);
+  part.destroy();
+  single.destroy();
+  // Well within the upload expiry: the failed puts purge their own chunks, no sweeper needed.
+  await waitFor("the chunks to be purged", async () => (await storedMessages()) === before, 1_500);
+  t.same(((await (await api(`/v1/multipart/${upload.id}/parts`)).json()) as { data: unknown[] }).data, [], "no part was recorded");
+  t.same(((await (await api("/v1/artifacts")).json()) as { data: unknown[] }).data, [], "no artifact is listed");
+  t.equal((await api(`/v1/artifacts/${upload.id}`, { method: "DELETE" })).status, 200);
 });
 
 t.test("a gateway killed -9 mid-upload leaves nothing visible, and its bytes are swept", async (t) => {
@@ -64,9 +85,7 @@ t.test("a gateway killed -9 mid-upload leaves nothing visible, and its bytes are
   t.equal((await api(`/v1/multipart/${upload.id}/part?part_number=1`, { method: "POST", body: Buffer.alloc(4 * 1024 * 1024, 1) })).status, 200);
   const before = await storedMessages();
   partialUpload(`/v1/multipart/${upload.id}/part?part_number=2`, { "content-type": "application/octet-stream" }, 4 * 1024 * 1024, Buffer.alloc(1024 * 1024, 2));
-  const boundary = "----tributary-test";
-  const head = Buffer.from(`--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="c.tgz"\r\ncontent-type: application/octet-stream\r\n\r\n`);
-  partialUpload("/v1/artifacts", { "content-type": `multipart/form-data; boundary=${boundary}` }, 16 * 1024 * 1024, Buffer.concat([head, Buffer.alloc(1024 * 1024, 3)]));
+  partialUpload("/v1/artifacts", formType, 16 * 1024 * 1024, Buffer.concat([formHead, Buffer.alloc(1024 * 1024, 3)]));
   // Both uploads have chunks in the Object Store before the kill.
   await waitFor("chunks of both uploads to arrive", async () => (await storedMessages()) >= before + 6);
   await gateway.kill();
