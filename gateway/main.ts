@@ -25,7 +25,7 @@ import { Router } from "./http/router.js";
 import { GenerationClient, RunnerDirectory, runnerForgetAfterMs } from "../modules/inference/mod.js";
 import { BatchStore } from "../modules/batches/mod.js";
 import { registerBatchRoutes } from "./routes/batches.js";
-import { BudgetClient, ClusterRateLimiter, UnlimitedRateLimiter, type RateLimiter } from "../modules/ratelimit/mod.js";
+import { BudgetClient, BudgetReader, ClusterRateLimiter, UnlimitedRateLimiter, type RateLimiter } from "../modules/ratelimit/mod.js";
 import { registerChatRoutes } from "./routes/chat-completions.js";
 import { registerFileRoutes } from "./routes/files.js";
 import { registerArtifactRoutes } from "./routes/artifacts.js";
@@ -133,6 +133,11 @@ async function main(): Promise<void> {
   registerDashboardRoutes(router, {
     accounts: store,
     batches: batchStore,
+    files: fileStore,
+    models: [...catalog.values()],
+    budgets: rateLimits.enabled === "off" ? undefined : await BudgetReader.open(nc),
+    rateLimitScope: rateLimits.scope,
+    rateLimitWindowMs: rateLimits.windowMs,
     members,
     traces: traceStore,
     usage: usageStore,
@@ -215,6 +220,7 @@ async function main(): Promise<void> {
     streamBudget,
   });
   registerJobRoutes(router, {
+    offersEgress: () => sandboxHosts.offersEgress(),
     nc,
     jobs: await JobStore.open(nc),
     files: fileStore,

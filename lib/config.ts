@@ -322,6 +322,16 @@ export const sandboxHostConfig = Config.all({
   bwrap: str("TRIBUTARY_SANDBOX_BWRAP", "bwrap"),
   /** Python for the in-sandbox agent (read-only from the host's /usr). */
   python: str("TRIBUTARY_SANDBOX_PYTHON", "/usr/bin/python3"),
+  /** Network egress for sandboxes that ask: "auto" (offer it when slirp4netns works here), "on" (refuse to start without it), "off". */
+  egress: Config.schema(Schema.Literals(["auto", "on", "off"]), "TRIBUTARY_SANDBOX_EGRESS").pipe(Config.withDefault("auto" as const)),
+  /** IPv4 CIDRs egress sandboxes never reach, comma-separated; "default" stands for the built-in list (private, link-local, loopback, ...). */
+  egressDeny: str("TRIBUTARY_SANDBOX_EGRESS_DENY", "default"),
+  /** "on": this machine's own addresses are denied too (services bound to 0.0.0.0 stay out of reach). */
+  egressDenyHost: Config.schema(Schema.Literals(["on", "off"]), "TRIBUTARY_SANDBOX_EGRESS_DENY_HOST").pipe(Config.withDefault("on" as const)),
+  /** The slirp4netns binary (the user-mode network stack of egress sandboxes). */
+  slirp4netns: str("TRIBUTARY_SANDBOX_SLIRP4NETNS", "slirp4netns"),
+  /** Where the host keeps its sandboxes' read-only inputs (a directory of its own is made below it); empty: the OS's temp dir. */
+  workDir: str("TRIBUTARY_SANDBOX_WORK_DIR", ""),
 });
 
 /** Sandboxes as the gateway and the actor host see them (validation bounds, placement, sweeping). */

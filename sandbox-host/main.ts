@@ -9,7 +9,20 @@ import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
 import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
-import { detectCgroups, probeIsolation, SandboxHost, SandboxStore } from "../modules/sandboxes/mod.js";
+import {
+  DEFAULT_EGRESS_DENY,
+  detectCgroups,
+  egressUnavailable,
+  hostAddressCidrs,
+  parseCidrList,
+  probeEgress,
+  probeIsolation,
+  SandboxHost,
+  SandboxStore,
+  WORK_DIR_PREFIX,
+  type EgressOptions,
+  type IsolationOptions,
+} from "../modules/sandboxes/mod.js";
 import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
 import { AppHost, DEFAULT_REPLICA_POLICY, DeploymentStore } from "../modules/apps/mod.js";
 import { ArtifactStore } from "../modules/artifacts/mod.js";
@@ -30,6 +43,7 @@ async function main(): Promise<void> {
   if (cgroups.version === "none" && config.cgroups === "required") throw new Error(`TRIBUTARY_SANDBOX_CGROUPS=required, but ${cgroups.reason}`);
   if (cgroups.version === "none") log.warn("sandboxes run without cgroups: memory and CPU are bounded per process only (prlimit)", { reason: cgroups.reason });
 
+  const egress = await egressSettings(config, isolation, uidBase);
   const nc = await connectNats(common.natsUrl || DEFAULT_NATS_URL, `tributary-sandbox-host-${hostname()}-${process.pid}`, log, "sandbox-host");
   const store = await SandboxStore.open(nc);
   const secrets = await SecretStore.open(nc, loadKeyRing(secretSettings.masterKey, secretSettings.previousKeys, common.home));
@@ -43,6 +57,8 @@ async function main(): Promise<void> {
     uidBase,
     isolation,
     cgroups,
+    egress,
+    workDir: join(config.workDir || tmpdir(), `${WORK_DIR_PREFIX}${hostId}`),
   }, log);
   host.start();
 
@@ -73,13 +89,36 @@ async function main(): Promise<void> {
     }, log);
     appHost.start();
   }
-  log.info("sandbox host ready", { cgroups: cgroups.version, perSandboxUid: root, maxSandboxes: config.maxSandboxes, appHost: appHost ? `ah${hostId.slice(2)}` : null });
+  log.info("sandbox host ready", { cgroups: cgroups.version, perSandboxUid: root, maxSandboxes: config.maxSandboxes, egress: egress !== undefined, egressDeny: egress?.deny.length, appHost: appHost ? `ah${hostId.slice(2)}` : null });
 
   onShutdown(log, async () => {
     await appHost?.stop();
     await host.stop();
     await nc.drain().catch(() => {});
   });
+}
+
+/** Egress for this host: its deny list, or undefined when it offers none (off, or auto on a machine that cannot). */
+async function egressSettings(
+  config: { egress: "auto" | "on" | "off"; egressDeny: string; egressDenyHost: "on" | "off"; slirp4netns: string; python: string },
+  isolation: IsolationOptions,
+  uid: number | undefined,
+): Promise<EgressOptions | undefined> {
+  if (config.egress === "off") return undefined;
+  let configured: string[];
+  try {
+    configured = config.egressDeny.split(/[\s,]+/).filter(Boolean).flatMap((entry) => (entry === "default" ? DEFAULT_EGRESS_DENY : parseCidrList(entry)));
+  } catch (err) {
+    throw new Error(`TRIBUTARY_SANDBOX_EGRESS_DENY: ${(err as Error).message}`);
+  }
+  const deny = [...new Set([...configured, ...(config.egressDenyHost === "on" ? hostAddressCidrs() : [])])];
+  const options: EgressOptions = { slirp4netns: config.slirp4netns, python: config.python, deny };
+  // A real egress sandbox, started and ended: a host that offers egress can give it.
+  const why = egressUnavailable(options) ?? (await probeEgress(isolation, uid, options));
+  if (why === undefined) return options;
+  if (config.egress === "on") throw new Error(`TRIBUTARY_SANDBOX_EGRESS=on, but ${why}`);
+  log.warn("sandboxes are offered no network egress here", { reason: why });
+  return undefined;
 }
 
 exitIfStartFails(log, "sandbox host", main());

@@ -44,6 +44,9 @@ export class BatchLineObserver implements LineObserver {
       cachedInputTokens: tokens.cached,
       outputTokens: tokens.output,
       error: failed,
+      // A batch line is run unstreamed: it has no first token of its own.
+      ttftMs: null,
+      latencyMs: performance.now() - startedAt.perf,
     });
     if (body.log !== true) return;
     const obs = new RequestObservation(item.endpoint as TraceEndpoint, requestId, startedAt.unixMs, startedAt.perf);

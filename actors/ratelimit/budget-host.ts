@@ -4,11 +4,11 @@ import { Activation, BudgetKey, OwnerProbeReply } from "../../proto/gen/tributar
 import { randomToken } from "../../lib/ids.js";
 import { openKv } from "../../lib/nats/jetstream.js";
 import { compareAndSet, kvRecord } from "../../lib/nats/kv-records.js";
-import { buckets, kvToken, queues, subjects } from "../../lib/nats/subjects.js";
+import { buckets, queues, subjects } from "../../lib/nats/subjects.js";
 import { openMailbox } from "../../modules/actor-runtime/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import { BudgetActor, type BudgetActorOptions } from "./budget-actor.js";
-import { budgetRecordSchema, freshRecord, type BudgetRecord } from "../../modules/ratelimit/mod.js";
+import { budgetRecordSchema, budgetStateKey, freshRecord, type BudgetRecord } from "../../modules/ratelimit/mod.js";
 
 export interface BudgetHostOptions extends BudgetActorOptions {
   /** How long the recorded owner of a budget has to answer "do you own it?" before it is taken over. */
@@ -175,6 +175,4 @@ export class BudgetHostActor implements Actor {
 }
 
 /** The budget's key in the rate-limits bucket. */
-export function stateKey(key: BudgetKey): string {
-  return `${kvToken(key.model)}.${key.scope}.${key.scopeId}`;
-}
+export const stateKey = (key: BudgetKey): string => budgetStateKey(key);

@@ -110,14 +110,15 @@ export class BackgroundResponseWorker implements Actor {
             usage.add({
               at: Date.now(),
               projectId,
-              // The key is not kept with a queued response: background usage is counted without one.
-              keyId: "",
+              keyId: runRecord.owner.keyId,
               model: r.model,
               batch: false,
               inputTokens: r.usage?.input_tokens ?? 0,
               cachedInputTokens: r.usage?.input_tokens_details?.cached_tokens ?? 0,
               outputTokens: r.usage?.output_tokens ?? 0,
               error: r.status === "failed",
+              ttftMs: runRecord.firstTokenMs,
+              latencyMs: performance.now() - runRecord.startedAt.perf,
             });
           }
         : undefined,
@@ -156,13 +157,14 @@ export class BackgroundResponseWorker implements Actor {
     obs.log = true;
     obs.stream = run.request.stream === true;
     obs.runnerAdmitted(run.runnerId, run.promptTokens, run.renderedPrompt);
+    if (run.firstTokenMs !== null) obs.firstTokenMs = run.firstTokenMs;
     obs.requestBody = JSON.stringify(run.request);
     obs.responseBody = response;
     obs.responseId = response.id;
     obs.usage = { inputTokens: response.usage?.input_tokens ?? 0, cachedInputTokens: response.usage?.input_tokens_details?.cached_tokens ?? 0, outputTokens: response.usage?.output_tokens ?? 0 };
     if (run.failure) obs.fail(run.failure);
     else if (response.status === "cancelled") obs.cancelled = true;
-    traces.writer.record(buildTrace(obs, { principal: { organizationId: "", projectId, keyId: "" }, httpStatus: 0, clientLeft: false, maxBodyBytes: traces.maxBodyBytes }));
+    traces.writer.record(buildTrace(obs, { principal: { organizationId: run.owner.organizationId, projectId, keyId: run.owner.keyId }, httpStatus: 0, clientLeft: false, maxBodyBytes: traces.maxBodyBytes }));
   }
 
   private async handle(msg: JsMsg): Promise<void> {

@@ -69,12 +69,18 @@ figure { margin: 0 0 16px; }
 .pager { margin-top: 12px; display: flex; gap: 12px; }
 svg text { font: 11px system-ui, sans-serif; fill: var(--muted); }
 .muted { color: var(--muted); }
+.legend { margin-left: 12px; display: inline-flex; align-items: center; gap: 4px; }
+.swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; }
+.swatch.s0 { background: #3b5bdb; } .swatch.s1 { background: #e8590c; } .swatch.s2 { background: #2b8a3e; }
+form.inline { display: inline-flex; gap: 6px; align-items: center; margin: 0; }
+td form.inline input { padding: 3px 6px; }
+dl.kv { margin: 0; }
 `;
 
 export interface Layout {
   title: string;
   /** Navigation item that is active. */
-  active?: "traces" | "usage" | "keys" | "batches" | "members";
+  active?: "traces" | "usage" | "keys" | "batches" | "members" | "projects" | "invitations" | "files" | "limits";
   email?: string;
   csrf?: string;
   project?: string;
@@ -84,7 +90,7 @@ export function page(layout: Layout, body: Html): string {
   const q = layout.project ? `?project=${encodeURIComponent(layout.project)}` : "";
   const nav = (key: NonNullable<Layout["active"]>, label: string) => html`<a href="/dashboard/${key}${new Html(esc(q))}" class="${layout.active === key ? "on" : ""}">${label}</a>`;
   const header = layout.email
-    ? html`<header><span class="brand">Tributary</span><nav>${nav("traces", "Logs")}${nav("usage", "Usage")}${nav("batches", "Batches")}${nav("keys", "API keys")}${nav("members", "Members")}</nav>
+    ? html`<header><span class="brand">Tributary</span><nav>${nav("traces", "Logs")}${nav("usage", "Usage")}${nav("batches", "Batches")}${nav("files", "Files")}${nav("limits", "Rate limits")}${nav("keys", "API keys")}${nav("projects", "Projects")}${nav("members", "Members")}${nav("invitations", "Invitations")}</nav>
 <span class="who"><span>${layout.email}</span><form method="post" action="/dashboard/sign-out"><input type="hidden" name="csrf" value="${layout.csrf}"><button class="quiet" type="submit">Sign out</button></form></span></header>`
     : html``;
   return `<!doctype html>
@@ -112,6 +118,50 @@ export function barChart(points: Array<{ label: string; value: number }>, option
 <line x1="${pad.left}" y1="${pad.top + plotH}" x2="${width}" y2="${pad.top + plotH}" stroke="#e4e7ec"/>
 <text x="0" y="${pad.top + 10}">${formatNumber(max)}</text><text x="0" y="${pad.top + plotH}">0</text>
 ${bars}${labels}</svg></figure>`;
+}
+
+const SERIES_COLORS = ["#3b5bdb", "#e8590c", "#2b8a3e"];
+
+/**
+ * Line chart (inline SVG): one polyline per series over the buckets, a point per bucket that has a
+ * value (a bucket with no requests has none: the line breaks there). Values are numbers only.
+ */
+export function lineChart(points: Array<{ label: string; values: Array<number | null> }>, options: { title: string; series: string[]; id: string; height?: number }): Html {
+  const width = 720;
+  const height = options.height ?? 160;
+  const pad = { left: 48, bottom: 22, top: 10, right: 8 };
+  const max = Math.max(1, ...points.flatMap((p) => p.values.filter((v): v is number => v !== null)));
+  const plotH = height - pad.bottom - pad.top;
+  const step = points.length > 1 ? (width - pad.left - pad.right) / (points.length - 1) : 0;
+  const x = (i: number) => pad.left + i * step;
+  const y = (v: number) => pad.top + plotH - (v / max) * plotH;
+  const lines = options.series.map((name, s) => {
+    const color = SERIES_COLORS[s % SERIES_COLORS.length]!;
+    // Runs of consecutive buckets with values: one polyline each.
+    const runs: Array<Array<[number, number]>> = [];
+    let run: Array<[number, number]> = [];
+    points.forEach((p, i) => {
+      const v = p.values[s];
+      if (v === null || v === undefined) {
+        if (run.length) runs.push(run);
+        run = [];
+      } else run.push([x(i), y(v)]);
+    });
+    if (run.length) runs.push(run);
+    const dots = points.map((p, i) => {
+      const v = p.values[s];
+      return v === null || v === undefined ? html`` : html`<circle class="series-${s}" cx="${x(i).toFixed(1)}" cy="${y(v).toFixed(1)}" r="2.5" fill="${color}"><title>${p.label} ${name}: ${v.toFixed(1)}</title></circle>`;
+    });
+    return html`${runs.map((r) => html`<polyline fill="none" stroke="${color}" stroke-width="1.5" points="${r.map(([a, b]) => `${a.toFixed(1)},${b.toFixed(1)}`).join(" ")}"/>`)}${dots}`;
+  });
+  const every = Math.max(1, Math.ceil(points.length / 8));
+  const labels = points.map((p, i) => (i % every === 0 ? html`<text x="${x(i).toFixed(1)}" y="${height - 6}">${p.label}</text>` : html``));
+  const legend = options.series.map((name, s) => html`<span class="legend"><span class="swatch s${s}"></span>${name}</span>`);
+  return html`<figure class="card" id="${options.id}"><figcaption class="muted">${options.title} ${legend}</figcaption>
+<svg viewBox="0 0 ${width} ${height}" width="100%" role="img" aria-label="${options.title}">
+<line x1="${pad.left}" y1="${pad.top + plotH}" x2="${width}" y2="${pad.top + plotH}" stroke="#e4e7ec"/>
+<text x="0" y="${pad.top + 10}">${formatNumber(max)}</text><text x="0" y="${pad.top + plotH}">0</text>
+${lines}${labels}</svg></figure>`;
 }
 
 /** A trace's timeline: one bar per phase, on a common scale (inline SVG). */

@@ -1,40 +1,22 @@
 import { randomToken } from "../../lib/ids.js";
-import type { Logger } from "../../lib/log.js";
-import type { AccountStore, ApiKeyView, MemberStore, SessionRecord } from "../../modules/accounts/mod.js";
+import type { ApiKeyView, MemberRecord } from "../../modules/accounts/mod.js";
 import { normalizeEmail } from "../../modules/accounts/mod.js";
-import { isDomainError, type DomainError } from "../../modules/errors/mod.js";
-import { openAIError } from "../../modules/openai/mod.js";
-import { parseTraceQuery, TRACE_ID, type Trace, type TraceStore } from "../../modules/traces/mod.js";
-import { parseUsageQuery, usagePage, type UsageStore } from "../../modules/usage/mod.js";
+import { isDomainError } from "../../modules/errors/mod.js";
+import { parseTraceQuery, TRACE_ID, type Trace } from "../../modules/traces/mod.js";
+import { latencyQuantile, mergeLatency, parseUsageQuery, usagePage, type LatencyHistogram } from "../../modules/usage/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import type { BatchStore } from "../../modules/batches/mod.js";
-import { barChart, CSP, esc, formatNumber, formatTime, Html, html, page, STYLESHEET, timeline } from "./html.js";
+import { type DashboardDeps, type DashboardKit, errorNotice, messageOf, SIGNIN_COOKIE, type Signed } from "./kit.js";
+import { registerOrganizationPages } from "./organization-pages.js";
+import { registerResourcePages } from "./resource-pages.js";
+import { barChart, CSP, esc, lineChart, formatNumber, formatTime, Html, html, type Layout, page, STYLESHEET, timeline } from "./html.js";
 import { parseCookies, sameToken, SignInThrottle } from "./sign-in-guard.js";
 
-export interface DashboardDeps {
-  accounts: AccountStore;
-  batches: BatchStore;
-  members: MemberStore;
-  traces: TraceStore;
-  usage: UsageStore;
-  sessionTtlSeconds: number;
-  signInAttempts: number;
-  secureCookies: "auto" | "on" | "off";
-  log: Logger;
-}
 
 const SESSION_COOKIE = "tributary_session";
-const SIGNIN_COOKIE = "tributary_signin";
 /** Form bodies are small: a few fields. */
 const MAX_FORM_BYTES = 16 * 1024;
 
-interface Signed {
-  session: SessionRecord;
-  token: string;
-  project: string;
-  projects: Array<{ id: string; name: string }>;
-}
 
 /**
  * The dashboard under /dashboard: server-rendered pages (no script), sign-in with a session
@@ -95,9 +77,19 @@ export function registerDashboardRoutes(router: Router, deps: DashboardDeps): vo
     return form;
   }
 
-  const layoutOf = (s: Signed, title: string, active: "traces" | "usage" | "keys" | "batches" | "members") => ({ title, active, email: s.session.email, csrf: s.session.csrf, project: s.project });
+  const layoutOf = (s: Signed, title: string, active: NonNullable<Layout["active"]>) => ({ title, active, email: s.session.email, csrf: s.session.csrf, project: s.project });
   const projectPicker = (s: Signed, path: string, extra: Html = html``) =>
     html`<form class="filters" method="get" action="${path}"><label>Project<select name="project">${s.projects.map((p) => html`<option value="${p.id}" ${p.id === s.project ? new Html("selected") : ""}>${p.name} (${p.id})</option>`)}</select></label>${extra}<button type="submit">Show</button></form>`;
+
+  /** A page refused for the session's role (403): nothing was changed. */
+  const forbidden = (ex: HttpExchange, s: Signed, active: NonNullable<Layout["active"]>, message: string) =>
+    sendHtml(ex, 403, page(layoutOf(s, "Not allowed", active), html`<h1>Not allowed</h1><div class="notice error" role="alert">${message}</div>`));
+
+  const kit: DashboardKit = { deps, sendHtml, redirect, signedIn, readForm, checkedForm, layoutOf, projectPicker, forbidden, cookie, startSession: (ex, member) => startSession(ex, member) };
+  async function startSession(ex: HttpExchange, member: MemberRecord): Promise<void> {
+    const { token } = await deps.members.startSession(member);
+    ex.responseHeaders["set-cookie"] = cookie(ex, SESSION_COOKIE, token, deps.sessionTtlSeconds);
+  }
 
   router.get("/dashboard/static/app.css", (ex) => {
     ex.responseHeaders["cache-control"] = "public, max-age=3600";
@@ -137,8 +129,7 @@ ${message ? html`<div class="notice error" role="alert">${message}</div>` : ""}
       return signInPage(ex, 401, "Wrong email or password.");
     }
     throttle.succeeded(keys[0]!);
-    const { token } = await deps.members.startSession(member);
-    ex.responseHeaders["set-cookie"] = cookie(ex, SESSION_COOKIE, token, deps.sessionTtlSeconds);
+    await startSession(ex, member);
     redirect(ex, "/dashboard/traces");
   }, pub);
 
@@ -236,25 +227,39 @@ ${trace.error ? html`<div class="notice error">${trace.error.type}${trace.error.
     let body: Html;
     try {
       const query = parseUsageQuery(new URLSearchParams({ start_time: String(start), end_time: String(end), bucket_width: width, limit: String(count), group_by: "model" }));
-      const usage = await usagePage(deps.usage, [s.project], query);
+      const usage = await usagePage(deps.usage, [s.project], query, { histograms: true });
       const label = (t: number) => (width === "1d" ? new Date(t * 1000).toISOString().slice(5, 10) : new Date(t * 1000).toISOString().slice(11, 16));
       const per = (f: (r: (typeof usage.data)[number]["results"][number]) => number) =>
         usage.data.map((b) => ({ label: label(b.start_time), value: b.results.reduce((n, r) => n + f(r), 0) }));
-      const totals = new Map<string, { requests: number; input: number; output: number; errors: number }>();
+      const totals = new Map<string, { requests: number; input: number; output: number; errors: number; ttft: LatencyHistogram; latency: LatencyHistogram }>();
       for (const b of usage.data)
         for (const r of b.results) {
-          const t = totals.get(r.model ?? "") ?? { requests: 0, input: 0, output: 0, errors: 0 };
+          const t = totals.get(r.model ?? "") ?? { requests: 0, input: 0, output: 0, errors: 0, ttft: [], latency: [] };
           t.requests += r.num_model_requests;
           t.input += r.input_tokens;
           t.output += r.output_tokens;
           t.errors += r.num_model_request_errors;
+          mergeLatency(t.ttft, r.histograms?.ttft_ms);
+          mergeLatency(t.latency, r.histograms?.request_ms);
           totals.set(r.model ?? "", t);
         }
+      // Percentiles per bucket over every model: the buckets' histograms merged (exact), then read.
+      const percentiles = (pick: (r: (typeof usage.data)[number]["results"][number]) => LatencyHistogram | undefined) =>
+        usage.data.map((b) => {
+          const h: LatencyHistogram = [];
+          for (const r of b.results) mergeLatency(h, pick(r));
+          return { label: label(b.start_time), values: [latencyQuantile(h, 0.5), latencyQuantile(h, 0.95)] };
+        });
+      const ms = (v: number | null) => (v === null ? "—" : `${formatNumber(Math.round(v * 10) / 10)} ms`);
       body = html`${barChart(per((r) => r.num_model_requests), { title: "Requests" })}
 ${barChart(per((r) => r.input_tokens + r.output_tokens), { title: "Tokens (input + output)", color: "#37b24d" })}
 ${barChart(per((r) => r.num_model_request_errors), { title: "Errors", color: "#e03131", height: 100 })}
-<h2>By model</h2><table><thead><tr><th>Model</th><th>Requests</th><th>Input tokens</th><th>Output tokens</th><th>Errors</th></tr></thead><tbody>
-${[...totals].map(([model, t]) => html`<tr><td>${model}</td><td class="num">${formatNumber(t.requests)}</td><td class="num">${formatNumber(t.input)}</td><td class="num">${formatNumber(t.output)}</td><td class="num">${t.errors}</td></tr>`)}</tbody></table>`;
+${lineChart(percentiles((r) => r.histograms?.ttft_ms), { title: "Time to first token (ms): p50 and p95", series: ["p50", "p95"], id: "ttft" })}
+${lineChart(percentiles((r) => r.histograms?.request_ms), { title: "Request latency (ms): p50 and p95", series: ["p50", "p95"], id: "latency" })}
+<h2>By model</h2><table><thead><tr><th>Model</th><th>Requests</th><th>Input tokens</th><th>Output tokens</th><th>Errors</th><th>TTFT p50</th><th>TTFT p95</th><th>Latency p50</th><th>Latency p95</th></tr></thead><tbody>
+${[...totals].map(([model, t]) => html`<tr><td>${model}</td><td class="num">${formatNumber(t.requests)}</td><td class="num">${formatNumber(t.input)}</td><td class="num">${formatNumber(t.output)}</td><td class="num">${t.errors}</td>
+<td class="num">${ms(latencyQuantile(t.ttft, 0.5))}</td><td class="num">${ms(latencyQuantile(t.ttft, 0.95))}</td><td class="num">${ms(latencyQuantile(t.latency, 0.5))}</td><td class="num">${ms(latencyQuantile(t.latency, 0.95))}</td></tr>`)}</tbody></table>
+<p class="muted">Percentiles come from fixed latency buckets kept with the usage rows (bounds step by 1.5 to 2x), so they are exact for any bucket width and as precise as the bucket they fall in. Request latency counts the requests a runner took; TTFT those that had a first token.</p>`;
     } catch (err) {
       body = errorNotice(err);
     }
@@ -382,15 +387,13 @@ ${created ? html`<div class="card"><p>Key <strong>${created.name}</strong> creat
     }
     await keysPage(ex, s, undefined, `Key ${mine.name} (${mine.prefix}...) revoked: it is refused from now on.`);
   }, pub);
+
+  registerOrganizationPages(router, kit);
+  registerResourcePages(router, kit);
 }
 
-function messageOf(err: DomainError): string {
-  return openAIError(err, "").body.error.message;
-}
 
-function errorNotice(err: unknown): Html {
-  if (!isDomainError(err)) throw err;
-  return html`<div class="notice error">${messageOf(err)}</div>`;
-}
+
 
 export { esc };
+export type { DashboardDeps } from "./kit.js";

@@ -34,7 +34,7 @@ export class RequestRecorder {
     if (obs.error?._tag === "RateLimited") metrics.rateLimited.inc({ model });
     // Requests refused before a runner saw them (bad model, bad body, rate limit) used nothing.
     if (obs.runnerAdmittedMs === undefined && obs.error) {
-      if (model !== "unknown") this.countUsage(ex, obs, model, true);
+      if (model !== "unknown") this.countUsage(ex, obs, model, true, false);
       if (obs.log) this.trace(ex, clientLeft);
       return;
     }
@@ -48,11 +48,12 @@ export class RequestRecorder {
       if (usage.outputTokens > 1) metrics.interToken.observe({ model }, (obs.endMs! - obs.firstTokenMs) / 1000 / (usage.outputTokens - 1));
     }
     if (obs.queueWaitMs !== undefined) metrics.queueWait.observe({ model }, obs.queueWaitMs / 1000);
-    this.countUsage(ex, obs, model, outcome === "error");
+    this.countUsage(ex, obs, model, outcome === "error", true);
     if (obs.log) this.trace(ex, clientLeft);
   }
 
-  private countUsage(ex: HttpExchange, obs: NonNullable<HttpExchange["observation"]>, model: string, error: boolean): void {
+  /** `timed`: a runner took the request, so its latency counts (a refusal's would only pull the percentiles down). */
+  private countUsage(ex: HttpExchange, obs: NonNullable<HttpExchange["observation"]>, model: string, error: boolean, timed: boolean): void {
     const usage = obs.effectiveUsage();
     this.deps.usage.add({
       at: obs.receivedAt + (obs.endMs ?? 0),
@@ -64,6 +65,8 @@ export class RequestRecorder {
       cachedInputTokens: usage.cachedInputTokens,
       outputTokens: usage.outputTokens,
       error,
+      ttftMs: timed ? (obs.firstTokenMs ?? null) : null,
+      latencyMs: timed ? (obs.endMs ?? null) : null,
     });
   }
 

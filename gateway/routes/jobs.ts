@@ -20,6 +20,8 @@ export interface JobRouteDeps {
   maxMemoryMb: number;
   maxDiskMb: number;
   streamBudget: PendingBudget;
+  /** Whether a live sandbox host offers network egress (undefined: none heard from yet). */
+  offersEgress: () => boolean | undefined;
 }
 
 /**
@@ -37,6 +39,9 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
 
   router.post("/v1/jobs", async (ex) => {
     const request = parseJobCreate(await ex.readJson(deps.maxBodyBytes), { maxCpuMhz: deps.maxCpuMhz, maxMemoryMb: deps.maxMemoryMb, maxDiskMb: deps.maxDiskMb });
+    // Refused now rather than failing later on the worker: no host here could run it.
+    if (request.network === "egress" && deps.offersEgress() === false)
+      throw errors.invalidParam("network", "Invalid value for 'network': no sandbox host here offers network egress (TRIBUTARY_SANDBOX_EGRESS on the hosts, see the README).");
     for (const [i, fileId] of request.input_files.entries())
       if (!(await deps.files.get(project(ex), fileId))) throw errors.invalidParam(`input_files[${i}]`, `No such file: ${fileId}.`, "file_not_found");
     const job: JobObject = {
@@ -50,6 +55,7 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
       timeout_seconds: request.timeout_seconds,
       max_retries: request.max_retries,
       resources: { cpu_mhz: request.cpu_mhz, memory_mb: request.memory_mb, disk_mb: request.disk_mb },
+      network: request.network,
       metadata: request.metadata,
       attempt: 0,
       exit_code: null,

@@ -160,7 +160,8 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     const prepared = await service.prepare(projectId, body);
     // Charged its estimate now; the run settles it with what it used, wherever it runs.
     const admission = await rateLimit(ex, body)(service.generateRequestOf(prepared));
-    const response = await deps.background.queue(prepared, admission.hold());
+    // The key's id rides with the queued response: its runs' traces and usage name it.
+    const response = await deps.background.queue(prepared, admission.hold(), { organization_id: ex.principal!.organizationId, api_key_id: ex.principal!.keyId });
     if (body.stream) await followEvents(ex, projectId, response.id, -1);
     else ex.json(200, response);
   }

@@ -119,3 +119,12 @@ export async function* readStored(
     await remove();
   }
 }
+
+/**
+ * Binds to the KV bucket `name` for reading only: no stream lookup or creation (an identity that
+ * may only read the bucket's values with direct gets). A bucket that does not exist yet reads as
+ * empty through `getRecord`'s callers, which treat failed reads as absent.
+ */
+export function bindKvForReading(nc: NatsConnection, name: string): Promise<KV> {
+  return new Kvm(nc).open(name, { bindOnly: true, allow_direct: true });
+}

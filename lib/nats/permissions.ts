@@ -125,6 +125,8 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
             sandboxes.rpc, jobs.queue, jobs.cancel,
             apps.rpc, apps.exchange,
             ...jetStreamAccess(gatewayState),
+            // The dashboard's rate-limit page reads budgets (direct gets only: it never writes them).
+            `$JS.API.DIRECT.GET.${kvStream(buckets.rateLimits)}.>`,
           ],
           deny: noStreamDeletion,
         },

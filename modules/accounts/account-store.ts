@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import { newId } from "../../lib/ids.js";
-import { openKv } from "../../lib/nats/jetstream.js";
+import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { buckets } from "../../lib/nats/subjects.js";
 import { createRecord, getRecord, listRecords, modifyRecord, updateRecord, upsertRecord } from "../../lib/nats/kv-records.js";
 import {
@@ -26,6 +26,8 @@ export const DEFAULT_PROJECT_NAME = "Default project";
 export const DEFAULT_KEY_NAME = "Secret key";
 export const DEFAULT_INVITATION_TTL_SECONDS = 14 * 24 * 3600;
 const MAX_NAME_LENGTH = 200;
+/** Projects per organization: every dashboard page lists them, so they are bounded. */
+export const MAX_PROJECTS_PER_ORGANIZATION = 1000;
 
 export interface ApiKeyView extends ApiKeyRecord {
   last_used_at: number | null;
@@ -110,6 +112,9 @@ export class AccountStore {
 
   async createProject(input: { organizationId: string; name: string; id?: string }): Promise<ProjectRecord> {
     const org = await this.requireOrganization(input.organizationId);
+    // A bound, not a quota: two creations racing at the limit may both pass.
+    if ((await listKeys(this.kv, accountKeys.projectsOf(org.id))).length >= MAX_PROJECTS_PER_ORGANIZATION)
+      throw errors.invalidParam("name", `An organization has at most ${MAX_PROJECTS_PER_ORGANIZATION} projects.`);
     const project: ProjectRecord = {
       id: input.id ? checkId(input.id, "project_id") : newId("proj_"),
       organization_id: org.id,
@@ -137,6 +142,15 @@ export class AccountStore {
     await this.requireOrganization(orgId);
     const records = await listRecords(this.kv, accountKeys.projectsOf(orgId), accountRecords.project);
     return records.map((r) => r.value).sort(byCreation);
+  }
+
+  /** Renames a project of the organization (compare-and-set on its record). */
+  async renameProject(orgId: string, projectId: string, name: string): Promise<ProjectRecord> {
+    const newName = checkName(name, "name");
+    if (!ID_PATTERN.test(orgId) || !ID_PATTERN.test(projectId)) throw errors.notFound(`No project with id '${projectId}'.`, "project_id");
+    const record = await modifyRecord(this.kv, accountKeys.project(orgId, projectId), accountRecords.project, (p) => (p.name === newName ? undefined : { ...p, name: newName }));
+    if (!record) throw errors.notFound(`No project with id '${projectId}'.`, "project_id");
+    return record.value;
   }
 
   // ---- API keys ----

@@ -6,9 +6,9 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { newId, randomToken } from "../../lib/ids.js";
 import { openKv } from "../../lib/nats/jetstream.js";
 import { buckets } from "../../lib/nats/subjects.js";
-import { createRecord, getRecord, listRecords, valueSchema } from "../../lib/nats/kv-records.js";
+import { createRecord, getRecord, listRecords, modifyRecord, valueSchema } from "../../lib/nats/kv-records.js";
 import { errors } from "../errors/mod.js";
-import { sha256Hex } from "./secrets.js";
+import { sameDigest, sha256Hex } from "./secrets.js";
 
 // People of an organization who sign in to the dashboard, and their sessions. A password is
 // stored only as an scrypt hash (random salt, N=2^15, r=8, p=1); a session token only as its
@@ -49,6 +49,40 @@ export interface SessionRecord {
   expires_at: number;
 }
 
+/**
+ * An owner's invitation of a person to the organization, with the role they will have. The code
+ * (`<org>.<invitation>.<secret>`, shown once) is the credential: whoever holds it chooses the
+ * password of the member it creates. Stored as its sha256 only.
+ */
+export interface MemberInvitationRecord {
+  id: string;
+  organization_id: string;
+  email: string;
+  role: MemberRole;
+  code_hash: string;
+  /** The member who created it. */
+  invited_by: string;
+  created_at: number;
+  expires_at: number;
+  accepted_at: number | null;
+  revoked_at: number | null;
+}
+
+export type MemberInvitationStatus = "pending" | "accepted" | "revoked" | "expired";
+
+export function memberInvitationStatus(inv: MemberInvitationRecord, now = Math.floor(Date.now() / 1000)): MemberInvitationStatus {
+  if (inv.accepted_at !== null) return "accepted";
+  if (inv.revoked_at !== null) return "revoked";
+  return inv.expires_at <= now ? "expired" : "pending";
+}
+
+/** A member invitation is valid this long. */
+export const MEMBER_INVITATION_TTL_SECONDS = 7 * 24 * 3600;
+/** Invitations kept per organization (any status); past it, creating one is refused until some are revoked or accepted and aged out. */
+export const MAX_MEMBER_INVITATIONS = 100;
+/** Invitations no longer pending are forgotten this long after they stopped being pending. */
+const INVITATION_KEEP_SECONDS = 30 * 24 * 3600;
+
 const Str = Schema.String;
 const Num = Schema.Number;
 const memberSchema = valueSchema<MemberRecord>()(
@@ -59,11 +93,37 @@ const sessionSchema = valueSchema<SessionRecord>()(
   Schema.Struct({ member_id: Str, organization_id: Str, email: Str, role: Schema.Literals(["owner", "member"]), csrf: Str, created_at: Num, expires_at: Num }),
 );
 
+const invitationSchema = valueSchema<MemberInvitationRecord>()(
+  Schema.Struct({
+    id: Str,
+    organization_id: Str,
+    email: Str,
+    role: Schema.Literals(["owner", "member"]),
+    code_hash: Str,
+    invited_by: Str,
+    created_at: Num,
+    expires_at: Num,
+    accepted_at: Schema.NullOr(Num),
+    revoked_at: Schema.NullOr(Num),
+  }),
+);
+
+const TOKEN = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** The organization and invitation a code names, or undefined when it is not a code's shape. */
+function parseInvitationCode(code: string): { organizationId: string; invitationId: string } | undefined {
+  const parts = code.trim().split(".");
+  if (parts.length !== 3 || !TOKEN.test(parts[0]!) || !TOKEN.test(parts[1]!) || !/^[A-Za-z0-9]{32}$/.test(parts[2]!)) return undefined;
+  return { organizationId: parts[0]!, invitationId: parts[1]! };
+}
+
 const keys = {
   member: (orgId: string, memberId: string) => `member.${orgId}.${memberId}`,
   membersOf: (orgId: string) => `member.${orgId}.*`,
   email: (email: string) => `email.${sha256Hex(normalizeEmail(email))}`,
   session: (token: string) => `session.${sha256Hex(token)}`,
+  invitation: (orgId: string, invitationId: string) => `invite.${orgId}.${invitationId}`,
+  invitationsOf: (orgId: string) => `invite.${orgId}.*`,
 };
 
 export function normalizeEmail(email: string): string {
@@ -175,5 +235,90 @@ export class MemberStore {
 
   async endSession(token: string): Promise<void> {
     if (/^[A-Za-z0-9]{20,64}$/.test(token)) await this.sessions.purge(keys.session(token));
+  }
+
+  // ---- invitations of members ----
+
+  /** An invitation of `email` with `role`; the code is returned this once. */
+  async invite(input: { organizationId: string; email: string; role: MemberRole; invitedBy: string }): Promise<{ invitation: MemberInvitationRecord; code: string }> {
+    const email = checkEmail(input.email);
+    if (await getRecord(this.members, keys.email(email), emailSchema)) throw errors.conflict("This email address has an account already.", "email", "email_taken");
+    const now = Math.floor(Date.now() / 1000);
+    const current = await this.listInvitations(input.organizationId);
+    // Forget invitations long past pending, so the per-organization bound only counts what matters.
+    const stale = current.filter((i) => memberInvitationStatus(i, now) !== "pending" && Math.max(i.accepted_at ?? 0, i.revoked_at ?? 0, i.expires_at) + INVITATION_KEEP_SECONDS < now);
+    await Promise.all(stale.map((i) => this.members.purge(keys.invitation(i.organization_id, i.id))));
+    if (current.length - stale.length >= MAX_MEMBER_INVITATIONS)
+      throw errors.invalidParam("email", `This organization has ${MAX_MEMBER_INVITATIONS} invitations already: revoke some first.`);
+    if (current.some((i) => i.email === email && memberInvitationStatus(i, now) === "pending"))
+      throw errors.conflict("This email address has a pending invitation already: revoke it first.", "email", "invitation_pending");
+    const id = newId("minv_");
+    const code = `${input.organizationId}.${id}.${randomToken(32)}`;
+    const invitation: MemberInvitationRecord = {
+      id,
+      organization_id: input.organizationId,
+      email,
+      role: input.role,
+      code_hash: sha256Hex(code),
+      invited_by: input.invitedBy,
+      created_at: now,
+      expires_at: now + MEMBER_INVITATION_TTL_SECONDS,
+      accepted_at: null,
+      revoked_at: null,
+    };
+    if ((await createRecord(this.members, keys.invitation(input.organizationId, id), invitation)) === undefined) throw new Error("member invitation id collision");
+    return { invitation, code };
+  }
+
+  /** The organization's invitations, newest first (at most MAX_MEMBER_INVITATIONS and the stale ones not yet forgotten). */
+  async listInvitations(organizationId: string): Promise<MemberInvitationRecord[]> {
+    if (!TOKEN.test(organizationId)) return [];
+    return (await listRecords(this.members, keys.invitationsOf(organizationId), invitationSchema)).map((r) => r.value).sort((a, b) => b.created_at - a.created_at || b.id.localeCompare(a.id));
+  }
+
+  /** Revokes a pending invitation of the organization: its code is refused from now on. */
+  async revokeInvitation(organizationId: string, invitationId: string): Promise<MemberInvitationRecord> {
+    const notFound = () => errors.notFound(`No invitation with id '${invitationId}'.`, "invitation_id");
+    if (!TOKEN.test(organizationId) || !TOKEN.test(invitationId)) throw notFound();
+    const now = Math.floor(Date.now() / 1000);
+    const record = await modifyRecord(this.members, keys.invitation(organizationId, invitationId), invitationSchema, (inv) =>
+      memberInvitationStatus(inv, now) === "pending" ? { ...inv, revoked_at: now } : undefined,
+    );
+    if (!record) throw notFound();
+    if (!record.changed) throw errors.conflict(`This invitation is ${memberInvitationStatus(record.value, now)} already.`, "invitation_id", "invitation_not_pending");
+    return record.value;
+  }
+
+  /** The pending invitation a code names, or a NotFound/Gone/Conflict naming `code`. */
+  async pendingInvitation(code: string): Promise<MemberInvitationRecord> {
+    const notFound = () => errors.notFound("This invitation code is not valid.", "code", "invitation_not_found");
+    const named = parseInvitationCode(code);
+    if (!named) throw notFound();
+    const found = await getRecord(this.members, keys.invitation(named.organizationId, named.invitationId), invitationSchema);
+    if (!found || !sameDigest(sha256Hex(code.trim()), found.value.code_hash)) throw notFound();
+    const status = memberInvitationStatus(found.value);
+    if (status === "revoked") throw notFound();
+    if (status === "accepted") throw errors.conflict("This invitation has been used already.", "code", "invitation_redeemed");
+    if (status === "expired") throw errors.gone("This invitation has expired.", "code", "invitation_expired");
+    return found.value;
+  }
+
+  /**
+   * Redeems an invitation: claims it (compare-and-set, so a code makes one member) and creates
+   * the member with its email and role and this password. A failed creation hands the claim back.
+   */
+  async acceptInvitation(code: string, password: string): Promise<MemberRecord> {
+    checkPassword(password);
+    const inv = await this.pendingInvitation(code);
+    const key = keys.invitation(inv.organization_id, inv.id);
+    const now = Math.floor(Date.now() / 1000);
+    const claimed = await modifyRecord(this.members, key, invitationSchema, (cur) => (memberInvitationStatus(cur, now) === "pending" ? { ...cur, accepted_at: now } : undefined));
+    if (!claimed?.changed) throw errors.conflict("This invitation has been used already.", "code", "invitation_redeemed");
+    try {
+      return await this.create({ organizationId: inv.organization_id, email: inv.email, password, role: inv.role });
+    } catch (err) {
+      await modifyRecord(this.members, key, invitationSchema, (cur) => ({ ...cur, accepted_at: null }));
+      throw err;
+    }
   }
 }

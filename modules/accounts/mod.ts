@@ -9,4 +9,17 @@ export { LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys } from ".
 export { type Principal } from "./principal.js";
 export { accountRecords, type InvitationRecord, invitationStatus, type OrganizationRecord, type ProjectRecord } from "./records.js";
 export { invitationIdOfCode, keyPrefix, newApiKey, newInvitationCode, sameDigest, sha256Hex } from "./secrets.js";
-export { checkEmail, checkPassword, type MemberRecord, type MemberRole, MemberStore, MIN_PASSWORD_LENGTH, normalizeEmail, type SessionRecord } from "./members.js";
+export {
+  checkEmail,
+  checkPassword,
+  MAX_MEMBER_INVITATIONS,
+  MEMBER_INVITATION_TTL_SECONDS,
+  type MemberInvitationRecord,
+  memberInvitationStatus,
+  type MemberRecord,
+  type MemberRole,
+  MemberStore,
+  MIN_PASSWORD_LENGTH,
+  normalizeEmail,
+  type SessionRecord,
+} from "./members.js";

@@ -67,7 +67,8 @@ export class JobRunner {
         cpu_mhz: stored.job.resources.cpu_mhz,
         memory_mb: stored.job.resources.memory_mb,
         disk_mb: stored.job.resources.disk_mb,
-        network: "none",
+        network: stored.job.network ?? "none",
+        input_dir: stored.job.input_files.length > 0,
       });
       if (sandbox.status !== "running") throw new Error(sandbox.error ?? "the sandbox did not start");
       sandboxId = sandbox.id;
@@ -108,8 +109,10 @@ export class JobRunner {
         return "final";
       }
       const contents = this.files.content(fileId);
-      const name = file.filename.replace(/[/\u0000]/g, "_").slice(0, 255) || fileId;
-      await this.sandboxes.writeFile(project, sandboxId, `/workspace/input/${name}`, (async function* () {
+      let name = file.filename.replace(/[/\u0000]/g, "_").slice(0, 255);
+      if (name === "" || name === "." || name === "..") name = fileId;
+      // Read-only for the command: the host writes the file into a directory bound read-only.
+      await this.sandboxes.stageInput(project, sandboxId, name, (async function* () {
         for await (const chunk of contents) yield Buffer.from(chunk);
       })());
     }

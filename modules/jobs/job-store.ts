@@ -26,13 +26,15 @@ const JobObjectSchema = Schema.Struct({
   timeout_seconds: Schema.Number,
   max_retries: Schema.Number,
   resources: Schema.Struct({ cpu_mhz: Schema.Number, memory_mb: Schema.Number, disk_mb: Schema.Number }),
+  /** The sandbox's network ("none" or "egress"); absent from records written before it existed: none. */
+  network: Schema.optionalKey(Schema.Literals(["none", "egress"])),
   metadata: Schema.Record(Schema.String, Schema.String),
   /** Attempts started so far (a host lost mid-run counts as one). */
   attempt: Schema.Number,
   exit_code: Schema.NullOr(Schema.Number),
   error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
   sandbox_id: Schema.NullOr(Schema.String),
-  /** Project files copied into /workspace/input before the command runs. */
+  /** Project files mounted read-only at /workspace/input before the command runs. */
   input_files: Schema.mutable(Schema.Array(Schema.String)),
   /** Files the command left in /workspace/output, stored as project files (purpose user_data). */
   output_files: Schema.mutable(Schema.Array(Schema.String)),

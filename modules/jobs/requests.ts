@@ -1,6 +1,6 @@
 import { Schema } from "effect";
 import { decodeBody, Metadata } from "../openai/mod.js";
-import { parseExec, parseSandboxCreate, type SandboxBounds } from "../sandboxes/mod.js";
+import { parseExec, parseSandboxCreate, type SandboxBounds, type SandboxNetwork } from "../sandboxes/mod.js";
 
 export interface JobCreateRequest {
   command: string[];
@@ -12,6 +12,7 @@ export interface JobCreateRequest {
   cpu_mhz: number;
   memory_mb: number;
   disk_mb: number;
+  network: SandboxNetwork;
   metadata: Record<string, string>;
   input_files: string[];
 }
@@ -36,6 +37,7 @@ export function parseJobCreate(json: unknown, bounds: SandboxBounds): JobCreateR
     cpu_mhz: Schema.optionalKey(Schema.Unknown),
     memory_mb: Schema.optionalKey(Schema.Unknown),
     disk_mb: Schema.optionalKey(Schema.Unknown),
+    network: Schema.optionalKey(Schema.Unknown),
     metadata: Schema.optionalKey(Schema.NullOr(Metadata)),
     input_files: Schema.optionalKey(
       Schema.NullOr(
@@ -49,7 +51,7 @@ export function parseJobCreate(json: unknown, bounds: SandboxBounds): JobCreateR
   const body = decodeBody(schema, json) as Record<string, unknown>;
   const pick = (keys: string[]) => Object.fromEntries(keys.filter((k) => body[k] !== undefined).map((k) => [k, body[k]]));
   const exec = parseExec(pick(["command", "cwd", "env"]));
-  const sandbox = parseSandboxCreate(pick(["secrets", "cpu_mhz", "memory_mb", "disk_mb", "metadata"]), bounds);
+  const sandbox = parseSandboxCreate(pick(["secrets", "cpu_mhz", "memory_mb", "disk_mb", "network", "metadata"]), bounds);
   return {
     command: exec.argv,
     cwd: exec.cwd,
@@ -60,6 +62,7 @@ export function parseJobCreate(json: unknown, bounds: SandboxBounds): JobCreateR
     cpu_mhz: sandbox.cpu_mhz,
     memory_mb: sandbox.memory_mb,
     disk_mb: sandbox.disk_mb,
+    network: sandbox.network,
     metadata: sandbox.metadata,
     input_files: [...((body.input_files as string[] | null | undefined) ?? [])],
   };

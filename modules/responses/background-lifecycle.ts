@@ -8,7 +8,7 @@ import { publishCancel, type BackgroundJob, type BackgroundQueue } from "./backg
 import { cancel, claim, fail, finish, NO_REQUEST, requeue, STREAM_CUT, usedTokens, type Claim, type Settlement, type Transition } from "./background-states.js";
 import type { ResponseEventLog } from "./response-event-log.js";
 import { responseErrorOf, type PreparedResponse, type ResponseRun, type ResponseService } from "./response-service.js";
-import type { StoredResponse } from "./response-store.js";
+import type { ResponseOwner, StoredResponse } from "./response-store.js";
 
 /** The events a gateway writes when it queues a streamed background response; the run's follow. */
 const QUEUED_EVENT_TYPES = ["response.created", "response.queued"] as const;
@@ -27,6 +27,10 @@ export interface RunRecord {
   promptTokens: number;
   renderedPrompt: string | undefined;
   failure: DomainError | undefined;
+  /** Milliseconds from `startedAt` to the first token, when there was one. */
+  firstTokenMs: number | null;
+  /** Who queued it: the key's id for its trace and usage ("" for responses queued before it was kept). */
+  owner: { organizationId: string; keyId: string };
 }
 
 /** Failures of a run that another runner may not have: a run nobody has seen yet starts over. */
@@ -103,10 +107,10 @@ export class BackgroundLifecycle {
    * first events of its stream (when it streams) and queues its job. On failure nothing stays
    * behind and the charge goes back.
    */
-  async queue(prepared: PreparedResponse, held: HeldCharge | undefined): Promise<ResponseObject> {
+  async queue(prepared: PreparedResponse, held: HeldCharge | undefined, owner: ResponseOwner): Promise<ResponseObject> {
     const { projectId, body } = prepared;
     const response = newResponseObject(body, { id: prepared.id, createdAt: prepared.createdAt, conversationId: prepared.conversationId }, "queued");
-    const record: StoredResponse = { response, ancestors: prepared.ancestors, request: { ...body, input: [] } };
+    const record: StoredResponse = { response, ancestors: prepared.ancestors, request: { ...body, input: [] }, owner };
     if (held) record.charge = { held, spentTokens: 0, unmetered: false };
     try {
       await this.responses.create(projectId, record, prepared.input);
@@ -186,6 +190,8 @@ export class BackgroundLifecycle {
       return this.failed(projectId, id, responseErrorOf(err));
     }
     control.attach(run);
+    let firstTokenAt: number | undefined;
+    run.observer = { delta: () => void (firstTokenAt ??= performance.now()), choiceEnd: () => {}, final: () => {} };
 
     // queued -> in_progress, unless a cancel, a delete or another worker got there first.
     const seen: { decision?: Claim } = {};
@@ -228,6 +234,8 @@ export class BackgroundLifecycle {
         promptTokens: run.admitted?.promptTokens ?? 0,
         renderedPrompt: run.admitted?.renderedPrompt,
         failure: run.failure(),
+        firstTokenMs: firstTokenAt === undefined ? null : firstTokenAt - startedAt.perf,
+        owner: { organizationId: claimed.value.owner?.organization_id ?? "", keyId: claimed.value.owner?.api_key_id ?? "" },
       });
     } catch (err) {
       this.deps.log.warn("recording a background run failed", { response: id, err });

@@ -9,4 +9,4 @@ export { PromptStore } from "./prompt-store.js";
 export { checkInputs, placeholdersOf, renderBody } from "./prompt-template.js";
 export { type NumberedEvent, ResponseEventLog } from "./response-event-log.js";
 export { type PreparedResponse, responseErrorOf, ResponseRun, ResponseService, type RunSource, type TokenCharge } from "./response-service.js";
-export { ResponseStore, type StoredResponse, type Versioned } from "./response-store.js";
+export { type ResponseOwner, ResponseStore, type StoredResponse, type Versioned } from "./response-store.js";

@@ -24,6 +24,14 @@ export interface StoredResponse {
   attempts?: number;
   /** Background responses: the rate-limit charge taken when it was queued, until a run settles it. */
   charge?: BackgroundCharge;
+  /** Background responses: who queued it, so its runs' traces and usage name the key (never the key itself). */
+  owner?: ResponseOwner;
+}
+
+/** The organization and API key id a background response was created with. */
+export interface ResponseOwner {
+  organization_id: string;
+  api_key_id: string;
 }
 
 /** The response object and the background request, kept together. */
@@ -33,6 +41,8 @@ const DocSchema = Schema.Struct({
   request: Schema.optionalKey(Schema.Unknown),
   attempts: Schema.optionalKey(Schema.Number),
   charge: Schema.optionalKey(Schema.Struct({ held: HeldChargeSchema, spentTokens: Schema.Number, unmetered: Schema.Boolean })),
+  // Absent in records queued before it was kept.
+  owner: Schema.optionalKey(Schema.Struct({ organization_id: Schema.String, api_key_id: Schema.String })),
 });
 type Doc = Omit<StoredResponse, "ancestors" | "request"> & { request?: unknown };
 
@@ -102,6 +112,7 @@ export class ResponseStore {
     if (stored.request !== undefined) value.request = requestOf(key, stored.request);
     if (stored.attempts !== undefined) value.attempts = stored.attempts;
     if (stored.charge !== undefined) value.charge = stored.charge;
+    if (stored.owner !== undefined) value.owner = stored.owner;
     return { value, revision: found.revision };
   }
 
@@ -193,6 +204,7 @@ export class ResponseStore {
     if (stored.request !== undefined) value.request = stored.request;
     if (stored.attempts !== undefined) value.attempts = stored.attempts;
     if (stored.charge !== undefined) value.charge = stored.charge;
+    if (stored.owner !== undefined) value.owner = stored.owner;
     const json = JSON.stringify(value);
     if (json.length <= CHUNK_CHARS) return { v: 1, ancestors: stored.ancestors, inputChunks, doc: value };
     const gen = randomToken(8);

@@ -42,11 +42,11 @@ export class SandboxHostDirectory {
   }
 
   /** A live, ready host with room for the sandbox: the one with the most memory free. */
-  place(need: { cpu_mhz: number; memory_mb: number; disk_mb: number }): HostHeartbeat | "none" | "full" {
+  place(need: { cpu_mhz: number; memory_mb: number; disk_mb: number; egress?: boolean }): HostHeartbeat | "none" | "full" {
     let best: HostView | undefined;
     let any = false;
     for (const h of this.hosts.values()) {
-      if (!this.alive(h.host_id) || h.state !== "ready") continue;
+      if (!this.alive(h.host_id) || h.state !== "ready" || (need.egress && !h.egress)) continue;
       any = true;
       if (h.sandboxes_running >= h.sandboxes_max || h.cpu_mhz_free < need.cpu_mhz || h.memory_mb_free < need.memory_mb + need.disk_mb) continue;
       if (!best || h.memory_mb_free > best.memory_mb_free) best = h;
@@ -59,6 +59,17 @@ export class SandboxHostDirectory {
       return best;
     }
     return any ? "full" : "none";
+  }
+
+  /** Whether any live host offers network egress (undefined: no host heard from yet). */
+  offersEgress(): boolean | undefined {
+    let heard = false;
+    for (const h of this.hosts.values()) {
+      if (!this.alive(h.host_id)) continue;
+      heard = true;
+      if (h.egress) return true;
+    }
+    return heard ? false : undefined;
   }
 
   /** The largest sandbox any live host could hold (its totals), to refuse what fits nowhere. */

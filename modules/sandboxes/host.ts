@@ -1,7 +1,10 @@
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { SecretStore } from "../secrets/mod.js";
+import { EGRESS_DNS, type EgressOptions } from "./egress.js";
 import { SandboxCgroup, type CgroupMode, type IsolationOptions, type SandboxLimits } from "./isolation.js";
 import { encodeJson, hostCall, type CallOf, type HostCall, type HostHeartbeat, type HostReply } from "./protocol.js";
 import { ended, nowSeconds, type SandboxStore, type TerminationReason } from "./records.js";
@@ -18,6 +21,10 @@ export interface SandboxHostOptions {
   uidBase: number | undefined;
   isolation: IsolationOptions;
   cgroups: CgroupMode;
+  /** Outbound network for sandboxes that ask (network: "egress"); undefined: this host offers none. */
+  egress: EgressOptions | undefined;
+  /** A directory of this host's own (made 0711): read-only inputs of its sandboxes, its resolv.conf. */
+  workDir: string;
 }
 
 interface LiveSandbox {
@@ -36,12 +43,47 @@ interface LiveSandbox {
   stopReason: TerminationReason | undefined;
   /** Resolves once the record says how it ended. */
   finished: Promise<void>;
+  /** Host directory bound read-only at /workspace/input, when the sandbox has one. */
+  inputDir: string | undefined;
+  inputBytes: number;
 }
 
 const READY_TIMEOUT_MS = 15_000;
 const FILES_PER_SANDBOX = 1024;
 /** Processes per sandbox (the pids cgroup, and RLIMIT_NPROC of its uid). */
 export const SANDBOX_PIDS = 256;
+/** Bytes of read-only input one sandbox may be given (on the host's disk, not in its memory). */
+export const MAX_INPUT_BYTES = 2 * 1024 * 1024 * 1024;
+const INPUT_NAME = /^[^/\u0000]{1,255}$/;
+
+/** Work directories of hosts are named this plus the host's id. */
+export const WORK_DIR_PREFIX = "tributary-sandbox-host-";
+
+/** Removes work directories of hosts killed before they could (their `pid` file names a process that is gone). */
+export function removeStaleWorkDirs(parent: string, own: string): void {
+  const prefix = WORK_DIR_PREFIX;
+  let entries: string[];
+  try {
+    entries = readdirSync(parent).filter((e) => e.startsWith(prefix) && e !== own);
+  } catch {
+    return;
+  }
+  for (const entry of entries) {
+    try {
+      const pid = Number(readFileSync(join(parent, entry, "pid"), "utf8"));
+      if (!Number.isInteger(pid) || pid <= 0) continue;
+      try {
+        process.kill(pid, 0);
+        continue; // its host lives
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "ESRCH") continue;
+      }
+      rmSync(join(parent, entry), { recursive: true, force: true });
+    } catch {
+      // not a host's directory, or removed meanwhile
+    }
+  }
+}
 
 /**
  * A sandbox host: starts sandboxes on this machine when a gateway asks (create), runs commands
@@ -65,6 +107,21 @@ export class SandboxHost {
     private readonly log: Logger,
   ) {
     this.freeSlots = Array.from({ length: options.maxSandboxes }, (_, i) => options.maxSandboxes - 1 - i);
+    removeStaleWorkDirs(dirname(options.workDir), basename(options.workDir));
+    mkdirSync(options.workDir, { recursive: true, mode: 0o711 });
+    // Whose directory this is: a later host removes it once this process is gone (a kill -9 leaves it).
+    writeFileSync(join(options.workDir, "pid"), String(process.pid));
+    // Egress sandboxes resolve names through slirp4netns's DNS forwarder (to this host's resolver).
+    writeFileSync(this.resolvConf, `nameserver ${EGRESS_DNS}\n`, { mode: 0o644 });
+    writeFileSync(this.hostsFile, "127.0.0.1 localhost sandbox\n::1 localhost\n", { mode: 0o644 });
+  }
+
+  private get hostsFile(): string {
+    return join(this.options.workDir, "hosts");
+  }
+
+  private get resolvConf(): string {
+    return join(this.options.workDir, "resolv.conf");
   }
 
   start(): void {
@@ -86,6 +143,7 @@ export class SandboxHost {
     clearInterval(this.tickTimer);
     await Promise.all([...this.sandboxes.values()].map((s) => this.end(s, "host_lost")));
     clearInterval(this.heartbeatTimer);
+    rmSync(this.options.workDir, { recursive: true, force: true });
   }
 
   private used() {
@@ -111,6 +169,7 @@ export class SandboxHost {
       memory_mb_total: this.options.memoryMb,
       memory_mb_free: this.options.memoryMb - used.memory,
       sandbox_ids: [...this.sandboxes.keys()],
+      egress: this.options.egress !== undefined,
     };
     this.nc.publish(subjects.sandboxHostHeartbeat, encodeJson(beat));
   }
@@ -161,6 +220,8 @@ export class SandboxHost {
         const op = call.op === "input" ? { op: "pty_in", target, data: call.data } : { op: "pty_resize", target, rows: call.rows, cols: call.cols };
         return s.proc.call(op).then((line) => (line.t === "ok" ? { ok: true } : { ok: false, code: "not_running", message: "the session ended" }));
       }
+      case "stage":
+        return Promise.resolve(this.stage(s, call));
       case "write":
       case "read":
       case "list":
@@ -171,6 +232,8 @@ export class SandboxHost {
   private async create(call: CallOf<"create">): Promise<HostReply> {
     if (this.draining) return { ok: false, code: "no_capacity", message: "the host is draining" };
     if (this.sandboxes.has(call.sandbox_id)) return { ok: false, code: "invalid", message: "the sandbox exists already" };
+    const egress = call.network === "egress";
+    if (egress && !this.options.egress) return { ok: false, code: "no_egress", message: "this host offers no network egress" };
     const limits: SandboxLimits = { cpuMhz: call.limits.cpu_mhz, memoryMb: call.limits.memory_mb, diskMb: call.limits.disk_mb, pids: SANDBOX_PIDS, openFiles: FILES_PER_SANDBOX };
     const used = this.used();
     const slot = this.freeSlots.pop();
@@ -192,9 +255,21 @@ export class SandboxHost {
       this.log.error("secrets could not be decrypted", { sandboxId: call.sandbox_id, err: err instanceof Error ? err.message : "error" });
       return { ok: false, code: "error", message: "the sandbox's secrets could not be decrypted" };
     }
+    // The id passed the gateway's check (SANDBOX_ID); basename keeps it one path segment regardless.
+    const inputDir = call.input_dir ? join(this.options.workDir, basename(call.sandbox_id), "input") : undefined;
+    try {
+      if (inputDir) mkdirSync(inputDir, { recursive: true, mode: 0o755 });
+    } catch (err) {
+      this.freeSlots.push(slot);
+      this.log.error("sandbox input directory could not be made", { sandboxId: call.sandbox_id, err: (err as Error).message });
+      return { ok: false, code: "error", message: "the sandbox's input directory could not be made" };
+    }
     const cgroup = SandboxCgroup.create(this.options.cgroups, call.sandbox_id, limits, this.options.coreMhz);
     const uid = this.options.uidBase === undefined ? undefined : this.options.uidBase + slot;
-    const proc = new SandboxProcess(this.options.isolation, limits, uid, cgroup);
+    const proc = new SandboxProcess(this.options.isolation, limits, uid, cgroup, {
+      mounts: { inputDir, egressResolvConf: this.resolvConf, hostsFile: this.hostsFile },
+      egress: egress ? this.options.egress : undefined,
+    });
     let markFinished!: () => void;
     const s: LiveSandbox = {
       id: call.sandbox_id,
@@ -210,12 +285,20 @@ export class SandboxHost {
       execs: new Map(),
       stopReason: undefined,
       finished: new Promise((resolve) => (markFinished = resolve)),
+      inputDir,
+      inputBytes: 0,
     };
     this.sandboxes.set(s.id, s);
     void proc.exited.then(() => this.onExit(s).finally(markFinished));
     let timer: NodeJS.Timeout | undefined;
     const started = await Promise.race([
-      proc.ready.then(() => true),
+      Promise.all([proc.ready, proc.networkReady]).then(
+        () => true,
+        (err: Error) => {
+          this.log.error("sandbox network did not come up", { sandboxId: s.id, err: err.message });
+          return false;
+        },
+      ),
       proc.exited.then(() => false),
       new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), READY_TIMEOUT_MS))),
     ]);
@@ -236,7 +319,7 @@ export class SandboxHost {
       await this.end(s, "deleted");
       return { ok: false, code: "no_sandbox", message: "the sandbox was stopped while it started" };
     }
-    this.log.info("sandbox started", { sandboxId: s.id, pid: proc.pid, uid, cgroup: this.options.cgroups.version });
+    this.log.info("sandbox started", { sandboxId: s.id, pid: proc.pid, uid, cgroup: this.options.cgroups.version, network: egress ? "egress" : "none" });
     this.heartbeat();
     return { ok: true, started_at: startedAt };
   }
@@ -255,6 +338,7 @@ export class SandboxHost {
     this.sandboxes.delete(s.id);
     this.freeSlots.push(s.slot);
     await s.cgroup?.remove();
+    if (s.inputDir) rmSync(join(s.inputDir, ".."), { recursive: true, force: true });
     try {
       await this.store.transition(s.project, s.id, (current) => ended(current, reason, detail));
     } catch (err) {
@@ -308,6 +392,18 @@ export class SandboxHost {
         ),
       ),
     );
+    return { ok: true };
+  }
+
+  /** Writes a piece of a read-only input file (host side: the sandbox only reads it). */
+  private stage(s: LiveSandbox, call: CallOf<"stage">): HostReply {
+    if (s.stopReason) return { ok: false, code: "not_running", message: "the sandbox is stopping" };
+    if (!s.inputDir) return { ok: false, code: "invalid", message: "the sandbox has no input directory" };
+    if (!INPUT_NAME.test(call.name) || call.name === "." || call.name === "..") return { ok: false, code: "invalid", message: "not a file name" };
+    const data = Buffer.from(call.data, "base64");
+    if (s.inputBytes + data.length > MAX_INPUT_BYTES) return { ok: false, code: "invalid", message: `at most ${MAX_INPUT_BYTES} bytes of input` };
+    s.inputBytes += data.length;
+    writeFileSync(join(s.inputDir, call.name), data, { flag: call.append ? "a" : "w", mode: 0o644 });
     return { ok: true };
   }
 

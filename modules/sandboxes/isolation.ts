@@ -27,9 +27,21 @@ export interface IsolationOptions {
 const SYSTEM_DIRS = ["/usr", "/etc/alternatives", "/etc/ssl", "/etc/ca-certificates"];
 const SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/localtime", "/etc/mime.types"];
 
+/** What one sandbox gets beyond the common walls. */
+export interface SandboxMounts {
+  /** Egress: bwrap reports the sandbox's pid on fd 3 (its network namespace gets a user-mode stack). */
+  reportPid?: boolean;
+  /** Egress: the resolv.conf bound in (naming slirp4netns's DNS forwarder). */
+  egressResolvConf?: string;
+  /** An /etc/hosts naming localhost (glibc does not resolve it without one). */
+  hostsFile?: string;
+  /** A host directory bound read-only at /workspace/input (a job's input files). */
+  inputDir?: string;
+}
+
 /** What runs inside the walls, and what it sees besides the read-only system. */
 export interface WalledProgram {
-  /** Extra bwrap arguments (mounts, --setenv) placed before the root is made read-only. */
+  /** Extra bwrap arguments (mounts, --info-fd) placed after the workdir and /tmp, before the root is made read-only. */
   mounts: string[];
   /** Environment variables (after --clearenv; PATH is always set). */
   env: Record<string, string>;
@@ -41,14 +53,22 @@ export interface WalledProgram {
 }
 
 /** The command line that starts a sandbox's agent: prlimit -> setpriv -> bwrap -> python agent. */
-export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits, uid: number | undefined, agentSource: string): string[] {
-  return walledCommand(options, limits, uid, { mounts: [], env: { HOME: "/workspace" }, workdir: "/workspace", argv: [options.python, "-I", "-S", "-c", agentSource] });
+export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits, uid: number | undefined, agentSource: string, mounts: SandboxMounts = {}): string[] {
+  // Bound after the workspace's tmpfs, so the mount point is made in it; read-only, and the files
+  // belong to the host's uid: the sandbox can neither change nor add to them.
+  const extra: string[] = [];
+  if (mounts.inputDir !== undefined) extra.push("--ro-bind", mounts.inputDir, "/workspace/input");
+  if (mounts.egressResolvConf !== undefined) extra.push("--ro-bind", mounts.egressResolvConf, "/etc/resolv.conf");
+  if (mounts.hostsFile !== undefined) extra.push("--ro-bind", mounts.hostsFile, "/etc/hosts");
+  if (mounts.reportPid) extra.push("--info-fd", "3");
+  return walledCommand(options, limits, uid, { mounts: extra, env: { HOME: "/workspace" }, workdir: "/workspace", argv: [options.python, "-I", "-S", "-c", agentSource] });
 }
 
 /**
  * Any program behind a sandbox's walls (the sandbox agent, an app instance): prlimit -> setpriv ->
  * bwrap with every namespace unshared (no network: a program reaches out only through Unix
- * sockets bind-mounted into it), the host's system read-only, a private tmpfs workdir and /tmp.
+ * sockets bind-mounted into it, or the user-mode stack an egress sandbox gets), the host's system
+ * read-only, a private tmpfs workdir and /tmp.
  */
 export function walledCommand(options: IsolationOptions, limits: SandboxLimits, uid: number | undefined, program: WalledProgram): string[] {
   const bwrap = [

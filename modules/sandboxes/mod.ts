@@ -2,7 +2,7 @@
 // cgroups, the in-sandbox agent), the gateway side (SandboxService: records, placement, calls
 // routed to a sandbox's host) and the actor host's sweeper share the records and the protocol.
 export { SandboxHostClient, SandboxHostDirectory } from "./client.js";
-export { SandboxHost, SANDBOX_PIDS, type SandboxHostOptions } from "./host.js";
+export { SandboxHost, SANDBOX_PIDS, WORK_DIR_PREFIX, type SandboxHostOptions } from "./host.js";
 export { detectCgroups, inCgroup, probeIsolation, SandboxCgroup, walledCommand, type CgroupMode, type IsolationOptions, type SandboxLimits, type WalledProgram } from "./isolation.js";
 export type { DirEntry, ExecEvent } from "./protocol.js";
 export { SANDBOX_ID, SANDBOX_STATUSES, SandboxStore, type SandboxObject, type SandboxStatus } from "./records.js";
@@ -18,6 +18,9 @@ export {
   type ExecRequest,
   type SandboxBounds,
   type SandboxCreateRequest,
+  type SandboxNetwork,
 } from "./requests.js";
+export { probeEgress } from "./sandbox-process.js";
+export { DEFAULT_EGRESS_DENY, egressUnavailable, hostAddressCidrs, parseCidrList, type EgressOptions } from "./egress.js";
 export { SandboxService, type ExecResult, type ExecStream, type ShellSession } from "./service.js";
 export { SandboxSweeper } from "./sweeper.js";

@@ -17,6 +17,8 @@ const HeartbeatSchema = Schema.Struct({
   memory_mb_free: Schema.Number,
   /** Ids of the sandboxes it runs (the sweeper ends records of a live host that lost one). */
   sandbox_ids: Schema.mutable(Schema.Array(Schema.String)),
+  /** Whether it runs sandboxes with network: "egress" (absent from older hosts: no). */
+  egress: Schema.optionalKey(Schema.Boolean),
 });
 export type HostHeartbeat = Mutable<typeof HeartbeatSchema.Type>;
 export const hostHeartbeat = valueSchema<HostHeartbeat>()(HeartbeatSchema);
@@ -33,6 +35,9 @@ const CreateCall = Schema.Struct({
   secrets: Schema.mutable(Schema.Array(Schema.String)),
   expires_at: Schema.Number,
   idle_timeout_seconds: Schema.NullOr(Schema.Number),
+  network: Schema.optionalKey(Schema.Literals(["none", "egress"])),
+  /** A read-only /workspace/input the host fills (stage calls), for a job's input files. */
+  input_dir: Schema.optionalKey(Schema.Boolean),
 });
 const ExecCall = Schema.Struct({
   op: Schema.Literal("exec"),
@@ -53,12 +58,14 @@ const KillCall = Schema.Struct({ op: Schema.Literal("kill"), ...Target, exec_id:
 const InputCall = Schema.Struct({ op: Schema.Literal("input"), ...Target, exec_id: Schema.String, data: Schema.String });
 const ResizeCall = Schema.Struct({ op: Schema.Literal("resize"), ...Target, exec_id: Schema.String, rows: Schema.Number, cols: Schema.Number });
 const WriteCall = Schema.Struct({ op: Schema.Literal("write"), ...Target, path: Schema.String, data: Schema.String, append: Schema.Boolean });
+/** A piece of a read-only input file (name: one path segment), written on the host side. */
+const StageCall = Schema.Struct({ op: Schema.Literal("stage"), ...Target, name: Schema.String, data: Schema.String, append: Schema.Boolean });
 const ReadCall = Schema.Struct({ op: Schema.Literal("read"), ...Target, path: Schema.String, offset: Schema.Number, length: Schema.Number });
 const ListCall = Schema.Struct({ op: Schema.Literal("list"), ...Target, path: Schema.String, limit: Schema.Number });
 const StopCall = Schema.Struct({ op: Schema.Literal("stop"), ...Target, reason: Schema.Literals(["user_stop", "deleted", "timeout", "idle", "error"]) });
 const ExtendCall = Schema.Struct({ op: Schema.Literal("extend"), ...Target, expires_at: Schema.Number });
 
-const HostCallSchema = Schema.Union([CreateCall, ExecCall, KillCall, InputCall, ResizeCall, WriteCall, ReadCall, ListCall, StopCall, ExtendCall]);
+const HostCallSchema = Schema.Union([CreateCall, ExecCall, KillCall, InputCall, ResizeCall, WriteCall, StageCall, ReadCall, ListCall, StopCall, ExtendCall]);
 export type HostCall = Mutable<typeof HostCallSchema.Type>;
 export const hostCall = valueSchema<HostCall>()(HostCallSchema);
 export type CallOf<Op extends HostCall["op"]> = Extract<HostCall, { op: Op }>;

@@ -33,7 +33,7 @@ export const SandboxObjectSchema = Schema.Struct({
   stopped_at: Schema.NullOr(Schema.Number),
   timeout_seconds: Schema.Number,
   idle_timeout_seconds: Schema.NullOr(Schema.Number),
-  network: Schema.Literal("none"),
+  network: Schema.Literals(["none", "egress"]),
   resources: Resources,
   metadata: Schema.Record(Schema.String, Schema.String),
   /** Names of the environment variables and secrets it was created with (never their values). */

@@ -50,8 +50,14 @@ export interface SandboxCreateRequest {
   cpu_mhz: number;
   memory_mb: number;
   disk_mb: number;
-  network: "none";
+  network: SandboxNetwork;
+  /** Internal (jobs): a read-only /workspace/input the host fills before the command runs. */
+  input_dir?: boolean;
 }
+
+/** "none": only a loopback of its own. "egress": outbound IPv4 through a user-mode stack, never the platform's addresses (README). */
+export const SANDBOX_NETWORKS = ["none", "egress"] as const;
+export type SandboxNetwork = (typeof SANDBOX_NETWORKS)[number];
 
 export function parseSandboxCreate(json: unknown, bounds: SandboxBounds): SandboxCreateRequest {
   const schema = Schema.Struct({
@@ -63,13 +69,14 @@ export function parseSandboxCreate(json: unknown, bounds: SandboxBounds): Sandbo
     cpu_mhz: opt(int(100, bounds.maxCpuMhz)),
     memory_mb: opt(int(32, bounds.maxMemoryMb)),
     disk_mb: opt(int(1, bounds.maxDiskMb)),
-    network: opt(Schema.String),
+    network: opt(Schema.String.check(Schema.isMaxLength(64))),
   });
   checkEnvNames(json, "env");
   checkMetadataKeys(json);
   const body = decodeBody(schema, json);
-  if (body.network !== undefined && body.network !== null && body.network !== "none")
-    throw errors.invalidParam("network", "Invalid value for 'network': only 'none' is available: sandbox hosts here have no isolated egress path, and a sandbox never shares the host's network (the platform's own ports are on it).");
+  const network = body.network ?? "none";
+  if (!(SANDBOX_NETWORKS as readonly string[]).includes(network))
+    throw errors.invalidParam("network", `Invalid value for 'network': expected 'none' (no network, the default) or 'egress' (outbound internet, never the platform's own addresses); got '${network.slice(0, 32)}'.`);
   return {
     timeout_seconds: body.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS,
     idle_timeout_seconds: body.idle_timeout_seconds ?? null,
@@ -79,7 +86,7 @@ export function parseSandboxCreate(json: unknown, bounds: SandboxBounds): Sandbo
     cpu_mhz: body.cpu_mhz ?? Math.min(DEFAULT_RESOURCES.cpu_mhz, bounds.maxCpuMhz),
     memory_mb: body.memory_mb ?? Math.min(DEFAULT_RESOURCES.memory_mb, bounds.maxMemoryMb),
     disk_mb: body.disk_mb ?? Math.min(DEFAULT_RESOURCES.disk_mb, bounds.maxDiskMb),
-    network: "none",
+    network: network as SandboxNetwork,
   };
 }
 

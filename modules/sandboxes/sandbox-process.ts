@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { AGENT_SOURCE } from "./agent-source.js";
-import { inCgroup, sandboxCommand, type IsolationOptions, type SandboxCgroup, type SandboxLimits } from "./isolation.js";
+import { EGRESS_READY_TIMEOUT_MS, EgressStack, readChildPid, type EgressOptions } from "./egress.js";
+import { inCgroup, sandboxCommand, type IsolationOptions, type SandboxCgroup, type SandboxLimits, type SandboxMounts } from "./isolation.js";
 import { agentLine, type AgentLine } from "./protocol.js";
 
 /** Longest line the host reads from an agent: larger means a broken or hostile agent. */
@@ -25,16 +26,38 @@ export class SandboxProcess {
   private readyResolve!: () => void;
   readonly ready = new Promise<void>((resolve) => (this.readyResolve = resolve));
   badLines = 0;
+  /** The sandbox's network stack (egress sandboxes only). */
+  private egress: EgressStack | undefined;
+  /** Resolves once the sandbox's network is up (at once without egress); rejects when it cannot be. */
+  readonly networkReady: Promise<void>;
 
-  constructor(options: IsolationOptions, limits: SandboxLimits, uid: number | undefined, cgroup: SandboxCgroup | undefined) {
-    const argv = inCgroup(cgroup?.procsFiles ?? [], sandboxCommand(options, limits, uid, AGENT_SOURCE));
-    this.child = spawn(argv[0]!, argv.slice(1), { stdio: ["pipe", "pipe", "ignore"], env: {} });
+  constructor(
+    options: IsolationOptions,
+    limits: SandboxLimits,
+    uid: number | undefined,
+    cgroup: SandboxCgroup | undefined,
+    setup: { mounts: SandboxMounts; egress?: EgressOptions },
+  ) {
+    const mounts = setup.egress ? { ...setup.mounts, reportPid: true } : { ...setup.mounts, egressResolvConf: undefined, reportPid: false };
+    const argv = inCgroup(cgroup?.procsFiles ?? [], sandboxCommand(options, limits, uid, AGENT_SOURCE, mounts));
+    // Egress: bwrap names the sandbox's pid on fd 3 (--info-fd), the network stack attaches to it.
+    this.child = spawn(argv[0]!, argv.slice(1), { stdio: setup.egress ? ["pipe", "pipe", "ignore", "pipe"] : ["pipe", "pipe", "ignore"], env: {} });
+    const egress = setup.egress;
+    this.networkReady = egress
+      ? readChildPid(this.child.stdio[3] as NodeJS.ReadableStream).then((pid) => {
+          if (!this.alive) throw new Error("the sandbox ended");
+          this.egress = new EgressStack(egress, pid, cgroup?.procsFiles ?? []);
+          return this.egress.ready;
+        })
+      : Promise.resolve();
+    this.networkReady.catch(() => {});
     this.child.stdin!.on("error", () => {});
     this.child.stdout!.on("data", (chunk: Buffer) => this.onData(chunk));
     this.exited = new Promise((resolve) =>
       this.child.once("exit", (code, signal) => {
         for (const [, p] of this.pending) p.resolve({ t: "error", message: "the sandbox ended" });
         this.pending.clear();
+        this.egress?.kill();
         resolve({ code, signal });
       }),
     );
@@ -65,6 +88,7 @@ export class SandboxProcess {
 
   kill(): void {
     if (this.alive) this.child.kill("SIGKILL");
+    this.egress?.kill();
   }
 
   private onData(chunk: Buffer): void {
@@ -102,5 +126,28 @@ export class SandboxProcess {
     }
     this.pending.delete(id!);
     pending.resolve(line);
+  }
+}
+
+/**
+ * Starts one egress sandbox as real ones start and waits for its network: undefined when it came
+ * up, else why not (missing capabilities, no tap device, a broken slirp4netns).
+ */
+export async function probeEgress(options: IsolationOptions, uid: number | undefined, egress: EgressOptions): Promise<string | undefined> {
+  const proc = new SandboxProcess(options, { memoryMb: 64, diskMb: 1, cpuMhz: 100, pids: 64, openFiles: 64 }, uid, undefined, { mounts: {}, egress });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      proc.networkReady,
+      proc.exited.then(() => Promise.reject(new Error("the probe sandbox ended"))),
+      new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("the network did not come up in time")), EGRESS_READY_TIMEOUT_MS))),
+    ]);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  } finally {
+    clearTimeout(timer);
+    proc.kill();
+    await proc.exited;
   }
 }

@@ -81,7 +81,9 @@ export class SandboxService {
     const live = (await this.store.list(project)).filter((r) => !isFinal(r.sandbox.status)).length;
     if (live >= this.options.maxPerProject)
       throw errors.invalidParam(null, `This project has ${live} sandboxes not yet stopped, the limit is ${this.options.maxPerProject}. Stop some first.`, "sandbox_limit_reached");
-    const need = { cpu_mhz: request.cpu_mhz, memory_mb: request.memory_mb, disk_mb: request.disk_mb };
+    if (request.network === "egress" && this.directory.offersEgress() === false)
+      throw errors.invalidParam("network", "Invalid value for 'network': no sandbox host here offers network egress (TRIBUTARY_SANDBOX_EGRESS on the hosts, see the README).");
+    const need = { cpu_mhz: request.cpu_mhz, memory_mb: request.memory_mb, disk_mb: request.disk_mb, egress: request.network === "egress" };
     let host = this.directory.place(need);
     // Just after a gateway (re)start no heartbeat has come yet: wait for one rather than fail.
     for (let waited = 0; host === "none" && waited < HOST_WAIT_MS; waited += 100) {
@@ -103,7 +105,7 @@ export class SandboxService {
       stopped_at: null,
       timeout_seconds: request.timeout_seconds,
       idle_timeout_seconds: request.idle_timeout_seconds,
-      network: "none",
+      network: request.network,
       resources: { cpu_mhz: request.cpu_mhz, memory_mb: request.memory_mb, disk_mb: request.disk_mb },
       metadata: request.metadata,
       env_names: Object.keys(request.env).sort(),
@@ -123,6 +125,8 @@ export class SandboxService {
           secrets: request.secrets,
           expires_at: sandbox.expires_at,
           idle_timeout_seconds: sandbox.idle_timeout_seconds,
+          network: request.network,
+          input_dir: request.input_dir === true,
         },
         CREATE_TIMEOUT_MS,
       );
@@ -136,7 +140,7 @@ export class SandboxService {
         await this.store.delete(project, sandbox.id);
         throw errors.invalidParam("secrets", reply.message ?? "No such secret.", "secret_not_found");
       }
-      if (reply.code === "no_capacity") {
+      if (reply.code === "no_capacity" || reply.code === "no_egress") {
         await this.store.delete(project, sandbox.id);
         throw errors.unavailable("The sandbox host chosen had no room after all. Please retry.", 1);
       }
@@ -327,6 +331,18 @@ export class SandboxService {
     }
     if (first || pendingBytes > 0) await flush();
     return size;
+  }
+
+  /** Writes a read-only input file (`name`: one path segment) into the sandbox's /workspace/input, in pieces. */
+  async stageInput(project: string, id: string, name: string, chunks: AsyncIterable<Buffer>): Promise<void> {
+    const record = await this.running(project, id);
+    let first = true;
+    const send = async (data: Buffer) => {
+      await this.call(record, { op: "stage", project, sandbox_id: id, name, data: data.toString("base64"), append: !first });
+      first = false;
+    };
+    for await (const chunk of chunks) for (let at = 0; at < chunk.length; at += FILE_CHUNK_BYTES) await send(chunk.subarray(at, at + FILE_CHUNK_BYTES));
+    if (first) await send(Buffer.alloc(0));
   }
 
   /** The file's size, then its contents in pieces (read as the client takes them). */

@@ -1,6 +1,7 @@
 import { errors } from "../errors/mod.js";
 import type { UsageStore, BucketWidth, StoredUsageRow } from "./usage-store.js";
 import { WIDTH_SECONDS } from "./usage-store.js";
+import { mergeLatency, summarizeLatency, type LatencyHistogram, type LatencySummary } from "./latency-histogram.js";
 
 // GET /v1/organization/usage/completions in OpenAI's shape: time buckets of a width, each with
 // results summed over the rows that pass the filters, one result per group (group_by).
@@ -112,6 +113,15 @@ export interface UsageResult {
   model: string | null;
   batch: boolean | null;
   service_tier: string | null;
+  /**
+   * Tributary's own field: percentiles (ms) of the time to first token (requests that had one)
+   * and of the end-to-end time of the requests a runner took, computed from the bucket counts of
+   * the rows this result sums (so they are exact for any bucket width and grouping, to the
+   * precision of the histogram's buckets).
+   */
+  latency_ms: { ttft: LatencySummary; request: LatencySummary };
+  /** The histograms themselves, only when asked for (the dashboard merges them across buckets). */
+  histograms?: { ttft_ms: LatencyHistogram; request_ms: LatencyHistogram };
 }
 
 export interface UsageBucketObject {
@@ -133,7 +143,7 @@ export interface UsagePage {
  * every project of the caller's organization; project_ids narrows them, and an id of another
  * organization matches nothing).
  */
-export async function usagePage(store: UsageStore, projects: readonly string[], q: UsageQuery): Promise<UsagePage> {
+export async function usagePage(store: UsageStore, projects: readonly string[], q: UsageQuery, options: { histograms?: boolean } = {}): Promise<UsagePage> {
   const w = WIDTH_SECONDS[q.width];
   const first = Math.floor((q.page ?? q.startTime) / w) * w;
   const end = q.endTime ?? first + q.limit * w;
@@ -148,6 +158,7 @@ export async function usagePage(store: UsageStore, projects: readonly string[], 
   for (let i = 0; i < reads.length; i += 64) got.push(...(await Promise.all(reads.slice(i, i + 64).map((r) => r()))));
   for (const start of starts) {
     const groups = new Map<string, UsageResult>();
+    const histograms = new Map<UsageResult, { ttft_ms: LatencyHistogram; request_ms: LatencyHistogram }>();
     for (const g of got) {
       if (g.start !== start) continue;
       for (const row of g.rows) {
@@ -172,6 +183,7 @@ export async function usagePage(store: UsageStore, projects: readonly string[], 
           model: by("model") ? row.model : null,
           batch: by("batch") ? row.batch : null,
           service_tier: by("service_tier") ? "default" : null,
+          latency_ms: { ttft: summarizeLatency(undefined), request: summarizeLatency(undefined) },
         };
         const key = JSON.stringify([result.project_id, result.api_key_id, result.model, result.batch]);
         const into = groups.get(key) ?? (groups.set(key, result), result);
@@ -180,7 +192,14 @@ export async function usagePage(store: UsageStore, projects: readonly string[], 
         into.output_tokens += row.output_tokens;
         into.num_model_requests += row.requests;
         into.num_model_request_errors += row.errors;
+        const h = histograms.get(into) ?? (histograms.set(into, { ttft_ms: [], request_ms: [] }), histograms.get(into)!);
+        mergeLatency(h.ttft_ms, row.ttft_ms);
+        mergeLatency(h.request_ms, row.latency_ms);
       }
+    }
+    for (const [result, h] of histograms) {
+      result.latency_ms = { ttft: summarizeLatency(h.ttft_ms), request: summarizeLatency(h.request_ms) };
+      if (options.histograms) result.histograms = h;
     }
     data.push({ object: "bucket", start_time: start, end_time: start + w, results: [...groups.values()] });
   }

@@ -3,6 +3,7 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import { valueSchema } from "../../lib/nats/kv-records.js";
+import { LATENCY_BUCKETS, mergeLatency, observeLatency, type LatencyHistogram } from "./latency-histogram.js";
 
 // Every inference request counts once, in memory, in the minute it ended: one row per minute,
 // project, key, model and batch-or-not. A timer publishes the rows to the usage stream; the usage
@@ -15,6 +16,10 @@ export interface UsageCounts {
   input_cached_tokens: number;
   output_tokens: number;
   errors: number;
+  /** Time to first token of the requests that had one: counts per fixed bucket (latency-histogram.ts). */
+  ttft_ms?: LatencyHistogram;
+  /** End-to-end time of every request, in the same buckets. */
+  latency_ms?: LatencyHistogram;
 }
 
 export interface UsageRow extends UsageCounts {
@@ -43,6 +48,9 @@ export const usageRowFields = {
   input_cached_tokens: Num,
   output_tokens: Num,
   errors: Num,
+  // Absent in rows from before latency was kept.
+  ttft_ms: Schema.optionalKey(Schema.Array(Num).check(Schema.isMaxLength(LATENCY_BUCKETS))),
+  latency_ms: Schema.optionalKey(Schema.Array(Num).check(Schema.isMaxLength(LATENCY_BUCKETS))),
 };
 export const usageMessageSchema = valueSchema<UsageMessage>()(
   Schema.Struct({
@@ -62,6 +70,10 @@ export interface UsageEvent {
   cachedInputTokens: number;
   outputTokens: number;
   error: boolean;
+  /** Time to the first token (ms), when there was one. */
+  ttftMs: number | null;
+  /** From receiving the request to its end (ms); null when unknown. */
+  latencyMs: number | null;
 }
 
 /** Rows per stream message: a message stays far below NATS's payload limit. */
@@ -105,6 +117,8 @@ export class UsageRecorder {
     row.input_cached_tokens += e.cachedInputTokens;
     row.output_tokens += e.outputTokens;
     if (e.error) row.errors++;
+    if (e.ttftMs !== null) observeLatency((row.ttft_ms ??= []), e.ttftMs);
+    if (e.latencyMs !== null) observeLatency((row.latency_ms ??= []), e.latencyMs);
   }
 
   flush(): Promise<void> {
@@ -150,5 +164,12 @@ export class UsageRecorder {
     current.input_cached_tokens += row.input_cached_tokens;
     current.output_tokens += row.output_tokens;
     current.errors += row.errors;
+    addLatency(current, row);
   }
+}
+
+/** Adds the latency histograms of `from` into `into`. */
+export function addLatency(into: UsageCounts, from: UsageCounts): void {
+  if (from.ttft_ms?.length) mergeLatency((into.ttft_ms ??= []), from.ttft_ms);
+  if (from.latency_ms?.length) mergeLatency((into.latency_ms ??= []), from.latency_ms);
 }

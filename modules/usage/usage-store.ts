@@ -6,7 +6,7 @@ import { nanos } from "@nats-io/transport-node";
 import { ensureStream, jetStreamHandles, openKv } from "../../lib/nats/jetstream.js";
 import { getRecord, upsertRecord, valueSchema } from "../../lib/nats/kv-records.js";
 import { buckets, kvToken, streams, subjects } from "../../lib/nats/subjects.js";
-import { usageRowFields, type UsageCounts, type UsageRow } from "./usage-recorder.js";
+import { addLatency, usageRowFields, type UsageCounts, type UsageRow } from "./usage-recorder.js";
 
 export type BucketWidth = "1m" | "1h" | "1d";
 export const WIDTH_SECONDS: Record<BucketWidth, number> = { "1m": 60, "1h": 3600, "1d": 86_400 };
@@ -83,7 +83,7 @@ export class UsageStore {
     await Promise.all([...groups.values()].map((g) =>
       upsertRecord(this.kvs[g.width], bucketKey(g.start, g.projectId), bucketSchema, (current) => {
         if (current && current.applied_seq >= seq) return undefined; // taken already
-        const merged = current ? current.rows.map((r) => ({ ...r })) : [];
+        const merged = current ? current.rows.map((r) => ({ ...r, ...(r.ttft_ms ? { ttft_ms: [...r.ttft_ms] } : {}), ...(r.latency_ms ? { latency_ms: [...r.latency_ms] } : {}) })) : [];
         for (const row of g.rows) {
           let into = merged.find((r) => r.api_key_id === row.api_key_id && r.model === row.model && r.batch === row.batch);
           if (!into) merged.push((into = { api_key_id: row.api_key_id, model: row.model, batch: row.batch, requests: 0, input_tokens: 0, input_cached_tokens: 0, output_tokens: 0, errors: 0 }));
@@ -92,6 +92,7 @@ export class UsageStore {
           into.input_cached_tokens += row.input_cached_tokens;
           into.output_tokens += row.output_tokens;
           into.errors += row.errors;
+          addLatency(into, row);
         }
         return { applied_seq: seq, rows: merged };
       }),

@@ -71,6 +71,9 @@ t.test("JetStream: runners have none, the sandbox host its two buckets; the gate
   t.same(who("publish", "$KV.tributary_secrets.proj_1.NAME"), ["gateway", "actors", "sandbox-host"]);
   t.same(who("publish", "$JS.API.DIRECT.GET.KV_tributary_accounts.$KV.tributary_accounts.org.x"), ["gateway", "actors"]);
   t.same(who("publish", "$KV.tributary_rate_limits.m.organization.o"), ["actors"]);
+  // The dashboard's rate-limit page reads budgets: direct gets only, never a write or the stream's API.
+  t.same(who("publish", "$JS.API.DIRECT.GET.KV_tributary_rate_limits.$KV.tributary_rate_limits.m.organization.o"), ["gateway", "actors"]);
+  t.same(who("publish", "$JS.API.STREAM.PURGE.KV_tributary_rate_limits"), ["actors"]);
   t.same(who("publish", "$JS.API.STREAM.DELETE.KV_tributary_accounts"), []);
   t.same(who("publish", "$JS.API.STREAM.INFO.KV_someone_else"), [], "another stream");
 });

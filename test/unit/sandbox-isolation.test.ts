@@ -2,7 +2,7 @@ import t from "tap";
 import { mkdtempSync, readFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { detectCgroups, parseExec, parseSandboxCreate } from "../../modules/sandboxes/mod.js";
+import { DEFAULT_EGRESS_DENY, detectCgroups, parseCidrList, parseExec, parseSandboxCreate } from "../../modules/sandboxes/mod.js";
 import { sandboxCommand } from "../../modules/sandboxes/isolation.js";
 
 // The walls a sandbox's command line puts up, the cgroup detection on fake hierarchies, and the
@@ -63,6 +63,10 @@ t.test("create: defaults, and bounds at their edges", async (t) => {
   t.equal(paramOf(() => parseSandboxCreate({ env: { A: "x".repeat(32 * 1024 + 1) } }, bounds)), "env.A");
   t.equal(parseSandboxCreate({ env: { A: "x".repeat(32 * 1024) } }, bounds).env.A!.length, 32 * 1024);
   t.equal(paramOf(() => parseSandboxCreate({ network: "host" }, bounds)), "network");
+  t.equal(parseSandboxCreate({ network: "egress" }, bounds).network, "egress");
+  t.equal(parseSandboxCreate({ network: null }, bounds).network, "none");
+  t.equal(paramOf(() => parseSandboxCreate({ network: "EGRESS" }, bounds)), "network");
+  t.equal(paramOf(() => parseSandboxCreate({ network: ["egress"] }, bounds)), "network");
   t.same(parseSandboxCreate({ metadata: { ["k".repeat(64)]: "v".repeat(512) } }, bounds).metadata, { ["k".repeat(64)]: "v".repeat(512) });
   t.equal(paramOf(() => parseSandboxCreate({ metadata: { ["k".repeat(65)]: "v" } }, bounds)), "metadata", "a key past 64 characters is refused, not dropped");
   t.equal(paramOf(() => parseSandboxCreate({ metadata: { a: "v".repeat(513) } }, bounds)), "metadata.a");
@@ -76,4 +80,42 @@ t.test("exec: a shell string, an argv, and bounds", async (t) => {
   t.equal(paramOf(() => parseExec({ command: ["a\u0000b"] })), "command");
   t.equal(paramOf(() => parseExec({ command: "x", cwd: "x".repeat(4097) })), "cwd");
   t.equal(parseExec({ command: "x", cwd: "x".repeat(4096) }).cwd.length, 4096);
+});
+
+t.test("mounts: a read-only input directory, and egress's resolv.conf and pid report", async (t) => {
+  const plain = sandboxCommand(options, limits, 200_007, "agent").join(" ");
+  t.notOk(plain.includes("--info-fd") || plain.includes("/workspace/input") || plain.includes("resolv.conf"), "nothing extra by default");
+  const argv = sandboxCommand(options, limits, 200_007, "agent", { inputDir: "/var/tmp/h/sbx/input", egressResolvConf: "/var/tmp/h/resolv.conf", reportPid: true });
+  const line = argv.join(" ");
+  t.ok(line.includes("--ro-bind /var/tmp/h/sbx/input /workspace/input"), "inputs bound read-only");
+  t.ok(line.indexOf("--tmpfs /workspace") < line.indexOf("/workspace/input"), "after the workspace's tmpfs (else the tmpfs would hide them)");
+  t.ok(line.indexOf("/workspace/input") < line.indexOf("--remount-ro /"));
+  t.ok(line.includes("--ro-bind /var/tmp/h/resolv.conf /etc/resolv.conf --info-fd 3"), "egress: its resolver, and the pid the network stack attaches to");
+  t.notOk(argv.includes("--share-net"), "still its own network namespace");
+});
+
+t.test("egress deny lists: IPv4 CIDRs only, bare addresses are /32s", async (t) => {
+  t.same(parseCidrList("10.0.0.0/8, 192.0.2.7 0.0.0.0/0,255.255.255.255/32"), ["10.0.0.0/8", "192.0.2.7/32", "0.0.0.0/0", "255.255.255.255/32"]);
+  t.same(parseCidrList(""), []);
+  t.same(parseCidrList("10.1.2.3/8,192.0.2.255/25"), ["10.0.0.0/8", "192.0.2.128/25"], "host bits cleared");
+  for (const bad of ["10.0.0.0/33", "256.0.0.0/8", "10.0.0/8", "fd00::/8", "example.com", "10.0.0.0/-1"]) t.throws(() => parseCidrList(bad), { message: /not an IPv4 CIDR/ }, bad);
+  t.same(parseCidrList(DEFAULT_EGRESS_DENY.join(",")), DEFAULT_EGRESS_DENY, "the built-in list parses");
+  for (const range of ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "127.0.0.0/8", "100.64.0.0/10"]) t.ok(DEFAULT_EGRESS_DENY.includes(range), range);
+});
+
+t.test("a host removes the work directories of hosts that died without removing them", async (t) => {
+  const { removeStaleWorkDirs, WORK_DIR_PREFIX } = await import("../../modules/sandboxes/host.js");
+  const { mkdirSync, writeFileSync } = await import("node:fs");
+  const { spawnSync } = await import("node:child_process");
+  const parent = mkdtempSync(join(tmpdir(), "work-"));
+  const deadPid = spawnSync("sh", ["-c", "echo $$"], { encoding: "utf8" }).stdout.trim();
+  for (const [name, pid] of [["dead", deadPid], ["alive", String(process.pid)], ["own", String(process.pid)]] as const) {
+    mkdirSync(join(parent, WORK_DIR_PREFIX + name, "sbx", "input"), { recursive: true });
+    writeFileSync(join(parent, WORK_DIR_PREFIX + name, "pid"), pid);
+  }
+  mkdirSync(join(parent, "unrelated"));
+  removeStaleWorkDirs(parent, WORK_DIR_PREFIX + "own");
+  t.notOk(existsSync(join(parent, WORK_DIR_PREFIX + "dead")), "a dead host's directory (its inputs) is removed");
+  t.ok(existsSync(join(parent, WORK_DIR_PREFIX + "alive")), "a live host's stays");
+  t.ok(existsSync(join(parent, "unrelated")), "other directories stay");
 });

@@ -5,15 +5,17 @@ import { chromium, type Browser, type Page } from "playwright-core";
 import { startStack } from "../../harness/stack.js";
 import { repoRoot, TEST_MODEL } from "../../harness/processes.js";
 import { ownerOrganization } from "../../harness/dashboard.js";
-import OpenAI from "openai";
+import OpenAI, { toFile } from "openai";
+import { readFileSync } from "node:fs";
 import { chatLine, createBatch, waitForBatch } from "../../harness/batches.js";
 
 // The console in real headless Chromium (Debian's chromium, driven with playwright-core): sign
 // in, a wrong password, find a logged request by model and open its detail, see the usage plot and
 // a batch's progress,
-// create a key (shown once) and revoke it (the API refuses it at once), and a prompt holding
-// markup rendered as text (no dialog fires). Screenshots of the main pages go to
-// .tap/dashboard-screenshots/.
+// create a key (shown once) and revoke it (the API refuses it at once), create and rename a
+// project, invite a member who joins with the link, a file's list, detail, download and deletion,
+// the rate limits' use, and a prompt and a file name holding markup rendered as text (no dialog
+// fires). Screenshots of the pages go to .tap/dashboard-screenshots/.
 
 const SHOTS = join(repoRoot, ".tap", "dashboard-screenshots");
 mkdirSync(SHOTS, { recursive: true });
@@ -128,6 +130,10 @@ t.test("usage: plots of requests, tokens and errors", async (t) => {
   t.match(await page.textContent("main table tbody tr td"), TEST_MODEL);
   const bars = await page.locator("figure svg rect").evaluateAll((rects) => rects.filter((r) => Number(r.getAttribute("height")) > 0).length);
   t.ok(bars >= 2, "requests and tokens plotted");
+  t.ok((await page.locator("figure#ttft svg circle").count()) >= 2, "TTFT p50 and p95 plotted");
+  t.ok((await page.locator("figure#latency svg circle").count()) >= 2, "latency p50 and p95 plotted");
+  const cells = await page.locator("main table tbody tr").first().locator("td").allTextContents();
+  t.match(cells.slice(5), [/^[\d.]+ ms$/, /^[\d.]+ ms$/, /^[\d.]+ ms$/, /^[\d.]+ ms$/], "TTFT and latency percentiles by model");
   await page.screenshot({ path: join(SHOTS, "usage.png"), fullPage: true });
 });
 
@@ -174,4 +180,99 @@ t.test("API keys: create (shown once) and revoke", async (t) => {
   t.equal(status, 401, "the revoked key is refused by the API");
   await page.screenshot({ path: join(SHOTS, "keys.png"), fullPage: true });
   t.same(cspViolations, [], "no Content-Security-Policy violation on any page");
+});
+
+t.test("projects: create and rename", async (t) => {
+  await page.goto(base + "/dashboard/projects");
+  await page.fill('form.filters input[name="name"]', "Console project");
+  await page.click('button:has-text("Create project")');
+  t.match(await page.textContent('[role="status"]'), /Project Console project \(proj_[A-Za-z0-9]+\) created/);
+  const row = page.locator("tr", { hasText: "Console project" });
+  await row.locator('input[name="name"]').fill("Console project, renamed");
+  await row.locator('button:has-text("Rename")').click();
+  t.match(await page.textContent('[role="status"]'), /is now called Console project, renamed/);
+  t.equal(await page.locator("tr", { hasText: "Console project, renamed" }).count(), 1);
+  await page.screenshot({ path: join(SHOTS, "projects.png"), fullPage: true });
+});
+
+t.test("invitations: an owner invites a member, who joins with the link", async (t) => {
+  await page.goto(base + "/dashboard/invitations");
+  await page.fill('input[name="email"]', "linus@example.com");
+  await page.selectOption('select[name="role"]', "member");
+  await page.click('button:has-text("Invite")');
+  const link = ((await page.textContent("#invitation-link")) ?? "").trim();
+  t.match(link, /\/dashboard\/join\?code=/);
+  t.match(await page.textContent("main table"), /linus@example\.com\s*member\s*pending/);
+  await page.screenshot({ path: join(SHOTS, "invitations.png"), fullPage: true });
+
+  const invitee = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  t.teardown(() => invitee.close());
+  const joinPage = await invitee.newPage();
+  await joinPage.goto(link);
+  t.match(await joinPage.textContent("main"), /invited as member with the email linus@example\.com/);
+  await joinPage.screenshot({ path: join(SHOTS, "join.png"), fullPage: true });
+  await joinPage.fill('input[name="password"]', "linus's password");
+  await joinPage.fill('input[name="password2"]', "linus's password");
+  await joinPage.click('button[type="submit"]');
+  t.equal(new URL(joinPage.url()).pathname, "/dashboard/traces", "joined and signed in");
+  t.match(await joinPage.textContent("header"), "linus@example.com");
+  await joinPage.goto(base + "/dashboard/projects");
+  t.match(await joinPage.textContent("main"), /Owners create and rename projects/, "a member: no project forms");
+  // A member who posts the form anyway (built in the page, with the session's own CSRF token) gets the 403 page.
+  await Promise.all([
+    joinPage.waitForURL(base + "/dashboard/projects", { waitUntil: "load" }).catch(() => {}),
+    joinPage.evaluate(`(() => {
+      const f = document.createElement("form");
+      f.method = "post";
+      f.action = "/dashboard/projects";
+      for (const [k, v] of [["csrf", document.querySelector('input[name="csrf"]').value], ["name", "Linus's project"]]) {
+        const i = document.createElement("input");
+        i.name = k;
+        i.value = v;
+        f.append(i);
+      }
+      document.body.append(f);
+      f.submit();
+    })()`),
+  ]);
+  await joinPage.waitForSelector('[role="alert"]');
+  t.equal(await joinPage.textContent("h1"), "Not allowed");
+  t.match(await joinPage.textContent('[role="alert"]'), /Only owners/);
+  await joinPage.screenshot({ path: join(SHOTS, "forbidden.png"), fullPage: true });
+  await joinPage.goto(link);
+  t.match(await joinPage.textContent('[role="alert"]'), /used already/, "the link works once");
+  await page.goto(base + "/dashboard/invitations");
+  t.match(await page.textContent("main table"), /linus@example\.com\s*member\s*accepted/);
+});
+
+t.test("files: list, detail, download and delete; a file name holding markup is text", async (t) => {
+  const client = new OpenAI({ apiKey: KEY, baseURL: stack.gateway.baseURL, maxRetries: 0 });
+  const content = '{"a": 1}\n{"b": 2}\n';
+  const file = await client.files.create({ file: await toFile(Buffer.from(content), "<img src=x onerror=alert(3)>.jsonl"), purpose: "user_data" });
+  await page.goto(base + "/dashboard/files");
+  const row = page.locator("tr", { hasText: file.id });
+  t.match(await row.textContent(), "<img src=x onerror=alert(3)>.jsonl");
+  t.equal(await page.locator("main img").count(), 0);
+  await page.screenshot({ path: join(SHOTS, "files.png"), fullPage: true });
+  await row.locator("a").click();
+  t.match(await page.textContent("main"), new RegExp(`${content.length} bytes`));
+  await page.screenshot({ path: join(SHOTS, "file-detail.png"), fullPage: true });
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click('a:has-text("Download")')]);
+  t.equal(readFileSync((await download.path())!, "utf8"), content, "downloaded byte for byte");
+  await page.click('button:has-text("Delete file")');
+  t.match(await page.textContent('[role="status"]'), `File ${file.id} deleted`);
+  const status = await client.files.retrieve(file.id).then(() => 200, (err: { status?: number }) => err.status);
+  t.equal(status, 404, "gone from the API");
+  t.same(dialogs, [], "no dialog fired");
+});
+
+t.test("rate limits: each model's budget and its use in this window", async (t) => {
+  await api("/v1/chat/completions", { model: TEST_MODEL, messages: [{ role: "user", content: "Count me" }], max_tokens: 2 });
+  await page.goto(base + "/dashboard/limits");
+  const row = page.locator("tr", { hasText: TEST_MODEL });
+  t.equal(await row.count(), 1, "one budget: the organization's, for the one model");
+  t.equal(await row.locator("progress").first().getAttribute("max"), "250", "the catalog's requests per window");
+  t.ok(Number(await row.locator("progress").first().getAttribute("value")) >= 1, "this window's requests are counted");
+  await page.screenshot({ path: join(SHOTS, "limits.png"), fullPage: true });
+  t.same(cspViolations, [], "no Content-Security-Policy violation on these pages either");
 });

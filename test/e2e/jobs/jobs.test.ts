@@ -33,6 +33,15 @@ t.test("success: output in the logs, a secret injected", async (t) => {
   t.equal(sandbox.status, "stopped", "its sandbox is stopped");
 });
 
+t.test("a job's sandbox takes the network option", async (t) => {
+  const created = await json(await post("/v1/jobs", { ...small, network: "egress", command: "cat /etc/resolv.conf" }));
+  t.equal(created.network, "egress");
+  t.match(await settled(created.id), { status: "succeeded", network: "egress" });
+  t.equal(await (await stack.fetch(`/v1/jobs/${created.id}/logs?stream=stdout`)).text(), "nameserver 10.0.2.3\n", "egress sandboxes resolve through slirp4netns");
+  const plain = await json(await post("/v1/jobs", { ...small, command: "true" }));
+  t.equal(plain.network, "none", "none by default");
+});
+
 t.test("failure with its exit code, after its retries", async (t) => {
   const created = await json(await post("/v1/jobs", { ...small, command: "echo try; exit 7", max_retries: 1 }));
   const done = await settled(created.id);
@@ -85,6 +94,17 @@ t.test("input files in, output files out", async (t) => {
   const meta = await json(await stack.fetch(`/v1/files/${done.output_files[0]}`));
   t.match(meta, { filename: "out.txt", purpose: "user_data", bytes: 10 });
   t.equal(await (await stack.fetch(`/v1/files/${done.output_files[0]}/content`)).text(), "HELLO JOB\n");
+  // The inputs are mounted read-only: the command can neither change, remove nor add to them.
+  const tries = [
+    "echo changed >> /workspace/input/in.txt",
+    "rm /workspace/input/in.txt",
+    "touch /workspace/input/new.txt",
+    "chmod 777 /workspace/input/in.txt",
+    "mv /workspace/input/in.txt /workspace/moved.txt",
+  ];
+  const write = await json(await post("/v1/jobs", { ...small, input_files: [file.id], command: `${tries.map((c) => `${c} 2>/dev/null && echo 'wrote: ${c}'`).join("; ")}; ls /workspace/input; cat /workspace/input/in.txt` }));
+  t.match(await settled(write.id), { status: "succeeded" });
+  t.equal(await (await stack.fetch(`/v1/jobs/${write.id}/logs?stream=stdout`)).text(), "in.txt\nhello job\n", "every write failed; the input is intact");
   const missing = await post("/v1/jobs", { command: "true", input_files: ["file-doesnotexist"] });
   t.equal(missing.status, 400);
   t.equal((await json(missing)).error.param, "input_files[0]");

@@ -41,8 +41,9 @@ t.test("no network: not the internet, not NATS, not the gateway", async (t) => {
   const out = (await net).stdout;
   t.notMatch(out, /connected/, out);
   t.match(out, /\['lo'\]/, "only a loopback of its own");
+  // network: "egress" (outbound through a user-mode stack, never the platform): network.test.ts.
   const refused = await post("/v1/sandboxes", { network: "internet" });
-  t.equal(refused.status, 400, "network access is refused: no isolated egress here");
+  t.equal(refused.status, 400, "the host's network is never shared: only none or egress");
   t.equal((await json(refused)).error.param, "network");
 });
 

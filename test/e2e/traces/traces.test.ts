@@ -172,6 +172,15 @@ t.test("a logged background response is traced where it runs", async (t) => {
   t.equal(JSON.parse(tr.response.text).id, res.body.id);
   t.match(tr.prompt.text, /A quiet river/);
   t.equal(JSON.parse(tr.request.text).background, true);
+  t.ok(tr.timings.ttft_ms > 0 && tr.timings.ttft_ms <= tr.timings.total_ms, `its first token, timed in the run (${tr.timings.ttft_ms} of ${tr.timings.total_ms} ms)`);
+  // The key's id rides with the queued response: the run's trace names the key that created it.
+  const fg = await call("POST", "/v1/chat/completions", { model: TEST_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 1, log: true });
+  const fgTrace = await traceOf(fg.headers.get("x-request-id")!);
+  t.match(tr.api_key_id, /^key_/);
+  t.equal(tr.api_key_id, fgTrace.api_key_id, "the same key as a foreground request with it");
+  t.equal(tr.organization_id, fgTrace.organization_id);
+  const byKey = await call("GET", `/v1/traces?api_key_id=${tr.api_key_id}&limit=100`);
+  t.ok((byKey.body.data as Json[]).some((x) => x.id === tr.id), "found by its key");
   noCredentials(t, tr);
 });
 

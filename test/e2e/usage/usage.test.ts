@@ -87,6 +87,28 @@ t.test("the buckets equal what was sent, at every width", async (t) => {
   }
 });
 
+t.test("latency percentiles (Tributary's latency_ms) fold exactly across widths", async (t) => {
+  const seen: Json[] = [];
+  for (const width of ["1m", "1h", "1d"]) {
+    const page = await settled(`start_time=${start}&bucket_width=${width}&limit=3`, total);
+    const results = page.data.flatMap((b: Json) => b.results) as Json[];
+    t.equal(results.length, 1, `${width}: every request fell in one bucket`);
+    const l = results[0]!.latency_ms as Json;
+    t.equal(l.request.count, total - 1, `${width}: every request a runner took (not the refused one)`);
+    t.equal(l.ttft.count, total - 1, `${width}: each had a first token`);
+    for (const s of [l.ttft, l.request]) {
+      t.ok(s.p50 > 0 && s.p50 <= s.p95 && s.p95 <= s.p99, `${width}: ordered percentiles ${JSON.stringify(s)}`);
+    }
+    t.ok(l.ttft.p50 <= l.request.p50, "the first token comes before the end");
+    seen.push(l);
+  }
+  t.same(seen[1], seen[0], "hour = minute");
+  t.same(seen[2], seen[0], "day = minute");
+  const split = await usage(`start_time=${start}&bucket_width=1d&group_by=project_id`);
+  const counts = split.body.data.flatMap((b: Json) => b.results).map((r: Json) => r.latency_ms.request.count).sort();
+  t.same(counts, [sent.a.requests, sent.b.requests].sort(), "grouped: each group's own requests");
+});
+
 t.test("grouped by project, key, model and batch", async (t) => {
   const byProject = await usage(`start_time=${start}&bucket_width=1h&group_by=project_id`);
   t.same(sum(byProject.body.data, (r) => r.project_id === "proj-local"), { ...sent.a, requests: sent.a.requests + 1, errors: 1 });
@@ -160,6 +182,13 @@ t.test("a background response counts where it runs (the actor host)", async (t) 
   const s = sum(page.data);
   t.equal(s.requests, sent.b.requests + 1, "one more request in its project");
   t.equal(s.output, sent.b.output + 16, "with its output tokens");
+  // Counted with the key that created it (carried with the queued response), not with an empty one.
+  const byKey = await usage(`start_time=${start}&bucket_width=1d&batch=false&project_ids=proj_usage_b&group_by=api_key_id`);
+  const results = byKey.body.data.flatMap((b: Json) => b.results) as Json[];
+  t.equal(results.length, 1, "one key in the project");
+  t.match(results[0], { api_key_id: /^key_/, num_model_requests: sent.b.requests + 1 });
+  t.equal(results[0]!.latency_ms.request.count, sent.b.requests + 1, "its latency counted too");
+  t.equal(results[0]!.latency_ms.ttft.count, sent.b.requests + 1, "and its time to first token");
 });
 
 t.test("organization keys only", async (t) => {
