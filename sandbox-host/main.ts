@@ -78,14 +78,18 @@ async function main(): Promise<void> {
         cgroups,
         coreMhz: config.coreMhz,
         // Unix socket paths are limited to 107 bytes: the run directories stay short, under /tmp.
-        runRoot: join(tmpdir(), `tributary-${hostId}`),
+        runRoot: join(tmpdir(), `tributary-apps-${hostId}`, "run"),
         platform: { host: platform.hostname, port: Number(platform.port || (platform.protocol === "https:" ? 443 : 80)) },
       },
-      bundleRoot: join(common.home, "apps", hostId, "bundles"),
+      // Beside them (not in TRIBUTARY_HOME, which other uids may not traverse): instances' uids read their bundles.
+      bundleRoot: join(tmpdir(), `tributary-apps-${hostId}`, "bundles"),
       policy: { ...DEFAULT_REPLICA_POLICY, healthTimeoutMs: apps.healthTimeoutMs, maxRestarts: apps.maxRestarts },
       switchDelayMs: apps.switchDelayMs,
       drainMs: apps.drainMs,
       graceMs: apps.graceMs,
+      // Its own uids, after the sandboxes' range: an app never shares a uid with a sandbox.
+      uidBase: uidBase === undefined ? undefined : uidBase + config.maxSandboxes,
+      maxDeployments: config.maxSandboxes,
     }, log);
     appHost.start();
   }

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { createWriteStream, existsSync, mkdirSync, rmSync } from "node:fs";
+import { chmodSync, createWriteStream, existsSync, mkdirSync, rmSync } from "node:fs";
 import { Agent } from "node:http";
 import { join } from "node:path";
 import { Readable } from "node:stream";
@@ -38,6 +38,12 @@ export interface AppHostOptions {
   drainMs: number;
   /** uvicorn's grace after SIGTERM before the instance is killed. */
   graceMs: number;
+  /**
+   * First host uid of the per-deployment range (when this process may change uid: root), of
+   * `maxDeployments` uids; undefined: instances run as this process's uid.
+   */
+  uidBase: number | undefined;
+  maxDeployments: number;
 }
 
 interface LiveDeployment {
@@ -50,6 +56,8 @@ interface LiveDeployment {
   idleWaiters: Array<() => void>;
   bundleDir: string;
   ending: boolean;
+  /** Its slot in the uid range (its instances' host uid is uidBase + slot). */
+  slot: number | undefined;
 }
 
 export class AppHost {
@@ -58,6 +66,7 @@ export class AppHost {
   private subscription: Subscription | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private draining = false;
+  private readonly freeSlots: number[];
 
   constructor(
     private readonly nc: NatsConnection,
@@ -68,11 +77,15 @@ export class AppHost {
     private readonly log: Logger,
   ) {
     this.exchanges = new AppExchangeServer(nc, options.hostId, (id) => this.target(id), log);
+    this.freeSlots = Array.from({ length: options.maxDeployments }, (_, i) => options.maxDeployments - 1 - i);
   }
 
   start(): void {
-    mkdirSync(this.options.bundleRoot, { recursive: true, mode: 0o700 });
-    mkdirSync(this.options.instance.runRoot, { recursive: true, mode: 0o700 });
+    // Traversable, not listable: an instance's uid reaches its own bundle and run directory only.
+    mkdirSync(this.options.bundleRoot, { recursive: true, mode: 0o711 });
+    mkdirSync(this.options.instance.runRoot, { recursive: true, mode: 0o711 });
+    chmodSync(this.options.bundleRoot, 0o711);
+    chmodSync(this.options.instance.runRoot, 0o711);
     this.exchanges.start();
     this.subscription = this.nc.subscribe(subjects.appHostRpc(this.options.hostId), {
       callback: (err, msg) => {
@@ -91,6 +104,10 @@ export class AppHost {
     this.exchanges.stop();
     await Promise.all([...this.live.values()].map((d) => this.end(d, { status: "stopped", reason: "host_stopped", message: "the app host shut down" }, 0)));
     clearInterval(this.heartbeatTimer);
+  }
+
+  private uidOf(d: LiveDeployment): number | undefined {
+    return this.options.uidBase === undefined || d.slot === undefined ? undefined : this.options.uidBase + d.slot;
   }
 
   private target(deploymentId: string): ExchangeTarget | undefined {
@@ -182,7 +199,13 @@ export class AppHost {
     const used = this.used();
     const over =
       used.cpu + manifest.cpuMhz > this.options.cpuMhz ? "CPU" : used.memory + manifest.memorySizeMb > this.options.memoryMb ? "memory" : used.gpus + manifest.gpuCount > this.options.gpuCount ? "GPUs" : undefined;
+    const slot = this.options.uidBase === undefined ? undefined : this.freeSlots.pop();
+    if (this.options.uidBase !== undefined && slot === undefined && !over) {
+      await this.deployments.transition(project, id, (cur) => ({ ...cur, status: "failed", reason: "host_full", message: "the app host runs as many deployments as it has uids for; deploy again", ended_at: nowSeconds() }));
+      return;
+    }
     if (over) {
+      if (slot !== undefined) this.freeSlots.push(slot);
       await this.deployments.transition(project, id, (cur) => ({ ...cur, status: "failed", reason: "host_full", message: `the app host had no ${over} left for it; deploy again`, ended_at: nowSeconds() }));
       return;
     }
@@ -196,6 +219,7 @@ export class AppHost {
       idleWaiters: [],
       bundleDir: join(this.options.bundleRoot, id),
       ending: false,
+      slot,
     };
     this.live.set(id, d);
     const starting = await this.deployments.transition(project, id, (cur) => (cur.status === "pending" ? { ...cur, status: "starting" } : undefined));
@@ -204,6 +228,7 @@ export class AppHost {
       if (!d.ending) {
         this.live.delete(id);
         d.agent.destroy();
+        if (d.slot !== undefined) this.freeSlots.push(d.slot);
       }
       return;
     }
@@ -218,7 +243,7 @@ export class AppHost {
       secretValues = values;
     }
     if (d.ending) return;
-    const replica = new AppReplica(this.options.instance, { bundleDir: d.bundleDir, manifest, env: { ...manifest.env, ...secretValues }, uid: undefined }, id, this.options.policy);
+    const replica = new AppReplica(this.options.instance, { bundleDir: d.bundleDir, manifest, env: { ...manifest.env, ...secretValues }, uid: this.uidOf(d) }, id, this.options.policy);
     d.replica = replica;
     replica.onLog((line) => this.publishLog(id, line, false));
     const outcome = await replica.start();
@@ -274,6 +299,7 @@ export class AppHost {
     await d.replica?.stop(this.options.graceMs);
     this.live.delete(d.id);
     d.agent.destroy();
+    if (d.slot !== undefined) this.freeSlots.push(d.slot);
     rmSync(d.bundleDir, { recursive: true, force: true });
     rmSync(`${d.bundleDir}.tgz`, { force: true });
     const lastLogs = how.status === "failed" ? logs.slice(-LAST_LOG_LINES).map((l) => l.line) : [];
@@ -297,7 +323,8 @@ export class AppHost {
       mounts: ["--ro-bind", archive, "/bundle.tgz", "--bind", dir, "/bundle"],
       env: { HOME: "/home/untar" },
       workdir: "/home/untar",
-      argv: ["tar", "-xzf", "/bundle.tgz", "-C", "/bundle", "--no-same-owner", "--no-same-permissions"],
+      // Readable by the instance's own uid whatever modes the archive carries (a 0700 top directory is common).
+      argv: ["/bin/sh", "-c", "tar -xzf /bundle.tgz -C /bundle --no-same-owner --no-same-permissions && chmod -R a+rX,go-w /bundle"],
     });
     const { code, stderr } = await run(argv, 60_000);
     if (code !== 0) return `tar failed (${code}): ${stderr.trim().slice(0, 400)}`;
