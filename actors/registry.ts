@@ -1,12 +1,13 @@
 import type { ModelSpec } from "../modules/catalog/mod.js";
 import { resolveAdminToken } from "../modules/accounts/mod.js";
-import { accountsConfig, artifactsConfig, filesConfig, sandboxesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, routingConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, appsConfig, artifactsConfig, filesConfig, sandboxesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, routingConfig, timeoutsConfig } from "../lib/config.js";
 import { AdminServiceActor } from "./admin/admin-service.js";
 import { BatchCoordinator } from "./batches/batch-coordinator.js";
 import { BatchWorker } from "./batches/batch-worker.js";
 import { fileSweeper } from "./files/file-sweeper.js";
 import { artifactSweeper } from "./artifacts/artifact-sweeper.js";
 import { SandboxSweeperActor } from "./sandboxes/sandbox-sweeper.js";
+import { appDeploymentSweeper } from "./apps/deployment-sweeper.js";
 import { JobWorker } from "./jobs/job-worker.js";
 import { BudgetHostActor, budgetHostOptions } from "./ratelimit/budget-host.js";
 import { BackgroundResponseWorker } from "./responses/background-worker.js";
@@ -48,6 +49,7 @@ function sandboxActors(): Array<() => Actor> {
   const sandboxes = readConfig(sandboxesConfig);
   return [
     () => new SandboxSweeperActor(sandboxes.sweepMs, sandboxes.hostTimeoutMs),
+    () => appDeploymentSweeper(sandboxes.sweepMs, readConfig(appsConfig).hostTimeoutMs),
     () =>
       new JobWorker({
         concurrency: sandboxes.jobConcurrency,

@@ -13,6 +13,7 @@ commands:
   start     run the whole stack on this machine (embedded nats-server, actor host, runners, gateway)
   admin     manage organizations, projects, API keys and invitations (tributary admin --help)
   sandbox   sandbox shell SANDBOX_ID: a terminal in a sandbox (tributary sandbox --help)
+  deploy    deploy [DIR]: pack, upload and deploy the hosted app whose tributary.yaml is in DIR or a parent
   gateway   run one gateway process (HTTP/SSE edge), as in a cluster
   runner    run one runner process (the models in TRIBUTARY_RUNNER_MODELS, else all)
   actors    run one platform actor host
@@ -64,6 +65,10 @@ async function main(argv: string[]): Promise<number> {
     case "sandbox": {
       const { runSandbox } = await import("./sandbox.js");
       return runSandbox(argv.slice(1));
+    }
+    case "deploy": {
+      const { runDeploy } = await import("./deploy.js");
+      return runDeploy(argv.slice(1));
     }
     case "admin": {
       // Loaded on demand: the operators' client needs neither the supervisor nor its dependencies.

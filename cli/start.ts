@@ -72,8 +72,12 @@ export function startStack() {
           stopTimeoutMs,
         });
     // One sandbox host (bubblewrap); it exits at once with a clear error where namespaces are unavailable.
-    if (start.sandboxHost === "on")
-      children.push({ name: "sandbox host", ...onCpus(process.execPath, [entry("../sandbox-host/main.js")], services), env: envOf("sandbox-host"), stopTimeoutMs });
+    if (start.sandboxHost === "on") {
+      // Its app instances reach the platform through this stack's gateway (unless configured otherwise).
+      const gatewayHost = gateway.host === "0.0.0.0" || gateway.host === "::" ? "127.0.0.1" : gateway.host;
+      const platform = { TRIBUTARY_APP_PLATFORM_URL: `http://${gatewayHost}:${gateway.port || 8080}` };
+      children.push({ name: "sandbox host", ...onCpus(process.execPath, [entry("../sandbox-host/main.js")], services), env: { ...platform, ...envOf("sandbox-host") }, stopTimeoutMs });
+    }
     const report = new StartupReport({
       models: catalog.filter((m) => m.replicas > 0).map((m) => m.id),
       url: (port) => `http://${gateway.host}:${port}/v1`,

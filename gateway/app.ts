@@ -28,6 +28,12 @@ export class GatewayServer {
   private idleWaiters: Array<() => void> = [];
   port = 0;
 
+  /**
+   * Requests to hosted apps: when `matches` takes the Host header, the request goes to `handler`
+   * (authenticated like any route) instead of the router.
+   */
+  hostedApps: { matches(host: string | undefined): boolean; handler: Match["handler"] } | undefined;
+
   /** Runs once a request is over (metrics, usage, traces); its errors are logged, never the request's. */
   onFinished: ((ex: HttpExchange) => void) | undefined;
 
@@ -101,7 +107,9 @@ export class GatewayServer {
     if (refused) return ex.error(refused);
     let match: Match;
     try {
-      match = this.router.match(ex.method, ex.path);
+      match = this.hostedApps?.matches(ex.headers.host)
+        ? { pattern: "(hosted app)", handler: this.hostedApps.handler, params: {}, public: false }
+        : this.router.match(ex.method, ex.path);
     } catch (err) {
       this.connections.release(ex.remoteAddress);
       ex.error(err as DomainError);

@@ -3,8 +3,10 @@
 import { hostname } from "node:os";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { AccountStore, LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys, AccountAuthenticator, AccountDirectory, LastUsedRecorder } from "../modules/accounts/mod.js";
-import { accountsConfig, artifactsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, routingConfig, sandboxesConfig, secretsConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, appsConfig, artifactsConfig, commonConfig, filesConfig, gatewayConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, routingConfig, sandboxesConfig, secretsConfig, timeoutsConfig } from "../lib/config.js";
 import { SandboxHostClient, SandboxHostDirectory, SandboxService, SandboxStore } from "../modules/sandboxes/mod.js";
+import { AppExchangeClient, AppHostDirectory, AppService, DeploymentStore } from "../modules/apps/mod.js";
+import { hostedAppsHandler, registerAppRoutes } from "./routes/apps.js";
 import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
 import { registerSandboxRoutes } from "./routes/sandboxes.js";
 import { registerSecretRoutes } from "./routes/secrets.js";
@@ -177,7 +179,26 @@ async function main(): Promise<void> {
 
   registerFileRoutes(router, { store: fileStore, maxFileBytes: files.maxFileBytes, maxBatchFileBytes: files.maxBatchFileBytes, maxBodyBytes: config.maxBodyBytes });
   registerBatchRoutes(router, { batches: batchStore, files: fileStore, maxBodyBytes: config.maxBodyBytes });
-  registerArtifactRoutes(router, { store: await ArtifactStore.open(nc), limits: readConfig(artifactsConfig) });
+  const artifactStore = await ArtifactStore.open(nc);
+  registerArtifactRoutes(router, { store: artifactStore, limits: readConfig(artifactsConfig) });
+
+  // Hosted apps: deployments handed to the app hosts found by heartbeat, hosted addresses relayed over NATS.
+  const appSettings = readConfig(appsConfig);
+  const appHosts = new AppHostDirectory(nc, appSettings.hostTimeoutMs);
+  appHosts.start();
+  let listeningPort = 0;
+  const apps = new AppService(nc, await DeploymentStore.open(nc), artifactStore, store, appHosts, {
+    appsDomain: appSettings.domain.toLowerCase(),
+    publicScheme: appSettings.publicScheme,
+    publicPort: () => appSettings.publicPort || listeningPort,
+    rpcTimeoutMs: 5_000,
+    stopTimeoutMs: 30_000,
+  }, log);
+  await apps.start();
+  const appExchanges = new AppExchangeClient(nc, gatewayId, { hostAlive: (id) => appHosts.alive(id), headTimeoutMs: appSettings.headTimeoutMs }, log);
+  appExchanges.start();
+  const appRouteDeps = { apps, exchanges: appExchanges, maxBodyBytes: config.maxBodyBytes, maxAppBodyBytes: appSettings.maxBodyBytes, streamBudget };
+  registerAppRoutes(router, appRouteDeps);
 
   // Sandboxes and secrets: records in KV, calls routed to the sandbox hosts found by heartbeat.
   const sandboxSettings = readConfig(sandboxesConfig);
@@ -223,8 +244,10 @@ async function main(): Promise<void> {
     maxConnectionsPerAddress: config.maxConnectionsPerAddress,
   }, log);
   server.onFinished = (ex) => recorder.finished(ex);
+  server.hostedApps = hostedAppsHandler(appRouteDeps);
   server.webSockets((app) => registerShellRoute(app, { sandboxes: sandboxService, authenticator, log }));
   const port = await server.listen(config.host, config.port);
+  listeningPort = port;
   keepServingOnUncaughtErrors(log);
   log.info("gateway listening", { host: config.host, port, models: [...catalog.keys()], rateLimits: rateLimits.enabled === "on" ? rateLimits.scope : "off" });
 
@@ -244,6 +267,9 @@ async function main(): Promise<void> {
       await traceWriter.stop();
       await usageRecorder.stop();
       sandboxHosts.stop();
+      appExchanges.stop();
+      appHosts.stop();
+      apps.stop();
       await rateLimiter.stop();
       await lastUsed.stop();
       accountDirectory.stop();

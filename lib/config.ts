@@ -369,6 +369,43 @@ export const sandboxesConfig = Config.all({
   jobAckWaitMs: int("TRIBUTARY_JOB_ACK_WAIT_MS", 30_000),
 });
 
+/** Hosted apps as the gateway sees them: the hosted addresses, bounds of an exchange, app host liveness. */
+export const appsConfig = Config.all({
+  /** Hosted addresses are `<project slug>.<organization slug>.<this domain>` (the Host header). */
+  domain: str("TRIBUTARY_APPS_DOMAIN", "apps.localhost"),
+  /** Scheme and port of hosted_url (what clients reach the gateway on); port 0: the gateway's own. */
+  publicScheme: Config.schema(Schema.Literals(["http", "https"]), "TRIBUTARY_APPS_PUBLIC_SCHEME").pipe(Config.withDefault("http" as const)),
+  publicPort: int("TRIBUTARY_APPS_PUBLIC_PORT", 0),
+  /** Largest request body sent to a hosted app. */
+  maxBodyBytes: int("TRIBUTARY_APPS_MAX_BODY_BYTES", 16 * 1024 * 1024),
+  /** Longest wait for a hosted app's response head (a 504 after it). */
+  headTimeoutMs: int("TRIBUTARY_APPS_HEAD_TIMEOUT_MS", 60_000),
+  /** An app host silent this long is lost: its exchanges end with a 502. */
+  hostTimeoutMs: int("TRIBUTARY_APP_HOST_TIMEOUT_MS", 5_000),
+});
+
+/** The app host inside the sandbox host process: capacity, where the platform is, instance supervision. */
+export const appHostConfig = Config.all({
+  /** "on" runs an app host in each sandbox host; "off" does not. */
+  enabled: Config.schema(Schema.Literals(["on", "off"]), "TRIBUTARY_APP_HOST").pipe(Config.withDefault("on" as const)),
+  /** CPU (MHz-like units, as sandboxes) and memory offered to app instances; 0: the sandbox host's. */
+  cpuMhz: int("TRIBUTARY_APP_CPU_MHZ", 0),
+  memoryMb: int("TRIBUTARY_APP_MEMORY_MB", 0),
+  /** GPUs app instances may have (0: CPU-only apps). */
+  gpus: int("TRIBUTARY_APP_GPUS", 0),
+  /** The gateway an instance's platform socket forwards to. */
+  platformUrl: str("TRIBUTARY_APP_PLATFORM_URL", "http://127.0.0.1:8080"),
+  /** How long an instance may take to answer its first request. */
+  healthTimeoutMs: int("TRIBUTARY_APP_HEALTH_TIMEOUT_MS", 30_000),
+  /** Restarts within a minute before a crashing deployment fails. */
+  maxRestarts: int("TRIBUTARY_APP_MAX_RESTARTS", 3),
+  /** After a redeploy's switch: how long the old instance still takes requests, then how long its exchanges get to finish. */
+  switchDelayMs: int("TRIBUTARY_APP_SWITCH_DELAY_MS", 1_000),
+  drainMs: int("TRIBUTARY_APP_DRAIN_MS", 30_000),
+  /** uvicorn's grace after SIGTERM (it closes idle connections, finishes the rest) before the instance is killed. */
+  graceMs: int("TRIBUTARY_APP_GRACE_MS", 10_000),
+});
+
 /** Secrets (gateway, sandbox hosts, `tributary admin secrets`). */
 export const secretsConfig = Config.all({
   /** The master key: "<key id>:<32 bytes, base64>" (or just the base64); default: $TRIBUTARY_HOME/secrets-key (0600, made once). */

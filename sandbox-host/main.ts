@@ -4,7 +4,7 @@
 //   node dist/sandbox-host/main.js
 import { availableParallelism, hostname, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
-import { commonConfig, readConfig, sandboxHostConfig, secretsConfig } from "../lib/config.js";
+import { appHostConfig, commonConfig, readConfig, sandboxHostConfig, secretsConfig } from "../lib/config.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
@@ -24,6 +24,8 @@ import {
   type IsolationOptions,
 } from "../modules/sandboxes/mod.js";
 import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
+import { AppHost, DEFAULT_REPLICA_POLICY, DeploymentStore } from "../modules/apps/mod.js";
+import { ArtifactStore } from "../modules/artifacts/mod.js";
 
 const hostId = `sh${randomToken(10)}`;
 const log = createLogger("sandbox-host", { pid: process.pid, hostId });
@@ -59,9 +61,42 @@ async function main(): Promise<void> {
     workDir: join(config.workDir || tmpdir(), `${WORK_DIR_PREFIX}${hostId}`),
   }, log);
   host.start();
-  log.info("sandbox host ready", { cgroups: cgroups.version, perSandboxUid: root, maxSandboxes: config.maxSandboxes, egress: egress !== undefined, egressDeny: egress?.deny.length });
+
+  // The app host: deployments' instances under the same walls, on this host's own budget.
+  const apps = readConfig(appHostConfig);
+  let appHost: AppHost | undefined;
+  if (apps.enabled === "on") {
+    const platform = new URL(apps.platformUrl);
+    appHost = new AppHost(nc, await DeploymentStore.open(nc), await ArtifactStore.open(nc), secrets, {
+      hostId: `ah${hostId.slice(2)}`,
+      heartbeatMs: config.heartbeatMs,
+      cpuMhz: apps.cpuMhz > 0 ? apps.cpuMhz : config.cpuMhz > 0 ? config.cpuMhz : availableParallelism() * config.coreMhz,
+      memoryMb: apps.memoryMb > 0 ? apps.memoryMb : config.memoryMb > 0 ? config.memoryMb : Math.floor(totalmem() / 1024 / 1024 / 2),
+      gpuCount: apps.gpus,
+      instance: {
+        isolation,
+        cgroups,
+        coreMhz: config.coreMhz,
+        // Unix socket paths are limited to 107 bytes: the run directories stay short, under /tmp.
+        runRoot: join(tmpdir(), `tributary-apps-${hostId}`, "run"),
+        platform: { host: platform.hostname, port: Number(platform.port || (platform.protocol === "https:" ? 443 : 80)) },
+      },
+      // Beside them (not in TRIBUTARY_HOME, which other uids may not traverse): instances' uids read their bundles.
+      bundleRoot: join(tmpdir(), `tributary-apps-${hostId}`, "bundles"),
+      policy: { ...DEFAULT_REPLICA_POLICY, healthTimeoutMs: apps.healthTimeoutMs, maxRestarts: apps.maxRestarts },
+      switchDelayMs: apps.switchDelayMs,
+      drainMs: apps.drainMs,
+      graceMs: apps.graceMs,
+      // Its own uids, after the sandboxes' range: an app never shares a uid with a sandbox.
+      uidBase: uidBase === undefined ? undefined : uidBase + config.maxSandboxes,
+      maxDeployments: config.maxSandboxes,
+    }, log);
+    appHost.start();
+  }
+  log.info("sandbox host ready", { cgroups: cgroups.version, perSandboxUid: root, maxSandboxes: config.maxSandboxes, egress: egress !== undefined, egressDeny: egress?.deny.length, appHost: appHost ? `ah${hostId.slice(2)}` : null });
 
   onShutdown(log, async () => {
+    await appHost?.stop();
     await host.stop();
     await nc.drain().catch(() => {});
   });

@@ -70,12 +70,23 @@ if (needNats) {
   if (forTests) say(`using ${version}`);
 }
 
+function pythonHas(python, module) {
+  try {
+    execFileSync(python, ["-c", `import ${module}`], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 // Debian's tools the stack runs (the sandbox host: bubblewrap, prlimit and setpriv, Python for
 // its in-sandbox agent, slirp4netns for sandboxes with network egress) and the ones the tests drive (a real Prometheus scrapes /metrics,
 // Chromium opens the dashboard, kubectl renders k8s/): [command, package].
 const tools = [["bwrap", "bubblewrap"], ["setpriv", "util-linux"], ["python3", "python3"], ["slirp4netns", "slirp4netns"]];
 if (forTests) tools.push(["chromium", "chromium"], ["prometheus", "prometheus"], ["kubectl", "kubernetes-client"]);
 const missing = tools.filter(([cmd]) => !onPath(cmd)).map(([, pkg]) => pkg);
+// Hosted apps run on Debian's uvicorn, imported by Debian's Python (not a command on PATH).
+if (!pythonHas("/usr/bin/python3", "uvicorn")) missing.push("python3-uvicorn");
 if (missing.length > 0 && !apt(missing)) {
   const what = `missing: ${missing.join(", ")} (Debian/Ubuntu: sudo apt-get install ${missing.join(" ")})`;
   if (forTests) fail(`the tests need Debian's tools: ${what}`);

@@ -1,3 +1,4 @@
+import { STATUS_CODES } from "node:http";
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
@@ -55,6 +56,8 @@ export class HttpExchange {
   readonly method: string;
   readonly path: string;
   readonly query: string;
+  /** The URL's path exactly as sent (a trailing slash kept): what a hosted app gets. */
+  readonly rawPath: string;
   readonly headers: Record<string, string> = {};
   /** The client's IP address, as text. */
   readonly remoteAddress: string;
@@ -89,6 +92,7 @@ export class HttpExchange {
     res.onAborted(() => this.guard("onAborted", () => this.aborted_()));
     this.method = req.getCaseSensitiveMethod().toUpperCase();
     const url = req.getUrl();
+    this.rawPath = url;
     this.path = url.length > 1 && url.endsWith("/") ? url.slice(0, -1) : url;
     this.query = req.getQuery() ?? "";
     let count = 0;
@@ -251,6 +255,24 @@ export class HttpExchange {
       if (first !== undefined) ok = this.res.write(first);
     });
     return ok;
+  }
+
+  /**
+   * Writes the status and headers of a relayed response (a hosted app's), whose body follows
+   * with write() and endStream(). The body is always sent chunked: the app's framing is its hop's.
+   */
+  beginRelayed(status: number, headers: ReadonlyArray<readonly [string, string]>): boolean {
+    if (!this.live || this.respondedFlag) return false;
+    this.respondedFlag = true;
+    this.statusCode = status;
+    this.streaming = true;
+    HttpExchange.openStreams++;
+    this.res.cork(() => {
+      this.res.writeStatus(`${status} ${STATUS_CODES[status] ?? "Status"}`);
+      for (const [name, value] of headers) this.res.writeHeader(name, value);
+      this.writeResponseHeaders();
+    });
+    return true;
   }
 
   /** Writes part of a streamed response; false when the socket is behind (wait for onWritable). */

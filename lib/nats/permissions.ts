@@ -50,6 +50,8 @@ const observations = [w.traces, w.usageRollup];
 const sandboxes = { heartbeat: w.sandboxHostHeartbeat, rpc: w.sandboxHostRpc, execEvents: w.sandboxExecEvents };
 /** Jobs: queued into their stream by the gateway, cancelled on core NATS, their output into the log stream. */
 const jobs = { queue: w.jobQueue, cancel: w.jobCancel, logs: w.jobLogs };
+/** App hosts: heartbeats, calls (gateway -> host), HTTP exchanges (both ways) and deployment logs (host -> gateway). */
+const apps = { heartbeat: w.appHostHeartbeat, rpc: w.appHostRpc, exchange: w.appHostExchange, reply: w.appReply, logs: w.appLogs };
 
 const kvStream = (bucket: string) => `KV_${bucket}`;
 const objStream = (bucket: string) => `OBJ_${bucket}`;
@@ -90,13 +92,16 @@ const gatewayState = {
     buckets.files, buckets.batches, buckets.batchResults, buckets.accounts, buckets.apiKeyUsage, buckets.responses, buckets.conversations, buckets.prompts,
     // The usage API and the dashboard read the rollups; sign-in keeps members and sessions.
     buckets.usageMinute, buckets.usageHour, buckets.usageDay, buckets.members, buckets.sessions,
-    buckets.sandboxes, buckets.secrets, buckets.jobs, buckets.artifacts,
+    buckets.sandboxes, buckets.secrets, buckets.jobs, buckets.artifacts, buckets.appDeployments,
   ],
   obj: [buckets.fileContents, buckets.artifactContents],
   streams: [streams.batchJobs, streams.batchWork, streams.responsesBackground, streams.responseEvents, streams.traces, streams.usage, streams.jobs, streams.jobLogs],
 };
-/** A sandbox host reads the records of its sandboxes and the secrets it hands them (decrypted only there). */
-const sandboxHostState = { kv: [buckets.sandboxes, buckets.secrets], obj: [], streams: [] };
+/**
+ * A sandbox host reads the records of its sandboxes and the secrets it hands them (decrypted only
+ * there); as an app host it reads app bundles (artifacts) and writes its deployments' records.
+ */
+const sandboxHostState = { kv: [buckets.sandboxes, buckets.secrets, buckets.artifacts, buckets.appDeployments], obj: [buckets.artifactContents], streams: [] };
 /** The actor host holds every piece of state: budgets, batches, files, accounts, responses. */
 const objectStores: readonly string[] = [buckets.fileContents, buckets.artifactContents];
 const actorsState = {
@@ -118,13 +123,14 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
             batches.job,
             ...observations,
             sandboxes.rpc, jobs.queue, jobs.cancel,
+            apps.rpc, apps.exchange,
             ...jetStreamAccess(gatewayState),
             // The dashboard's rate-limit page reads budgets (direct gets only: it never writes them).
             `$JS.API.DIRECT.GET.${kvStream(buckets.rateLimits)}.>`,
           ],
           deny: noStreamDeletion,
         },
-        subscribe: { allow: [generation.replies, generation.heartbeats, sandboxes.heartbeat, sandboxes.execEvents, inbox] },
+        subscribe: { allow: [generation.replies, generation.heartbeats, sandboxes.heartbeat, sandboxes.execEvents, apps.heartbeat, apps.reply, apps.logs, inbox] },
         allowResponses: false,
       };
     case "actors":
@@ -144,7 +150,7 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
         subscribe: {
           allow: [
             generation.replies, generation.heartbeats, budgets.lease, budgets.ret, budgets.activate, budgets.probe, responses.cancel,
-            sandboxes.heartbeat, sandboxes.execEvents, jobs.cancel, inbox,
+            sandboxes.heartbeat, sandboxes.execEvents, jobs.cancel, apps.heartbeat, inbox,
           ],
         },
         allowResponses: true,
@@ -157,8 +163,8 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
       };
     case "sandbox-host":
       return {
-        publish: { allow: [sandboxes.heartbeat, sandboxes.execEvents, ...jetStreamAccess(sandboxHostState)], deny: noStreamDeletion },
-        subscribe: { allow: [sandboxes.rpc, inbox] },
+        publish: { allow: [sandboxes.heartbeat, sandboxes.execEvents, apps.heartbeat, apps.reply, apps.logs, apps.rpc, ...jetStreamAccess(sandboxHostState)], deny: noStreamDeletion },
+        subscribe: { allow: [sandboxes.rpc, apps.rpc, apps.exchange, inbox] },
         allowResponses: true,
       };
     case "admin":

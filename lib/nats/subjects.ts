@@ -82,6 +82,17 @@ export const subjects = {
   /** Output of a job (stream `streams.jobLogs`): one message per chunk of stdout or stderr. */
   jobLogs: (jobId: string) => `${SUBJECT_ROOT}.jobs.logs.${jobId}`,
   jobLogsAll: `${SUBJECT_ROOT}.jobs.logs.*`,
+  /** App host heartbeats (capacity, and the deployments each runs with their state), one subject for every host. */
+  appHostHeartbeat: `${SUBJECT_ROOT}.app-host.heartbeat`,
+  /** Calls to one app host (deploy, stop, logs), request/reply, schema-checked JSON. */
+  appHostRpc: (hostId: string) => `${SUBJECT_ROOT}.app-host.${hostId}.rpc`,
+  /** HTTP exchange frames (AppRequestFrame, protobuf) from gateways to one app host. */
+  appHostExchange: (hostId: string) => `${SUBJECT_ROOT}.app-host.${hostId}.exchange`,
+  /** HTTP exchange frames (AppResponseFrame) back to one gateway: it subscribes to its wildcard and routes by exchange id. */
+  appReply: (gatewayId: string, exchangeId: string) => `${SUBJECT_ROOT}.app-reply.${gatewayId}.${exchangeId}`,
+  appReplyWildcard: (gatewayId: string) => `${SUBJECT_ROOT}.app-reply.${gatewayId}.>`,
+  /** Log lines of one deployment's instances, as they are written (followed by GET .../logs?follow=true). */
+  appLogs: (deploymentId: string) => `${SUBJECT_ROOT}.app-logs.${deploymentId}`,
 } as const;
 
 /**
@@ -111,6 +122,11 @@ export const subjectWildcards = {
   jobQueue: subjects.jobQueue,
   jobCancel: subjects.jobCancelAll,
   jobLogs: subjects.jobLogsAll,
+  appHostHeartbeat: subjects.appHostHeartbeat,
+  appHostRpc: `${SUBJECT_ROOT}.app-host.*.rpc`,
+  appHostExchange: `${SUBJECT_ROOT}.app-host.*.exchange`,
+  appReply: `${SUBJECT_ROOT}.app-reply.>`,
+  appLogs: `${SUBJECT_ROOT}.app-logs.*`,
   traces: subjects.tracesAll,
   usageRollup: subjects.usageRollupAll,
 } as const;
@@ -217,6 +233,11 @@ export const buckets = {
   secrets: "tributary_secrets",
   /** KV: job records (the job object, its project and its environment), key `<project>.<job id>`; kept 7 days after their last write. */
   jobs: "tributary_jobs",
+  /**
+   * KV: hosted app deployments, `<project>.<deployment id>` (the deployment object, its manifest
+   * and host), and `route.<project>`: the deployment a project's hosted address serves.
+   */
+  appDeployments: "tributary_app_deployments",
 } as const;
 
 export const streams = {

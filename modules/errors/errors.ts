@@ -142,6 +142,9 @@ export class QueueFull extends Data.TaggedError("QueueFull")<{ readonly model: s
 /** The runner of an admitted request went silent (crashed, partitioned). */
 export class RunnerLost extends Data.TaggedError("RunnerLost")<{ readonly message: string }> {}
 
+/** A hosted app gave no answer: no healthy instance, or the instance (or its host) was lost mid-exchange. */
+export class AppUnavailable extends Data.TaggedError("AppUnavailable")<{ readonly message: string; readonly code: string }> {}
+
 /** Events of an admitted request were lost on the way (a sequence gap). */
 export class StreamInterrupted extends Data.TaggedError("StreamInterrupted")<{ readonly message: string }> {}
 
@@ -195,6 +198,7 @@ export type DomainError =
   | NoRunner
   | QueueFull
   | RunnerLost
+  | AppUnavailable
   | StreamInterrupted
   | DeadlineExceeded
   | Cancelled
@@ -205,7 +209,7 @@ export type DomainError =
 const TAGS: ReadonlySet<string> = new Set<DomainError["_tag"]>([
   "InvalidParam", "InvalidJson", "ContextLengthExceeded", "TooLarge", "HeadersTooLarge", "RequestTimeout", "TooManyConnections", "UnsupportedMediaType", "NotFound", "ModelNotFound",
   "Conflict", "Gone", "Unauthenticated", "Forbidden", "RateLimited", "UnknownRoute", "MethodNotAllowed", "NoRunner",
-  "QueueFull", "RunnerLost", "StreamInterrupted", "DeadlineExceeded", "Cancelled", "ShuttingDown", "Unavailable", "Internal",
+  "QueueFull", "RunnerLost", "AppUnavailable", "StreamInterrupted", "DeadlineExceeded", "Cancelled", "ShuttingDown", "Unavailable", "Internal",
 ]);
 
 export function isDomainError(err: unknown): err is DomainError {
@@ -238,6 +242,7 @@ export function isTransient(err: DomainError): boolean {
     case "NoRunner":
     case "QueueFull":
     case "RunnerLost":
+    case "AppUnavailable":
     case "StreamInterrupted":
     case "DeadlineExceeded":
     case "ShuttingDown":
@@ -279,4 +284,5 @@ export const errors = {
   deadline: (message: string) => new DeadlineExceeded({ message }),
   cancelled: (reason: CancelReason = "cancelled") => new Cancelled({ reason }),
   internal: (cause?: unknown) => new Internal({ cause }),
+  appUnavailable: (message: string, code = "app_unavailable") => new AppUnavailable({ message, code }),
 };

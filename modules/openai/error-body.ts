@@ -70,6 +70,8 @@ export function openAIError(err: DomainError, requestId: string): OpenAIError {
       return of(503, err.message, SERVER, "server_overloaded", null, retryAfter(1));
     case "RunnerLost":
       return of(502, err.message, SERVER, "runner_lost");
+    case "AppUnavailable":
+      return of(502, err.message, SERVER, err.code);
     case "StreamInterrupted":
       return of(502, err.message, SERVER, "stream_interrupted");
     case "DeadlineExceeded":

@@ -39,8 +39,38 @@ export interface SandboxMounts {
   inputDir?: string;
 }
 
+/** What runs inside the walls, and what it sees besides the read-only system. */
+export interface WalledProgram {
+  /** Extra bwrap arguments (mounts, --info-fd) placed after the workdir and /tmp, before the root is made read-only. */
+  mounts: string[];
+  /** Environment variables (after --clearenv; PATH is always set). */
+  env: Record<string, string>;
+  /** The writable home and working directory, a tmpfs of limits.diskMb ("/workspace" for sandboxes). */
+  workdir: string;
+  /** Working directory of the program (default: workdir). */
+  chdir?: string;
+  argv: string[];
+}
+
 /** The command line that starts a sandbox's agent: prlimit -> setpriv -> bwrap -> python agent. */
 export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits, uid: number | undefined, agentSource: string, mounts: SandboxMounts = {}): string[] {
+  // Bound after the workspace's tmpfs, so the mount point is made in it; read-only, and the files
+  // belong to the host's uid: the sandbox can neither change nor add to them.
+  const extra: string[] = [];
+  if (mounts.inputDir !== undefined) extra.push("--ro-bind", mounts.inputDir, "/workspace/input");
+  if (mounts.egressResolvConf !== undefined) extra.push("--ro-bind", mounts.egressResolvConf, "/etc/resolv.conf");
+  if (mounts.hostsFile !== undefined) extra.push("--ro-bind", mounts.hostsFile, "/etc/hosts");
+  if (mounts.reportPid) extra.push("--info-fd", "3");
+  return walledCommand(options, limits, uid, { mounts: extra, env: { HOME: "/workspace" }, workdir: "/workspace", argv: [options.python, "-I", "-S", "-c", agentSource] });
+}
+
+/**
+ * Any program behind a sandbox's walls (the sandbox agent, an app instance): prlimit -> setpriv ->
+ * bwrap with every namespace unshared (no network: a program reaches out only through Unix
+ * sockets bind-mounted into it, or the user-mode stack an egress sandbox gets), the host's system
+ * read-only, a private tmpfs workdir and /tmp.
+ */
+export function walledCommand(options: IsolationOptions, limits: SandboxLimits, uid: number | undefined, program: WalledProgram): string[] {
   const bwrap = [
     options.bwrap,
     "--unshare-all",
@@ -53,8 +83,8 @@ export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits,
     "--gid", "1000",
     "--clearenv",
     "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
-    "--setenv", "HOME", "/workspace",
   ];
+  for (const [name, value] of Object.entries(program.env)) bwrap.push("--setenv", name, value);
   for (const dir of SYSTEM_DIRS) if (existsSync(dir)) bwrap.push("--ro-bind", dir, dir);
   for (const file of SYSTEM_FILES) if (existsSync(file)) bwrap.push("--ro-bind", file, file);
   // Debian's merged /usr: the top-level names are links into it.
@@ -63,20 +93,13 @@ export function sandboxCommand(options: IsolationOptions, limits: SandboxLimits,
   bwrap.push(
     "--proc", "/proc",
     "--dev", "/dev",
-    "--size", String(limits.diskMb * 1024 * 1024), "--perms", "0700", "--tmpfs", "/workspace",
+    "--size", String(limits.diskMb * 1024 * 1024), "--perms", "0700", "--tmpfs", program.workdir,
     "--size", String(64 * 1024 * 1024), "--tmpfs", "/tmp",
-  );
-  // Bound after the workspace's tmpfs, so the mount point is made in it; read-only, and the files
-  // belong to the host's uid: the sandbox can neither change nor add to them.
-  if (mounts.inputDir !== undefined) bwrap.push("--ro-bind", mounts.inputDir, "/workspace/input");
-  if (mounts.egressResolvConf !== undefined) bwrap.push("--ro-bind", mounts.egressResolvConf, "/etc/resolv.conf");
-  if (mounts.hostsFile !== undefined) bwrap.push("--ro-bind", mounts.hostsFile, "/etc/hosts");
-  if (mounts.reportPid) bwrap.push("--info-fd", "3");
-  bwrap.push(
-    // The root (a tmpfs bwrap made) and everything on it read-only; /workspace and /tmp stay writable.
+    ...program.mounts,
+    // The root (a tmpfs bwrap made) and everything on it read-only; the workdir, /tmp and writable binds stay writable.
     "--remount-ro", "/",
-    "--chdir", "/workspace",
-    "--", options.python, "-I", "-S", "-c", agentSource,
+    "--chdir", program.chdir ?? program.workdir,
+    "--", ...program.argv,
   );
   const prlimit = [
     "prlimit",

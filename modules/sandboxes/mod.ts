@@ -3,7 +3,7 @@
 // routed to a sandbox's host) and the actor host's sweeper share the records and the protocol.
 export { SandboxHostClient, SandboxHostDirectory } from "./client.js";
 export { SandboxHost, SANDBOX_PIDS, WORK_DIR_PREFIX, type SandboxHostOptions } from "./host.js";
-export { detectCgroups, probeIsolation, type CgroupMode, type IsolationOptions } from "./isolation.js";
+export { detectCgroups, inCgroup, probeIsolation, SandboxCgroup, walledCommand, type CgroupMode, type IsolationOptions, type SandboxLimits, type WalledProgram } from "./isolation.js";
 export type { DirEntry, ExecEvent } from "./protocol.js";
 export { SANDBOX_ID, SANDBOX_STATUSES, SandboxStore, type SandboxObject, type SandboxStatus } from "./records.js";
 export {

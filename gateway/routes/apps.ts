@@ -1,0 +1,139 @@
+import type { AppExchangeClient, AppService, ResponseSink } from "../../modules/apps/mod.js";
+import { errors } from "../../modules/errors/mod.js";
+import type { HttpExchange } from "../http/exchange.js";
+import type { Router } from "../http/router.js";
+import type { PendingBudget } from "../sse/pending-budget.js";
+import { sseEvent, SseWriter } from "../sse/sse-writer.js";
+
+// Hosted apps: the deployments API (our definition, README "Hosted apps") and the hosted
+// addresses themselves, relayed to an app instance over NATS.
+
+export interface AppRouteDeps {
+  apps: AppService;
+  exchanges: AppExchangeClient;
+  maxBodyBytes: number;
+  maxAppBodyBytes: number;
+  streamBudget: PendingBudget;
+}
+
+const principal = (ex: HttpExchange) => ex.principal!;
+
+export function registerAppRoutes(router: Router, deps: AppRouteDeps): void {
+  router.post("/v1/apps/deployments", async (ex) => {
+    const { deployment, unchanged } = await deps.apps.create(principal(ex), await ex.readJson(deps.maxBodyBytes));
+    ex.json(unchanged ? 200 : 201, { ...deployment, unchanged });
+  });
+
+  router.get("/v1/apps/deployments", async (ex) => {
+    const data = await deps.apps.list(principal(ex));
+    ex.json(200, { object: "list", data, has_more: false });
+  });
+
+  router.get("/v1/apps/deployments/:id", async (ex, { id }) => {
+    ex.json(200, (await deps.apps.get(principal(ex), id!)).deployment);
+  });
+
+  router.post("/v1/apps/deployments/:id/stop", async (ex, { id }) => {
+    ex.json(200, await deps.apps.stopDeployment(principal(ex), id!));
+  });
+
+  router.get("/v1/apps/deployments/:id/logs", async (ex, { id }) => {
+    const follow = ex.searchParams().get("follow");
+    if (follow !== null && follow !== "true" && follow !== "false") throw errors.invalidParam("follow", "Invalid value for 'follow': expected true or false.");
+    const recent = await deps.apps.logs(principal(ex), id!);
+    if (follow !== "true") return ex.json(200, { object: "list", data: recent });
+    // Followed: the recent lines, then each new one, until the deployment ends (event `end`).
+    const writer = new SseWriter(ex, deps.streamBudget);
+    writer.open();
+    let held = "";
+    writer.onDrain(() => {
+      if (held && writer.write(held)) held = "";
+    });
+    const send = (frame: string) => {
+      if (held || !writer.writable) {
+        held += frame;
+        writer.hold(held.length);
+        if (writer.overLimit) writer.drop();
+      } else writer.write(frame);
+    };
+    for (const line of recent) send(sseEvent("log", JSON.stringify(line)));
+    const status = (await deps.apps.get(principal(ex), id!)).deployment.status;
+    if (["failed", "superseded", "stopped"].includes(status)) return writer.end(held + sseEvent("end", JSON.stringify({ status })));
+    await new Promise<void>((resolve) => {
+      const sub = deps.apps.followLogs(id!, (event) => {
+        if (event.end) {
+          sub.unsubscribe();
+          return resolve();
+        }
+        send(sseEvent("log", JSON.stringify({ at: event.at, stream: event.stream, line: event.line })));
+      });
+      ex.onAbort(() => {
+        sub.unsubscribe();
+        resolve();
+      });
+    });
+    const final = (await deps.apps.get(principal(ex), id!)).deployment.status;
+    writer.end(held + sseEvent("end", JSON.stringify({ status: final })));
+  });
+}
+
+/** The hosted addresses: `<project slug>.<organization slug>.<apps domain>`, relayed to the project's app. */
+export function hostedAppsHandler(deps: AppRouteDeps): { matches(host: string | undefined): boolean; handler: (ex: HttpExchange) => Promise<void> } {
+  return {
+    matches: (host) => deps.apps.hostedAddress(host) !== undefined,
+    handler: async (ex) => {
+      const address = deps.apps.hostedAddress(ex.headers.host)!;
+      let target = await deps.apps.resolve(address);
+      if (!target) throw errors.notFound(`No app is deployed at ${address}.`, null, "app_not_found");
+      if (target.project !== principal(ex).projectId) throw errors.forbidden("This API key's project does not own the app at this address.", "wrong_project");
+      const hasBody = ex.method === "POST" || ex.method === "PUT" || ex.method === "PATCH";
+      const body = hasBody ? ex.bodyChunks(deps.maxAppBodyBytes) : undefined;
+      const headers = Object.entries(ex.headers);
+      headers.push(["x-forwarded-for", ex.remoteAddress], ["x-request-id", ex.requestId]);
+      const request = { method: ex.method, target: ex.rawPath + (ex.query ? `?${ex.query}` : ""), headers, body };
+      // A host that refuses (its instance just went: a redeploy switched, a crash) touched
+      // nothing of the request: the route is read again and the exchange tried once more.
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const outcome = await deps.exchanges.exchange({ ...request, hostId: target.hostId, deploymentId: target.deploymentId }, sink(ex));
+        if (outcome === "done") return;
+        await new Promise((r) => setTimeout(r, 100 * (attempt + 1)));
+        const fresh = await deps.apps.resolve(address, true);
+        if (!fresh || fresh.project !== target.project) break;
+        target = fresh;
+      }
+      throw errors.appUnavailable("The app has no healthy instance right now. Please retry shortly.", "app_not_running");
+    },
+  };
+}
+
+function sink(ex: HttpExchange): ResponseSink {
+  let waiters: Array<() => void> = [];
+  let registered = false;
+  const wake = () => {
+    for (const w of waiters.splice(0)) w();
+  };
+  ex.onAbort(wake);
+  return {
+    get live() {
+      return ex.live;
+    },
+    head: (status, headers) => {
+      ex.beginRelayed(status, headers);
+    },
+    write: (chunk) => ex.write(chunk),
+    writable: () => {
+      if (!ex.live) return Promise.resolve();
+      if (!registered) {
+        registered = true;
+        ex.onWritable(() => {
+          wake();
+          return true;
+        });
+      }
+      return new Promise<void>((resolve) => waiters.push(resolve));
+    },
+    end: () => ex.endStream(""),
+    abort: () => ex.close(),
+    onGone: (handler) => ex.onAbort(handler),
+  };
+}

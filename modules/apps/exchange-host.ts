@@ -1,0 +1,212 @@
+import { Agent, request, type ClientRequest, type IncomingMessage } from "node:http";
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { Logger } from "../../lib/log.js";
+import { subjects } from "../../lib/nats/subjects.js";
+import { AppRequestFrame, AppResponseFrames, type AppResponseFrame, type AppRequestHead, type HttpHeader } from "../../proto/gen/tributary/v1/apps.js";
+
+// The app host's side of HTTP exchanges carried over NATS (proto/tributary/v1/apps.proto): each
+// request head opens an HTTP/1.1 request to the deployment's instance on its Unix socket; the
+// request body goes in as the gateway sends it (credit returned once uvicorn took the bytes),
+// the response goes back in frames within the credit the gateway grants (the app's response is
+// paused when it runs out), so a slow client slows the app, never fills this process.
+
+/**
+ * Request body bytes the host grants when it accepts a head with a body. Nothing of the body is
+ * sent before that grant, so an exchange the host refuses (no instance here) can be retried
+ * elsewhere with the body untouched.
+ */
+export const REQUEST_WINDOW = 256 * 1024;
+/** Response body bytes a gateway grants up front (it names it in the head). */
+export const RESPONSE_WINDOW = 256 * 1024;
+/** Largest body frame: well under NATS's default 1 MiB payload. */
+export const MAX_FRAME_BYTES = 64 * 1024;
+/** An exchange that hears nothing from its gateway this long (body or credit awaited) is dropped. */
+const STALL_MS = 60_000;
+
+/** Headers that describe one hop, not the message: never forwarded either way. */
+export const HOP_HEADERS: ReadonlySet<string> = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization", "proxy-authenticate"]);
+/** Request headers the app never sees: the platform key that reached the hosted address stays with the platform. */
+const WITHHELD_REQUEST_HEADERS: ReadonlySet<string> = new Set(["authorization"]);
+
+/** A healthy instance of a deployment to send an exchange to; `release` when the exchange ended. */
+export interface ExchangeTarget {
+  socketPath: string;
+  agent: Agent;
+  release(): void;
+}
+
+interface OpenExchange {
+  id: string;
+  reply: string;
+  seq: number;
+  credit: number;
+  req: ClientRequest;
+  res: IncomingMessage | undefined;
+  target: ExchangeTarget;
+  lastHeard: number;
+  done: boolean;
+  /** Frames not yet published: sent together once this turn of the event loop is over. */
+  outbox: AppResponseFrame[];
+}
+
+export class AppExchangeServer {
+  private readonly open = new Map<string, OpenExchange>();
+  private readonly unsent = new Set<OpenExchange>();
+  private flushScheduled = false;
+  private subscription: Subscription | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly hostId: string,
+    /** The instance serving a deployment here (undefined: none healthy). */
+    private readonly resolve: (deploymentId: string) => ExchangeTarget | undefined,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    this.subscription = this.nc.subscribe(subjects.appHostExchange(this.hostId), {
+      callback: (err, msg) => {
+        if (err) return;
+        let frame: AppRequestFrame;
+        try {
+          frame = AppRequestFrame.decode(msg.data);
+        } catch {
+          return; // not a frame: nothing to answer it on
+        }
+        try {
+          this.onFrame(frame);
+        } catch (error) {
+          this.log.error("app exchange frame failed", { exchangeId: frame.exchangeId, err: error });
+        }
+      },
+    });
+    this.sweepTimer = setInterval(() => this.sweep(), 5_000);
+    this.sweepTimer.unref();
+  }
+
+  /** Exchanges in progress (all deployments). */
+  get inFlight(): number {
+    return this.open.size;
+  }
+
+  stop(): void {
+    this.subscription?.unsubscribe();
+    clearInterval(this.sweepTimer);
+    for (const ex of this.open.values()) this.finish(ex, { code: "instance_lost", message: "the app host is shutting down" });
+  }
+
+  private onFrame(frame: AppRequestFrame): void {
+    const kind = frame.frame;
+    if (!kind) return;
+    if (kind.$case === "head") return this.begin(frame.exchangeId, kind.value);
+    const ex = this.open.get(frame.exchangeId);
+    if (!ex) return;
+    ex.lastHeard = performance.now();
+    switch (kind.$case) {
+      case "body": {
+        const bytes = kind.value.length;
+        ex.req.write(kind.value, () => {
+          // In the kernel's hands (uvicorn reads it): the gateway may send as much again.
+          if (!ex.done) this.send(ex, { $case: "credit", value: { bytes } });
+        });
+        return;
+      }
+      case "end":
+        ex.req.end();
+        return;
+      case "credit":
+        ex.credit += kind.value.bytes;
+        if (ex.credit > 0 && ex.res?.isPaused()) ex.res.resume();
+        return;
+      case "cancel":
+        this.finish(ex, undefined);
+        return;
+    }
+  }
+
+  private begin(id: string, head: AppRequestHead): void {
+    if (!head.replySubject || this.open.has(id)) return;
+    const target = this.resolve(head.deploymentId);
+    if (!target) {
+      const frame: AppResponseFrame = { exchangeId: id, seq: 1, frame: { $case: "failure", value: { code: "no_instance", message: "no healthy instance of the deployment on this host" } } };
+      this.nc.publish(head.replySubject, AppResponseFrames.encode({ frames: [frame] }).finish());
+      return;
+    }
+    const headers: Array<[string, string]> = [];
+    for (const h of head.headers) {
+      const name = h.name.toLowerCase();
+      if (!HOP_HEADERS.has(name) && !WITHHELD_REQUEST_HEADERS.has(name)) headers.push([name, Buffer.from(h.value).toString("latin1")]);
+    }
+    // A body of unknown length (the client sent it chunked) goes on chunked.
+    if (head.hasBody && !headers.some(([name]) => name === "content-length")) headers.push(["transfer-encoding", "chunked"]);
+    const req = request({ agent: target.agent, socketPath: target.socketPath, method: head.method, path: head.target, headers: headers.flat(), setHost: false });
+    const ex: OpenExchange = { id, reply: head.replySubject, seq: 0, credit: head.responseCredit, req, res: undefined, target, lastHeard: performance.now(), done: false, outbox: [] };
+    this.open.set(id, ex);
+    req.on("response", (res) => this.respond(ex, res));
+    req.on("error", (err) => this.finish(ex, { code: ex.res ? "instance_lost" : "app_error", message: `the app's connection failed: ${err.message}` }));
+    if (head.hasBody) this.send(ex, { $case: "credit", value: { bytes: REQUEST_WINDOW } });
+    else req.end();
+  }
+
+  private respond(ex: OpenExchange, res: IncomingMessage): void {
+    ex.res = res;
+    const headers: HttpHeader[] = [];
+    for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
+      const name = res.rawHeaders[i]!.toLowerCase();
+      // The gateway frames the body itself (chunked): the app's length and framing are one hop's.
+      if (HOP_HEADERS.has(name) || name === "content-length") continue;
+      headers.push({ name, value: Buffer.from(res.rawHeaders[i + 1]!, "latin1") });
+    }
+    this.send(ex, { $case: "head", value: { status: res.statusCode ?? 0, headers } });
+    res.on("data", (chunk: Buffer) => {
+      if (ex.done) return;
+      for (let at = 0; at < chunk.length; at += MAX_FRAME_BYTES) this.send(ex, { $case: "body", value: chunk.subarray(at, at + MAX_FRAME_BYTES) });
+      ex.credit -= chunk.length;
+      // Out of credit: the app's socket stops being read until the client takes what it has.
+      if (ex.credit <= 0) res.pause();
+    });
+    res.on("end", () => this.finish(ex, undefined, true));
+    res.on("error", (err) => this.finish(ex, { code: "instance_lost", message: `the app's response broke: ${err.message}` }));
+    res.on("aborted", () => this.finish(ex, { code: "instance_lost", message: "the app ended the response early" }));
+  }
+
+  private send(ex: OpenExchange, frame: AppResponseFrame["frame"]): void {
+    ex.outbox.push({ exchangeId: ex.id, seq: ++ex.seq, frame });
+    this.unsent.add(ex);
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  /** One message per exchange for what this turn produced (a small response: head, body and end together). */
+  private flush(): void {
+    this.flushScheduled = false;
+    for (const ex of this.unsent) {
+      this.nc.publish(ex.reply, AppResponseFrames.encode({ frames: ex.outbox }).finish());
+      ex.outbox = [];
+    }
+    this.unsent.clear();
+  }
+
+  /** Ends an exchange once: its end or failure frame (none for a cancel), its connection, its slot. */
+  private finish(ex: OpenExchange, failure: { code: string; message: string } | undefined, complete = false): void {
+    if (ex.done) return;
+    ex.done = true;
+    this.open.delete(ex.id);
+    if (complete) this.send(ex, { $case: "end", value: {} });
+    else {
+      if (failure) this.send(ex, { $case: "failure", value: failure });
+      ex.req.destroy();
+    }
+    ex.target.release();
+  }
+
+  private sweep(): void {
+    const now = performance.now();
+    for (const ex of this.open.values())
+      if (now - ex.lastHeard > STALL_MS && (ex.res === undefined ? !ex.req.writableEnded : ex.res.isPaused()))
+        this.finish(ex, { code: "instance_lost", message: "the gateway went silent" });
+  }
+}

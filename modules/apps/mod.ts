@@ -1,0 +1,41 @@
+// Hosted apps: customer ASGI apps deployed from a manifest (tributary.yaml), run by app hosts under
+// the sandbox isolation and reached at a per-project address through the gateway.
+export {
+  checkManifest,
+  DNS_LABEL,
+  ENTRYPOINT,
+  MANIFEST_FILE,
+  MAX_ENTRYPOINT_LENGTH,
+  MAX_ENV_VALUE_BYTES,
+  MAX_ENV_VARS,
+  MAX_MANIFEST_BYTES,
+  MAX_SECRETS,
+  MIN_CPU_MHZ,
+  MIN_MEMORY_MB,
+  parseManifest,
+  slugOf,
+  type AppHostOffer,
+  type AppManifest,
+  type DeployTarget,
+} from "./manifest.js";
+export {
+  APP_SOCKET,
+  AppInstance,
+  instanceCommand,
+  instanceLimits,
+  PLATFORM_SOCKET,
+  platformEnv,
+  probe,
+  type InstanceExit,
+  type InstanceHostOptions,
+  type InstanceSpec,
+  type LogLine,
+} from "./instance.js";
+export { AppReplica, DEFAULT_REPLICA_POLICY, type ReplicaFailure, type ReplicaPolicy, type ReplicaState, type ReplicaStatus } from "./replica.js";
+export { AppHost, type AppHostOptions } from "./app-host.js";
+export { DEPLOYMENT_ID, DEPLOYMENT_STATUSES, DeploymentStore, type AppRoute, type DeploymentObject, type DeploymentStatus, type StoredDeployment } from "./deployments.js";
+export { AppExchangeClient, type AppExchangeRequest, type ResponseSink } from "./exchange-client.js";
+export { AppExchangeServer, MAX_FRAME_BYTES, REQUEST_WINDOW, RESPONSE_WINDOW } from "./exchange-host.js";
+export type { AppLogEvent } from "./protocol.js";
+export { AppHostDirectory, AppService, hostedAddressOf, type AppServiceOptions, type HostedTarget } from "./service.js";
+export { AppDeploymentSweeper } from "./sweeper.js";

@@ -1,0 +1,73 @@
+import { execFileSync } from "node:child_process";
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { repoRoot } from "./processes.js";
+
+// Helpers of the hosted-apps tests: bundles from directories, uploads with a manifest, and HTTP
+// to a hosted address (Node's fetch cannot set Host, so node:http).
+
+export const EXAMPLE_APP = join(repoRoot, "examples", "chat-app");
+
+/** A copy of `source` (or an empty directory) with `files` written into it: a fresh app directory. */
+export function appDir(source: string | undefined, files: Record<string, string> = {}): string {
+  const dir = mkdtempSync(join(tmpdir(), "tributary-app-"));
+  if (source) cpSync(source, dir, { recursive: true });
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+  return dir;
+}
+
+/** Uploads `dir` as a tar.gz artifact with its tributary.yaml; the artifact id. */
+export async function uploadBundle(gatewayUrl: string, key: string, dir: string): Promise<string> {
+  const archive = execFileSync("tar", ["-czf", "-", "-C", dir, "."]);
+  const form = new FormData();
+  form.set("manifest", readFileSync(join(dir, "tributary.yaml"), "utf8"));
+  form.set("file", new Blob([archive]), "bundle.tar.gz");
+  const res = await fetch(`${gatewayUrl}/v1/artifacts`, { method: "POST", body: form, headers: { authorization: `Bearer ${key}` } });
+  const body = (await res.json()) as { id?: string };
+  if (!res.ok || !body.id) throw new Error(`upload failed: ${res.status} ${JSON.stringify(body)}`);
+  return body.id;
+}
+
+export interface HostedResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+  /** Chunks as they arrived (a streamed answer arrives in several). */
+  chunks: number;
+}
+
+/** One request to a hosted address through the gateway. */
+export function hosted(gatewayPort: number, host: string, path: string, options: { method?: string; key?: string; body?: string } = {}): Promise<HostedResponse> {
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = { host };
+    if (options.key) headers.authorization = `Bearer ${options.key}`;
+    if (options.body !== undefined) headers["content-type"] = "application/json";
+    const req = request({ host: "127.0.0.1", port: gatewayPort, path, method: options.method ?? "GET", headers }, (res) => {
+      let body = "";
+      let chunks = 0;
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => {
+        chunks++;
+        body += c;
+      });
+      res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body, chunks }));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end(options.body);
+  });
+}
+
+/** Polls a deployment until its status is one of `statuses`. */
+export async function waitForDeployment(gatewayUrl: string, key: string, id: string, statuses: string[], timeoutMs = 30_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await fetch(`${gatewayUrl}/v1/apps/deployments/${id}`, { headers: { authorization: `Bearer ${key}` } });
+    const body = (await res.json()) as { status?: string };
+    if (body.status && statuses.includes(body.status)) return body;
+    if (Date.now() > deadline) throw new Error(`deployment ${id} is ${JSON.stringify(body)}, not ${statuses.join("/")}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
