@@ -2,6 +2,8 @@ import type { Msg, Subscription } from "@nats-io/transport-node";
 import {
   Admission,
   Cancel,
+  HeldQuery,
+  HeldReply,
   ErrorCode,
   GenerateRequest,
   RunnerHeartbeat,
@@ -17,7 +19,11 @@ import { EngineRequestError, type Engine } from "./engines/engine.js";
 import { AdmissionError, Scheduler } from "./scheduler/scheduler.js";
 import { ReplyPublisher } from "./reply-publisher.js";
 
+/** Request ids one HeldQuery may ask about (more than a runner's slots and queue ever hold). */
+const MAX_HELD_QUERY_IDS = 4096;
+
 /** What a runner reports to probes and metrics. */
+
 export interface RunnerStatus {
   model: string;
   runnerId: string;
@@ -78,6 +84,7 @@ export class RunnerActor implements Actor {
     this.subscriptions.push(
       openMailbox(ctx, subjects.runnerCancel(this.runnerId), (m) => this.onCancel(m)),
       openMailbox(ctx, subjects.cancel(this.spec.id), (m) => this.onCancel(m)),
+      openMailbox(ctx, subjects.runnerHeld(this.runnerId), (m) => this.onHeldQuery(m)),
     );
     this.heartbeatTimer = setInterval(() => this.heartbeat(), this.options.heartbeatMs);
     this.heartbeat();
@@ -177,6 +184,22 @@ export class RunnerActor implements Actor {
       this.ctx.log.error("admission failed", { requestId: request.requestId, err });
       this.reject(msg, ErrorCode.ERROR_CODE_ENGINE_FAILURE, "the runner failed to admit the request");
     }
+  }
+
+  /** Answers which of the asked requests are still here (a requester's streams went quiet). */
+  private onHeldQuery(msg: Msg): void {
+    let query: HeldQuery;
+    try {
+      query = HeldQuery.decode(msg.data);
+    } catch {
+      this.ctx.log.warn("malformed HeldQuery ignored");
+      return;
+    }
+    // Events already queued for sending go out before the answer, so an answer of "not held"
+    // never overtakes a request's last events.
+    this.outbox.flush();
+    const held = query.requestIds.slice(0, MAX_HELD_QUERY_IDS).filter((id) => this.scheduler?.holds(id) ?? false);
+    msg.respond(HeldReply.encode({ heldRequestIds: held }).finish());
   }
 
   private onCancel(msg: Msg): void {

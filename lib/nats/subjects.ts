@@ -22,6 +22,8 @@ export const subjects = {
   runnerGenerate: (runnerId: string) => `${SUBJECT_ROOT}.runner.${runnerId}.generate`,
   /** Cancels addressed to one runner actor. */
   runnerCancel: (runnerId: string) => `${SUBJECT_ROOT}.runner.${runnerId}.cancel`,
+  /** Which requests a runner still holds (HeldQuery/HeldReply): streams gone quiet ask it. */
+  runnerHeld: (runnerId: string) => `${SUBJECT_ROOT}.runner.${runnerId}.held`,
   /** Cancels for a model, for requests whose runner is not known yet. */
   cancel: (modelId: string) => `${SUBJECT_ROOT}.cancel.${modelToken(modelId)}`,
   /** Runner heartbeats of a model. */
@@ -104,6 +106,7 @@ export const subjectWildcards = {
   generate: `${SUBJECT_ROOT}.generate.*`,
   runnerGenerate: `${SUBJECT_ROOT}.runner.*.generate`,
   runnerCancel: `${SUBJECT_ROOT}.runner.*.cancel`,
+  runnerHeld: `${SUBJECT_ROOT}.runner.*.held`,
   cancel: `${SUBJECT_ROOT}.cancel.*`,
   heartbeat: subjects.heartbeatAll,
   reply: `${SUBJECT_ROOT}.reply.>`,

@@ -1,5 +1,5 @@
 import { RequestError, TimeoutError, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
-import { Admission, Cancel, GenerateRequest, RunnerEvent, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
+import { Admission, Cancel, GenerateRequest, HeldQuery, HeldReply, RunnerEvent, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { Logger } from "../../lib/log.js";
 import { errors, NoRunner, RunnerLost, StreamInterrupted, type DomainError } from "../errors/mod.js";
@@ -18,6 +18,8 @@ export interface GenerationClientOptions {
 }
 
 const MAX_ATTEMPTS = 3;
+/** Requests one HeldQuery asks about (the runner answers at most this many too). */
+const MAX_HELD_QUERY_IDS = 4096;
 
 /**
  * Sends generate requests to runners and routes their events back. Each request names a reply
@@ -27,6 +29,8 @@ const MAX_ATTEMPTS = 3;
  */
 export class GenerationClient {
   private readonly streams = new Map<string, GenerationStream>();
+  /** Runners with a HeldQuery in flight (one at a time each). */
+  private readonly probing = new Set<string>();
   private subscription: Subscription | undefined;
   private watchdog: NodeJS.Timeout | undefined;
 
@@ -204,6 +208,48 @@ export class GenerationClient {
         this.log.warn("runner lost mid-request", { requestId: stream.requestId, runnerId, silentMs: Math.round(now - seen) });
         stream.fail(new RunnerLost({ message: `The model runner stopped responding (nothing heard for ${((now - seen) / 1000).toFixed(1)} s). Please retry the request.` }));
       }
+    }
+    this.probeQuietStreams(now);
+  }
+
+  /**
+   * A runner that keeps sending heartbeats may still have lost a stream's last events (core NATS
+   * drops messages across a server failover), and that stream would wait forever. Streams quiet
+   * for the runner timeout ask their runner which requests it still holds; a request not held in
+   * two answers in a row, with no event between them, has ended unseen. Its stream is abandoned
+   * as interrupted, so a caller that has sent nothing yet can run it again elsewhere.
+   */
+  private probeQuietStreams(now: number): void {
+    const quiet = new Map<string, GenerationStream[]>();
+    for (const stream of this.streams.values()) {
+      const runnerId = stream.admitted?.runnerId;
+      if (!runnerId || this.probing.has(runnerId) || now - stream.lastEventAt < this.options.runnerTimeoutMs) continue;
+      let list = quiet.get(runnerId);
+      if (!list) quiet.set(runnerId, (list = []));
+      if (list.length < MAX_HELD_QUERY_IDS) list.push(stream);
+    }
+    for (const [runnerId, streams] of quiet) {
+      this.probing.add(runnerId);
+      const askedAt = performance.now();
+      const query = HeldQuery.encode({ requestIds: streams.map((s) => s.requestId) }).finish();
+      this.nc
+        .request(subjects.runnerHeld(runnerId), query, { timeout: Math.min(this.options.runnerTimeoutMs, 5_000) })
+        .then((msg) => {
+          const held = new Set(HeldReply.decode(msg.data).heldRequestIds);
+          for (const stream of streams) {
+            if (stream.done || held.has(stream.requestId)) {
+              stream.notHeldSince = 0;
+            } else if (stream.notHeldSince > 0 && stream.lastEventAt < stream.notHeldSince) {
+              this.log.warn("runner no longer holds a quiet request: its last events were lost", { requestId: stream.requestId, runnerId });
+              stream.abandon(new StreamInterrupted({ message: "The stream from the model runner lost its last messages; the request was stopped." }));
+            } else {
+              stream.notHeldSince = askedAt;
+            }
+          }
+        })
+        // No answer (an older runner, a timeout): nothing is concluded; the heartbeat watch stays.
+        .catch(() => {})
+        .finally(() => this.probing.delete(runnerId));
     }
   }
 }

@@ -37,6 +37,8 @@ export class GenerationStream {
   admitted: Admitted | undefined;
   /** performance.now() of the last event. */
   lastEventAt = performance.now();
+  /** When the runner, asked, last said it no longer holds this request (0: it holds it, or not asked). */
+  notHeldSince = 0;
   private listener: GenerationListener | undefined;
   private buffered: Array<RunnerEvent | DomainError> = [];
   private expectedSeq = 1;

@@ -163,6 +163,12 @@ export class Scheduler {
     return state.started ? 0 : position;
   }
 
+  /** Whether a request is still here, queued or running (not yet finished). */
+  holds(requestId: string): boolean {
+    const state = this.requests.get(requestId);
+    return state !== undefined && !state.finished;
+  }
+
   /** Cancels a request wherever it is; unknown ids are ignored (it may have just finished). */
   cancel(requestId: string): boolean {
     return this.abort(requestId, ErrorCode.ERROR_CODE_CANCELLED, "the request was cancelled");

@@ -269,6 +269,20 @@ export interface Cancel {
   requestId: string;
 }
 
+/**
+ * Asked of one runner by a requester whose streams from it have gone quiet while its heartbeats
+ * keep coming: which of these requests does the runner still hold (queued or running)? One it
+ * no longer holds has ended, and its last events were lost on the way (core NATS drops messages
+ * across a server failover); the requester stops waiting for them.
+ */
+export interface HeldQuery {
+  requestIds: string[];
+}
+
+export interface HeldReply {
+  heldRequestIds: string[];
+}
+
 export interface RunnerHeartbeat {
   runnerId: string;
   model: string;
@@ -2172,6 +2186,116 @@ export const Cancel: MessageFns<Cancel> = {
   fromPartial(object: DeepPartial<Cancel>): Cancel {
     const message = createBaseCancel();
     message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseHeldQuery(): HeldQuery {
+  return { requestIds: [] };
+}
+
+export const HeldQuery: MessageFns<HeldQuery> = {
+  encode(message: HeldQuery, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.requestIds) {
+      writer.uint32(10).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HeldQuery {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHeldQuery();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.requestIds.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<HeldQuery>): HeldQuery {
+    return HeldQuery.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<HeldQuery>): HeldQuery {
+    const message = createBaseHeldQuery();
+    message.requestIds = object.requestIds?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseHeldReply(): HeldReply {
+  return { heldRequestIds: [] };
+}
+
+export const HeldReply: MessageFns<HeldReply> = {
+  encode(message: HeldReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.heldRequestIds) {
+      writer.uint32(10).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HeldReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHeldReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.heldRequestIds.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<HeldReply>): HeldReply {
+    return HeldReply.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<HeldReply>): HeldReply {
+    const message = createBaseHeldReply();
+    message.heldRequestIds = object.heldRequestIds?.map((e) => e) || [];
     return message;
   },
 };
