@@ -10,7 +10,6 @@
 // times each, so that the machine's drift falls on both alike. Writes bench/results/log-overhead.md.
 
 import { parseArgs } from "node:util";
-import { connect } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
 import type { Proc } from "../test/harness/processes.js";
@@ -92,7 +91,7 @@ async function scenario(name: string, env: NodeJS.ProcessEnv, concurrency: numbe
     await new Promise((res) => setTimeout(res, 500));
     const metrics = await (await fetch(gateway.url + "/metrics")).text();
     const dropped = /^tributary_traces_dropped_total (\S+)$/m.exec(metrics)?.[1] ?? "?";
-    const nc = await connect({ servers: nats.url });
+    const nc = await nats.connect("admin");
     const info = await (await jetstreamManager(nc)).streams.info("TRIBUTARY_TRACES");
     await nc.close();
     return { name, concurrency, off, on, traces: info.state.messages, dropped };
