@@ -72,10 +72,12 @@ export class TraceStore {
     const info = await this.handles.jsm.streams.info(streams.traces);
     const first = info.state.first_seq;
     let hi = info.state.last_seq + 1;
+    // The cursor's message holds traces before it too (one message holds several traces).
+    let cursor: { seq: number; index: number } | undefined;
     if (query.after !== undefined) {
-      const cursor = await this.locate(projectId, query.after);
+      cursor = await this.locate(projectId, query.after);
       if (!cursor) throw errors.invalidParam("after", `No trace with id '${query.after}' in this project: 'after' takes the id of a listed trace.`);
-      hi = cursor.seq;
+      hi = cursor.seq + 1;
     }
     const filter = subjects.traceFilter(projectId, { model: query.model, keyId: query.keyId, status: query.status });
     const out: Trace[] = [];
@@ -90,15 +92,19 @@ export class TraceStore {
         batch.push({ seq: m.seq, data: m.data, subject: m.subject });
       }
       scanned += hi - lo;
-      for (let i = batch.length - 1; i >= 0 && out.length <= query.limit; i--) {
-        const trace = this.decode(batch[i]!);
-        if (!trace || trace.project_id !== projectId) continue;
-        if (query.endTime !== undefined && trace.created_at >= query.endTime) continue;
-        if (query.startTime !== undefined && trace.created_at < query.startTime) {
-          older = true;
-          break;
+      for (let i = batch.length - 1; i >= 0 && out.length <= query.limit && !older; i--) {
+        const traces = this.decode(batch[i]!);
+        const from = batch[i]!.seq === cursor?.seq ? cursor.index - 1 : traces.length - 1;
+        for (let j = from; j >= 0 && out.length <= query.limit; j--) {
+          const trace = traces[j]!;
+          if (trace.project_id !== projectId) continue;
+          if (query.endTime !== undefined && trace.created_at >= query.endTime) continue;
+          if (query.startTime !== undefined && trace.created_at < query.startTime) {
+            older = true;
+            break;
+          }
+          out.push(trace);
         }
-        out.push(trace);
       }
       hi = lo;
       step = Math.min(step * 4, 1 << 20);
@@ -111,28 +117,43 @@ export class TraceStore {
   }
 
   /** Finds a trace of the project by id, reading forward from a little before the time in its id. */
-  private async locate(projectId: string, id: string): Promise<{ seq: number; trace: Trace } | undefined> {
+  private async locate(projectId: string, id: string): Promise<{ seq: number; index: number; trace: Trace } | undefined> {
     const at = traceIdTime(id);
     if (at === undefined) return undefined;
     let scanned = 0;
     for await (const m of readStored(this.handles, streams.traces, subjects.traceFilter(projectId), { startTime: new Date(at - LOOKUP_SLACK_MS), prefetch: 256 })) {
       // Written within seconds of its id's time (the writer's flush period, a publish): past that, it is not there.
       if (m.info.timestampNanos / 1_000_000 > at + 10 * LOOKUP_SLACK_MS || ++scanned > MAX_SCANNED) return undefined;
-      const trace = this.decode(m);
-      if (trace?.id === id && trace.project_id === projectId) return { seq: m.seq, trace };
+      const traces = this.decode(m);
+      const index = traces.findIndex((trace) => trace.id === id && trace.project_id === projectId);
+      if (index >= 0) return { seq: m.seq, index, trace: traces[index]! };
     }
     return undefined;
   }
 
-  private decode(m: { seq: number; data: Uint8Array; subject: string }): Trace | undefined {
+  /**
+   * The traces of one stream message, in the order they were recorded: a JSON array (the
+   * writer packs several), or one trace alone (messages written before it did).
+   */
+  private decode(m: { seq: number; data: Uint8Array; subject: string }): Trace[] {
+    const where = `${streams.traces} seq ${m.seq}`;
+    let input: unknown;
     try {
-      return traceSchema.parseBytes(`${streams.traces} seq ${m.seq}`, m.data);
+      input = JSON.parse(new TextDecoder().decode(m.data));
     } catch (err) {
-      if (err instanceof InvalidValue) {
-        this.log.warn("undecodable trace skipped", { where: err.where, issue: err.message });
-        return undefined;
-      }
-      throw err;
+      this.log.warn("undecodable trace message skipped", { where, issue: (err as Error).message });
+      return [];
     }
+    const items = Array.isArray(input) ? input : [input];
+    const traces: Trace[] = [];
+    for (let i = 0; i < items.length; i++) {
+      try {
+        traces.push(traceSchema.decode(Array.isArray(input) ? `${where} [${i}]` : where, items[i]));
+      } catch (err) {
+        if (!(err instanceof InvalidValue)) throw err;
+        this.log.warn("undecodable trace skipped", { where: err.where, issue: err.message });
+      }
+    }
+    return traces;
   }
 }

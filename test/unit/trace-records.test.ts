@@ -1,5 +1,5 @@
 import t from "tap";
-import { buildTrace, capText, parseTraceQuery, RequestObservation, traceIdTime, traceSchema } from "../../modules/traces/mod.js";
+import { buildTrace, capText, packTraces, parseTraceQuery, RequestObservation, traceIdTime, traceSchema, type Trace } from "../../modules/traces/mod.js";
 import { errors } from "../../modules/errors/mod.js";
 
 // Trace records: bodies cut on character boundaries at the cap, ids that carry their time, the
@@ -74,4 +74,29 @@ t.test("the list query's bounds", async (t) => {
   t.equal(param("status=fine"), "status");
   t.equal(param("after=resp_1"), "after");
   t.equal(param("colour=red"), "colour");
+});
+
+t.test("traces are packed per subject into messages of at most 64 traces and 512 KiB, in order", async (t) => {
+  const obs = new RequestObservation("/v1/chat/completions", "req_p", Date.now(), 0);
+  obs.model = "m";
+  const base = buildTrace(obs, { principal: { organizationId: "o", projectId: "p", keyId: "key_1" }, httpStatus: 200, clientLeft: false, maxBodyBytes: 100 });
+  const make = (n: number, over: Partial<Trace> = {}): Trace => ({ ...base, request_id: `req_${n}`, ...over });
+  const decode = (payload: string) => (JSON.parse(payload) as unknown[]).map((x) => traceSchema.decode("t", x).request_id);
+
+  const many = Array.from({ length: 129 }, (_, i) => make(i));
+  const counted = packTraces(many);
+  t.same(counted.map((m) => m.count), [64, 64, 1], "64 at the count bound, the 65th starts a message");
+  t.same(counted.flatMap((m) => decode(m.payload)), many.map((x) => x.request_id), "every trace once, in order");
+
+  const mixed = packTraces([make(1), make(2, { api_key_id: "key_2" }), make(3), make(4, { status: "error" })]);
+  t.equal(mixed.length, 3, "one message per subject");
+  t.same(decode(mixed[0]!.payload), ["req_1", "req_3"]);
+  t.not(mixed[0]!.subject, mixed[1]!.subject);
+
+  const body = (chars: number) => ({ ...base.response, text: "x".repeat(chars) });
+  const sized = packTraces([make(1, { response: body(200_000) }), make(2, { response: body(200_000) }), make(3, { response: body(200_000) })]);
+  t.same(sized.map((m) => m.count), [2, 1], "two of ~200 KB fit 512 KiB, the third does not");
+  t.ok(sized.every((m) => Buffer.byteLength(m.payload) <= 512 * 1024));
+  const huge = packTraces([make(1), make(2, { response: body(600_000) }), make(3)]);
+  t.same(huge.map((m) => m.count), [1, 1, 1], "a trace over the size bound goes alone, between its neighbours' messages");
 });

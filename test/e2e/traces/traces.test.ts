@@ -1,5 +1,6 @@
 import t, { type Test } from "tap";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { newTraceId, packTraces, type Trace } from "../../../modules/traces/mod.js";
 import { startStack } from "../../harness/stack.js";
 import { TEST_KEY, TEST_MODEL } from "../../harness/processes.js";
 
@@ -238,6 +239,30 @@ t.test("another project's traces are invisible", async (t) => {
   t.equal((await call("GET", `/v1/traces/${own.id}`)).status, 404, "and theirs are invisible to us");
   t.equal((await call("GET", "/v1/traces/trace_000000000000AAAAAAAAAAAAAAAA")).status, 404, "an unknown id");
   t.equal((await call("GET", "/v1/traces/not-a-trace")).status, 404, "a malformed id");
+});
+
+t.test("a stream message holding several traces: lookups and pages see each one", async (t) => {
+  // The writer packs the traces of one subject flushed together into one message. Three copies
+  // of a real trace, with ids of their own, are packed and stored as the writer would.
+  const res = await call("POST", "/v1/chat/completions", { model: TEST_MODEL, messages: [{ role: "user", content: "Together" }], max_tokens: 1, log: true });
+  const original = (await traceOf(res.headers.get("x-request-id")!)) as unknown as Trace;
+  const now = Date.now();
+  const copies = [0, 1, 2].map((i) => ({ ...original, id: newTraceId(now + i), request_id: `${original.request_id}-copy${i}` }));
+  const packed = packTraces(copies);
+  t.equal(packed.length, 1, "one message");
+  const nc = await stack.nats.connect();
+  t.teardown(() => nc.close());
+  await jetstream(nc).publish(packed[0]!.subject, packed[0]!.payload);
+  for (const copy of copies) t.equal((await call("GET", `/v1/traces/${copy.id}`)).body.request_id, copy.request_id, "found by id inside its message");
+  // Pages of one walk through the message, newest first, without gaps or repeats.
+  const seen: string[] = [];
+  let cursor: string | undefined;
+  for (let i = 0; i < 4; i++) {
+    const page = (await call("GET", `/v1/traces?limit=1${cursor ? `&after=${cursor}` : ""}`)).body as Json;
+    seen.push(...(page.data as Json[]).map((tr) => tr.id as string));
+    cursor = page.last_id as string;
+  }
+  t.same(seen, [copies[2]!.id, copies[1]!.id, copies[0]!.id, original.id], "the copies in reverse order, then the original");
 });
 
 t.test("filters and pagination", async (t) => {
