@@ -1,12 +1,16 @@
-// Prefix-aware routing against load-only routing, in the same run: two runners of one model
-// (llama engine), two gateways on the same NATS, one routing by prefix (TRIBUTARY_ROUTING=prefix)
-// and one by load alone (=load). The workload: streamed chat completions that share long system
-// prompts (more distinct prompts than one runner has slots, fewer than two runners have), a short
-// question each, a few output tokens, closed loop. Each round runs both modes in turn (the order
+// Prefix-aware routing against load-only routing, in the same run: runners of one model (llama
+// engine, two by default), two gateways on the same NATS, one routing by prefix
+// (TRIBUTARY_ROUTING=prefix) and one by load alone (=load). Two workloads, closed loop:
+// - `system`: streamed chat completions that share long system prompts (more distinct prompts
+//   than one runner has slots, fewer than two runners have), a short question each;
+// - `chains`: multi-turn conversations through the Responses API, each turn chained to the last
+//   by previous_response_id, each conversation opened by a long developer message of its own, so
+//   every turn's prompt is the whole conversation so far.
+// A few output tokens per request. Each round runs both modes in turn (the order
 // alternates), each with system prompts of its own so that neither finds the other's in a cache.
 // Per mode: TTFT p50/p99, output tokens/s, and the share of prompt tokens the runners found cached
 // (usage.prompt_tokens_details.cached_tokens). Writes bench/results/prefix-routing.md.
-//   node dist/bench/prefix-routing.js [--model 100m|tiny] [--rounds 2] [--requests 36] [--concurrency 4] [--system-words 80]
+//   node dist/bench/prefix-routing.js [--model 100m|tiny] [--workload system|chains] [--runners 2] [--rounds 2] [--requests 36] [--concurrency 4] [--system-words 80]
 import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
@@ -29,8 +33,13 @@ const { values } = parseArgs({
     slots: { type: "string", default: "4" },
     "system-words": { type: "string", default: "80" },
     "max-tokens": { type: "string", default: "8" },
+    workload: { type: "string", default: "system" },
+    runners: { type: "string", default: "2" },
   },
 });
+const workload = values.workload as "system" | "chains";
+if (workload !== "system" && workload !== "chains") throw new Error("--workload is system or chains");
+const runnerCount = Number(values.runners);
 const rounds = Number(values.rounds);
 const requestsPerPhase = Number(values.requests);
 const concurrency = Number(values.concurrency);
@@ -59,7 +68,75 @@ interface Sample {
   prompt: number;
 }
 
-async function phase(client: OpenAI, round: number, mode: Mode, requests = requestsPerPhase): Promise<{ samples: Sample[]; seconds: number; errors: number }> {
+type PhaseResult = { samples: Sample[]; seconds: number; errors: number };
+
+function phase(client: OpenAI, round: number, mode: Mode, requests = requestsPerPhase): Promise<PhaseResult> {
+  return workload === "chains" ? chainsPhase(client, round, mode, requests) : systemPhase(client, round, mode, requests);
+}
+
+/**
+ * Conversations of `promptCount`, each continued turn after turn by previous_response_id; each
+ * worker owns its conversations (a chain is sequential) and takes them in turn.
+ */
+async function chainsPhase(client: OpenAI, round: number, mode: Mode, requests: number): Promise<PhaseResult> {
+  const samples: Sample[] = [];
+  let errors = 0;
+  let sent = 0;
+  const last = new Map<number, string>();
+  const started = performance.now();
+  const worker = async (w: number) => {
+    const mine = Array.from({ length: promptCount }, (_, c) => c).filter((c) => c % concurrency === w);
+    for (let turn = 0; mine.length > 0; turn++) {
+      for (const conversation of mine) {
+        if (sent >= requests) return;
+        sent++;
+        const previous = last.get(conversation);
+        const at = performance.now();
+        try {
+          const { data: stream, response } = await client.responses
+            .create({
+              model: TEST_MODEL,
+              input: previous
+                ? `Turn ${turn}: and then?`
+                : [
+                    { role: "developer", content: systemPrompt(round, mode, conversation) },
+                    { role: "user", content: "Turn 0: begin." },
+                  ],
+              ...(previous ? { previous_response_id: previous } : {}),
+              max_output_tokens: Math.max(16, maxTokens),
+              store: true,
+              stream: true,
+            })
+            .withResponse();
+          let ttft = 0;
+          let done: OpenAI.Responses.Response | undefined;
+          for await (const event of stream) {
+            if (!ttft && event.type === "response.output_text.delta") ttft = performance.now() - at;
+            if (event.type === "response.completed" || event.type === "response.incomplete") done = event.response;
+          }
+          if (!done) throw new Error("the stream ended without the response");
+          last.set(conversation, done.id);
+          samples.push({
+            ttftMs: ttft,
+            promptTokens: done.usage?.input_tokens ?? 0,
+            cachedTokens: done.usage?.input_tokens_details?.cached_tokens ?? 0,
+            completionTokens: done.usage?.output_tokens ?? 0,
+            runner: response.headers.get("x-tributary-runner") ?? "",
+            prompt: conversation,
+          });
+        } catch (err) {
+          errors++;
+          last.delete(conversation); // starts over
+          process.stderr.write(`  error: ${String(err).slice(0, 160)}\n`);
+        }
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
+  return { samples, seconds: (performance.now() - started) / 1000, errors };
+}
+
+async function systemPhase(client: OpenAI, round: number, mode: Mode, requests: number): Promise<PhaseResult> {
   const samples: Sample[] = [];
   let errors = 0;
   let next = 0;
@@ -115,14 +192,14 @@ async function main(): Promise<void> {
   const catalog = join(home, "bench-catalogs", `prefix-routing-${values.model}.yaml`);
   mkdirSync(join(home, "bench-catalogs"), { recursive: true });
   // The test model's id, so the harness's clients and checks apply; the weights are the bench model's.
-  writeFileSync(catalog, `models:\n  - id: ${TEST_MODEL}\n    engine: llama\n    source: ${JSON.stringify(path)}\n    context_length: 2048\n    max_output_tokens: ${maxTokens}\n` +
+  writeFileSync(catalog, `models:\n  - id: ${TEST_MODEL}\n    engine: llama\n    source: ${JSON.stringify(path)}\n    context_length: 2048\n    max_output_tokens: ${Math.max(16, maxTokens)}\n` +
     `    slots: ${slots}\n    queue_limit: ${slots * 8}\n    threads: 1\n    rate_limits: { requests_per_minute: 10000000, tokens_per_minute: 1000000000 }\n`);
   const env = { TRIBUTARY_CATALOG: catalog };
   const procs: Proc[] = [];
   const nats = await startNats();
   try {
     procs.push(await startActorHost(nats.url, env));
-    const runners = await Promise.all([startRunner(nats.url, env), startRunner(nats.url, env)]);
+    const runners = await Promise.all(Array.from({ length: runnerCount }, () => startRunner(nats.url, env)));
     procs.push(...runners);
     const gateways = { prefix: await startGateway(nats.url, { ...env, TRIBUTARY_ROUTING: "prefix" }), load: await startGateway(nats.url, { ...env, TRIBUTARY_ROUTING: "load" }) };
     procs.push(gateways.prefix, gateways.load);
@@ -130,8 +207,8 @@ async function main(): Promise<void> {
       prefix: new OpenAI({ apiKey: TEST_KEY, baseURL: gateways.prefix.baseURL, maxRetries: 0, timeout: 120_000 }),
       load: new OpenAI({ apiKey: TEST_KEY, baseURL: gateways.load.baseURL, maxRetries: 0, timeout: 120_000 }),
     };
-    await waitForRunners(gateways.prefix.url, 2);
-    await waitForRunners(gateways.load.url, 2);
+    await waitForRunners(gateways.prefix.url, runnerCount);
+    await waitForRunners(gateways.load.url, runnerCount);
     // Warm-up (not measured): the first requests of a fresh runner pay for allocations.
     await phase(clients.load, -1, "load", 2 * concurrency);
 
@@ -189,14 +266,17 @@ async function main(): Promise<void> {
       ["load only", fmt(l.p50, 0), fmt(l.p99, 0), fmt(l.tokensPerSecond, 1), `${l.evaluated} of ${l.promptTokens}`, fmt(l.cachedShare * 100, 0) + " %", fmt(l.affinity * 100, 0) + " %", l.split, l.errors],
       ["ratio prefix / load", fmt(p.p50 / l.p50, 2), fmt(p.p99 / l.p99, 2), fmt(p.tokensPerSecond / l.tokensPerSecond, 2), fmt(p.evaluated / l.evaluated, 2), "", "", "", ""],
     ];
-    writeResults("prefix-routing.md", "Prefix-aware routing vs load-only routing (2 runners)", [
+    const what = workload === "chains"
+      ? `Workload per phase: ${requestsPerPhase} streamed Responses API turns, ${concurrency} at a time (closed loop), in ${promptCount} conversations chained by previous_response_id, each opened by a developer message of its own (${systemWords} words); ~${fmt(p.meanPrompt, 0)} prompt tokens per turn on average (the whole conversation so far), ${Math.max(16, maxTokens)} output tokens at most. `
+      : `Workload per phase: ${requestsPerPhase} streamed chat completions, ${concurrency} at a time (closed loop), each a system prompt (one of ${promptCount}, ${systemWords} words, ~${fmt(p.meanPrompt, 0)} prompt tokens with the question) and a short question, ${maxTokens} output tokens. `;
+    writeResults(workload === "chains" ? `prefix-routing-chains-${runnerCount}.md` : "prefix-routing.md", `Prefix-aware routing vs load-only routing (${runnerCount} runners, ${workload === "chains" ? "multi-turn chains" : "shared system prompts"})`, [
       machineLine() + ` Load average (1 min) at start and end of the measured rounds: ${loadStart.toFixed(1)}, ${loadEnd.toFixed(1)} (2 cores shared with other work).`,
-      `Model: ${path.split("/").pop()} (llama engine, 1 thread, ${slots} slots per runner), 2 runners, 1 NATS server, 1 actor host, one gateway per routing mode. ` +
-        `Workload per phase: ${requestsPerPhase} streamed chat completions, ${concurrency} at a time (closed loop), each a system prompt (one of ${promptCount}, ${systemWords} words, ~${fmt(p.meanPrompt, 0)} prompt tokens with the question) and a short question, ${maxTokens} output tokens. ` +
+      `Model: ${path.split("/").pop()} (llama engine, 1 thread, ${slots} slots per runner), ${runnerCount} runners, 1 NATS server, 1 actor host, one gateway per routing mode. ` +
+        what +
         `${rounds} rounds; each round runs both modes (order alternating), each mode with system prompts of its own. TTFT: from the request to the first content chunk.`,
       markdownTable(["routing", "TTFT p50 ms", "TTFT p99 ms", "output tok/s", "prompt tokens evaluated", "cached share", "same runner per prompt", "requests per runner", "errors"], rows),
       "\"same runner per prompt\": of the requests of each system prompt, the share served by the runner that served most of them. \"prompt tokens evaluated\": prompt tokens minus those the runners found cached (usage.prompt_tokens_details.cached_tokens).",
-      `Command: \`node dist/bench/prefix-routing.js --model ${values.model} --rounds ${rounds} --requests ${requestsPerPhase} --concurrency ${concurrency} --prompts ${promptCount} --slots ${slots} --system-words ${systemWords} --max-tokens ${maxTokens}\``,
+      `Command: \`node dist/bench/prefix-routing.js --model ${values.model} --workload ${workload} --runners ${runnerCount} --rounds ${rounds} --requests ${requestsPerPhase} --concurrency ${concurrency} --prompts ${promptCount} --slots ${slots} --system-words ${systemWords} --max-tokens ${maxTokens}\``,
     ]);
   } finally {
     await Promise.all(procs.map((p) => p.kill()));
