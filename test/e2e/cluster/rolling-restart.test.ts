@@ -1,0 +1,67 @@
+import t from "tap";
+import { spawnSync } from "node:child_process";
+import { startClusterStack } from "../../harness/cluster.js";
+import { clusterFaultEnv, MixedLoad } from "../../harness/cluster-load.js";
+
+// A rolling restart of every process, one at a time, each stopped with its drain (SIGTERM; a
+// NATS node in lame-duck mode) and started again, under the steady mixed load of the cluster
+// fault tests (streamed chat completions, background responses, a running batch, uploads) on the
+// 3-node JetStream cluster. Clients spread over both gateways and retry a refused attempt on the
+// other one, as behind a load balancer. No request may fail in the end, no stream may fail while
+// runners drain, none may hang, and nothing accepted may be lost or run twice.
+
+const cluster = await startClusterStack({ gateways: 2, actorHosts: 2, runners: 2, env: clusterFaultEnv });
+t.teardown(() => cluster.stop());
+const load = new MixedLoad(() => cluster.clients, { streamTimeoutMs: 20_000 });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+type Step = { name: string; stop: () => Promise<unknown>; start: () => Promise<void> };
+const steps: Step[] = [
+  ...cluster.runners.map((_, i): Step => ({ name: `runner ${i + 1}`, stop: () => cluster.runners[i]!.stop(), start: () => cluster.restart("runner", i) })),
+  ...cluster.actors.map((_, i): Step => ({ name: `actor host ${i + 1}`, stop: () => cluster.actors[i]!.stop(), start: () => cluster.restart("actors", i) })),
+  ...cluster.gateways.map((_, i): Step => ({ name: `gateway ${i + 1}`, stop: () => cluster.gateways[i]!.stop(), start: () => cluster.restart("gateway", i) })),
+  ...cluster.nats.nodes.map((node): Step => ({
+    name: `NATS ${node.name}`,
+    stop: () => {
+      spawnSync("nats-server", ["--signal", `ldm=${node.child.pid}`]);
+      return node.exited;
+    },
+    start: () => node.restart(),
+  })),
+];
+
+await load.seed(24, 4);
+load.start();
+await sleep(2_000);
+const startedAt = new Map<string, number>();
+for (const step of steps) {
+  startedAt.set(step.name, Date.now());
+  await step.stop();
+  await step.start();
+  await sleep(1_500);
+}
+await sleep(1_000);
+await load.stop();
+
+t.test("no request failed in the end; no stream failed while runners drained; none hung", async (t) => {
+  const figures = load.figures();
+  t.comment(`errors of failed attempts: ${JSON.stringify(load.errors())}`);
+  for (const step of steps) t.comment(`${step.name}: ${JSON.stringify(load.figures(startedAt.get(step.name)!))}`);
+  t.equal(figures.failed, 0, "every request was served (a refused attempt retried on the other gateway)");
+  t.ok(figures.streamsFinished > 0, `${figures.streamsFinished} streams finished`);
+  t.equal(figures.streamsHung, 0, "no stream hung past its timeout");
+  // Streams that ended from the first runner's stop until the first actor host's: the runners' drains.
+  const during = load.figures(startedAt.get("runner 1")!).streamsEndedWithError - load.figures(startedAt.get("actor host 1")!).streamsEndedWithError;
+  t.equal(during, 0, "no stream ended with an error while the runners drained one after the other");
+});
+
+t.test("nothing accepted was lost, nothing ran twice", async (t) => {
+  const losses = await load.losses(cluster.clients[1]!);
+  t.comment(JSON.stringify(losses));
+  t.ok(losses.backgroundAccepted >= 10, `${losses.backgroundAccepted} background responses accepted`);
+  t.equal(losses.backgroundLost, 0, "each background response ran to its end");
+  t.equal(losses.batchLinesMissing, 0, "the batch completed every line");
+  t.equal(losses.batchDuplicates, 0, "no batch line twice");
+  t.ok(losses.filesAccepted > 0, `${losses.filesAccepted} files accepted`);
+  t.equal(losses.filesLost, 0, "each file reads back whole");
+});
