@@ -19,6 +19,7 @@ import OpenAI from "openai";
 import { commonConfig, readConfig } from "../lib/config.js";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL, testCatalog, type Proc } from "../test/harness/processes.js";
+import { waitForReadyRunners } from "../test/harness/stack.js";
 import { ensureRandomLlama, SHAPES, type ShapeName } from "./gguf/random-llama.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
@@ -207,8 +208,8 @@ async function main(): Promise<void> {
       prefix: new OpenAI({ apiKey: TEST_KEY, baseURL: gateways.prefix.baseURL, maxRetries: 0, timeout: 120_000 }),
       load: new OpenAI({ apiKey: TEST_KEY, baseURL: gateways.load.baseURL, maxRetries: 0, timeout: 120_000 }),
     };
-    await waitForRunners(gateways.prefix.url, runnerCount);
-    await waitForRunners(gateways.load.url, runnerCount);
+    await waitForReadyRunners(gateways.prefix.url, runnerCount, 300_000);
+    await waitForReadyRunners(gateways.load.url, runnerCount, 300_000);
     // Warm-up (not measured): the first requests of a fresh runner pay for allocations.
     await phase(clients.load, -1, "load", 2 * concurrency);
 
@@ -283,16 +284,6 @@ async function main(): Promise<void> {
     await nats.stop();
   }
   process.exit(0);
-}
-
-async function waitForRunners(gatewayUrl: string, count: number): Promise<void> {
-  const deadline = Date.now() + 300_000;
-  for (;;) {
-    const body = (await fetch(gatewayUrl + "/readyz").then((r) => r.json()).catch(() => ({}))) as { ready_runners?: number };
-    if ((body.ready_runners ?? 0) >= count) return;
-    if (Date.now() > deadline) throw new Error(`the gateway heard ${body.ready_runners ?? 0} of ${count} runners`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }
 
 main().catch((err: unknown) => {

@@ -34,17 +34,31 @@ ${owner ? html`<h2>New project</h2><div class="card"><form class="filters" metho
 <p class="muted">A project has its own keys, files, batches, logs and usage. Projects cannot be archived yet: revoke a project's keys to stop it.</p></div>` : html`<p class="muted">Owners create and rename projects.</p>`}`));
   }
 
+  /**
+   * The form an owner posted: signed in, carrying the session's CSRF token, with the owner role.
+   * Otherwise undefined, and the answer was sent (sign-in redirect, or a 403 page).
+   */
+  const ownerForm = async (ex: HttpExchange, active: "projects" | "invitations"): Promise<{ s: Signed; form: URLSearchParams } | undefined> => {
+    const s = await kit.signedIn(ex);
+    if (!s) return undefined;
+    const form = await kit.checkedForm(ex, s);
+    if (!form) return undefined;
+    if (s.session.role !== "owner") {
+      kit.forbidden(ex, s, active, ownerOnly);
+      return undefined;
+    }
+    return { s, form };
+  };
+
   router.get("/dashboard/projects", async (ex) => {
     const s = await kit.signedIn(ex);
     if (s) await projectsPage(ex, s);
   }, pub);
 
   router.post("/dashboard/projects", async (ex) => {
-    const s = await kit.signedIn(ex);
-    if (!s) return;
-    const form = await kit.checkedForm(ex, s);
-    if (!form) return;
-    if (s.session.role !== "owner") return kit.forbidden(ex, s, "projects", ownerOnly);
+    const owner = await ownerForm(ex, "projects");
+    if (!owner) return;
+    const { s, form } = owner;
     try {
       const p = await deps.accounts.createProject({ organizationId: s.session.organization_id, name: form.get("name") ?? "" });
       await projectsPage(ex, s, 200, { text: `Project ${p.name} (${p.id}) created.` });
@@ -55,11 +69,9 @@ ${owner ? html`<h2>New project</h2><div class="card"><form class="filters" metho
   }, pub);
 
   router.post("/dashboard/projects/:id/rename", async (ex, { id }) => {
-    const s = await kit.signedIn(ex);
-    if (!s) return;
-    const form = await kit.checkedForm(ex, s);
-    if (!form) return;
-    if (s.session.role !== "owner") return kit.forbidden(ex, s, "projects", ownerOnly);
+    const owner = await ownerForm(ex, "projects");
+    if (!owner) return;
+    const { s, form } = owner;
     try {
       // Scoped to the session's organization: another organization's project is not found.
       const p = await deps.accounts.renameProject(s.session.organization_id, id!, form.get("name") ?? "");
@@ -98,11 +110,9 @@ ${invitations.length === 0 ? html`<p class="muted">No invitations.</p>` : ""}`))
   }, pub);
 
   router.post("/dashboard/invitations", async (ex) => {
-    const s = await kit.signedIn(ex);
-    if (!s) return;
-    const form = await kit.checkedForm(ex, s);
-    if (!form) return;
-    if (s.session.role !== "owner") return kit.forbidden(ex, s, "invitations", ownerOnly);
+    const owner = await ownerForm(ex, "invitations");
+    if (!owner) return;
+    const { s, form } = owner;
     try {
       const created = await deps.members.invite({
         organizationId: s.session.organization_id,
@@ -118,10 +128,9 @@ ${invitations.length === 0 ? html`<p class="muted">No invitations.</p>` : ""}`))
   }, pub);
 
   router.post("/dashboard/invitations/:id/revoke", async (ex, { id }) => {
-    const s = await kit.signedIn(ex);
-    if (!s) return;
-    if (!(await kit.checkedForm(ex, s))) return;
-    if (s.session.role !== "owner") return kit.forbidden(ex, s, "invitations", ownerOnly);
+    const owner = await ownerForm(ex, "invitations");
+    if (!owner) return;
+    const { s } = owner;
     try {
       const inv = await deps.members.revokeInvitation(s.session.organization_id, id!);
       await invitationsPage(ex, s, 200, { text: `The invitation of ${inv.email} is revoked: its link no longer works.` });

@@ -62,14 +62,15 @@ export async function startStack(t: Test, options: StackOptions = {}): Promise<S
   };
 }
 
-async function waitForReadyRunners(gatewayUrl: string, count: number): Promise<void> {
+/** Waits until the gateway's /readyz counts `count` ready runners (a bench's big model loads longer). */
+export async function waitForReadyRunners(gatewayUrl: string, count: number, timeoutMs = 15_000): Promise<void> {
   if (count === 0) return;
-  const deadline = Date.now() + 15_000;
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
     const res = await fetch(gatewayUrl + "/readyz").catch(() => undefined);
     const body = res ? ((await res.json().catch(() => ({}))) as { ready_runners?: number }) : {};
     if ((body.ready_runners ?? 0) >= count) return;
-    if (Date.now() > deadline) throw new Error(`the gateway heard ${body.ready_runners ?? 0} of ${count} runners within 15 s`);
+    if (Date.now() > deadline) throw new Error(`the gateway heard ${body.ready_runners ?? 0} of ${count} runners within ${timeoutMs / 1000} s`);
     await new Promise((r) => setTimeout(r, 25));
   }
 }
