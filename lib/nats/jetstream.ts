@@ -10,7 +10,7 @@ import {
   type JsMsg,
   type StreamConfig,
 } from "@nats-io/jetstream";
-import { Kvm, type KV, type KvOptions } from "@nats-io/kv";
+import { Bucket, Kvm, type KV, type KvOptions } from "@nats-io/kv";
 import { Objm, type ObjectStore, type ObjectStoreOptions } from "@nats-io/obj";
 import { jetStreamConfig, readConfig } from "../config.js";
 
@@ -34,14 +34,93 @@ export async function openKv(nc: NatsConnection, name: string, options: Partial<
   return new Kvm(nc).create(name, { replicas, allow_direct: replicas === 1, ...options });
 }
 
+// Listing KV keys. nats.js's `kv.keys()` follows the bucket with an ordered push consumer and ends
+// when a message reports nothing pending, or on the consumer's idle heartbeat: when keys keep
+// changing while it lists, nothing pending never comes (each write adds one), and a listing that
+// raced a write waited for the heartbeat (30 s stalls of GET /v1/batches). This listing reads the
+// stream itself with a pull consumer and ends at a stream sequence it looked up, not at quiet.
+
+/** Messages per pull request of a key listing (headers only: a few hundred bytes each). */
+const LIST_BATCH = 256;
 /**
- * The distinct keys of a KV bucket under `filter`, without their shared prefix. KV's key listing
- * follows the bucket's stream, so a key written while the listing runs can come back twice.
+ * Rounds of catching up with writes that landed while the listing ran. A key updated while listed
+ * can move past the listing's end (with history 1 the update removes the message the listing was
+ * about to read): each round reads up to the bucket's newest write as of the round's start, so a
+ * key missed in a round is found in the next, unless it is written again before it is reached
+ * in each of them.
  */
-export async function listKeys(kv: KV, filter: string, prefix = ""): Promise<string[]> {
+const LIST_ROUNDS = 4;
+/** How long a pull waits for messages the stream does not hold yet (a replica catching up). */
+const LIST_PULL_EXPIRES_MS = 1_000;
+
+/**
+ * The distinct live keys of a KV bucket under `filter`, without their shared `prefix`, read from
+ * the bucket's stream through an ephemeral pull consumer (headers only, the last message per key,
+ * batches of LIST_BATCH). Every key that exists while the listing runs and is not written
+ * meanwhile is in it; a key written or deleted meanwhile may or may not be. With `limit`, it
+ * stops once it has found that many keys (a count checked against a bound needs no more).
+ */
+export async function listKeys(kv: KV, filter: string, prefix = "", options: { limit?: number } = {}): Promise<string[]> {
+  if (!(kv instanceof Bucket)) throw new Error("listKeys reads the stream of a bucket opened with openKv");
+  const stream = kv.stream;
+  const subjectFilter = kv.fullKeyName(kv.encodeKey(filter));
+  const limit = options.limit ?? Number.POSITIVE_INFINITY;
+  const info = await kv.jsm.consumers.add(stream, {
+    ack_policy: AckPolicy.None,
+    deliver_policy: DeliverPolicy.LastPerSubject,
+    filter_subject: subjectFilter,
+    headers_only: true,
+    inactive_threshold: nanos(60_000),
+    mem_storage: true,
+    num_replicas: 1,
+  });
   const keys = new Set<string>();
-  for await (const key of await kv.keys(filter)) keys.add(key.slice(prefix.length));
-  return [...keys];
+  try {
+    // The end of this round: the newest write under the filter, asked of the stream's leader
+    // after the consumer exists (it starts no later). 0: nothing was ever written there.
+    let end = await lastSequence(kv.jsm, stream, subjectFilter);
+    if (end === 0) return [];
+    const consumer = kv.js.consumers.getConsumerFromInfo(info);
+    let pending = info.num_pending;
+    for (let round = 1; ; ) {
+      // Ask for no more than is pending: a pull for more than the stream holds waits for its expiry.
+      const batch = await consumer.fetch({ max_messages: Math.min(LIST_BATCH, Math.max(1, pending)), expires: LIST_PULL_EXPIRES_MS });
+      let received = 0;
+      let reachedEnd = false;
+      for await (const m of batch) {
+        received++;
+        const key = kv.decodeKey(m.subject.substring(kv.prefixLen)).slice(prefix.length);
+        const operation = m.headers?.get(KV_OPERATION_HEADER);
+        // Stream order: a later delete of a key listed earlier in this listing takes it out again.
+        if (operation === "DEL" || operation === "PURGE") keys.delete(key);
+        else keys.add(key);
+        pending = m.info.pending;
+        if (m.seq >= end || keys.size >= limit) {
+          reachedEnd = true;
+          break;
+        }
+      }
+      // Nothing arrived within the expiry: the stream holds nothing more to read (the newest
+      // message was removed since the end was looked up: an expiry, a purge).
+      if (received === 0) break;
+      if (!reachedEnd) continue;
+      if (pending === 0 || keys.size >= limit || round >= LIST_ROUNDS) break;
+      const next = await lastSequence(kv.jsm, stream, subjectFilter);
+      if (next <= end) break;
+      end = next;
+      round++;
+    }
+  } finally {
+    await kv.jsm.consumers.delete(stream, info.name).catch(() => {});
+  }
+  return [...keys].slice(0, limit);
+}
+
+const KV_OPERATION_HEADER = "KV-Operation";
+
+/** The stream sequence of the newest message under `subjectFilter`, from the stream's leader; 0 when there is none. */
+async function lastSequence(jsm: JetStreamManager, stream: string, subjectFilter: string): Promise<number> {
+  return (await jsm.streams.getMessage(stream, { last_by_subj: subjectFilter }))?.seq ?? 0;
 }
 
 /** Opens the Object Store bucket `name`, creating it when it does not exist yet. */
