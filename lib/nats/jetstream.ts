@@ -35,30 +35,35 @@ export async function openKv(nc: NatsConnection, name: string, options: Partial<
 }
 
 // Listing KV keys. nats.js's `kv.keys()` follows the bucket with an ordered push consumer and ends
-// when a message reports nothing pending, or on the consumer's idle heartbeat: when keys keep
-// changing while it lists, nothing pending never comes (each write adds one), and a listing that
-// raced a write waited for the heartbeat (30 s stalls of GET /v1/batches). This listing reads the
-// stream itself with a pull consumer and ends at a stream sequence it looked up, not at quiet.
+// when a message reports nothing pending, or on the consumer's idle heartbeat: while keys keep
+// changing, nothing pending never comes (each write adds one), and a listing that raced writes
+// waited for the heartbeat (30 s stalls of GET /v1/batches). This listing reads the stream itself
+// with a pull consumer and ends at a stream sequence it looked up, not at quiet.
 
 /** Messages per pull request of a key listing (headers only: a few hundred bytes each). */
 const LIST_BATCH = 256;
 /**
- * Rounds of catching up with writes that landed while the listing ran. A key updated while listed
- * can move past the listing's end (with history 1 the update removes the message the listing was
- * about to read): each round reads up to the bucket's newest write as of the round's start, so a
- * key missed in a round is found in the next, unless it is written again before it is reached
- * in each of them.
+ * Times a listing looks up the newest write again to catch up with writes that landed while it
+ * ran. A key updated while listed can move past the listing's end (with history 1 the update
+ * removes the message the listing was about to read): each look-up extends the listing to the
+ * bucket's newest write, so a key moved in one stretch is found in the next, unless it moves
+ * again before it is reached in each of them.
  */
-const LIST_ROUNDS = 4;
-/** How long a pull waits for messages the stream does not hold yet (a replica catching up). */
+const LIST_CATCH_UPS = 4;
+/** How long a pull waits for messages the stream does not hold yet (a replica catching up, a removed message). */
 const LIST_PULL_EXPIRES_MS = 1_000;
 
 /**
  * The distinct live keys of a KV bucket under `filter`, without their shared `prefix`, read from
- * the bucket's stream through an ephemeral pull consumer (headers only, the last message per key,
- * batches of LIST_BATCH). Every key that exists while the listing runs and is not written
- * meanwhile is in it; a key written or deleted meanwhile may or may not be. With `limit`, it
- * stops once it has found that many keys (a count checked against a bound needs no more).
+ * the bucket's stream through an ephemeral pull consumer (headers only, in batches of LIST_BATCH).
+ * Every key that exists while the listing runs and is not written meanwhile is in it; a key
+ * written or deleted meanwhile may or may not be. With `limit`, it stops once it has found at
+ * least that many keys (a count checked against a bound needs no more).
+ *
+ * The consumer delivers every message under the filter, not only the last per key: on
+ * nats-server 2.9 a last-per-subject consumer whose messages were replaced while it read
+ * delivered one message several times and skipped later ones. KV buckets here keep history 1
+ * (one message per key) except accounts (5), so this reads little more.
  */
 export async function listKeys(kv: KV, filter: string, prefix = "", options: { limit?: number } = {}): Promise<string[]> {
   if (!(kv instanceof Bucket)) throw new Error("listKeys reads the stream of a bucket opened with openKv");
@@ -67,7 +72,7 @@ export async function listKeys(kv: KV, filter: string, prefix = "", options: { l
   const limit = options.limit ?? Number.POSITIVE_INFINITY;
   const info = await kv.jsm.consumers.add(stream, {
     ack_policy: AckPolicy.None,
-    deliver_policy: DeliverPolicy.LastPerSubject,
+    deliver_policy: DeliverPolicy.All,
     filter_subject: subjectFilter,
     headers_only: true,
     inactive_threshold: nanos(60_000),
@@ -76,39 +81,39 @@ export async function listKeys(kv: KV, filter: string, prefix = "", options: { l
   });
   const keys = new Set<string>();
   try {
-    // The end of this round: the newest write under the filter, asked of the stream's leader
-    // after the consumer exists (it starts no later). 0: nothing was ever written there.
+    // Where the listing ends: the newest write under the filter, asked of the stream's leader
+    // after the consumer exists (which starts no later). 0: nothing was ever written there.
     let end = await lastSequence(kv.jsm, stream, subjectFilter);
     if (end === 0) return [];
     const consumer = kv.js.consumers.getConsumerFromInfo(info);
+    let lastSeq = info.delivered.stream_seq;
     let pending = info.num_pending;
-    for (let round = 1; ; ) {
-      // Ask for no more than is pending: a pull for more than the stream holds waits for its expiry.
+    for (let catchUps = 0; ; ) {
+      if (lastSeq >= end || pending === 0) {
+        // At the end; or short of it with nothing pending (the newest message expired since, or
+        // this consumer's replica is behind the leader): look the end up again.
+        if (catchUps++ >= LIST_CATCH_UPS) break;
+        const newest = await lastSequence(kv.jsm, stream, subjectFilter);
+        if (newest <= lastSeq) break;
+        end = newest;
+      }
+      // A pull is read to its last message (one left early would drop the messages the server
+      // already sent it), so it asks for no more than is pending: a pull for more than the stream
+      // holds waits out its expiry.
       const batch = await consumer.fetch({ max_messages: Math.min(LIST_BATCH, Math.max(1, pending)), expires: LIST_PULL_EXPIRES_MS });
       let received = 0;
-      let reachedEnd = false;
       for await (const m of batch) {
         received++;
         const key = kv.decodeKey(m.subject.substring(kv.prefixLen)).slice(prefix.length);
         const operation = m.headers?.get(KV_OPERATION_HEADER);
-        // Stream order: a later delete of a key listed earlier in this listing takes it out again.
+        // Stream order: a later delete of a key listed earlier takes it out again.
         if (operation === "DEL" || operation === "PURGE") keys.delete(key);
         else keys.add(key);
+        lastSeq = m.seq;
         pending = m.info.pending;
-        if (m.seq >= end || keys.size >= limit) {
-          reachedEnd = true;
-          break;
-        }
       }
-      // Nothing arrived within the expiry: the stream holds nothing more to read (the newest
-      // message was removed since the end was looked up: an expiry, a purge).
-      if (received === 0) break;
-      if (!reachedEnd) continue;
-      if (pending === 0 || keys.size >= limit || round >= LIST_ROUNDS) break;
-      const next = await lastSequence(kv.jsm, stream, subjectFilter);
-      if (next <= end) break;
-      end = next;
-      round++;
+      // Nothing arrived within the expiry: the stream holds nothing more to read.
+      if (received === 0 || keys.size >= limit) break;
     }
   } finally {
     await kv.jsm.consumers.delete(stream, info.name).catch(() => {});

@@ -113,7 +113,7 @@ export class AccountStore {
   async createProject(input: { organizationId: string; name: string; id?: string }): Promise<ProjectRecord> {
     const org = await this.requireOrganization(input.organizationId);
     // A bound, not a quota: two creations racing at the limit may both pass.
-    if ((await listKeys(this.kv, accountKeys.projectsOf(org.id))).length >= MAX_PROJECTS_PER_ORGANIZATION)
+    if ((await listKeys(this.kv, accountKeys.projectsOf(org.id), "", { limit: MAX_PROJECTS_PER_ORGANIZATION })).length >= MAX_PROJECTS_PER_ORGANIZATION)
       throw errors.invalidParam("name", `An organization has at most ${MAX_PROJECTS_PER_ORGANIZATION} projects.`);
     const project: ProjectRecord = {
       id: input.id ? checkId(input.id, "project_id") : newId("proj_"),

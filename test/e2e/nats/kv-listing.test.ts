@@ -31,25 +31,27 @@ const stable = Array.from({ length: STABLE_KEYS }, (_, i) => `stable-${String(i)
 for (const id of stable) await writerKv.put(`proj-a.${id}`, JSON.stringify({ id }));
 
 /**
- * Writes in a tight loop until stopped: keys created and deleted under the listed project, keys
- * of another project (past the end of the listed filter), all on one connection's stream of acks.
+ * Writes in tight loops until stopped, several in flight at once (as the actor hosts and gateways
+ * of a deployment write): keys created and deleted under the listed project (a batch created and
+ * deleted, a sandbox come and gone), and keys of another project (past the end of the listed
+ * filter). nats.js's listing followed such writes for as long as they came.
  */
-function churn(): { stop: () => Promise<number> } {
+function churn(writers = 4): { stop: () => Promise<number> } {
   let running = true;
   let writes = 0;
-  const done = (async () => {
+  const loops = Array.from({ length: writers }, async (_, w) => {
     for (let i = 0; running; i++) {
-      const key = `proj-a.churn-${i % 50}`;
+      const key = `proj-a.churn-${w}-${i % 5}`;
       await writerKv.put(key, JSON.stringify({ i }));
-      await writerKv.put(`proj-b.other-${i % 20}`, JSON.stringify({ i }));
-      if (i % 3 === 0) await writerKv.delete(key);
-      writes += i % 3 === 0 ? 3 : 2;
+      await writerKv.delete(key);
+      await writerKv.put(`proj-b.other-${w}-${i % 5}`, JSON.stringify({ i }));
+      writes += 3;
     }
-  })();
+  });
   return {
     async stop() {
       running = false;
-      await done;
+      await Promise.all(loops);
       return writes;
     },
   };
@@ -93,6 +95,16 @@ t.test("a quiet bucket lists exactly its live keys; deleted and purged keys are 
   t.same((await listKeys(listerKv, "proj-q.*", "proj-q.")).sort(), ["one"]);
   t.same(await listKeys(listerKv, "proj-none.*"), [], "a filter nothing was written under lists nothing");
   t.equal((await listKeys(listerKv, "proj-a.*", "", { limit: 10 })).length, 10, "a limit stops the listing at that many keys");
+
+  // A bucket that keeps history: a key is listed once however many revisions it has, and not
+  // when its newest revision deletes it.
+  const history = await openKv(actors, buckets.accounts, { history: 5 });
+  const historyLister = await openKv(gateway, buckets.accounts, { history: 5 });
+  for (let i = 0; i < 3; i++) await history.put("org.kept", String(i));
+  await history.put("org.gone", "1");
+  await history.put("org.gone", "2");
+  await history.delete("org.gone");
+  t.same(await listKeys(historyLister, "org.*", "org."), ["kept"]);
 });
 
 t.test("a listing leaves no consumer behind", async (t) => {
