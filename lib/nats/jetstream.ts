@@ -38,10 +38,8 @@ export async function openKv(nc: NatsConnection, name: string, options: Partial<
 // when a message reports nothing pending, or on the consumer's idle heartbeat: while keys keep
 // changing, nothing pending never comes (each write adds one), and a listing that raced writes
 // waited for the heartbeat (30 s stalls of GET /v1/batches). This listing reads the stream itself
-// with a pull consumer and ends at a stream sequence it looked up, not at quiet.
+// (`readUpToNewest`) and ends at a stream sequence it looked up, not at quiet.
 
-/** Messages per pull request of a key listing (headers only: a few hundred bytes each). */
-const LIST_BATCH = 256;
 /**
  * Times a listing looks up the newest write again to catch up with writes that landed while it
  * ran. A key updated while listed can move past the listing's end (with history 1 the update
@@ -50,78 +48,133 @@ const LIST_BATCH = 256;
  * again before it is reached in each of them.
  */
 const LIST_CATCH_UPS = 4;
-/** How long a pull waits for messages the stream does not hold yet (a replica catching up, a removed message). */
-const LIST_PULL_EXPIRES_MS = 1_000;
+/** Messages per pull request of a listing (headers only: a few hundred bytes each). */
+const LIST_BATCH = 256;
 
 /**
  * The distinct live keys of a KV bucket under `filter`, without their shared `prefix`, read from
- * the bucket's stream through an ephemeral pull consumer (headers only, in batches of LIST_BATCH).
- * Every key that exists while the listing runs and is not written meanwhile is in it; a key
- * written or deleted meanwhile may or may not be. With `limit`, it stops once it has found at
- * least that many keys (a count checked against a bound needs no more).
+ * the bucket's stream (headers only, in batches of LIST_BATCH). Every key that exists while the
+ * listing runs and is not written meanwhile is in it; a key written or deleted meanwhile may or
+ * may not be. With `limit`, it stops once it has found at least that many keys (a count checked
+ * against a bound needs no more).
  *
- * The consumer delivers every message under the filter, not only the last per key: on
- * nats-server 2.9 a last-per-subject consumer whose messages were replaced while it read
- * delivered one message several times and skipped later ones. KV buckets here keep history 1
- * (one message per key) except accounts (5), so this reads little more.
+ * It reads every message under the filter, not only the last per key: on nats-server 2.9 a
+ * last-per-subject consumer whose messages were replaced while it read delivered one message
+ * several times and skipped later ones. KV buckets here keep history 1 (one message per key)
+ * except accounts (5), so this reads little more.
  */
 export async function listKeys(kv: KV, filter: string, prefix = "", options: { limit?: number } = {}): Promise<string[]> {
   if (!(kv instanceof Bucket)) throw new Error("listKeys reads the stream of a bucket opened with openKv");
-  const stream = kv.stream;
-  const subjectFilter = kv.fullKeyName(kv.encodeKey(filter));
   const limit = options.limit ?? Number.POSITIVE_INFINITY;
-  const info = await kv.jsm.consumers.add(stream, {
-    ack_policy: AckPolicy.None,
-    deliver_policy: DeliverPolicy.All,
-    filter_subject: subjectFilter,
-    headers_only: true,
-    inactive_threshold: nanos(60_000),
-    mem_storage: true,
-    num_replicas: 1,
-  });
   const keys = new Set<string>();
-  try {
-    // Where the listing ends: the newest write under the filter, asked of the stream's leader
-    // after the consumer exists (which starts no later). 0: nothing was ever written there.
-    let end = await lastSequence(kv.jsm, stream, subjectFilter);
-    if (end === 0) return [];
-    const consumer = kv.js.consumers.getConsumerFromInfo(info);
-    let lastSeq = info.delivered.stream_seq;
-    let pending = info.num_pending;
-    for (let catchUps = 0; ; ) {
-      if (lastSeq >= end || pending === 0) {
-        // At the end; or short of it with nothing pending (the newest message expired since, or
-        // this consumer's replica is behind the leader): look the end up again.
-        if (catchUps++ >= LIST_CATCH_UPS) break;
-        const newest = await lastSequence(kv.jsm, stream, subjectFilter);
-        if (newest <= lastSeq) break;
-        end = newest;
-      }
-      // A pull is read to its last message (one left early would drop the messages the server
-      // already sent it), so it asks for no more than is pending: a pull for more than the stream
-      // holds waits out its expiry.
-      const batch = await consumer.fetch({ max_messages: Math.min(LIST_BATCH, Math.max(1, pending)), expires: LIST_PULL_EXPIRES_MS });
-      let received = 0;
-      for await (const m of batch) {
-        received++;
-        const key = kv.decodeKey(m.subject.substring(kv.prefixLen)).slice(prefix.length);
-        const operation = m.headers?.get(KV_OPERATION_HEADER);
-        // Stream order: a later delete of a key listed earlier takes it out again.
-        if (operation === "DEL" || operation === "PURGE") keys.delete(key);
-        else keys.add(key);
-        lastSeq = m.seq;
-        pending = m.info.pending;
-      }
-      // Nothing arrived within the expiry: the stream holds nothing more to read.
-      if (received === 0 || keys.size >= limit) break;
-    }
-  } finally {
-    await kv.jsm.consumers.delete(stream, info.name).catch(() => {});
+  const messages = readUpToNewest(kv, kv.stream, kv.fullKeyName(kv.encodeKey(filter)), {
+    start: { deliver_policy: DeliverPolicy.All },
+    headersOnly: true,
+    batch: LIST_BATCH,
+    catchUps: LIST_CATCH_UPS,
+  });
+  for await (const m of messages) {
+    const key = kv.decodeKey(m.subject.substring(kv.prefixLen)).slice(prefix.length);
+    const operation = m.headers?.get(KV_OPERATION_HEADER);
+    // Stream order: a later delete of a key listed earlier takes it out again.
+    if (operation === "DEL" || operation === "PURGE") keys.delete(key);
+    else keys.add(key);
+    if (keys.size >= limit) break;
   }
   return [...keys].slice(0, limit);
 }
 
 const KV_OPERATION_HEADER = "KV-Operation";
+
+/** How long a pull waits for messages the consumer's replica does not hold yet. */
+const PULL_EXPIRES_MS = 1_000;
+/** Empty pulls in a row, short of a newest message the leader holds, before a read gives up. */
+const MAX_EMPTY_PULLS = 10;
+
+/** Thrown when a consumer's replica stays behind the stream's leader: a read would be incomplete. */
+export class ReplicaBehind extends Error {
+  override name = "ReplicaBehind";
+  constructor(stream: string, readTo: number, newest: number) {
+    super(`stream ${stream}: read to sequence ${readTo}, but the leader holds ${newest}; the consumer's replica did not catch up`);
+  }
+}
+
+/**
+ * The messages under `filter` in `stream` from `start`, in stream order, through an ephemeral
+ * pull consumer (memory, one replica, no acks, deleted at the end), up to the newest message
+ * under the filter when the read began; then, `catchUps` times at most, on to the newest again
+ * (messages written meanwhile). The last pull may bring a few past that.
+ *
+ * The end is looked up on the stream's leader (a stored-message get, which only the leader
+ * answers), not taken from the consumer's pending count: the server places an R1 consumer on any
+ * replica, and one behind the leader would count too few and end the read before messages the
+ * writer had been acknowledged. Such a consumer is waited for (pulls with a short expiry),
+ * and ReplicaBehind ends a read it never catches up with.
+ *
+ * Each pull asks for no more than is pending (a pull for more than the stream holds waits out its
+ * expiry) and at most `batch`, and is read to its last message (one left early would drop the
+ * messages the server already sent it): a caller that stops iterating stops the pulls, so at
+ * most `batch` messages wait in memory.
+ */
+async function* readUpToNewest(
+  handles: JetStreamHandles,
+  stream: string,
+  filter: string,
+  options: { start: Partial<ConsumerConfig>; headersOnly: boolean; batch: number; catchUps: number },
+): AsyncGenerator<JsMsg> {
+  const info = await handles.jsm.consumers.add(stream, {
+    ack_policy: AckPolicy.None,
+    ...options.start,
+    filter_subject: filter,
+    headers_only: options.headersOnly,
+    inactive_threshold: nanos(60_000),
+    mem_storage: true,
+    num_replicas: 1,
+  });
+  try {
+    // Looked up after the consumer exists, which starts no later. 0: nothing was ever stored there.
+    let end = await lastSequence(handles.jsm, stream, filter);
+    // Where the consumer stands (the sequence before its start), and what it counts to read.
+    let readTo = info.delivered.stream_seq;
+    let pending = info.num_pending;
+    const consumer = handles.js.consumers.getConsumerFromInfo(info);
+    let catchUps = 0;
+    let emptyPulls = 0;
+    for (;;) {
+      if (readTo >= end) {
+        if (catchUps++ >= options.catchUps) return;
+        const newest = await lastSequence(handles.jsm, stream, filter);
+        if (newest <= readTo) return;
+        end = newest;
+      } else if (pending === 0) {
+        // Short of the end with nothing pending: the newest message went since (an expiry, a
+        // purge), or this consumer's replica is behind the leader (then the pull waits for it).
+        const newest = await lastSequence(handles.jsm, stream, filter);
+        if (newest <= readTo) return;
+        end = Math.min(end, newest);
+      }
+      const pull = await consumer.fetch({ max_messages: Math.min(options.batch, Math.max(1, pending)), expires: PULL_EXPIRES_MS });
+      let received = 0;
+      for await (const m of pull) {
+        received++;
+        readTo = m.seq;
+        pending = m.info.pending;
+        yield m;
+      }
+      if (received > 0) {
+        emptyPulls = 0;
+        continue;
+      }
+      // Nothing within the expiry, short of the end: as above.
+      const newest = await lastSequence(handles.jsm, stream, filter);
+      if (newest <= readTo) return;
+      end = Math.min(end, newest);
+      if (++emptyPulls >= MAX_EMPTY_PULLS) throw new ReplicaBehind(stream, readTo, newest);
+    }
+  } finally {
+    await handles.jsm.consumers.delete(stream, info.name).catch(() => {});
+  }
+}
 
 /** The stream sequence of the newest message under `subjectFilter`, from the stream's leader; 0 when there is none. */
 async function lastSequence(jsm: JetStreamManager, stream: string, subjectFilter: string): Promise<number> {
@@ -169,12 +222,13 @@ export async function jetStreamHandles(nc: NatsConnection): Promise<JetStreamHan
 }
 
 /**
- * Reads every message stored under `filter` in `stream` (from `startSeq` or `startTime` when given), in stream order, through an ephemeral
- * pull consumer that fetches at most `prefetch` messages ahead: a caller that stops iterating
- * (a slow HTTP client, a slow Object Store write) stops the reads, so nothing piles up in memory.
- * Ends after the last message that was stored when the read began.
+ * Reads every message stored under `filter` in `stream` (from `startSeq` or `startTime` when
+ * given), in stream order, fetching at most `prefetch` messages ahead: a caller that stops
+ * iterating (a slow HTTP client, a slow Object Store write) stops the reads, so nothing piles up
+ * in memory. Ends after the last message that the stream's leader held when the read began (and
+ * the rest of the last pull): also when the consumer runs on a replica behind the leader.
  */
-export async function* readStored(
+export function readStored(
   handles: JetStreamHandles,
   stream: string,
   filter: string,
@@ -185,32 +239,24 @@ export async function* readStored(
     : options.startTime !== undefined
       ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: options.startTime.toISOString() }
       : { deliver_policy: DeliverPolicy.All };
-  const info = await handles.jsm.consumers.add(stream, {
-    ack_policy: AckPolicy.None,
-    ...start,
-    filter_subject: filter,
-    headers_only: options.headersOnly ?? false,
-    inactive_threshold: nanos(60_000),
-    mem_storage: true,
-    num_replicas: 1,
-  });
-  const remove = () => handles.jsm.consumers.delete(stream, info.name).catch(() => {});
-  if (info.num_pending === 0) {
-    await remove();
-    return;
+  return readUpToNewest(handles, stream, filter, { start, headersOnly: options.headersOnly ?? false, batch: options.prefetch ?? 64, catchUps: 0 });
+}
+
+/**
+ * The newest message of each subject under `filter` in `stream` (an Object Store's object
+ * records), read up to the newest write as a key listing is (see listKeys), and consistent with
+ * the stream's leader. `decode` turns a message into a value, or undefined to leave the subject out
+ * (a deleted object): a subject whose newest message decodes to undefined is not listed.
+ */
+export async function latestPerSubject<T>(handles: JetStreamHandles, stream: string, filter: string, decode: (m: JsMsg) => T | undefined): Promise<T[]> {
+  const latest = new Map<string, T>();
+  const messages = readUpToNewest(handles, stream, filter, { start: { deliver_policy: DeliverPolicy.All }, headersOnly: false, batch: LIST_BATCH, catchUps: LIST_CATCH_UPS });
+  for await (const m of messages) {
+    const value = decode(m);
+    if (value === undefined) latest.delete(m.subject);
+    else latest.set(m.subject, value);
   }
-  const consumer = handles.js.consumers.getConsumerFromInfo(info);
-  const messages = await consumer.consume({ max_messages: options.prefetch ?? 64 });
-  try {
-    let left = info.num_pending;
-    for await (const m of messages) {
-      yield m;
-      if (--left <= 0 || m.info.pending === 0) return;
-    }
-  } finally {
-    messages.stop();
-    await remove();
-  }
+  return [...latest.values()];
 }
 
 /**
