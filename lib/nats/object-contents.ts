@@ -1,11 +1,19 @@
-import type { ObjectInfo, ObjectStore } from "@nats-io/obj";
+import { Schema } from "effect";
+import type { ObjectStore } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetStreamHandles, openObjectStore, readStored, type JetStreamHandles } from "./jetstream.js";
+import { jetStreamHandles, latestPerSubject, openObjectStore, readStored, type JetStreamHandles } from "./jetstream.js";
+import { valueSchema } from "./kv-records.js";
 
 // Contents in a JetStream Object Store, streamed in and out chunk by chunk (never whole in
 // memory): the machinery shared by every store that keeps bytes there (files, artifacts). The
 // Object Store's own put buffers one chunk; its get buffers nothing we control, so reads go
 // through a bounded pull consumer instead.
+//
+// Reads agree with what the writer was acknowledged, also with replicas: an object's record is
+// read with a stored-message get (answered by the stream's leader, as the Object Store's `info`
+// does), its chunks and the listing of objects up to the newest message the leader holds (see
+// readUpToNewest in jetstream.ts: the server places a reading consumer on any replica, and one
+// behind the leader would end a read short, or list an object as missing).
 
 const CHUNK_BYTES = 256 * 1024;
 
@@ -18,6 +26,31 @@ export interface StoredObject {
   /** When the object was completed (ms). */
   mtimeMs: number;
 }
+
+/** An object's record as the Object Store writes it (`$O.<bucket>.M.<name>`), the fields read here. */
+interface ObjectRecord {
+  name: string;
+  nuid: string;
+  size: number;
+  chunks: number;
+  digest?: string | undefined;
+  mtime: string;
+  deleted?: boolean | undefined;
+  metadata?: Record<string, string> | null | undefined;
+}
+
+const objectRecord = valueSchema<ObjectRecord>()(
+  Schema.Struct({
+    name: Schema.String,
+    nuid: Schema.String,
+    size: Schema.Number,
+    chunks: Schema.Number,
+    digest: Schema.optionalKey(Schema.String),
+    mtime: Schema.String,
+    deleted: Schema.optionalKey(Schema.Boolean),
+    metadata: Schema.optionalKey(Schema.NullOr(Schema.Record(Schema.String, Schema.String))),
+  }),
+);
 
 export class ObjectContents {
   private constructor(
@@ -76,7 +109,19 @@ export class ObjectContents {
 
   /** Every live object (names starting with `prefix`, when given). */
   async list(prefix = ""): Promise<StoredObject[]> {
-    return (await this.store.list()).filter((o) => !o.deleted && o.name.startsWith(prefix)).map(described);
+    return (await this.records()).filter((o) => o.name.startsWith(prefix)).map(described);
+  }
+
+  /**
+   * The records of every live object, read from the stream up to its newest record on the
+   * leader (not the Object Store's `list`, which follows the stream until it goes quiet, like
+   * KV's key listing, and reads whichever replica its consumer landed on).
+   */
+  private records(): Promise<ObjectRecord[]> {
+    return latestPerSubject(this.handles, this.stream, `$O.${this.bucket}.M.>`, (m) => {
+      const record = objectRecord.parseBytes(`${m.subject} (sequence ${m.seq})`, m.data);
+      return record.deleted ? undefined : record;
+    });
   }
 
   /**
@@ -107,7 +152,7 @@ export class ObjectContents {
    * that stopped growing at least `orphanAfterMs` ago. Returns how many chunk sets went.
    */
   async sweepOrphanChunks(now: number, orphanAfterMs: number): Promise<number> {
-    const objects = await this.store.list();
+    const objects = await this.records();
     const referenced = new Set(objects.map((o) => o.nuid));
     const chunkPrefix = `$O.${this.bucket}.C.`;
     // Chunks are orphans only against a complete list of objects. The Object Store's listing
@@ -125,7 +170,7 @@ export class ObjectContents {
       const last = await this.handles.jsm.streams.getMessage(this.stream, { last_by_subj: subject }).catch(() => undefined);
       if (!last || now - last.time.getTime() < orphanAfterMs) continue;
       // Re-check: the upload may have completed since the listing.
-      if ((await this.store.list()).some((o) => o.nuid === nuid)) continue;
+      if ((await this.records()).some((o) => o.nuid === nuid)) continue;
       await this.handles.jsm.streams.purge(this.stream, { filter: subject });
       swept++;
     }
@@ -133,7 +178,7 @@ export class ObjectContents {
   }
 }
 
-function described(info: ObjectInfo): StoredObject {
+function described(info: Pick<ObjectRecord, "name" | "size" | "digest" | "metadata" | "mtime">): StoredObject {
   const digest = info.digest?.startsWith("SHA-256=") ? Buffer.from(info.digest.slice(8), "base64url").toString("hex") : "";
   return { name: info.name, bytes: info.size, sha256: digest, metadata: { ...(info.metadata ?? {}) }, mtimeMs: Date.parse(info.mtime) };
 }
