@@ -25,7 +25,22 @@ const READS_PER_OBJECT = 3;
 const cluster = await startNatsCluster(3);
 t.teardown(() => cluster.stop());
 
-const writerNc = await connectAs(cluster.nodes[0]!.url, "actors");
+// The buckets first (created with three replicas), then the replica to pause: one that leads
+// neither (a paused leader would stall the writes until another is elected), and a writer on
+// another node.
+const setupNc = await connectAs(cluster.nodes[0]!.url, "actors");
+await ObjectContents.open(setupNc, buckets.fileContents);
+await openKv(setupNc, buckets.files, { history: 1 });
+const jsm = await jetstreamManager(setupNc);
+const objects = await jsm.streams.info(`OBJ_${buckets.fileContents}`);
+const keys = await jsm.streams.info(`KV_${buckets.files}`);
+await setupNc.close();
+const leaders = new Set([objects.cluster?.leader, keys.cluster?.leader]);
+const behind = cluster.nodes.find((n) => !leaders.has(n.name))!;
+const writerNode = cluster.nodes.find((n) => n !== behind)!;
+t.comment(`leaders: ${[...leaders].join(", ")}; ${behind.name} is paused while the writer (on ${writerNode.name}) writes`);
+
+const writerNc = await connectAs(writerNode.url, "actors");
 const readerNc = await connectAs(cluster.url, "gateway");
 t.teardown(async () => {
   await writerNc.close();
@@ -35,13 +50,6 @@ const writer = await ObjectContents.open(writerNc, buckets.fileContents);
 const reader = await ObjectContents.open(readerNc, buckets.fileContents);
 const writerKv = await openKv(writerNc, buckets.files, { history: 1 });
 const readerKv = await openKv(readerNc, buckets.files, { history: 1 });
-
-const jsm = await jetstreamManager(writerNc);
-const streamInfo = await jsm.streams.info(`OBJ_${buckets.fileContents}`);
-const leader = streamInfo.cluster?.leader;
-t.equal(streamInfo.config.num_replicas, 3, "the object store is replicated");
-const behind = cluster.nodes.find((n) => n.name !== leader && n.url !== cluster.nodes[0]!.url) ?? cluster.nodes.find((n) => n.name !== leader)!;
-t.comment(`stream leader ${leader}; ${behind.name} is paused while objects are written`);
 
 async function* bytesOf(data: Uint8Array): AsyncGenerator<Uint8Array> {
   for (let i = 0; i < data.length; i += 64 * 1024) yield data.subarray(i, i + 64 * 1024);
@@ -56,6 +64,8 @@ async function readAll(name: string): Promise<Buffer> {
 const tooLarge = { maxBytes: OBJECT_BYTES, tooLarge: () => new Error("too large") };
 
 t.test("objects and keys written while a replica was paused read back whole right after it resumes", async (t) => {
+  t.equal(objects.config.num_replicas, 3, "the object store is replicated");
+  t.equal(keys.config.num_replicas, 3, "the bucket is replicated");
   for (let round = 0; round < ROUNDS; round++) {
     const written: Array<{ name: string; sha256: string }> = [];
     behind.child.kill("SIGSTOP");
