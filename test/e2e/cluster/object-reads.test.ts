@@ -17,10 +17,10 @@ import { connectAs } from "../../harness/processes.js";
 // round reads several times; rounds where no consumer landed there pass trivially.
 
 process.env.TRIBUTARY_JS_REPLICAS = "3";
-const ROUNDS = 3;
+const ROUNDS = 4;
 const OBJECTS_PER_ROUND = 3;
 const OBJECT_BYTES = 3 * 256 * 1024; // three chunks
-const READS_PER_OBJECT = 3;
+const READS_PER_OBJECT = 4;
 
 const cluster = await startNatsCluster(3);
 t.teardown(() => cluster.stop());
