@@ -88,6 +88,8 @@ const KV_OPERATION_HEADER = "KV-Operation";
 
 /** How long a pull waits for messages the consumer's replica does not hold yet. */
 const PULL_EXPIRES_MS = 1_000;
+/** How long a reading consumer waits for its reader's next pull before the server deletes it. */
+const READER_INACTIVE_MS = 5 * 60_000;
 /** Empty pulls in a row, short of a newest message the leader holds, before a read gives up. */
 const MAX_EMPTY_PULLS = 10;
 
@@ -127,7 +129,10 @@ async function* readUpToNewest(
     ...options.start,
     filter_subject: filter,
     headers_only: options.headersOnly,
-    inactive_threshold: nanos(60_000),
+    // No pull is outstanding while the caller holds the last one's messages (a slow download):
+    // the consumer must outlive such a pause. It is deleted at the end; this only reclaims the
+    // consumers of a process that died mid-read.
+    inactive_threshold: nanos(READER_INACTIVE_MS),
     mem_storage: true,
     num_replicas: 1,
   });
