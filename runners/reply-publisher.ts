@@ -17,8 +17,10 @@ interface HeldChoice {
 }
 
 /**
- * Publishes one request's events, numbered from 1, on the reply subject its gateway named.
- * With `coalesce`, a choice's deltas are merged and sent as one delta when the choice ends.
+ * Publishes one request's events, numbered from 1, on the reply subject its gateway named, or
+ * packed with the gateway's other requests' events on its batch subject when the request names
+ * one (GenerateRequest.batch_reply_subject). With `coalesce`, a choice's deltas are merged and
+ * sent as one delta when the choice ends.
  */
 export class ReplyPublisher implements RequestObserver {
   private seq = 0;
@@ -26,6 +28,8 @@ export class ReplyPublisher implements RequestObserver {
   private readonly startedAt = performance.now();
   private firstDeltaAt = 0;
   private slotAt = 0;
+  /** The request's constant fields (request id, runner id) encoded once: packed events are this plus the rest. */
+  private readonly head: Uint8Array | undefined;
 
   constructor(
     private readonly outbox: Outbox,
@@ -35,7 +39,11 @@ export class ReplyPublisher implements RequestObserver {
     private readonly log: Logger,
     private readonly onFinished: (completionTokens: number) => void = () => {},
     private readonly coalesce = false,
-  ) {}
+    /** The gateway's batch subject; empty: one message per event on `subject`. */
+    private readonly batchSubject = "",
+  ) {
+    if (batchSubject) this.head = RunnerEvent.encode({ requestId, seq: 0, runnerId, event: undefined }).finish();
+  }
 
   delta(choiceIndex: number, text: string, tokens: number): void {
     const first = this.firstDeltaAt === 0;
@@ -97,6 +105,11 @@ export class ReplyPublisher implements RequestObserver {
   }
 
   private send(event: RunnerEvent["event"], urgent = false): void {
+    if (this.head) {
+      // Fields may come in any order: the constant ones lead, seq and the event follow.
+      const rest = RunnerEvent.encode({ requestId: "", seq: ++this.seq, runnerId: "", event }).finish();
+      return this.outbox.publishPacked(this.batchSubject, this.head, rest, urgent);
+    }
     const bytes = RunnerEvent.encode({ requestId: this.requestId, seq: ++this.seq, runnerId: this.runnerId, event }).finish();
     this.outbox.publish(this.subject, bytes, urgent);
   }
