@@ -76,8 +76,13 @@ async function main(): Promise<void> {
       const gaps: number[] = [];
       let errors = 0;
       let delivered = 0;
+      const errorKinds: Record<string, number> = {};
       for (const r of results) {
-        if (!r.ok || r.deltas !== tokens) errors++;
+        if (!r.ok || r.deltas !== tokens) {
+          errors++;
+          const kind = r.error ? r.error.slice(0, 120) : r.ok ? `${r.deltas} of ${tokens} tokens` : "no [DONE]";
+          errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
+        }
         delivered += r.deltas;
         for (let g = 0; g < r.gapsMs.length; g++) if (r.gapEndsAt[g]! >= steadyFrom && r.gapEndsAt[g]! <= steadyTo) gaps.push(r.gapsMs[g]!);
       }
@@ -100,7 +105,7 @@ async function main(): Promise<void> {
         pass ? "yes" : "no",
       ]);
       // One line per level for drivers that compare builds (bench/results/sim-streams.md says how).
-      process.stderr.write(`${JSON.stringify({ streams, delivered, wall, p50, p99, errors, cpuMs: cpuUsed, loadGeneratorCpuMs: (self.user + self.system) / 1000 })}\n`);
+      process.stderr.write(`${JSON.stringify({ streams, delivered, wall, p50, p99, errors, errorKinds, cpuMs: cpuUsed, loadGeneratorCpuMs: (self.user + self.system) / 1000 })}\n`);
       await new Promise((r) => setTimeout(r, 1000));
     }
   } finally {
