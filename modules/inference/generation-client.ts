@@ -22,9 +22,10 @@ const MAX_ATTEMPTS = 3;
 const MAX_HELD_QUERY_IDS = 4096;
 
 /**
- * Sends generate requests to runners and routes their events back. Each request names a reply
- * subject under this gateway's prefix; one wildcard subscription receives the events of every
- * request and hands them to the request's stream. A watchdog fails streams whose runner has gone
+ * Sends generate requests to runners and routes their events back. Each request names this
+ * gateway's batch subject, where runners send the events of all its requests packed per step, and
+ * a reply subject of its own under the gateway's prefix (for runners that send one message per
+ * event); two subscriptions receive them and hand each event to its request's stream. A watchdog fails streams whose runner has gone
  * silent (no event and no heartbeat within the runner timeout).
  */
 export class GenerationClient {
