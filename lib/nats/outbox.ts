@@ -22,7 +22,7 @@ interface Pack {
  */
 export class Outbox {
   private queue: Array<{ subject: string; data: Uint8Array }> = [];
-  private packs = new Map<string, Pack>();
+  private readonly packs = new Map<string, Pack>();
   private scheduled = false;
 
   constructor(private readonly nc: NatsConnection) {}
@@ -64,6 +64,8 @@ export class Outbox {
     this.queue = [];
     for (const m of batch) this.nc.publish(m.subject, m.data);
     for (const [subject, pack] of this.packs) this.sendPack(subject, pack);
+    // Requesters come and go (each gateway start is a new one): keep none between turns.
+    this.packs.clear();
   };
 
   private sendPack(subject: string, pack: Pack): void {
