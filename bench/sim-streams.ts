@@ -68,15 +68,21 @@ async function main(): Promise<void> {
       const wall = (performance.now() - started) / 1000;
       clearInterval(sampler);
       const self = process.cpuUsage(cpuBefore.self);
-      const cpu = (pid: number, before: number) => fmt(((cpuMs(pid) - before) / 1000 / wall) * 100, 0);
+      const cpuUsed = { gateway: cpuMs(pids.gateway) - cpuBefore.gateway, runner: cpuMs(pids.runner) - cpuBefore.runner, nats: cpuMs(pids.nats) - cpuBefore.nats };
+      const cpu = (used: number) => fmt((used / 1000 / wall) * 100, 0);
       // Steady state: once every stream has started, until the first one ends.
       const steadyFrom = started + (rampSeconds + 1) * 1000;
       const steadyTo = started + (holdSeconds - 1) * 1000;
       const gaps: number[] = [];
       let errors = 0;
       let delivered = 0;
+      const errorKinds: Record<string, number> = {};
       for (const r of results) {
-        if (!r.ok || r.deltas !== tokens) errors++;
+        if (!r.ok || r.deltas !== tokens) {
+          errors++;
+          const kind = r.error ? r.error.slice(0, 120) : r.ok ? `${r.deltas} of ${tokens} tokens` : "no [DONE]";
+          errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
+        }
         delivered += r.deltas;
         for (let g = 0; g < r.gapsMs.length; g++) if (r.gapEndsAt[g]! >= steadyFrom && r.gapEndsAt[g]! <= steadyTo) gaps.push(r.gapsMs[g]!);
       }
@@ -93,9 +99,13 @@ async function main(): Promise<void> {
         `${fmt(p50, 1)} / ${fmt(p99, 1)} / ${fmt(percentile(gaps, 99.9), 1)}`,
         errors,
         fmt(peakRss, 0),
-        `${cpu(pids.gateway, cpuBefore.gateway)} / ${cpu(pids.runner, cpuBefore.runner)} / ${cpu(pids.nats, cpuBefore.nats)} / ${fmt(((self.user + self.system) / 1000 / 1000 / wall) * 100, 0)}`,
+        `${cpu(cpuUsed.gateway)} / ${cpu(cpuUsed.runner)} / ${cpu(cpuUsed.nats)} / ${fmt(((self.user + self.system) / 1000 / 1000 / wall) * 100, 0)}`,
+        // The stack's cost per token, less sensitive than wall-clock figures to a shared machine.
+        `${fmt((cpuUsed.gateway * 1000) / delivered, 1)} / ${fmt((cpuUsed.runner * 1000) / delivered, 1)} / ${fmt((cpuUsed.nats * 1000) / delivered, 1)} / ${fmt(((cpuUsed.gateway + cpuUsed.runner + cpuUsed.nats) * 1000) / delivered, 1)}`,
         pass ? "yes" : "no",
       ]);
+      // One line per level for drivers that compare builds (bench/results/sim-streams.md says how).
+      process.stderr.write(`${JSON.stringify({ streams, delivered, wall, p50, p99, errors, errorKinds, cpuMs: cpuUsed, loadGeneratorCpuMs: (self.user + self.system) / 1000 })}\n`);
       await new Promise((r) => setTimeout(r, 1000));
     }
   } finally {
@@ -110,7 +120,7 @@ async function main(): Promise<void> {
       `Processes: nats-server, the actor host, one runner process (sim), one gateway; the load generator is this process (one TCP connection per stream, HTTP/1.1 and SSE parsed by hand to keep its CPU low). ` +
       `Gaps are measured in the steady state (from 1 s after the last stream started until 1 s before the first one ended); ` +
       `a level passes when no stream fails or loses a token and the p99 gap between tokens is within ${toleranceMs} ms of the cadence.`,
-    markdownTable(["streams", "tokens/s delivered", "gap p50 / p99 / p99.9 ms", "failed streams", "gateway peak RSS MiB", "CPU % gateway / runner / nats / load generator", "pass"], rows),
+    markdownTable(["streams", "tokens/s delivered", "gap p50 / p99 / p99.9 ms", "failed streams", "gateway peak RSS MiB", "CPU % gateway / runner / nats / load generator", "CPU µs per token gateway / runner / nats / stack", "pass"], rows),
     `Largest passing level: **${best} streams** (target >= 1,000), gateway peak RSS there ${fmt(bestRss, 0)} MiB.`,
     "Command: `npm run build && node dist/bench/sim-streams.js`",
   ]);

@@ -10,7 +10,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { catalogOverridesConfig, readConfig } from "../lib/config.js";
 import { subjects } from "../lib/nats/subjects.js";
-import { GenerateRequest, Priority, RunnerEvent } from "../proto/gen/tributary/v1/inference.js";
+import { GenerateRequest, Priority, RunnerEvent, RunnerEventBatch } from "../proto/gen/tributary/v1/inference.js";
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
 import { InProcessEngine } from "./lib/engine-baseline.js";
 import { SseLoadClient } from "./lib/sse-client.js";
@@ -34,25 +34,32 @@ const env = { TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { slots:
 const spec = loadCatalog(testCatalog, readConfig(catalogOverridesConfig, { ...process.env, ...env })).find((m) => m.id === TEST_MODEL)!;
 const layout = benchLayout(spec.threads);
 
-/** One streamed request straight to a runner over NATS: ms to the first non-empty delta. */
+/**
+ * One streamed request straight to a runner over NATS: ms to the first non-empty delta. It names
+ * reply subjects as a gateway does (under the gateway identity's grants): the packed batch
+ * subject, and the per-request one that a runner not knowing the batch field uses.
+ */
 function overNats(nc: NatsConnection, runnerId: string, id: number, maxTokens: number): Promise<number> {
-  const replySubject = `bench.ttft.${id}`;
+  const requester = `ttft${id}`;
+  const replySubject = subjects.reply(requester, `ttft-${id}`);
+  const batchReplySubject = subjects.replyBatch(requester);
   const started = performance.now();
   return new Promise((resolve, reject) => {
     let first = NaN;
-    const sub = nc.subscribe(replySubject, {
-      callback: (_err, msg) => {
-        const event = RunnerEvent.decode(msg.data).event;
-        if (event?.$case === "delta" && event.value.text && Number.isNaN(first)) first = performance.now() - started;
-        if (event?.$case !== "final") return;
-        sub.unsubscribe();
-        if (event.value.error) reject(new Error(event.value.error.message));
-        else resolve(first);
-      },
-    });
+    const subs = [
+      nc.subscribe(replySubject, { callback: (err, msg) => (err ? reject(err) : onEvent(RunnerEvent.decode(msg.data))) }),
+      nc.subscribe(batchReplySubject, { callback: (err, msg) => (err ? reject(err) : RunnerEventBatch.decode(msg.data).events.forEach(onEvent)) }),
+    ];
+    const onEvent = ({ event }: RunnerEvent) => {
+      if (event?.$case === "delta" && event.value.text && Number.isNaN(first)) first = performance.now() - started;
+      if (event?.$case !== "final") return;
+      for (const sub of subs) sub.unsubscribe();
+      if (event.value.error) reject(new Error(event.value.error.message));
+      else resolve(first);
+    };
     const request = GenerateRequest.fromPartial({
       requestId: `ttft-${id}`, model: TEST_MODEL, messages: [{ role: "user", content: prompt }],
-      sampling: { temperature: 0.8, maxTokens, n: 1 }, parallelToolCalls: true, priority: Priority.PRIORITY_INTERACTIVE, replySubject,
+      sampling: { temperature: 0.8, maxTokens, n: 1 }, parallelToolCalls: true, priority: Priority.PRIORITY_INTERACTIVE, replySubject, batchReplySubject,
     });
     nc.request(subjects.runnerGenerate(runnerId), GenerateRequest.encode(request).finish(), { timeout: 10_000 }).catch(reject);
   });

@@ -17,8 +17,10 @@ interface HeldChoice {
 }
 
 /**
- * Publishes one request's events, numbered from 1, on the reply subject its gateway named.
- * With `coalesce`, a choice's deltas are merged and sent as one delta when the choice ends.
+ * Publishes one request's events, numbered from 1, on the reply subject its gateway named, or
+ * packed with the gateway's other requests' events on its batch subject when the request names
+ * one (GenerateRequest.batch_reply_subject). With `coalesce`, a choice's deltas are merged and
+ * sent as one delta when the choice ends.
  */
 export class ReplyPublisher implements RequestObserver {
   private seq = 0;
@@ -26,6 +28,8 @@ export class ReplyPublisher implements RequestObserver {
   private readonly startedAt = performance.now();
   private firstDeltaAt = 0;
   private slotAt = 0;
+  /** The request's constant fields (request id, runner id) encoded once: each event is this plus the rest. */
+  private readonly head: Uint8Array;
 
   constructor(
     private readonly outbox: Outbox,
@@ -35,13 +39,17 @@ export class ReplyPublisher implements RequestObserver {
     private readonly log: Logger,
     private readonly onFinished: (completionTokens: number) => void = () => {},
     private readonly coalesce = false,
-  ) {}
+    /** The gateway's batch subject; empty: one message per event on `subject`. */
+    private readonly batchSubject = "",
+  ) {
+    this.head = RunnerEvent.encode({ requestId, seq: 0, runnerId, event: undefined }).finish();
+  }
 
   delta(choiceIndex: number, text: string, tokens: number): void {
     const first = this.firstDeltaAt === 0;
     if (first) this.firstDeltaAt = performance.now();
     // The first token is what a client waits for (time to first token): it goes out at once.
-    if (!this.coalesce) return this.send({ $case: "delta", value: { choiceIndex, text, toolCalls: [], tokens } }, first);
+    if (!this.coalesce) return this.emit(encodeTextDelta(++this.seq, choiceIndex, text, tokens), first);
     const held = this.hold(choiceIndex);
     held.text += text;
     held.tokens += tokens;
@@ -97,7 +105,68 @@ export class ReplyPublisher implements RequestObserver {
   }
 
   private send(event: RunnerEvent["event"], urgent = false): void {
-    const bytes = RunnerEvent.encode({ requestId: this.requestId, seq: ++this.seq, runnerId: this.runnerId, event }).finish();
+    this.emit(RunnerEvent.encode({ requestId: "", seq: ++this.seq, runnerId: "", event }).finish(), urgent);
+  }
+
+  /** Sends one event given its fields other than the constant ones (protobuf fields may come in any order). */
+  private emit(rest: Uint8Array, urgent: boolean): void {
+    if (this.batchSubject) return this.outbox.publishPacked(this.batchSubject, this.head, rest, urgent);
+    const bytes = new Uint8Array(this.head.length + rest.length);
+    bytes.set(this.head);
+    bytes.set(rest, this.head.length);
     this.outbox.publish(this.subject, bytes, urgent);
   }
+}
+
+/**
+ * A RunnerEvent's `seq` and text `delta` fields, encoded by hand: the one message of every token
+ * (ts-proto's writer allocates a chunk list and a fork per nested message). Same bytes as
+ * `RunnerEvent.encode({ requestId: "", seq, runnerId: "", event: { $case: "delta", value: { choiceIndex, text, toolCalls: [], tokens } } })`.
+ */
+export function encodeTextDelta(seq: number, choiceIndex: number, text: string, tokens: number): Uint8Array {
+  const textBytes = Buffer.byteLength(text, "utf8");
+  // TokenDelta: choice_index (1, varint), text (2, bytes), tokens (4, varint); defaults omitted.
+  const deltaLength =
+    (choiceIndex !== 0 ? 1 + varintSize(choiceIndex) : 0) + (textBytes !== 0 ? 1 + varintSize(textBytes) + textBytes : 0) + (tokens !== 0 ? 1 + varintSize(tokens) : 0);
+  const out = Buffer.allocUnsafe((seq !== 0 ? 1 + varintSize(seq) : 0) + 1 + varintSize(deltaLength) + deltaLength);
+  let at = 0;
+  if (seq !== 0) {
+    out[at++] = 0x10; // seq: field 2, varint
+    at = writeVarint(out, at, seq);
+  }
+  out[at++] = 0x22; // delta: field 4, length-delimited
+  at = writeVarint(out, at, deltaLength);
+  if (choiceIndex !== 0) {
+    out[at++] = 0x08;
+    at = writeVarint(out, at, choiceIndex);
+  }
+  if (textBytes !== 0) {
+    out[at++] = 0x12;
+    at = writeVarint(out, at, textBytes);
+    at += out.write(text, at, "utf8");
+  }
+  if (tokens !== 0) {
+    out[at++] = 0x20;
+    at = writeVarint(out, at, tokens);
+  }
+  return out;
+}
+
+/** Bytes of a non-negative integer (up to 2^53) as a protobuf varint. */
+function varintSize(n: number): number {
+  let size = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 128);
+    size++;
+  }
+  return size;
+}
+
+function writeVarint(out: Uint8Array, at: number, n: number): number {
+  while (n >= 0x80) {
+    out[at++] = (n % 128) | 0x80;
+    n = Math.floor(n / 128);
+  }
+  out[at++] = n;
+  return at;
 }

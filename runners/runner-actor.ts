@@ -172,7 +172,7 @@ export class RunnerActor implements Actor {
       const prepared = await this.engine.prepare(request);
       const observer = new ReplyPublisher(this.outbox, request.replySubject, request.requestId, this.runnerId, this.ctx.log, (tokens) => {
         this.counters.completionTokens += tokens;
-      }, request.coalesceDeltas);
+      }, request.coalesceDeltas, request.batchReplySubject);
       const queuePosition = scheduler.submit(prepared, observer);
       this.counters.admitted++;
       msg.respond(Admission.encode({

@@ -278,10 +278,18 @@ export class HttpExchange {
   /** Writes part of a streamed response; false when the socket is behind (wait for onWritable). */
   write(chunk: string | Uint8Array): boolean {
     if (!this.live) return false;
-    let ok = false;
-    this.res.cork(() => (ok = this.res.write(chunk)));
-    return ok;
+    // The hot path of every stream (a write per token): no closure per call.
+    this.corkedChunk = chunk;
+    this.res.cork(this.writeCorked);
+    this.corkedChunk = "";
+    return this.corkedOk;
   }
+
+  private corkedChunk: string | Uint8Array = "";
+  private corkedOk = false;
+  private readonly writeCorked = (): void => {
+    this.corkedOk = this.res.write(this.corkedChunk);
+  };
 
   /**
    * Called when a socket that was behind can take more. `handler` returns whether what it wrote

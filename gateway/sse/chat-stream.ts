@@ -37,6 +37,9 @@ export class ChatChunkStream {
   /** The chunk object's fixed fields, without the closing brace. */
   private readonly base: string;
   private readonly tail: string;
+  /** The frame of a content chunk around its JSON-escaped text (the one chunk of nearly every token), per choice. */
+  private readonly contentPrefix: string[] = [];
+  private readonly contentSuffix: string;
   private pendingBytes = 0;
   private usage: Usage | undefined;
   private finished = false;
@@ -45,6 +48,7 @@ export class ChatChunkStream {
     this.pending = Array.from({ length: options.choices }, () => ({ roleSent: false, text: "", toolCalls: [], finish: null, finishWritten: false }));
     this.base = `{"id":${JSON.stringify(options.id)},"object":"chat.completion.chunk","created":${options.created},"model":${JSON.stringify(options.model)},"service_tier":"default","system_fingerprint":null`;
     this.tail = options.includeUsage ? `],"usage":null}` : `]}`;
+    this.contentSuffix = `},"logprobs":null,"finish_reason":null}${this.tail}\n\n`;
     writer.onDrain(() => this.flush());
   }
 
@@ -113,7 +117,7 @@ export class ChatChunkStream {
         }
       }
       if (p.text) {
-        frames += this.chunk(i, `{"content":${JSON.stringify(p.text)}}`, null);
+        frames += (this.contentPrefix[i] ??= `data: ${this.base},"choices":[{"index":${i},"delta":{"content":`) + JSON.stringify(p.text) + this.contentSuffix;
         p.text = "";
       }
       if (calls.length > 0) {

@@ -33,6 +33,11 @@ export const subjects = {
   /** Reply subjects of one gateway: it subscribes once to the wildcard and routes by request id. */
   replyWildcard: (gatewayId: string) => `${SUBJECT_ROOT}.reply.${gatewayId}.>`,
   reply: (gatewayId: string, requestId: string) => `${SUBJECT_ROOT}.reply.${gatewayId}.${requestId}`,
+  /**
+   * Where runners send one gateway's events packed (RunnerEventBatch, one message per runner
+   * step). Outside the wildcard above (one token shorter), within the same grants.
+   */
+  replyBatch: (gatewayId: string) => `${SUBJECT_ROOT}.reply.${gatewayId}`,
   /** Batch jobs (stream `streams.batchJobs`): one message per batch, held by the coordinator that owns it. */
   batchJob: `${SUBJECT_ROOT}.batch.job`,
   /** Batch lines waiting to run (stream `streams.batchWork`), one subject per model and batch. */

@@ -1,5 +1,5 @@
 import { RequestError, TimeoutError, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
-import { Admission, Cancel, GenerateRequest, HeldQuery, HeldReply, RunnerEvent, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
+import { Admission, Cancel, GenerateRequest, HeldQuery, HeldReply, RunnerEvent, RunnerEventBatch, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { Logger } from "../../lib/log.js";
 import { errors, NoRunner, RunnerLost, StreamInterrupted, type DomainError } from "../errors/mod.js";
@@ -22,9 +22,10 @@ const MAX_ATTEMPTS = 3;
 const MAX_HELD_QUERY_IDS = 4096;
 
 /**
- * Sends generate requests to runners and routes their events back. Each request names a reply
- * subject under this gateway's prefix; one wildcard subscription receives the events of every
- * request and hands them to the request's stream. A watchdog fails streams whose runner has gone
+ * Sends generate requests to runners and routes their events back. Each request names this
+ * gateway's batch subject, where runners send the events of all its requests packed per step, and
+ * a reply subject of its own under the gateway's prefix (for runners that send one message per
+ * event); two subscriptions receive them and hand each event to its request's stream. A watchdog fails streams whose runner has gone
  * silent (no event and no heartbeat within the runner timeout).
  */
 export class GenerationClient {
@@ -32,6 +33,9 @@ export class GenerationClient {
   /** Runners with a HeldQuery in flight (one at a time each). */
   private readonly probing = new Set<string>();
   private subscription: Subscription | undefined;
+  private batchSubscription: Subscription | undefined;
+  /** Admissions waiting on a known runner: the watchdog ends the wait when that runner is lost. */
+  private readonly admissions = new Set<{ runnerId: string; resolve: (outcome: "lost" | "stopped") => void }>();
   private watchdog: NodeJS.Timeout | undefined;
 
   constructor(
@@ -62,17 +66,39 @@ export class GenerationClient {
           this.log.warn("malformed runner event ignored", { subject: msg.subject });
           return;
         }
-        const stream = this.streams.get(event.requestId);
-        if (stream && !stream.ignores(event.runnerId)) stream.receive(event, this.onGap);
+        this.route(event, performance.now());
       },
     });
-    this.watchdog = setInterval(() => this.checkRunners(), this.watchPeriodMs);
+    // Runners send the events of requests that named the batch subject packed, one message per step.
+    this.batchSubscription = this.nc.subscribe(subjects.replyBatch(this.options.gatewayId), {
+      callback: (err, msg) => {
+        if (err) return;
+        let batch: RunnerEventBatch;
+        try {
+          batch = RunnerEventBatch.decode(msg.data);
+        } catch {
+          this.log.warn("malformed runner event batch ignored", { subject: msg.subject });
+          return;
+        }
+        const now = performance.now();
+        for (const event of batch.events) this.route(event, now);
+      },
+    });
+    this.watchdog = setInterval(() => this.watch(), this.watchPeriodMs);
     this.watchdog.unref();
+  }
+
+  private route(event: RunnerEvent, now: number): void {
+    const stream = this.streams.get(event.requestId);
+    if (stream && !stream.ignores(event.runnerId)) stream.receive(event, this.onGap, now);
   }
 
   stop(): void {
     if (this.watchdog) clearInterval(this.watchdog);
     this.subscription?.unsubscribe();
+    this.batchSubscription?.unsubscribe();
+    for (const waiter of this.admissions) waiter.resolve("stopped");
+    this.admissions.clear();
   }
 
   /** Fails every open stream (gateway shutdown after its drain timeout). */
@@ -86,6 +112,7 @@ export class GenerationClient {
    */
   async generate(request: GenerateRequest): Promise<GenerationStream> {
     request.replySubject = subjects.reply(this.options.gatewayId, request.requestId);
+    request.batchReplySubject = subjects.replyBatch(this.options.gatewayId);
     const stream = new GenerationStream(request.requestId, request.model, this.owner);
     this.streams.set(request.requestId, stream);
     try {
@@ -166,18 +193,20 @@ export class GenerationClient {
    * lost (silent for the runner timeout): waiting the whole admission timeout on a dead runner
    * would hold the request for nothing. Without a runner (the queue group) it is a plain request.
    */
-  private requestWhileAlive(subject: string, bytes: Uint8Array, runnerId: string | undefined): Promise<Msg | "lost"> {
+  private async requestWhileAlive(subject: string, bytes: Uint8Array, runnerId: string | undefined): Promise<Msg | "lost"> {
     const reply = this.nc.request(subject, bytes, { timeout: this.options.admissionTimeoutMs });
     if (!runnerId) return reply;
-    let check: NodeJS.Timeout | undefined;
-    const lost = new Promise<"lost">((resolve) => {
-      check = setInterval(() => {
-        if (this.directory.isLost(runnerId)) resolve("lost");
-      }, this.watchPeriodMs);
-    });
+    let waiter!: { runnerId: string; resolve: (outcome: "lost" | "stopped") => void };
+    const lost = new Promise<"lost" | "stopped">((resolve) => this.admissions.add((waiter = { runnerId, resolve })));
     // The reply abandoned may still fail later (its timeout): that is expected, not unhandled.
     reply.catch(() => {});
-    return Promise.race([reply, lost]).finally(() => clearInterval(check));
+    try {
+      const outcome = await Promise.race([reply, lost]);
+      // Stopped: the client is closing; the request's own reply or timeout decides.
+      return outcome === "stopped" ? await reply : outcome;
+    } finally {
+      this.admissions.delete(waiter);
+    }
   }
 
   /** How often runners' liveness is checked: a quarter of the runner timeout, within 0.1 to 1 s. */
@@ -197,19 +226,38 @@ export class GenerationClient {
     stream.abandon(new StreamInterrupted({ message: "The stream from the model runner lost messages; the request was stopped." }));
   };
 
-  private checkRunners(): void {
+  /**
+   * The watchdog's one pass over what waits on runners: admissions to a runner declared lost end
+   * at once; streams whose runner went silent (no event and no heartbeat within the runner
+   * timeout) fail; streams merely quiet that long are gathered for a HeldQuery to their runner.
+   */
+  private watch(): void {
+    for (const waiter of this.admissions) if (this.directory.isLost(waiter.runnerId)) waiter.resolve("lost");
     const now = performance.now();
     const limit = this.options.runnerTimeoutMs;
-    for (const stream of [...this.streams.values()]) {
+    let quiet: Map<string, GenerationStream[]> | undefined;
+    let silent: GenerationStream[] | undefined;
+    for (const stream of this.streams.values()) {
       const runnerId = stream.admitted?.runnerId;
-      if (!runnerId) continue;
+      if (!runnerId || now - stream.lastEventAt < limit) continue;
       const seen = Math.max(stream.lastEventAt, this.directory.get(runnerId)?.lastSeen ?? 0);
       if (now - seen > limit) {
-        this.log.warn("runner lost mid-request", { requestId: stream.requestId, runnerId, silentMs: Math.round(now - seen) });
-        stream.fail(new RunnerLost({ message: `The model runner stopped responding (nothing heard for ${((now - seen) / 1000).toFixed(1)} s). Please retry the request.` }));
+        (silent ??= []).push(stream);
+        continue;
       }
+      if (this.probing.has(runnerId)) continue;
+      quiet ??= new Map();
+      let list = quiet.get(runnerId);
+      if (!list) quiet.set(runnerId, (list = []));
+      if (list.length < MAX_HELD_QUERY_IDS) list.push(stream);
     }
-    this.probeQuietStreams(now);
+    // Failed after the walk: failing a stream removes it from the map being walked.
+    for (const stream of silent ?? []) {
+      const seen = Math.max(stream.lastEventAt, this.directory.get(stream.admitted!.runnerId)?.lastSeen ?? 0);
+      this.log.warn("runner lost mid-request", { requestId: stream.requestId, runnerId: stream.admitted!.runnerId, silentMs: Math.round(now - seen) });
+      stream.fail(new RunnerLost({ message: `The model runner stopped responding (nothing heard for ${((now - seen) / 1000).toFixed(1)} s). Please retry the request.` }));
+    }
+    if (quiet) this.probeQuietStreams(quiet);
   }
 
   /**
@@ -219,15 +267,7 @@ export class GenerationClient {
    * two answers in a row, with no event between them, has ended unseen. Its stream is abandoned
    * as interrupted, so a caller that has sent nothing yet can run it again elsewhere.
    */
-  private probeQuietStreams(now: number): void {
-    const quiet = new Map<string, GenerationStream[]>();
-    for (const stream of this.streams.values()) {
-      const runnerId = stream.admitted?.runnerId;
-      if (!runnerId || this.probing.has(runnerId) || now - stream.lastEventAt < this.options.runnerTimeoutMs) continue;
-      let list = quiet.get(runnerId);
-      if (!list) quiet.set(runnerId, (list = []));
-      if (list.length < MAX_HELD_QUERY_IDS) list.push(stream);
-    }
+  private probeQuietStreams(quiet: ReadonlyMap<string, GenerationStream[]>): void {
     for (const [runnerId, streams] of quiet) {
       this.probing.add(runnerId);
       const askedAt = performance.now();

@@ -78,9 +78,9 @@ export class GenerationStream {
   }
 
   /** Called by the client with each event addressed to this request. */
-  receive(event: RunnerEvent, onGap: (stream: GenerationStream, expected: number, got: number) => void): void {
+  receive(event: RunnerEvent, onGap: (stream: GenerationStream, expected: number, got: number) => void, now = performance.now()): void {
     if (this.ended) return;
-    this.lastEventAt = performance.now();
+    this.lastEventAt = now;
     if (event.seq < this.expectedSeq) return; // duplicate
     if (event.seq > this.expectedSeq) {
       onGap(this, this.expectedSeq, event.seq);

@@ -34,6 +34,7 @@ const cases: Array<[string, string, NatsIdentity[] | null, NatsIdentity[]]> = [
   ["heartbeats (subscription)", subjects.heartbeatAll, null, ["gateway", "actors"]],
   ["reply", subjects.reply("g1", "req1"), ["runner"], ["gateway", "actors"]],
   ["replies of one requester (subscription)", subjects.replyWildcard("g1"), null, ["gateway", "actors"]],
+  ["packed replies of one requester", subjects.replyBatch("g1"), ["runner"], ["gateway", "actors"]],
   ["batch job", subjects.batchJob, ["gateway", "actors"], []],
   ["batch line", subjects.batchWork(model, "batch_1"), ["actors"], []],
   ["budget lease", subjects.budgetLease(model, "organization", "org-1"), ["gateway", "actors"], ["actors"]],

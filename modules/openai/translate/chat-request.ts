@@ -118,6 +118,7 @@ export function chatToGenerateRequest(body: ChatCompletionRequest, spec: ModelSp
     priority: ctx.priority ?? Priority.PRIORITY_INTERACTIVE,
     deadlineUnixMs: ctx.deadlineUnixMs,
     replySubject: "",
+    batchReplySubject: "",
     reasoningEffort: body.reasoning_effort ?? "medium",
     // Nobody watches the tokens of a non-streamed reply arrive: send each choice whole.
     coalesceDeltas: !body.stream,

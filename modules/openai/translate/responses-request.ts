@@ -121,6 +121,7 @@ export function responseToGenerateRequest(
     priority: ctx.priority ?? Priority.PRIORITY_INTERACTIVE,
     deadlineUnixMs: ctx.deadlineUnixMs,
     replySubject: "",
+    batchReplySubject: "",
     reasoningEffort: body.reasoning?.effort ?? "medium",
     maxToolCalls: options.maxToolCalls,
     truncation: body.truncation === "auto" ? Truncation.TRUNCATION_AUTO : Truncation.TRUNCATION_DISABLED,

@@ -72,6 +72,7 @@ t.test("a client without credentials, or with an unknown nkey, is refused", asyn
 t.test("a runner cannot pose as a gateway, a budget owner, or read any state", async (t) => {
   t.notOk(await publishRefused("runner", subjects.heartbeat(MODEL)), "allowed: its heartbeats");
   t.notOk(await publishRefused("runner", subjects.reply("g1", "r1")), "allowed: replies");
+  t.notOk(await publishRefused("runner", subjects.replyBatch("g1")), "allowed: packed replies");
   t.notOk(await subscribeRefused("runner", subjects.generate(MODEL), "runners"), "allowed: its requests");
   t.ok(await publishRefused("runner", subjects.generate(MODEL)), "refused: sending generate requests (a gateway's)");
   t.ok(await publishRefused("runner", subjects.budgetActivate), "refused: activating a budget");
@@ -91,6 +92,7 @@ t.test("a gateway cannot answer as a runner or a budget owner, nor touch the bud
   t.ok(await subscribeRefused("gateway", subjects.generate(MODEL), "runners"), "refused: taking generate requests");
   t.ok(await subscribeRefused("gateway", subjects.runnerGenerate("r1")), "refused: a runner's own subject");
   t.ok(await publishRefused("gateway", subjects.reply("g2", "r1")), "refused: publishing replies");
+  t.ok(await publishRefused("gateway", subjects.replyBatch("g2")), "refused: publishing packed replies");
   t.ok(await publishRefused("gateway", subjects.heartbeat(MODEL)), "refused: publishing heartbeats");
   t.ok(await subscribeRefused("gateway", subjects.budgetLease(MODEL, "organization", "org-1")), "refused: answering leases");
   t.ok(await subscribeRefused("gateway", subjects.budgetActivate, "budget-hosts"), "refused: activating budgets");

@@ -17,6 +17,8 @@ export const protobufFileName = "tributary/v1/inference.proto";
  * Hot-path messages travel on core NATS:
  *   gateway  --GenerateRequest-->  runner   (request/reply: the reply is an Admission)
  *   runner   --RunnerEvent------>  reply_subject given in the request (deltas, choice ends, final)
+ *   runner   --RunnerEventBatch->  batch_reply_subject, when the request names one: the events of
+ *                                  every request of that requester sent in one step, packed
  *   gateway  --Cancel----------->  runner
  *   runner   --RunnerHeartbeat-->  heartbeat subject of its model
  * Subject names live in lib/nats/subjects.ts.
@@ -167,7 +169,16 @@ export interface GenerateRequest {
    * Return the prompt as the engine rendered it (chat template applied) in Accepted.rendered_prompt:
    * for requests recorded as traces (log: true).
    */
-  wantRenderedPrompt?: boolean | undefined;
+  wantRenderedPrompt?:
+    | boolean
+    | undefined;
+  /**
+   * Where the runner sends this request's events packed with those of the requester's other
+   * requests (RunnerEventBatch, one message per runner step instead of one per event); all of
+   * the request's events then go there, none to reply_subject. Empty: each event is its own
+   * RunnerEvent on reply_subject (a runner that does not know this field does that too).
+   */
+  batchReplySubject: string;
 }
 
 export interface Error {
@@ -263,6 +274,15 @@ export interface RunnerEvent {
     | { $case: "final"; value: Final }
     | { $case: "choiceReset"; value: ChoiceReset }
     | undefined;
+}
+
+/**
+ * The events of several requests of one requester that a runner had ready at once, in the order
+ * it produced them (per request, seq still grows by one). A runner sends one per step and
+ * batch_reply_subject, bounded in size; the requester routes each event by its request_id.
+ */
+export interface RunnerEventBatch {
+  events: RunnerEvent[];
 }
 
 export interface Cancel {
@@ -976,6 +996,7 @@ function createBaseGenerateRequest(): GenerateRequest {
     maxToolCalls: 0,
     truncation: 0,
     wantRenderedPrompt: undefined,
+    batchReplySubject: "",
   };
 }
 
@@ -1031,6 +1052,9 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     }
     if (message.wantRenderedPrompt !== undefined) {
       writer.uint32(168).bool(message.wantRenderedPrompt);
+    }
+    if (message.batchReplySubject !== "") {
+      writer.uint32(178).string(message.batchReplySubject);
     }
     return writer;
   },
@@ -1184,6 +1208,14 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
             message.wantRenderedPrompt = reader.bool();
             continue;
           }
+          case 22: {
+            if (tag !== 178) {
+              break;
+            }
+
+            message.batchReplySubject = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1224,6 +1256,7 @@ export const GenerateRequest: MessageFns<GenerateRequest> = {
     message.maxToolCalls = object.maxToolCalls ?? 0;
     message.truncation = object.truncation ?? 0;
     message.wantRenderedPrompt = object.wantRenderedPrompt ?? undefined;
+    message.batchReplySubject = object.batchReplySubject ?? "";
     return message;
   },
 };
@@ -2131,6 +2164,61 @@ export const RunnerEvent: MessageFns<RunnerEvent> = {
         break;
       }
     }
+    return message;
+  },
+};
+
+function createBaseRunnerEventBatch(): RunnerEventBatch {
+  return { events: [] };
+}
+
+export const RunnerEventBatch: MessageFns<RunnerEventBatch> = {
+  encode(message: RunnerEventBatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.events) {
+      RunnerEvent.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RunnerEventBatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRunnerEventBatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.events.push(RunnerEvent.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<RunnerEventBatch>): RunnerEventBatch {
+    return RunnerEventBatch.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<RunnerEventBatch>): RunnerEventBatch {
+    const message = createBaseRunnerEventBatch();
+    message.events = object.events?.map((e) => RunnerEvent.fromPartial(e)) || [];
     return message;
   },
 };
