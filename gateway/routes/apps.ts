@@ -120,6 +120,8 @@ function sink(ex: HttpExchange): ResponseSink {
     head: (status, headers) => {
       ex.beginRelayed(status, headers);
     },
+    whole: (status, headers, body) => ex.relayWhole(status, headers, body),
+    batch: (fn) => ex.corked(fn),
     write: (chunk) => ex.write(chunk),
     writable: () => {
       if (!ex.live) return Promise.resolve();
