@@ -102,6 +102,10 @@ const UNSAFE_HEADER = /[\r\n\0]/;
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const TARGET = /^[\x21-\x7e]+$/;
 const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: |$)/;
+/** HTTP/1.1's framing rules name these answers (RFC 9112 section 6.3): an upgrade, and two that never carry a body. */
+const SWITCHING_PROTOCOLS = 101;
+const NO_CONTENT = 204;
+const NOT_MODIFIED = 304;
 
 /** One HTTP/1.1 request to an instance and its response. */
 export class AppHttpRequest {
@@ -331,7 +335,7 @@ export class AppHttpRequest {
     if (lines.length - 1 > MAX_RESPONSE_HEADERS) return this.fail(new Error(`the app's response has more than ${MAX_RESPONSE_HEADERS} headers`));
     // Informational answers (100 Continue, 103 Early Hints) precede the response: skipped.
     if (status >= 100 && status < 200) {
-      if (status === 101) return this.fail(new Error("the app switched protocols, which a hosted address does not relay"));
+      if (status === SWITCHING_PROTOCOLS) return this.fail(new Error("the app switched protocols, which a hosted address does not relay"));
       return;
     }
     const headers: Array<[string, string]> = [];
@@ -360,7 +364,7 @@ export class AppHttpRequest {
       }
     }
     this.headSeen = true;
-    this.state = this.method === "HEAD" || status === 204 || status === 304 ? "done" : chunked ? "chunk-size" : length !== undefined ? (length === 0 ? "done" : "length") : "until-close";
+    this.state = this.method === "HEAD" || status === NO_CONTENT || status === NOT_MODIFIED ? "done" : chunked ? "chunk-size" : length !== undefined ? (length === 0 ? "done" : "length") : "until-close";
     if (this.state === "length") this.remaining = length!;
     if (this.state === "until-close") this.keepAlive = false;
     this.handlers.head(status, headers);
