@@ -48,6 +48,8 @@ interface Load {
   errors: number;
   /** CPU ms of each sampled process over the recorded part (warm-up excluded). */
   cpu: Record<string, number>;
+  /** How long the recorded part took (ms). */
+  wallMs: number;
 }
 
 /** `clients` keep-alive loops of GET / for `seconds` (after a 1 s warm-up); latencies in ms. */
@@ -83,14 +85,16 @@ async function load(port: number, host: string | undefined, clients: number, cpu
   };
   await run(1_000, false);
   const before = cpu();
+  const startedAt = performance.now();
   toggleProfiles?.();
   const { latencies, errors } = await run(seconds * 1_000, true);
   toggleProfiles?.();
   const after = cpu();
+  const wallMs = performance.now() - startedAt;
   // The profiled processes write their profiles meanwhile, outside the measured part.
   if (toggleProfiles) await new Promise((r) => setTimeout(r, 1_000));
   agent.destroy();
-  return { latencies, errors, cpu: Object.fromEntries(Object.keys(after).map((name) => [name, after[name]! - before[name]!])) };
+  return { latencies, errors, wallMs, cpu: Object.fromEntries(Object.keys(after).map((name) => [name, after[name]! - before[name]!])) };
 }
 
 /** The walled uvicorn: the process under the app host whose command line runs uvicorn on a Unix socket. */
@@ -153,6 +157,14 @@ try {
     return sample;
   };
   const names = [...Object.keys(pids), "load generator"];
+  // What each process spends with no request at all (heartbeats, watchers, timers), per second:
+  // taken off the loaded figures, which then hold what the requests cost.
+  const idleFrom = cpu();
+  const idleStarted = performance.now();
+  await new Promise((r) => setTimeout(r, 4_000));
+  const idleTo = cpu();
+  const idleSeconds = (performance.now() - idleStarted) / 1000;
+  const background = Object.fromEntries(names.map((n) => [n, (idleTo[n]! - idleFrom[n]!) / idleSeconds]));
   const profileToggle = () => {
     process.kill(gateway.child.pid!, "SIGUSR2");
     process.kill(host.child.pid!, "SIGUSR2");
@@ -173,7 +185,7 @@ try {
         into.latencies.push(...r.latencies);
         into.errors += r.errors;
         into.rps.push(r.latencies.length / seconds);
-        for (const name of names) into.cpu[name] = (into.cpu[name] ?? 0) + r.cpu[name]!;
+        for (const name of names) into.cpu[name] = (into.cpu[name] ?? 0) + Math.max(0, r.cpu[name]! - (background[name]! * r.wallMs) / 1000);
       }
     }
     const d = runs.direct;
@@ -232,7 +244,7 @@ try {
       `A plain ASGI app answering a 60-byte JSON body, deployed (cpu_mhz 2000: two cores' quota, no throttling here) and called through its hosted address (gateway -> NATS -> app host -> uvicorn on its Unix socket, behind bubblewrap), against the same app on the same uvicorn (Debian's 0.17.6) called directly over TCP. Keep-alive clients in the bench process; per point ${rounds} alternating rounds of ${seconds} s each side, each after a 1 s warm-up; \`node dist/bench/hosted-app.js --seconds ${seconds} --rounds ${rounds}\`.`,
       markdownTable(["clients", "direct req/s", "hosted req/s", "ratio (rounds' range)", "direct p50 ms", "hosted p50 ms", "p50 added ms", "direct p99 ms", "hosted p99 ms", "errors"], rows),
       "Targets: ratio >= 0.8, p50 added <= 1 ms.",
-      "CPU per request (µs, from /proc over the recorded seconds, warm-up excluded; the load generator is this bench process):",
+      `CPU per request (µs, from /proc over the recorded seconds, warm-up excluded, less each process's background measured idle for 4 s before the load: ${names.map((n) => `${n} ${fmt(background[n]!, 1)} ms/s`).join(", ")}; the load generator is this bench process):`,
       markdownTable(cpuHeader, cpuRows),
       ...ceiling,
       ...(deploys > 0 ? [markdownTable(["measure", "n", "p50 s", "max s"], [["`tributary deploy examples/chat-app` (a changed bundle) to healthy: pack, upload, unpack, uvicorn up", deploys, fmt(percentile(times, 50) / 1000, 2), fmt(Math.max(...times) / 1000, 2)]])] : []),

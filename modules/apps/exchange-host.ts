@@ -48,6 +48,11 @@ interface OpenExchange {
   done: boolean;
   /** Frames not yet published: sent together once this turn of the event loop is over. */
   outbox: AppResponseFrame[];
+  /**
+   * A small response of declared length, held until its body is complete: uvicorn writes head
+   * and body separately, and the gateway writes a response that comes whole in one send.
+   */
+  held: { head: AppResponseFrame["frame"]; body: Buffer[] } | undefined;
 }
 
 export class AppExchangeServer {
@@ -139,12 +144,13 @@ export class AppExchangeServer {
       const name = h.name.toLowerCase();
       if (!HOP_HEADERS.has(name) && !WITHHELD_REQUEST_HEADERS.has(name)) headers.push([name, Buffer.from(h.value.buffer, h.value.byteOffset, h.value.byteLength).toString("latin1")]);
     }
-    const ex: OpenExchange = { id, reply: head.replySubject, seq: 0, credit: head.responseCredit, req: undefined!, headSeen: false, target, lastHeard: performance.now(), done: false, outbox: [] };
+    const ex: OpenExchange = { id, reply: head.replySubject, seq: 0, credit: head.responseCredit, req: undefined!, headSeen: false, target, lastHeard: performance.now(), done: false, outbox: [], held: undefined };
     try {
       ex.req = new AppHttpRequest(target.pool, target.socketPath, head.method, head.target, headers, head.hasBody, {
         head: (status, raw) => this.respond(ex, status, raw),
         body: (chunk) => {
           if (ex.done) return;
+          if (ex.held) return void ex.held.body.push(chunk);
           for (let at = 0; at < chunk.length; at += MAX_FRAME_BYTES) this.send(ex, { $case: "body", value: chunk.subarray(at, at + MAX_FRAME_BYTES) });
           ex.credit -= chunk.length;
           // Out of credit: the app's socket stops being read until the client takes what it has.
@@ -167,13 +173,18 @@ export class AppExchangeServer {
   private respond(ex: OpenExchange, status: number, raw: Array<[string, string]>): void {
     ex.headSeen = true;
     const headers: HttpHeader[] = [];
+    let length = -1;
     for (const [rawName, value] of raw) {
       const name = rawName.toLowerCase();
       // The gateway frames the body itself: the app's length and framing are one hop's.
+      if (name === "content-length") length = Number(value);
       if (HOP_HEADERS.has(name) || name === "content-length") continue;
       headers.push({ name, value: Buffer.from(value, "latin1") });
     }
-    this.send(ex, { $case: "head", value: { status, headers } });
+    const head: AppResponseFrame["frame"] = { $case: "head", value: { status, headers } };
+    // At most one frame of body, whose length the app declared (the parser holds it to that).
+    if (length > 0 && length <= MAX_FRAME_BYTES) ex.held = { head, body: [] };
+    else this.send(ex, head);
   }
 
   private send(ex: OpenExchange, frame: AppResponseFrame["frame"]): void {
@@ -200,6 +211,12 @@ export class AppExchangeServer {
     if (ex.done) return;
     ex.done = true;
     this.open.delete(ex.id);
+    const held = ex.held;
+    ex.held = undefined;
+    if (complete && held) {
+      this.send(ex, held.head);
+      this.send(ex, { $case: "body", value: held.body.length === 1 ? held.body[0]! : Buffer.concat(held.body) });
+    }
     if (complete) this.send(ex, { $case: "end", value: {} });
     else {
       if (failure) this.send(ex, { $case: "failure", value: failure });
