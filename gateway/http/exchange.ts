@@ -275,6 +275,29 @@ export class HttpExchange {
     return true;
   }
 
+  /**
+   * A relayed response that arrived whole (head, body and end in one message): status, headers
+   * and body in one write, framed by its length rather than chunked.
+   */
+  relayWhole(status: number, headers: ReadonlyArray<readonly [string, string]>, body: Uint8Array): void {
+    if (!this.live || this.respondedFlag) return;
+    this.respondedFlag = true;
+    this.statusCode = status;
+    this.res.cork(() => {
+      this.res.writeStatus(`${status} ${STATUS_CODES[status] ?? "Status"}`);
+      for (const [name, value] of headers) this.res.writeHeader(name, value);
+      this.writeResponseHeaders();
+      this.res.end(body);
+    });
+    this.ended();
+  }
+
+  /** Runs `fn` with the response corked: what it writes goes out in one send. */
+  corked(fn: () => void): void {
+    if (!this.live) return fn();
+    this.res.cork(fn);
+  }
+
   /** Writes part of a streamed response; false when the socket is behind (wait for onWritable). */
   write(chunk: string | Uint8Array): boolean {
     if (!this.live) return false;

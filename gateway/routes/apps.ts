@@ -79,11 +79,22 @@ export function registerAppRoutes(router: Router, deps: AppRouteDeps): void {
 
 /** The hosted addresses: `<project slug>.<organization slug>.<apps domain>`, relayed to the project's app. */
 export function hostedAppsHandler(deps: AppRouteDeps): { matches(host: string | undefined): boolean; handler: (ex: HttpExchange) => Promise<void> } {
+  // Host header -> hosted address, parsed once per name (matches() and the handler both ask):
+  // bounded, since the names come from clients.
+  const addresses = new Map<string, string | undefined>();
+  const addressOf = (host: string | undefined) => {
+    if (host === undefined) return undefined;
+    if (addresses.has(host)) return addresses.get(host);
+    const address = deps.apps.hostedAddress(host);
+    if (addresses.size >= 1_024) addresses.clear();
+    addresses.set(host, address);
+    return address;
+  };
   return {
-    matches: (host) => deps.apps.hostedAddress(host) !== undefined,
+    matches: (host) => addressOf(host) !== undefined,
     handler: async (ex) => {
-      const address = deps.apps.hostedAddress(ex.headers.host)!;
-      let target = await deps.apps.resolve(address);
+      const address = addressOf(ex.headers.host)!;
+      let target = deps.apps.resolveCached(address) ?? (await deps.apps.resolve(address));
       if (!target) throw errors.notFound(`No app is deployed at ${address}.`, null, "app_not_found");
       if (target.project !== principal(ex).projectId) throw errors.forbidden("This API key's project does not own the app at this address.", "wrong_project");
       const hasBody = ex.method === "POST" || ex.method === "PUT" || ex.method === "PATCH";
@@ -120,6 +131,8 @@ function sink(ex: HttpExchange): ResponseSink {
     head: (status, headers) => {
       ex.beginRelayed(status, headers);
     },
+    whole: (status, headers, body) => ex.relayWhole(status, headers, body),
+    batch: (fn) => ex.corked(fn),
     write: (chunk) => ex.write(chunk),
     writable: () => {
       if (!ex.live) return Promise.resolve();

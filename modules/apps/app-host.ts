@@ -1,6 +1,5 @@
 import { spawn } from "node:child_process";
 import { chmodSync, createWriteStream, existsSync, mkdirSync, rmSync } from "node:fs";
-import { Agent } from "node:http";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -14,6 +13,7 @@ import { LAST_LOG_LINES, nowSeconds, type DeploymentObject, type DeploymentStore
 import { AppExchangeServer, type ExchangeTarget } from "./exchange-host.js";
 import type { InstanceHostOptions, LogLine } from "./instance.js";
 import type { AppManifest } from "./manifest.js";
+import { AppConnectionPool } from "./app-http.js";
 import { appHostCall, encodeJson, type AppHostCall, type AppHostHeartbeat, type AppHostReply } from "./protocol.js";
 import { AppReplica, DEFAULT_REPLICA_POLICY, type ReplicaPolicy, type ReplicaStatus } from "./replica.js";
 
@@ -51,7 +51,8 @@ interface LiveDeployment {
   project: string;
   manifest: AppManifest;
   replica: AppReplica | undefined;
-  agent: Agent;
+  /** Keep-alive connections to its instances' sockets. */
+  pool: AppConnectionPool;
   inFlight: number;
   idleWaiters: Array<() => void>;
   bundleDir: string;
@@ -118,7 +119,7 @@ export class AppHost {
     let released = false;
     return {
       socketPath,
-      agent: d.agent,
+      pool: d.pool,
       release: () => {
         if (released) return;
         released = true;
@@ -214,7 +215,7 @@ export class AppHost {
       project,
       manifest,
       replica: undefined,
-      agent: new Agent({ keepAlive: true, maxSockets: 256 }),
+      pool: new AppConnectionPool(),
       inFlight: 0,
       idleWaiters: [],
       bundleDir: join(this.options.bundleRoot, id),
@@ -227,7 +228,7 @@ export class AppHost {
       // Stopped before it started (the stop found it here, or came before it did): it never runs.
       if (!d.ending) {
         this.live.delete(id);
-        d.agent.destroy();
+        d.pool.destroy();
         if (d.slot !== undefined) this.freeSlots.push(d.slot);
       }
       return;
@@ -298,7 +299,7 @@ export class AppHost {
     const logs = d.replica?.recentLogs() ?? [];
     await d.replica?.stop(this.options.graceMs);
     this.live.delete(d.id);
-    d.agent.destroy();
+    d.pool.destroy();
     if (d.slot !== undefined) this.freeSlots.push(d.slot);
     rmSync(d.bundleDir, { recursive: true, force: true });
     rmSync(`${d.bundleDir}.tgz`, { force: true });

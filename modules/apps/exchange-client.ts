@@ -2,7 +2,7 @@ import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { randomToken } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
-import { AppRequestFrame, AppResponseFrames, type AppResponseFrame } from "../../proto/gen/tributary/v1/apps.js";
+import { AppRequestFrame, AppResponseFrames, type AppResponseFrame, type AppResponseHead } from "../../proto/gen/tributary/v1/apps.js";
 import { errors } from "../errors/mod.js";
 import { MAX_FRAME_BYTES, RESPONSE_WINDOW } from "./exchange-host.js";
 
@@ -16,6 +16,10 @@ import { MAX_FRAME_BYTES, RESPONSE_WINDOW } from "./exchange-host.js";
 export interface ResponseSink {
   readonly live: boolean;
   head(status: number, headers: Array<[string, string]>): void;
+  /** A whole response at once (head, body and end arrived together): one write, length-framed. */
+  whole(status: number, headers: Array<[string, string]>, body: Uint8Array): void;
+  /** Runs `fn` so that what it writes to the client goes out together. */
+  batch(fn: () => void): void;
   /** False when the client's socket is behind: more is written only after `writable()`. */
   write(chunk: Uint8Array): boolean;
   /** Resolves once the socket caught up (or the client left). */
@@ -40,16 +44,21 @@ export interface AppExchangeRequest {
 
 interface Pending {
   hostId: string;
+  /** When the response head is overdue (performance.now() ms); checked with the hosts' liveness. */
+  headDeadline: number;
   expectedSeq: number;
   headSeen: boolean;
   requestCredit: number;
   creditWaiter: (() => void) | undefined;
   onFrame(frame: AppResponseFrame): void;
+  /** A response whose head, body and end came in one message. */
+  onWhole(head: AppResponseHead, body: Uint8Array): void;
+  sink: ResponseSink;
   fail(code: string, message: string): void;
 }
 
 export interface AppExchangeClientOptions {
-  /** Is the host alive (its heartbeats)? Checked every second for open exchanges. */
+  /** Is the host alive (its heartbeats)? Checked every second for open exchanges, with their head deadlines. */
   hostAlive(hostId: string): boolean;
   /** Longest wait for the response head. */
   headTimeoutMs: number;
@@ -59,6 +68,9 @@ export class AppExchangeClient {
   private readonly pending = new Map<string, Pending>();
   private subscription: Subscription | undefined;
   private livenessTimer: NodeJS.Timeout | undefined;
+  /** Request frames not yet published: sent together once this turn of the event loop is over. */
+  private outbox: Array<{ subject: string; data: Uint8Array }> = [];
+  private flushScheduled = false;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -77,24 +89,73 @@ export class AppExchangeClient {
         } catch {
           return;
         }
-        for (const frame of frames) {
-          const p = this.pending.get(frame.exchangeId);
-          if (!p) return;
-          if (frame.seq !== p.expectedSeq) return p.fail("stream_interrupted", "frames of the app's response were lost on the way");
-          p.expectedSeq++;
-          try {
-            p.onFrame(frame);
-          } catch (error) {
-            this.log.error("app response frame failed", { exchangeId: frame.exchangeId, err: error });
-            p.fail("app_unavailable", "the app's response could not be relayed");
+        const first = frames[0];
+        if (!first) return;
+        const p = this.pending.get(first.exchangeId);
+        if (!p) return;
+        // The host sends one exchange's frames per message: a small response is head, body and
+        // end at once, written to the client whole; anything else frame by frame, in one write.
+        if (frames.length >= 2 && this.whole(p, frames)) return;
+        p.sink.batch(() => {
+          for (const frame of frames) {
+            const q = frame.exchangeId === first.exchangeId ? p : this.pending.get(frame.exchangeId);
+            if (!q) return;
+            try {
+              if (frame.seq !== q.expectedSeq) return q.fail("stream_interrupted", "frames of the app's response were lost on the way");
+              q.expectedSeq++;
+              q.onFrame(frame);
+            } catch (error) {
+              // Nothing may throw out of here: this runs inside the HTTP server's write batch.
+              this.log.error("app response frame failed", { exchangeId: frame.exchangeId, err: error });
+              q.fail("app_unavailable", "the app's response could not be relayed");
+            }
           }
-        }
+        });
       },
     });
     this.livenessTimer = setInterval(() => {
-      for (const p of this.pending.values()) if (!this.options.hostAlive(p.hostId)) p.fail("app_instance_lost", "the app's host stopped answering");
+      const now = performance.now();
+      for (const p of this.pending.values()) {
+        if (!this.options.hostAlive(p.hostId)) p.fail("app_instance_lost", "the app's host stopped answering");
+        else if (!p.headSeen && now > p.headDeadline) p.fail("timeout", `the app did not answer within ${this.options.headTimeoutMs} ms`);
+      }
     }, 1_000);
     this.livenessTimer.unref();
+  }
+
+  /** Frames [head, body..., end] of one exchange, in sequence: the response is written whole. */
+  private whole(p: Pending, frames: AppResponseFrame[]): boolean {
+    const head = frames[0]!;
+    const last = frames[frames.length - 1]!;
+    if (head.frame?.$case !== "head" || last.frame?.$case !== "end" || head.seq !== p.expectedSeq || p.headSeen) return false;
+    const bodies: Uint8Array[] = [];
+    for (let i = 1; i < frames.length - 1; i++) {
+      const f = frames[i]!;
+      if (f.frame?.$case !== "body" || f.exchangeId !== head.exchangeId || f.seq !== head.seq + i) return false;
+      bodies.push(f.frame.value);
+    }
+    if (last.exchangeId !== head.exchangeId || last.seq !== head.seq + frames.length - 1) return false;
+    p.expectedSeq = last.seq + 1;
+    try {
+      p.onWhole(head.frame.value, bodies.length === 1 ? bodies[0]! : Buffer.concat(bodies));
+    } catch (error) {
+      this.log.error("app response failed", { exchangeId: head.exchangeId, err: error });
+      p.fail("app_unavailable", "the app's response could not be relayed");
+    }
+    return true;
+  }
+
+  /** Queues a request frame; all queued this turn go to NATS together (one socket write). */
+  private publish(subject: string, data: Uint8Array): void {
+    this.outbox.push({ subject, data });
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      const out = this.outbox;
+      this.outbox = [];
+      for (const m of out) this.nc.publish(m.subject, m.data);
+    });
   }
 
   stop(): void {
@@ -111,16 +172,14 @@ export class AppExchangeClient {
   exchange(request: AppExchangeRequest, sink: ResponseSink): Promise<"done" | "no_instance"> {
     const id = randomToken(16);
     const toHost = subjects.appHostExchange(request.hostId);
-    const publish = (frame: AppRequestFrame["frame"]) => this.nc.publish(toHost, AppRequestFrame.encode({ exchangeId: id, frame }).finish());
+    const publish = (frame: AppRequestFrame["frame"]) => this.publish(toHost, AppRequestFrame.encode({ exchangeId: id, frame }).finish());
     return new Promise<"done" | "no_instance">((resolve, reject) => {
       let settled = false;
       let owedCredit = 0;
       let creditInFlight = false;
-      const headTimer = setTimeout(() => p.fail("timeout", `the app did not answer within ${this.options.headTimeoutMs} ms`), this.options.headTimeoutMs);
       const settle = (outcome: "done" | "no_instance" | Error, tellHost: boolean) => {
         if (settled) return;
         settled = true;
-        clearTimeout(headTimer);
         this.pending.delete(id);
         p.creditWaiter?.();
         if (tellHost) publish({ $case: "cancel", value: {} });
@@ -137,6 +196,8 @@ export class AppExchangeClient {
       };
       const p: Pending = {
         hostId: request.hostId,
+        headDeadline: performance.now() + this.options.headTimeoutMs,
+        sink,
         expectedSeq: 1,
         headSeen: false,
         // Nothing of the body goes before the host accepted the head (its first credit).
@@ -151,14 +212,19 @@ export class AppExchangeClient {
           sink.abort();
           settle("done", true);
         },
+        onWhole: (head, body) => {
+          if (settled) return;
+          p.headSeen = true;
+          sink.whole(head.status, headerPairs(head), body);
+          settle("done", false);
+        },
         onFrame: (frame) => {
           const kind = frame.frame;
           if (!kind || settled) return;
           switch (kind.$case) {
             case "head": {
               p.headSeen = true;
-              clearTimeout(headTimer);
-              sink.head(kind.value.status, kind.value.headers.map((h) => [h.name, Buffer.from(h.value).toString("latin1")]));
+              sink.head(kind.value.status, headerPairs(kind.value));
               return;
             }
             case "body": {
@@ -227,4 +293,9 @@ export class AppExchangeClient {
     }
     if (!over()) publish({ $case: "end", value: {} });
   }
+}
+
+/** Header values are bytes on the wire (latin1 text here): read in place, not copied. */
+function headerPairs(head: AppResponseHead): Array<[string, string]> {
+  return head.headers.map((h) => [h.name, Buffer.from(h.value.buffer, h.value.byteOffset, h.value.byteLength).toString("latin1")]);
 }

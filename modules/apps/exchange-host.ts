@@ -1,11 +1,12 @@
-import { Agent, request, type ClientRequest, type IncomingMessage } from "node:http";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import { AppRequestFrame, AppResponseFrames, type AppResponseFrame, type AppRequestHead, type HttpHeader } from "../../proto/gen/tributary/v1/apps.js";
+import { AppHttpRequest, type AppConnectionPool } from "./app-http.js";
 
 // The app host's side of HTTP exchanges carried over NATS (proto/tributary/v1/apps.proto): each
-// request head opens an HTTP/1.1 request to the deployment's instance on its Unix socket; the
+// request head opens an HTTP/1.1 request to the deployment's instance on its Unix socket (on a
+// pooled keep-alive connection, app-http.ts); the
 // request body goes in as the gateway sends it (credit returned once uvicorn took the bytes),
 // the response goes back in frames within the credit the gateway grants (the app's response is
 // paused when it runs out), so a slow client slows the app, never fills this process.
@@ -31,7 +32,7 @@ const WITHHELD_REQUEST_HEADERS: ReadonlySet<string> = new Set(["authorization"])
 /** A healthy instance of a deployment to send an exchange to; `release` when the exchange ended. */
 export interface ExchangeTarget {
   socketPath: string;
-  agent: Agent;
+  pool: AppConnectionPool;
   release(): void;
 }
 
@@ -40,13 +41,18 @@ interface OpenExchange {
   reply: string;
   seq: number;
   credit: number;
-  req: ClientRequest;
-  res: IncomingMessage | undefined;
+  req: AppHttpRequest;
+  headSeen: boolean;
   target: ExchangeTarget;
   lastHeard: number;
   done: boolean;
   /** Frames not yet published: sent together once this turn of the event loop is over. */
   outbox: AppResponseFrame[];
+  /**
+   * A small response of declared length, held until its body is complete: uvicorn writes head
+   * and body separately, and the gateway writes a response that comes whole in one send.
+   */
+  held: { head: AppResponseFrame["frame"]; body: Buffer[] } | undefined;
 }
 
 export class AppExchangeServer {
@@ -117,7 +123,7 @@ export class AppExchangeServer {
         return;
       case "credit":
         ex.credit += kind.value.bytes;
-        if (ex.credit > 0 && ex.res?.isPaused()) ex.res.resume();
+        if (ex.credit > 0 && ex.req.paused) ex.req.resume();
         return;
       case "cancel":
         this.finish(ex, undefined);
@@ -136,39 +142,49 @@ export class AppExchangeServer {
     const headers: Array<[string, string]> = [];
     for (const h of head.headers) {
       const name = h.name.toLowerCase();
-      if (!HOP_HEADERS.has(name) && !WITHHELD_REQUEST_HEADERS.has(name)) headers.push([name, Buffer.from(h.value).toString("latin1")]);
+      if (!HOP_HEADERS.has(name) && !WITHHELD_REQUEST_HEADERS.has(name)) headers.push([name, Buffer.from(h.value.buffer, h.value.byteOffset, h.value.byteLength).toString("latin1")]);
     }
-    // A body of unknown length (the client sent it chunked) goes on chunked.
-    if (head.hasBody && !headers.some(([name]) => name === "content-length")) headers.push(["transfer-encoding", "chunked"]);
-    const req = request({ agent: target.agent, socketPath: target.socketPath, method: head.method, path: head.target, headers: headers.flat(), setHost: false });
-    const ex: OpenExchange = { id, reply: head.replySubject, seq: 0, credit: head.responseCredit, req, res: undefined, target, lastHeard: performance.now(), done: false, outbox: [] };
+    const ex: OpenExchange = { id, reply: head.replySubject, seq: 0, credit: head.responseCredit, req: undefined!, headSeen: false, target, lastHeard: performance.now(), done: false, outbox: [], held: undefined };
+    try {
+      ex.req = new AppHttpRequest(target.pool, target.socketPath, head.method, head.target, headers, head.hasBody, {
+        head: (status, raw) => this.respond(ex, status, raw),
+        body: (chunk) => {
+          if (ex.done) return;
+          if (ex.held) return void ex.held.body.push(chunk);
+          for (let at = 0; at < chunk.length; at += MAX_FRAME_BYTES) this.send(ex, { $case: "body", value: chunk.subarray(at, at + MAX_FRAME_BYTES) });
+          ex.credit -= chunk.length;
+          // Out of credit: the app's socket stops being read until the client takes what it has.
+          if (ex.credit <= 0) ex.req.pause();
+        },
+        end: () => this.finish(ex, undefined, true),
+        error: (err, afterHead) => this.finish(ex, { code: afterHead ? "instance_lost" : "app_error", message: `the app's connection failed: ${err.message}` }),
+      });
+    } catch (err) {
+      // A head HTTP/1.1 cannot carry (a line break in a header value): nothing reached the app.
+      target.release();
+      const frame: AppResponseFrame = { exchangeId: id, seq: 1, frame: { $case: "failure", value: { code: "app_error", message: (err as Error).message } } };
+      this.nc.publish(head.replySubject, AppResponseFrames.encode({ frames: [frame] }).finish());
+      return;
+    }
     this.open.set(id, ex);
-    req.on("response", (res) => this.respond(ex, res));
-    req.on("error", (err) => this.finish(ex, { code: ex.res ? "instance_lost" : "app_error", message: `the app's connection failed: ${err.message}` }));
     if (head.hasBody) this.send(ex, { $case: "credit", value: { bytes: REQUEST_WINDOW } });
-    else req.end();
   }
 
-  private respond(ex: OpenExchange, res: IncomingMessage): void {
-    ex.res = res;
+  private respond(ex: OpenExchange, status: number, raw: Array<[string, string]>): void {
+    ex.headSeen = true;
     const headers: HttpHeader[] = [];
-    for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
-      const name = res.rawHeaders[i]!.toLowerCase();
-      // The gateway frames the body itself (chunked): the app's length and framing are one hop's.
+    let length = -1;
+    for (const [rawName, value] of raw) {
+      const name = rawName.toLowerCase();
+      // The gateway frames the body itself: the app's length and framing are one hop's.
+      if (name === "content-length") length = Number(value);
       if (HOP_HEADERS.has(name) || name === "content-length") continue;
-      headers.push({ name, value: Buffer.from(res.rawHeaders[i + 1]!, "latin1") });
+      headers.push({ name, value: Buffer.from(value, "latin1") });
     }
-    this.send(ex, { $case: "head", value: { status: res.statusCode ?? 0, headers } });
-    res.on("data", (chunk: Buffer) => {
-      if (ex.done) return;
-      for (let at = 0; at < chunk.length; at += MAX_FRAME_BYTES) this.send(ex, { $case: "body", value: chunk.subarray(at, at + MAX_FRAME_BYTES) });
-      ex.credit -= chunk.length;
-      // Out of credit: the app's socket stops being read until the client takes what it has.
-      if (ex.credit <= 0) res.pause();
-    });
-    res.on("end", () => this.finish(ex, undefined, true));
-    res.on("error", (err) => this.finish(ex, { code: "instance_lost", message: `the app's response broke: ${err.message}` }));
-    res.on("aborted", () => this.finish(ex, { code: "instance_lost", message: "the app ended the response early" }));
+    const head: AppResponseFrame["frame"] = { $case: "head", value: { status, headers } };
+    // At most one frame of body, whose length the app declared (the parser holds it to that).
+    if (length > 0 && length <= MAX_FRAME_BYTES) ex.held = { head, body: [] };
+    else this.send(ex, head);
   }
 
   private send(ex: OpenExchange, frame: AppResponseFrame["frame"]): void {
@@ -195,6 +211,12 @@ export class AppExchangeServer {
     if (ex.done) return;
     ex.done = true;
     this.open.delete(ex.id);
+    const held = ex.held;
+    ex.held = undefined;
+    if (complete && held) {
+      this.send(ex, held.head);
+      this.send(ex, { $case: "body", value: held.body.length === 1 ? held.body[0]! : Buffer.concat(held.body) });
+    }
     if (complete) this.send(ex, { $case: "end", value: {} });
     else {
       if (failure) this.send(ex, { $case: "failure", value: failure });
@@ -206,7 +228,7 @@ export class AppExchangeServer {
   private sweep(): void {
     const now = performance.now();
     for (const ex of this.open.values())
-      if (now - ex.lastHeard > STALL_MS && (ex.res === undefined ? !ex.req.writableEnded : ex.res.isPaused()))
+      if (now - ex.lastHeard > STALL_MS && (!ex.headSeen ? !ex.req.requestEnded : ex.req.paused))
         this.finish(ex, { code: "instance_lost", message: "the gateway went silent" });
   }
 }

@@ -36,6 +36,7 @@ export { AppHost, type AppHostOptions } from "./app-host.js";
 export { DEPLOYMENT_ID, DEPLOYMENT_STATUSES, DeploymentStore, type AppRoute, type DeploymentObject, type DeploymentStatus, type StoredDeployment } from "./deployments.js";
 export { AppExchangeClient, type AppExchangeRequest, type ResponseSink } from "./exchange-client.js";
 export { AppExchangeServer, MAX_FRAME_BYTES, REQUEST_WINDOW, RESPONSE_WINDOW } from "./exchange-host.js";
+export { AppConnectionPool, AppHttpRequest, MAX_RESPONSE_HEAD_BYTES, MAX_RESPONSE_HEADERS, type AppResponseHandlers } from "./app-http.js";
 export type { AppLogEvent } from "./protocol.js";
 export { AppHostDirectory, AppService, hostedAddressOf, type AppServiceOptions, type HostedTarget } from "./service.js";
 export { AppDeploymentSweeper } from "./sweeper.js";

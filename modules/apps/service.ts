@@ -134,6 +134,12 @@ export class AppService {
     return hostedAddressOf(host, this.options.appsDomain);
   }
 
+  /** The deployment a hosted address serves when the route cache holds it (no wait: the usual case). */
+  resolveCached(address: string): HostedTarget | undefined {
+    const route = this.routes.get(address);
+    return route ? { project: route.project, deploymentId: route.deployment_id, hostId: route.host_id } : undefined;
+  }
+
   /** The deployment a hosted address serves (the cache first; `fresh` reads KV, after a refused exchange). */
   async resolve(address: string, fresh = false): Promise<HostedTarget | undefined> {
     let route = fresh ? undefined : this.routes.get(address);
