@@ -112,6 +112,8 @@ interface ScenarioResult {
   off: Phase[];
   on: Phase[];
   mixed: MixedPhase[];
+  /** p50 of each timing (ms after arrival) over the last stored traces: where a logged request's TTFT goes, by the gateway's clock. */
+  traceTimings: Record<string, number>;
   traces: number;
   dropped: string;
 }
@@ -142,11 +144,15 @@ async function scenario(name: string, env: NodeJS.ProcessEnv, concurrency: numbe
     }
     client.close();
     await new Promise((res) => setTimeout(res, 500));
+    const listed = (await (await fetch(`${gateway.baseURL}/traces?limit=100`, { headers: { authorization: `Bearer ${TEST_KEY}` } })).json()) as { data: Array<{ timings: Record<string, number | null> }> };
+    const traceTimings: Record<string, number> = {};
+    for (const name of ["rate_limit_admitted_ms", "runner_admitted_ms", "queue_wait_ms", "first_token_ms", "end_ms"])
+      traceTimings[name] = percentile(listed.data.map((x) => x.timings[name] ?? NaN).filter((v) => !Number.isNaN(v)).sort((a, b) => a - b), 50);
     const metrics = await (await fetch(gateway.url + "/metrics")).text();
     const dropped = /^tributary_traces_dropped_total (\S+)$/m.exec(metrics)?.[1] ?? "?";
     // Stored traces as the writer counts them: one stream message holds several.
     const written = Number(/^tributary_traces_written_total (\S+)$/m.exec(metrics)?.[1] ?? NaN);
-    return { name, concurrency, off, on, mixed, traces: written, dropped };
+    return { name, concurrency, off, on, mixed, traceTimings, traces: written, dropped };
   } finally {
     // A profiled run stops its processes gracefully: V8 writes the profile on a normal exit.
     for (const p of procs.reverse()) await (process.env.BENCH_CPU_PROF_DIR ? p.stop() : p.kill());
@@ -248,6 +254,7 @@ const mixedRows = results.map((r) => {
   const perRound = r.mixed.map((m) => median(m.ttftsOn) - median(m.ttftsOff));
   return [r.name, r.concurrency, off.length, on.length, fmt(median(off), 2), fmt(median(on), 2), fmt(median(on) - median(off), 2), perRound.map((d) => fmt(d, 2)).join(", "), r.mixed.reduce((n, m) => n + m.errors, 0)];
 });
+const timingRows = results.map((r) => [r.name, ...["rate_limit_admitted_ms", "runner_admitted_ms", "queue_wait_ms", "first_token_ms", "end_ms"].map((k) => fmt(r.traceTimings[k] ?? NaN, 2)), fmt(p50(r.on), 2)]);
 const loadAtEnd = loadavg()[0]!;
 const cost = inProcessCost();
 writeResults(args.out, "log: true against log off", [
@@ -258,6 +265,8 @@ writeResults(args.out, "log: true against log off", [
   markdownTable(["engine", "streams", "tok/s log off", "tok/s log on", "ratio", "TTFT p50 off (ms)", "TTFT p50 on (ms)", "TTFT added p50 (ms)", "errors", "traces stored", "traces dropped"], rows),
   "Side by side: in one phase every client alternates `log: true` and `log` off, so both kinds of request meet the same load. The TTFT difference is what a logged request's own path adds (work or a round trip before its first token); the phases above also count what logging costs the whole machine, which at saturation (a closed loop on 2 shared cores) lengthens every request's queue.",
   markdownTable(["engine", "streams", "requests log off", "requests log on", "TTFT p50 off (ms)", "TTFT p50 on (ms)", "TTFT added p50 (ms)", "added per round (ms)", "errors"], mixedRows),
+  "A logged request's time by the traces' own timings (p50 over the last 100 traces of the run, ms after the gateway read the request), against the TTFT its client saw: the gap is time outside the request's own path (its bytes waiting in socket buffers and event loops, the gateway's and the client's, on a saturated machine).",
+  markdownTable(["engine", "rate limit admitted", "runner admitted", "runner queue wait", "first token", "end", "client TTFT p50, log on"], timingRows),
   "CPU time per 1,000 output tokens, by process (from /proc; the bench client is this process). With every process on 2 shared cores, what a logged request adds anywhere slows every stream: this table says where it goes.",
   markdownTable(["engine", "process", "CPU ms / 1k tok, log off", "log on", "added"], cpuRows),
   "Target (issue 11): ratio >= 0.97 and TTFT added <= 0.2 ms p50. The trace is built when the request is over and written by a background timer, so the request path only adds the observation's bookkeeping.",
