@@ -152,7 +152,11 @@ export const queues = {
  * as its UTF-8 bytes, =XX each ("qwen/qwen3-0.6b" -> "qwen=2Fqwen3-0=2E6b"). '=' itself is escaped,
  * so the encoding is injective and kvTokenDecode reverses it.
  */
+const PLAIN_TOKEN = /^[-_A-Za-z0-9]*$/;
+
 export function kvToken(value: string): string {
+  // Most values (ids, plain names) need no escaping: one test instead of one per character.
+  if (PLAIN_TOKEN.test(value)) return value;
   let out = "";
   for (const ch of value) {
     if (/[-_A-Za-z0-9]/.test(ch)) out += ch;

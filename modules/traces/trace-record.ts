@@ -78,6 +78,11 @@ export function traceIdTime(id: string): number | undefined {
 /** Text cut to at most `maxBytes` of UTF-8, never in the middle of a character. */
 export function capText(value: Buffer | string | undefined, maxBytes: number): CappedText {
   if (value === undefined) return { text: "", bytes: 0, truncated: false };
+  if (typeof value === "string") {
+    // Most texts fit: measured without copying them into a Buffer and back (it showed in profiles).
+    const bytes = Buffer.byteLength(value, "utf8");
+    if (bytes <= maxBytes) return { text: value, bytes, truncated: false };
+  }
   const buf = typeof value === "string" ? Buffer.from(value, "utf8") : value;
   if (buf.length <= maxBytes) return { text: buf.toString("utf8"), bytes: buf.length, truncated: false };
   let end = maxBytes;

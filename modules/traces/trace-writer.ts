@@ -14,13 +14,23 @@ export interface TraceWriterOptions {
 }
 
 /**
+ * Bytes of traces (as `record` estimates them) serialized at one go before the writer yields to
+ * the event loop: a flush of a full buffer (thousands of traces, bodies up to the cap) serialized
+ * in one piece would stall every stream the process serves for as long as it takes.
+ */
+const SLICE_BYTES = 512 * 1024;
+
+/**
  * Writes traces off the request path: `record` only appends to a bounded buffer (never blocks,
  * never throws); a timer serializes and publishes the buffer to the trace stream in batches,
- * pipelined. What does not fit the buffer, or fails to be stored, is dropped and counted: a trace
- * is never worth a slower or failed request.
+ * pipelined, a slice at a time with the event loop free between slices. What does not fit the
+ * buffer, or fails to be stored, is dropped and counted: a trace is never worth a slower or failed
+ * request.
  */
 export class TraceWriter {
   private buffer: Trace[] = [];
+  /** `record`'s size estimate of each buffered trace, by position. */
+  private sizes: number[] = [];
   private bufferedBytes = 0;
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
@@ -47,6 +57,7 @@ export class TraceWriter {
       return;
     }
     this.buffer.push(trace);
+    this.sizes.push(bytes);
     this.bufferedBytes += bytes;
   }
 
@@ -66,18 +77,26 @@ export class TraceWriter {
 
   private async writeOut(): Promise<void> {
     const batch = this.buffer;
+    const sizes = this.sizes;
     this.buffer = [];
+    this.sizes = [];
     this.bufferedBytes = 0;
     const inFlight = new Set<Promise<void>>();
     const limit = this.options.maxInFlight ?? 256;
-    for (const message of packTraces(batch)) {
-      const p: Promise<void> = this.js
-        .publish(message.subject, message.payload, { timeout: 5_000 })
-        .then(() => void (this.written += message.count))
-        .catch((err: unknown) => this.drop(message.count, "traces not stored", err))
-        .finally(() => inFlight.delete(p));
-      inFlight.add(p);
-      if (inFlight.size >= limit) await Promise.race(inFlight);
+    for (let start = 0; start < batch.length; ) {
+      let end = start;
+      for (let bytes = 0; end < batch.length && (end === start || bytes + sizes[end]! <= SLICE_BYTES); end++) bytes += sizes[end]!;
+      if (start > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      for (const message of packTraces(batch.slice(start, end))) {
+        const p: Promise<void> = this.js
+          .publish(message.subject, message.payload, { timeout: 5_000 })
+          .then(() => void (this.written += message.count))
+          .catch((err: unknown) => this.drop(message.count, "traces not stored", err))
+          .finally(() => inFlight.delete(p));
+        inFlight.add(p);
+        if (inFlight.size >= limit) await Promise.race(inFlight);
+      }
+      start = end;
     }
     await Promise.all(inFlight);
   }

@@ -43,6 +43,10 @@ for (const signal of ["SIGTERM", "SIGINT"] as const)
 
 /** Starts a child process (on `cpus` when given: benchmarks place processes as `tributary start` does). */
 export function startProcess(command: string, args: string[], env: NodeJS.ProcessEnv, name: string, cpus?: readonly number[]): Proc {
+  // BENCH_CPU_PROF_DIR: every Node process writes a V8 CPU profile under <dir>/<name>/ when it
+  // exits normally (stop(), not kill()): for profiling a bench.
+  const profDir = process.env.BENCH_CPU_PROF_DIR;
+  if (profDir && command === process.execPath) args = ["--cpu-prof", `--cpu-prof-dir=${join(profDir, name)}`, ...args];
   const line = onCpus(command, args, cpus);
   const child = spawn(line.command, line.args, { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
   all.add(child);

@@ -44,7 +44,7 @@ export class ChatCompletionAccumulator {
     const c = this.choices[d.choiceIndex];
     if (!c) return;
     c.text += d.text;
-    for (const t of d.toolCalls) applyToolCallDelta(c.toolCalls, t);
+    if (d.toolCalls.length > 0) for (const t of d.toolCalls) applyToolCallDelta(c.toolCalls, t);
   }
 
   /** Forgets a choice's output (it was preempted and runs again). */
