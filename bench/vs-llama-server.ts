@@ -1,10 +1,14 @@
 // The stack against llama.cpp's own llama-server on the same model, slots and context, built from
 // the llama.cpp source node-llama-cpp bundles (bench/lib/llama-server.ts), driven by the same
 // closed-loop streaming client at each concurrency. llama-server runs with -t 1 and -t 2; the
-// stack with one runner of the catalog's `threads` (--stack-threads), placed as `tributary start`
-// places it. Per level the configurations alternate in order over the rounds.
-//   node dist/bench/vs-llama-server.js [--models tiny,100m,500m] [--levels 1,8,32,64] [--seconds 5] [--rounds 2]
-import { mkdirSync, writeFileSync } from "node:fs";
+// stack is `tributary start` itself with the layout it picks for the model on this machine
+// (modules/runner-layout: runners, threads, CPU placement), and each --variants entry beside it
+// (e.g. "replicas2": two one-thread runners). Per level the configurations alternate in order over
+// the rounds. Besides tokens/s it counts the CPU time of every server process per token (the load
+// client's excluded), the steadier figure on a busy machine.
+//   node dist/bench/vs-llama-server.js [--models tiny,100m,500m] [--levels 1,8,32,64] [--seconds 5] [--rounds 2] [--variants replicas2,threads1]
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { commonConfig, readConfig } from "../lib/config.js";
@@ -12,7 +16,7 @@ import { loadCatalog } from "../modules/catalog/mod.js";
 import { ensureRandomLlama, SHAPES, type ShapeName } from "./gguf/random-llama.js";
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
 import { ensureLlamaServer, startLlamaServer } from "./lib/llama-server.js";
-import { startPlacedStack, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
+import { cpuMs, startTributary, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, resultsDir, writeResults } from "./lib/table.js";
@@ -25,7 +29,7 @@ const { values } = parseArgs({
     warmup: { type: "string", default: "2" },
     rounds: { type: "string", default: "2" },
     "max-tokens": { type: "string", default: "128" },
-    "stack-threads": { type: "string", default: "1" },
+    variants: { type: "string", default: "" },
     "context-per-slot": { type: "string", default: "512" },
   },
 });
@@ -34,22 +38,51 @@ const seconds = Number(values.seconds);
 const warmup = Number(values.warmup);
 const rounds = Number(values.rounds);
 const maxTokens = Number(values["max-tokens"]);
-const stackThreads = Number(values["stack-threads"]);
+/** Stack layouts besides the default, as overrides of the catalog fields the rule would pick. */
+const VARIANTS: Record<string, { label: string; env: Record<string, string> }> = {
+  replicas2: { label: "stack, 2 runners of 1 thread", env: { TRIBUTARY_REPLICAS: "2", TRIBUTARY_THREADS: "1" } },
+  threads1: { label: "stack, 1 runner of 1 thread", env: { TRIBUTARY_REPLICAS: "1", TRIBUTARY_THREADS: "1" } },
+  threads2: { label: "stack, 1 runner of 2 threads", env: { TRIBUTARY_REPLICAS: "1", TRIBUTARY_THREADS: "2" } },
+};
+const variants = values.variants!.split(",").filter(Boolean).map((v) => {
+  if (!VARIANTS[v]) throw new Error(`--variants: unknown "${v}" (known: ${Object.keys(VARIANTS).join(", ")})`);
+  return VARIANTS[v]!;
+});
 const contextPerSlot = Number(values["context-per-slot"]);
 const slots = Math.max(...levels);
 const prompt = "Once upon a time, in a small village by the river,";
 const unlimited = { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 };
 
-interface Level { tokens: number; requests: number; errors: number; ttft: number[]; seconds: number }
+interface Level { tokens: number; requests: number; errors: number; ttft: number[]; seconds: number; cpuMsPerToken: number }
 
-async function closedLoop(client: SseLoadClient, model: string, concurrency: number): Promise<Level> {
-  const result: Level = { tokens: 0, requests: 0, errors: 0, ttft: [], seconds };
+/** Every process under `pid` (itself included), from /proc/<pid>/task/<tid>/children. */
+function processTree(pid: number): number[] {
+  const out = [pid];
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const file = `/proc/${pid}/task/${tid}/children`;
+      if (!existsSync(file)) continue;
+      for (const child of readFileSync(file, "utf8").split(" ").filter(Boolean)) out.push(...processTree(Number(child)));
+    }
+  } catch {
+    // gone
+  }
+  return out;
+}
+const treeCpuMs = (pids: readonly number[]) => pids.reduce((sum, p) => sum + (cpuMs(p) || 0), 0);
+
+async function closedLoop(client: SseLoadClient, model: string, concurrency: number, serverPid: number): Promise<Level> {
+  const result: Level = { tokens: 0, requests: 0, errors: 0, ttft: [], seconds, cpuMsPerToken: NaN };
+  const pids = processTree(serverPid);
+  let cpuTokens = 0;
+  const cpuBefore = treeCpuMs(pids);
   const measureFrom = performance.now() + warmup * 1000;
   const end = measureFrom + seconds * 1000;
   await Promise.all(Array.from({ length: concurrency }, async () => {
     while (performance.now() < end) {
       const began = performance.now();
       const r = await client.streamChat({ model, messages: [{ role: "user", content: prompt }], max_tokens: maxTokens, temperature: 0.8 }, false);
+      if (r.ok) cpuTokens += r.completionTokens || r.deltas;
       if (began < measureFrom) continue;
       if (!r.ok) { result.errors++; continue; }
       const finished = performance.now();
@@ -60,6 +93,7 @@ async function closedLoop(client: SseLoadClient, model: string, concurrency: num
       result.ttft.push(r.ttftMs);
     }
   }));
+  result.cpuMsPerToken = (treeCpuMs(pids) - cpuBefore) / cpuTokens;
   return result;
 }
 
@@ -97,15 +131,20 @@ async function main(): Promise<void> {
     process.stderr.write(`vs-llama-server: skipped: ${server.skip}\n`);
     return;
   }
+  const loadStart = loadavg()[0]!;
   const tokenizer = loadCatalog(testCatalog).find((m) => m.id === TEST_MODEL)!.source;
-  const layout = benchLayout(stackThreads);
+  // llama-server -t 1 runs where `tributary start` would pin a one-thread runner; the load client
+  // where it would put the services.
+  const oneThread = benchLayout(1);
   const rows: Array<Array<string | number>> = [];
+  const layouts: string[] = [];
   const series: Array<{ model: string; ratios: number[] }> = [];
   for (const name of values.models!.split(",")) {
     const path = name === "tiny" ? tokenizer : ensureRandomLlama(home, SHAPES[name as ShapeName], tokenizer);
     const id = `bench/${name}`;
     const catalog = join(home, "bench-catalogs", `${name}.yaml`);
     mkdirSync(join(home, "bench-catalogs"), { recursive: true });
+    // No replicas or threads: `tributary start` picks them.
     writeFileSync(catalog, [
       "models:",
       `  - id: ${id}`,
@@ -115,58 +154,75 @@ async function main(): Promise<void> {
       `    max_output_tokens: ${maxTokens}`,
       `    slots: ${slots}`,
       `    queue_limit: ${slots * 4}`,
-      `    threads: ${stackThreads}`,
       "    rate_limits:",
       `      requests_per_minute: ${unlimited.requests_per_minute}`,
       `      tokens_per_minute: ${unlimited.tokens_per_minute}`,
       "",
     ].join("\n"));
-    const env = { TRIBUTARY_CATALOG: catalog };
+    const stackConfigs = [{ label: "stack default", env: {} as Record<string, string> }, ...variants];
     const configs = [
-      { label: "llama-server -t 1", threads: 1 },
-      { label: "llama-server -t 2", threads: 2 },
-      { label: `stack (1 runner, threads ${stackThreads})`, threads: 0 },
+      { label: "llama-server -t 1", threads: 1, env: {} },
+      { label: "llama-server -t 2", threads: 2, env: {} },
+      ...stackConfigs.map((c) => ({ ...c, threads: 0 })),
     ];
+    const seenLayouts = new Map<string, string>();
     const ratios: number[] = [];
     for (const concurrency of levels) {
       const results = new Map(configs.map((c) => [c.label, [] as Level[]]));
       for (let round = 0; round < rounds; round++) {
         for (const c of round % 2 === 0 ? configs : [...configs].reverse()) {
           process.stderr.write(`${name} c=${concurrency} round ${round + 1}/${rounds}: ${c.label}\n`);
-          placeSelf(layout.services);
           if (c.threads > 0) {
-            // llama-server gets the CPUs the stack's runner gets when it has one thread, all of them for two.
-            const s = await startLlamaServer(server.path, path, { slots, contextPerSlot, threads: c.threads, cpus: c.threads === 1 ? layout.runner : undefined });
+            placeSelf(oneThread.services);
+            // -t 1 on the CPU `tributary start` gives a one-thread runner; -t 2 on every CPU.
+            const s = await startLlamaServer(server.path, path, { slots, contextPerSlot, threads: c.threads, cpus: c.threads === 1 ? oneThread.runner : undefined });
             const client = new SseLoadClient("127.0.0.1", s.port, "none");
-            try { results.get(c.label)!.push(await closedLoop(client, id, concurrency)); } finally { client.close(); await s.stop(); }
+            try { results.get(c.label)!.push(await closedLoop(client, id, concurrency, s.process.pid!)); } finally { client.close(); await s.stop(); }
           } else {
-            const stack = await startPlacedStack(env, layout);
-            const client = new SseLoadClient("127.0.0.1", stack.gateway.port, TEST_KEY);
-            try { results.get(c.label)!.push(await closedLoop(client, id, concurrency)); } finally { client.close(); await stack.close(); }
+            // The supervisor must see every CPU to lay out the stack as a user's `npm start` would.
+            placeSelf(undefined);
+            const stack = await startTributary({ TRIBUTARY_CATALOG: catalog, ...c.env }, id);
+            const picked = stack.layout.models?.[id];
+            seenLayouts.set(c.label, `${picked ? `${picked.runners} runner(s) of ${picked.threads} thread(s) (${picked.class}, library ${stack.layout.library})` : "?"}; ${stack.placement}`);
+            placeSelf(stack.services);
+            const client = new SseLoadClient("127.0.0.1", stack.port, TEST_KEY);
+            try { results.get(c.label)!.push(await closedLoop(client, id, concurrency, stack.pid)); } finally { client.close(); await stack.close(); }
           }
         }
       }
       placeSelf(undefined);
       const rate = (xs: Level[]) => xs.reduce((a, b) => a + b.tokens, 0) / xs.reduce((a, b) => a + b.seconds, 0);
-      const rates = configs.map((c) => rate(results.get(c.label)!));
-      const best = Math.max(rates[0]!, rates[1]!);
-      ratios.push(rates[2]! / best);
+      const rateOf = (label: string) => rate(results.get(label)!);
+      const best = Math.max(rateOf(configs[0]!.label), rateOf(configs[1]!.label));
+      ratios.push(rateOf("stack default") / best);
+      // Per round: the default stack over the better llama-server of the same round.
+      const perRound = Array.from({ length: rounds }, (_, r) => {
+        const at = (label: string) => results.get(label)![r]!;
+        const t = at("stack default").tokens / Math.max(at(configs[0]!.label).tokens, at(configs[1]!.label).tokens);
+        return fmt(t, 2);
+      }).join(", ");
       const ttft = (label: string) => { const all = results.get(label)!.flatMap((r) => r.ttft); return `${fmt(percentile(all, 50), 1)} / ${fmt(percentile(all, 99), 1)}`; };
+      const cpu = (label: string) => { const xs = results.get(label)!.map((r) => r.cpuMsPerToken).filter(Number.isFinite).sort((a, b) => a - b); return xs.length ? fmt(xs[Math.floor(xs.length / 2)]!, 2) : "-"; };
       const errors = configs.map((c) => results.get(c.label)!.reduce((a, b) => a + b.errors, 0)).join(" / ");
-      rows.push([name, concurrency, fmt(rates[0]!, 0), fmt(rates[1]!, 0), fmt(rates[2]!, 0), fmt(rates[2]! / best, 2),
-        ttft(configs[0]!.label), ttft(configs[1]!.label), ttft(configs[2]!.label), errors]);
+      for (const c of configs)
+        rows.push([name, concurrency, c.label, fmt(rateOf(c.label), 0), fmt(rateOf(c.label) / best, 2), c.label === "stack default" ? perRound : "", ttft(c.label), cpu(c.label)]);
+      rows.push([name, concurrency, "errors (in the order above)", "", "", "", errors, ""]);
     }
+    for (const [label, text] of seenLayouts) layouts.push(`- ${name}, ${label}: ${text}`);
     series.push({ model: name, ratios });
   }
+  const loadEnd = loadavg()[0]!;
   mkdirSync(resultsDir, { recursive: true });
   writeFileSync(join(resultsDir, "vs-llama-server.svg"), svgPlot(series));
   writeResults("vs-llama-server.md", "The stack against llama-server", [
-    machineLine(),
+    `${machineLine()} Load average (1 min) at start and end: ${loadStart.toFixed(1)}, ${loadEnd.toFixed(1)}.`,
     `Same GGUF, ${slots} slots of ${contextPerSlot} tokens, max_tokens ${maxTokens}, temperature 0.8, streamed chat completions from closed-loop clients; per level ${rounds} rounds of ${seconds} s (after ${warmup} s of warm-up) per configuration, in alternating order; every configuration starts fresh each round. ` +
-      `Stack placement: ${layout.description}; llama-server -t 1 on the runner's CPU, -t 2 unpinned. Models: tiny = stories260K, 100m/500m = random llama Q8_0 (bench/gguf).`,
-    markdownTable(["model", "concurrency", "llama-server -t 1 tok/s", "llama-server -t 2 tok/s", "stack tok/s", "stack ÷ best llama-server", "TTFT p50/p99 ms -t 1", "TTFT p50/p99 ms -t 2", "TTFT p50/p99 ms stack", "errors (-t1 / -t2 / stack)"], rows),
-    "![stack tok/s over the better llama-server](vs-llama-server.svg)",
-    `Command: \`npm run build && node dist/bench/vs-llama-server.js --models ${values.models} --levels ${values.levels} --seconds ${seconds} --rounds ${rounds} --max-tokens ${maxTokens} --stack-threads ${stackThreads}\``,
+      `llama-server -t 1 on ${oneThread.runner ? `CPU ${oneThread.runner.join(",")}` : "every CPU"}, -t 2 unpinned. "stack default" is \`tributary start\` with the catalog's replicas and threads unset: the layout it picked is listed below. ` +
+      `"x best" is tokens/s over the better of llama-server -t 1 and -t 2 at that level; "CPU ms/token" counts every server process (for the stack: supervisor, nats-server, actor host, runners, gateway), median over rounds. Models: tiny = stories260K, 100m/500m = random llama Q8_0 (bench/gguf).`,
+    "Layouts `tributary start` picked:\n" + layouts.join("\n"),
+    markdownTable(["model", "concurrency", "configuration", "tok/s", "x best llama-server", "per-round x best", "TTFT p50 / p99 ms", "CPU ms/token"], rows),
+    "![stack default tok/s over the better llama-server](vs-llama-server.svg)",
+    `Command: \`npm run build && node dist/bench/vs-llama-server.js --models ${values.models} --levels ${values.levels} --seconds ${seconds} --warmup ${warmup} --rounds ${rounds} --max-tokens ${maxTokens}${values.variants ? ` --variants ${values.variants}` : ""}\``,
   ]);
 }
 

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { repoRoot } from "./processes.js";
@@ -33,6 +33,31 @@ export function ensureLlamaServer(home: string): { path: string } | { skip: stri
     return { skip: "llama-server is not built and cmake, git or a C++ compiler is missing (Debian: apt-get install cmake g++ git)" };
   if (!existsSync(bundle)) return { skip: `node-llama-cpp ${version} ships no llama.cpp source bundle (${bundle})` };
   mkdirSync(dir, { recursive: true });
+  // One build at a time per home: another bench (or session) building it is waited for, not joined.
+  const lock = join(dir, "build.lock");
+  const holder = existsSync(lock) ? Number(readFileSync(lock, "utf8")) : 0;
+  if (holder && holder !== process.pid && alive(holder)) return { skip: `llama-server is being built by process ${holder} (${lock}); run again when it is done` };
+  const log0 = join(dir, "build.log");
+  if (!holder && existsSync(log0) && Date.now() - statSync(log0).mtimeMs < 10 * 60_000)
+    return { skip: `llama-server's build log ${log0} changed in the last 10 minutes: a build seems to be under way; run again when it is done` };
+  writeFileSync(lock, String(process.pid));
+  try {
+    return buildLlamaServer(dir, binary, stamp, version);
+  } finally {
+    rmSync(lock, { force: true });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function buildLlamaServer(dir: string, binary: string, stamp: string, version: string): { path: string } {
   const src = join(dir, "src");
   const log = join(dir, "build.log");
   process.stderr.write(`[llama-server] building from node-llama-cpp ${version}'s bundled llama.cpp (once; 15-40 min on 2 cores), log: ${log}\n`);
