@@ -30,6 +30,10 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "2" },
     "max-tokens": { type: "string", default: "128" },
     variants: { type: "string", default: "" },
+    /** llama-server's thread counts; empty: the stack's layouts only (ratios then to the default layout). */
+    /** Results go to bench/results/vs-llama-server-<out>.md (default: vs-llama-server.md). */
+    out: { type: "string", default: "" },
+    "llama-threads": { type: "string", default: "1,2" },
     "context-per-slot": { type: "string", default: "512" },
   },
 });
@@ -42,6 +46,7 @@ const maxTokens = Number(values["max-tokens"]);
 const VARIANTS: Record<string, { label: string; env: Record<string, string> }> = {
   replicas2: { label: "stack, 2 runners of 1 thread", env: { TRIBUTARY_REPLICAS: "2", TRIBUTARY_THREADS: "1" } },
   threads1: { label: "stack, 1 runner of 1 thread", env: { TRIBUTARY_REPLICAS: "1", TRIBUTARY_THREADS: "1" } },
+  replicas2own: { label: "stack, 2 runners of 1 thread, each pinned to its own CPU, services floating", env: { TRIBUTARY_REPLICAS: "2", TRIBUTARY_THREADS: "1", TRIBUTARY_RUNNER_CPUS: "own" } },
   threads2: { label: "stack, 1 runner of 2 threads", env: { TRIBUTARY_REPLICAS: "1", TRIBUTARY_THREADS: "2" } },
 };
 const variants = values.variants!.split(",").filter(Boolean).map((v) => {
@@ -110,7 +115,7 @@ function svgPlot(series: Array<{ model: string; ratios: number[] }>): string {
     `<line x1="${left}" y1="${h - bottom}" x2="${w - right}" y2="${h - bottom}" stroke="black"/>`,
     `<line x1="${left}" y1="${top}" x2="${left}" y2="${h - bottom}" stroke="black"/>`,
     `<text x="${(left + w - right) / 2}" y="${h - 5}" text-anchor="middle">concurrent streams</text>`,
-    `<text x="12" y="${(top + h - bottom) / 2}" transform="rotate(-90 12 ${(top + h - bottom) / 2})" text-anchor="middle">stack tok/s ÷ best llama-server</text>`];
+    `<text x="12" y="${(top + h - bottom) / 2}" transform="rotate(-90 12 ${(top + h - bottom) / 2})" text-anchor="middle">stack default tok/s ÷ best baseline</text>`];
   levels.forEach((c, i) => parts.push(`<text x="${x(i)}" y="${h - bottom + 15}" text-anchor="middle">${c}</text>`));
   for (let v = 0; v <= max; v += 0.5) parts.push(`<text x="${left - 5}" y="${y(v) + 4}" text-anchor="end">${v.toFixed(1)}</text>`);
   series.forEach((s, k) => {
@@ -126,7 +131,8 @@ function svgPlot(series: Array<{ model: string; ratios: number[] }>): string {
 
 async function main(): Promise<void> {
   const { home } = readConfig(commonConfig);
-  const server = ensureLlamaServer(home);
+  const llamaThreads = values["llama-threads"]!.split(",").filter(Boolean).map(Number);
+  const server = llamaThreads.length > 0 ? ensureLlamaServer(home) : { path: "" };
   if ("skip" in server) {
     process.stderr.write(`vs-llama-server: skipped: ${server.skip}\n`);
     return;
@@ -137,6 +143,7 @@ async function main(): Promise<void> {
   // where it would put the services.
   const oneThread = benchLayout(1);
   const rows: Array<Array<string | number>> = [];
+  const title = `vs-llama-server${values.out ? `-${values.out}` : ""}`;
   const layouts: string[] = [];
   const series: Array<{ model: string; ratios: number[] }> = [];
   for (const name of values.models!.split(",")) {
@@ -160,11 +167,9 @@ async function main(): Promise<void> {
       "",
     ].join("\n"));
     const stackConfigs = [{ label: "stack default", env: {} as Record<string, string> }, ...variants];
-    const configs = [
-      { label: "llama-server -t 1", threads: 1, env: {} },
-      { label: "llama-server -t 2", threads: 2, env: {} },
-      ...stackConfigs.map((c) => ({ ...c, threads: 0 })),
-    ];
+    const servers = llamaThreads.map((t) => ({ label: `llama-server -t ${t}`, threads: t, env: {} }));
+    const configs = [...servers, ...stackConfigs.map((c) => ({ ...c, threads: 0 }))];
+    const baselines = servers.length > 0 ? servers.map((c) => c.label) : ["stack default"];
     const seenLayouts = new Map<string, string>();
     const ratios: number[] = [];
     for (const concurrency of levels) {
@@ -174,7 +179,7 @@ async function main(): Promise<void> {
           process.stderr.write(`${name} c=${concurrency} round ${round + 1}/${rounds}: ${c.label}\n`);
           if (c.threads > 0) {
             placeSelf(oneThread.services);
-            // -t 1 on the CPU `tributary start` gives a one-thread runner; -t 2 on every CPU.
+            // -t 1 on the CPU `tributary start` gives a one-thread runner; more threads on every CPU.
             const s = await startLlamaServer(server.path, path, { slots, contextPerSlot, threads: c.threads, cpus: c.threads === 1 ? oneThread.runner : undefined });
             const client = new SseLoadClient("127.0.0.1", s.port, "none");
             try { results.get(c.label)!.push(await closedLoop(client, id, concurrency, s.process.pid!)); } finally { client.close(); await s.stop(); }
@@ -193,12 +198,12 @@ async function main(): Promise<void> {
       placeSelf(undefined);
       const rate = (xs: Level[]) => xs.reduce((a, b) => a + b.tokens, 0) / xs.reduce((a, b) => a + b.seconds, 0);
       const rateOf = (label: string) => rate(results.get(label)!);
-      const best = Math.max(rateOf(configs[0]!.label), rateOf(configs[1]!.label));
+      const best = Math.max(...baselines.map(rateOf));
       ratios.push(rateOf("stack default") / best);
       // Per round: the default stack over the better llama-server of the same round.
       const perRound = Array.from({ length: rounds }, (_, r) => {
         const at = (label: string) => results.get(label)![r]!;
-        const t = at("stack default").tokens / Math.max(at(configs[0]!.label).tokens, at(configs[1]!.label).tokens);
+        const t = at("stack default").tokens / Math.max(...baselines.map((b) => at(b).tokens));
         return fmt(t, 2);
       }).join(", ");
       const ttft = (label: string) => { const all = results.get(label)!.flatMap((r) => r.ttft); return `${fmt(percentile(all, 50), 1)} / ${fmt(percentile(all, 99), 1)}`; };
@@ -213,16 +218,16 @@ async function main(): Promise<void> {
   }
   const loadEnd = loadavg()[0]!;
   mkdirSync(resultsDir, { recursive: true });
-  writeFileSync(join(resultsDir, "vs-llama-server.svg"), svgPlot(series));
-  writeResults("vs-llama-server.md", "The stack against llama-server", [
+  writeFileSync(join(resultsDir, `${title}.svg`), svgPlot(series));
+  writeResults(`${title}.md`, "The stack against llama-server", [
     `${machineLine()} Load average (1 min) at start and end: ${loadStart.toFixed(1)}, ${loadEnd.toFixed(1)}.`,
     `Same GGUF, ${slots} slots of ${contextPerSlot} tokens, max_tokens ${maxTokens}, temperature 0.8, streamed chat completions from closed-loop clients; per level ${rounds} rounds of ${seconds} s (after ${warmup} s of warm-up) per configuration, in alternating order; every configuration starts fresh each round. ` +
-      `llama-server -t 1 on ${oneThread.runner ? `CPU ${oneThread.runner.join(",")}` : "every CPU"}, -t 2 unpinned. "stack default" is \`tributary start\` with the catalog's replicas and threads unset: the layout it picked is listed below. ` +
-      `"x best" is tokens/s over the better of llama-server -t 1 and -t 2 at that level; "CPU ms/token" counts every server process (for the stack: supervisor, nats-server, actor host, runners, gateway), median over rounds. Models: tiny = stories260K, 100m/500m = random llama Q8_0 (bench/gguf).`,
+      `llama-server -t 1 on ${oneThread.runner ? `CPU ${oneThread.runner.join(",")}` : "every CPU"}, more threads unpinned. "stack default" is \`tributary start\` with the catalog's replicas and threads unset: the layout it picked is listed below. ` +
+      `"x best" is tokens/s over the best of ${llamaThreads.length > 0 ? llamaThreads.map((t) => `llama-server -t ${t}`).join(", ") : "stack default"} at that level; "CPU ms/token" counts every server process (for the stack: supervisor, nats-server, actor host, runners, gateway), median over rounds. Models: tiny = stories260K, 100m/500m = random llama Q8_0 (bench/gguf).`,
     "Layouts `tributary start` picked:\n" + layouts.join("\n"),
     markdownTable(["model", "concurrency", "configuration", "tok/s", "x best llama-server", "per-round x best", "TTFT p50 / p99 ms", "CPU ms/token"], rows),
-    "![stack default tok/s over the better llama-server](vs-llama-server.svg)",
-    `Command: \`npm run build && node dist/bench/vs-llama-server.js --models ${values.models} --levels ${values.levels} --seconds ${seconds} --warmup ${warmup} --rounds ${rounds} --max-tokens ${maxTokens}${values.variants ? ` --variants ${values.variants}` : ""}\``,
+    `![stack default tok/s over the best baseline](${title}.svg)`,
+    `Command: \`npm run build && node dist/bench/vs-llama-server.js --models ${values.models} --levels ${values.levels} --seconds ${seconds} --warmup ${warmup} --rounds ${rounds} --max-tokens ${maxTokens} --llama-threads "${values["llama-threads"]}"${values.variants ? ` --variants ${values.variants}` : ""}${values.out ? ` --out ${values.out}` : ""}\``,
   ]);
 }
 
