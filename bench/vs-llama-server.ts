@@ -76,29 +76,45 @@ function processTree(pid: number): number[] {
 }
 const treeCpuMs = (pids: readonly number[]) => pids.reduce((sum, p) => sum + (cpuMs(p) || 0), 0);
 
+/**
+ * `concurrency` clients, each sending its next request as soon as the last ended, for warm-up plus
+ * `seconds`. Tokens count when they arrive inside the measured window (a request spanning its
+ * edges counts its share), so long requests at high concurrency are measured too; requests still
+ * running at the end are cut off (the client's sockets are closed).
+ */
 async function closedLoop(client: SseLoadClient, model: string, concurrency: number, serverPid: number): Promise<Level> {
   const result: Level = { tokens: 0, requests: 0, errors: 0, ttft: [], seconds, cpuMsPerToken: NaN };
   const pids = processTree(serverPid);
   let cpuTokens = 0;
-  const cpuBefore = treeCpuMs(pids);
   const measureFrom = performance.now() + warmup * 1000;
   const end = measureFrom + seconds * 1000;
+  let cpuBefore = NaN;
+  const startCpu = setTimeout(() => (cpuBefore = treeCpuMs(pids)), warmup * 1000);
+  let cpuAfter = NaN;
+  const cut = setTimeout(() => {
+    cpuAfter = treeCpuMs(pids);
+    client.close();
+  }, end - performance.now());
   await Promise.all(Array.from({ length: concurrency }, async () => {
     while (performance.now() < end) {
       const began = performance.now();
-      const r = await client.streamChat({ model, messages: [{ role: "user", content: prompt }], max_tokens: maxTokens, temperature: 0.8 }, false);
-      if (r.ok) cpuTokens += r.completionTokens || r.deltas;
-      if (began < measureFrom) continue;
-      if (!r.ok) { result.errors++; continue; }
-      const finished = performance.now();
-      const share = finished <= end ? 1 : Math.max(0, (end - began) / (finished - began));
-      // Content deltas when the server sends no usage: one token each.
-      result.tokens += (r.completionTokens || r.deltas) * share;
-      result.requests++;
-      result.ttft.push(r.ttftMs);
+      let inWindow = 0;
+      const r = await client.streamChat({ model, messages: [{ role: "user", content: prompt }], max_tokens: maxTokens, temperature: 0.8 }, false, (at) => {
+        if (at >= measureFrom && at <= end) inWindow++;
+      });
+      // A delta may carry several tokens (the stack coalesces for slow readers): the usage says how many.
+      const perDelta = r.ok && r.completionTokens > 0 && r.deltas > 0 ? r.completionTokens / r.deltas : 1;
+      result.tokens += inWindow * perDelta;
+      cpuTokens += inWindow * perDelta;
+      const cutOff = performance.now() >= end;
+      if (!r.ok && !cutOff) result.errors++;
+      if (began >= measureFrom && Number.isFinite(r.ttftMs)) result.ttft.push(r.ttftMs);
+      if (r.ok && began >= measureFrom) result.requests++;
     }
   }));
-  result.cpuMsPerToken = (treeCpuMs(pids) - cpuBefore) / cpuTokens;
+  clearTimeout(startCpu);
+  clearTimeout(cut);
+  result.cpuMsPerToken = (cpuAfter - cpuBefore) / cpuTokens;
   return result;
 }
 
