@@ -122,7 +122,8 @@ export function pickLayout(machine: MachineFacts, models: readonly ModelFacts[])
     if (cls === "overhead-bound") {
       const threads = m.threads ?? 1;
       const runners = m.runners ?? Math.min(atLeast1(cpuShare / threads), MAX_OVERHEAD_BOUND_RUNNERS, memoryCap);
-      return { ...base, runners, threads, why: `overhead-bound (${mib(m.modelBytes)}): one-thread runners, one per CPU left after ${servicesCpus(machine.cpus, anyOverheadBound)} for the gateway and NATS` };
+      const cap = runners === MAX_OVERHEAD_BOUND_RUNNERS && !fromCatalog.runners ? ` (at most ${MAX_OVERHEAD_BOUND_RUNNERS} for one gateway)` : runners === memoryCap && !fromCatalog.runners ? " (as many as the memory holds)" : "";
+      return { ...base, runners, threads, why: `overhead-bound (${mib(m.modelBytes)}): one-thread runners, one per CPU left after ${servicesCpus(machine.cpus, anyOverheadBound)} for the gateway and NATS${cap}` };
     }
     if (machine.library === "prebuilt") {
       const threads = m.threads ?? 1;
