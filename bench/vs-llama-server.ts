@@ -188,43 +188,52 @@ async function main(): Promise<void> {
     const baselines = servers.length > 0 ? servers.map((c) => c.label) : ["stack default"];
     const seenLayouts = new Map<string, string>();
     const ratios: number[] = [];
-    for (const concurrency of levels) {
-      const results = new Map(configs.map((c) => [c.label, [] as Level[]]));
-      for (let round = 0; round < rounds; round++) {
-        for (const c of round % 2 === 0 ? configs : [...configs].reverse()) {
-          process.stderr.write(`${name} c=${concurrency} round ${round + 1}/${rounds}: ${c.label}\n`);
-          if (c.threads > 0) {
-            placeSelf(oneThread.services);
-            // -t 1 on the CPU `tributary start` gives a one-thread runner; more threads on every CPU.
-            const s = await startLlamaServer(server.path, path, { slots, contextPerSlot, threads: c.threads, cpus: c.threads === 1 ? oneThread.runner : undefined });
-            const client = new SseLoadClient("127.0.0.1", s.port, "none");
-            try { results.get(c.label)!.push(await closedLoop(client, id, concurrency, s.process.pid!)); } finally { client.close(); await s.stop(); }
-          } else {
-            // The supervisor must see every CPU to lay out the stack as a user's `npm start` would.
-            placeSelf(undefined);
-            const stack = await startTributary({ TRIBUTARY_CATALOG: catalog, ...c.env }, id);
-            const picked = stack.layout.models?.[id];
-            seenLayouts.set(c.label, `${picked ? `${picked.runners} runner(s) of ${picked.threads} thread(s) (${picked.class}, library ${stack.layout.library})` : "?"}; ${stack.placement}`);
-            placeSelf(stack.services);
-            const client = new SseLoadClient("127.0.0.1", stack.port, TEST_KEY);
-            try { results.get(c.label)!.push(await closedLoop(client, id, concurrency, stack.pid)); } finally { client.close(); await stack.close(); }
-          }
+    // Per round each configuration starts once and runs every level in turn (fresh clients per
+    // level, a short pause for cut-off requests to be cancelled); the order alternates by round.
+    const results = new Map(levels.map((l) => [l, new Map(configs.map((c) => [c.label, [] as Level[]]))]));
+    const runLevels = async (port: number, key: string, pid: number, label: string) => {
+      for (const concurrency of levels) {
+        process.stderr.write(`  c=${concurrency}\n`);
+        const client = new SseLoadClient("127.0.0.1", port, key);
+        try { results.get(concurrency)!.get(label)!.push(await closedLoop(client, id, concurrency, pid)); } finally { client.close(); }
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    };
+    for (let round = 0; round < rounds; round++) {
+      for (const c of round % 2 === 0 ? configs : [...configs].reverse()) {
+        process.stderr.write(`${name} round ${round + 1}/${rounds}: ${c.label}\n`);
+        if (c.threads > 0) {
+          placeSelf(oneThread.services);
+          // -t 1 on the CPU `tributary start` gives a one-thread runner; more threads on every CPU.
+          const s = await startLlamaServer(server.path, path, { slots, contextPerSlot, threads: c.threads, cpus: c.threads === 1 ? oneThread.runner : undefined });
+          try { await runLevels(s.port, "none", s.process.pid!, c.label); } finally { await s.stop(); }
+        } else {
+          // The supervisor must see every CPU to lay out the stack as a user's `npm start` would.
+          placeSelf(undefined);
+          const stack = await startTributary({ TRIBUTARY_CATALOG: catalog, ...c.env }, id);
+          const picked = stack.layout.models?.[id];
+          seenLayouts.set(c.label, `${picked ? `${picked.runners} runner(s) of ${picked.threads} thread(s) (${picked.class}, library ${stack.layout.library})` : "?"}; ${stack.placement}`);
+          placeSelf(stack.services);
+          try { await runLevels(stack.port, TEST_KEY, stack.pid, c.label); } finally { await stack.close(); }
         }
       }
+    }
+    for (const concurrency of levels) {
+      const byLabel = results.get(concurrency)!;
       placeSelf(undefined);
       const rate = (xs: Level[]) => xs.reduce((a, b) => a + b.tokens, 0) / xs.reduce((a, b) => a + b.seconds, 0);
-      const rateOf = (label: string) => rate(results.get(label)!);
+      const rateOf = (label: string) => rate(byLabel.get(label)!);
       const best = Math.max(...baselines.map(rateOf));
       ratios.push(rateOf("stack default") / best);
       // Per round: the default stack over the better llama-server of the same round.
       const perRound = Array.from({ length: rounds }, (_, r) => {
-        const at = (label: string) => results.get(label)![r]!;
+        const at = (label: string) => byLabel.get(label)![r]!;
         const t = at("stack default").tokens / Math.max(...baselines.map((b) => at(b).tokens));
         return fmt(t, 2);
       }).join(", ");
-      const ttft = (label: string) => { const all = results.get(label)!.flatMap((r) => r.ttft); return `${fmt(percentile(all, 50), 1)} / ${fmt(percentile(all, 99), 1)}`; };
-      const cpu = (label: string) => { const xs = results.get(label)!.map((r) => r.cpuMsPerToken).filter(Number.isFinite).sort((a, b) => a - b); return xs.length ? fmt(xs[Math.floor(xs.length / 2)]!, 2) : "-"; };
-      const errors = configs.map((c) => results.get(c.label)!.reduce((a, b) => a + b.errors, 0)).join(" / ");
+      const ttft = (label: string) => { const all = byLabel.get(label)!.flatMap((r) => r.ttft); return `${fmt(percentile(all, 50), 1)} / ${fmt(percentile(all, 99), 1)}`; };
+      const cpu = (label: string) => { const xs = byLabel.get(label)!.map((r) => r.cpuMsPerToken).filter(Number.isFinite).sort((a, b) => a - b); return xs.length ? fmt(xs[Math.floor(xs.length / 2)]!, 2) : "-"; };
+      const errors = configs.map((c) => byLabel.get(c.label)!.reduce((a, b) => a + b.errors, 0)).join(" / ");
       for (const c of configs)
         rows.push([name, concurrency, c.label, fmt(rateOf(c.label), 0), fmt(rateOf(c.label) / best, 2), c.label === "stack default" ? perRound : "", ttft(c.label), cpu(c.label)]);
       rows.push([name, concurrency, "errors (in the order above)", "", "", "", errors, ""]);
@@ -237,7 +246,7 @@ async function main(): Promise<void> {
   writeFileSync(join(resultsDir, `${title}.svg`), svgPlot(series));
   writeResults(`${title}.md`, "The stack against llama-server", [
     `${machineLine()} Load average (1 min) at start and end: ${loadStart.toFixed(1)}, ${loadEnd.toFixed(1)}.`,
-    `Same GGUF, ${slots} slots of ${contextPerSlot} tokens, max_tokens ${maxTokens}, temperature 0.8, streamed chat completions from closed-loop clients; per level ${rounds} rounds of ${seconds} s (after ${warmup} s of warm-up) per configuration, in alternating order; every configuration starts fresh each round. ` +
+    `Same GGUF, ${slots} slots of ${contextPerSlot} tokens, max_tokens ${maxTokens}, temperature 0.8, streamed chat completions from closed-loop clients; per level ${rounds} rounds of ${seconds} s (after ${warmup} s of warm-up) per configuration; each round starts every configuration afresh and runs the levels in turn, the configurations in alternating order by round. ` +
       `llama-server -t 1 on ${oneThread.runner ? `CPU ${oneThread.runner.join(",")}` : "every CPU"}, more threads unpinned. "stack default" is \`tributary start\` with the catalog's replicas and threads unset: the layout it picked is listed below. ` +
       `"x best" is tokens/s over the best of ${llamaThreads.length > 0 ? llamaThreads.map((t) => `llama-server -t ${t}`).join(", ") : "stack default"} at that level; "CPU ms/token" counts every server process (for the stack: supervisor, nats-server, actor host, runners, gateway), median over rounds. Models: tiny = stories260K, 100m/500m = random llama Q8_0 (bench/gguf).`,
     "Layouts `tributary start` picked:\n" + layouts.join("\n"),
