@@ -6,7 +6,7 @@
 // (e.g. "replicas2": two one-thread runners). Per level the configurations alternate in order over
 // the rounds. Besides tokens/s it counts the CPU time of every server process per token (the load
 // client's excluded), the steadier figure on a busy machine.
-//   node dist/bench/vs-llama-server.js [--models tiny,100m,500m] [--levels 1,8,32,64] [--seconds 5] [--rounds 2] [--variants replicas2,threads1]
+//   node dist/bench/vs-llama-server.js [--models tiny,100m,500m] [--levels 1,8,32,64] [--seconds 5] [--rounds 2] [--variants replicas2,100m:threads1]
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
@@ -49,10 +49,13 @@ const VARIANTS: Record<string, { label: string; env: Record<string, string> }> =
   replicas2own: { label: "stack, 2 runners of 1 thread, each pinned to its own CPU, services floating", env: { TRIBUTARY_REPLICAS: "2", TRIBUTARY_THREADS: "1", TRIBUTARY_RUNNER_CPUS: "own" } },
   threads2: { label: "stack, 1 runner of 2 threads", env: { TRIBUTARY_REPLICAS: "1", TRIBUTARY_THREADS: "2" } },
 };
-const variants = values.variants!.split(",").filter(Boolean).map((v) => {
+/** --variants entries: "<variant>" for every model, "<model>:<variant>" for one. */
+const variantSpecs = values.variants!.split(",").filter(Boolean).map((entry) => {
+  const [model, v] = entry.includes(":") ? entry.split(":") as [string, string] : [undefined, entry];
   if (!VARIANTS[v]) throw new Error(`--variants: unknown "${v}" (known: ${Object.keys(VARIANTS).join(", ")})`);
-  return VARIANTS[v]!;
+  return { model, variant: VARIANTS[v]! };
 });
+const variantsOf = (model: string) => variantSpecs.filter((s) => s.model === undefined || s.model === model).map((s) => s.variant);
 const contextPerSlot = Number(values["context-per-slot"]);
 const slots = Math.max(...levels);
 const prompt = "Once upon a time, in a small village by the river,";
@@ -182,7 +185,7 @@ async function main(): Promise<void> {
       `      tokens_per_minute: ${unlimited.tokens_per_minute}`,
       "",
     ].join("\n"));
-    const stackConfigs = [{ label: "stack default", env: {} as Record<string, string> }, ...variants];
+    const stackConfigs = [{ label: "stack default", env: {} as Record<string, string> }, ...variantsOf(name)];
     const servers = llamaThreads.map((t) => ({ label: `llama-server -t ${t}`, threads: t, env: {} }));
     const configs = [...servers, ...stackConfigs.map((c) => ({ ...c, threads: 0 }))];
     const baselines = servers.length > 0 ? servers.map((c) => c.label) : ["stack default"];
