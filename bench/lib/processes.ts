@@ -2,7 +2,7 @@
 export { startNats, startRunner, startGateway, startActorHost, TEST_KEY, TEST_MODEL, testCatalog, repoRoot } from "../../test/harness/processes.js";
 
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -86,6 +86,8 @@ export async function startTributary(env: NodeJS.ProcessEnv, model: string): Pro
     env: {
       ...process.env, ...env, TRIBUTARY_HOME: home, TRIBUTARY_API_KEY: TEST_KEY, TRIBUTARY_PORT: "0", TRIBUTARY_NATS_PORT: String(await freePort()),
       TRIBUTARY_ADMIN_ADDR: `127.0.0.1:${await freePort()}`, TRIBUTARY_START_SANDBOX_HOST: "off", NATS_URL: "", TRIBUTARY_LOG_LEVEL: "info",
+      // Requests cut off at the end of a measurement need not hold up the shutdown.
+      TRIBUTARY_DRAIN_TIMEOUT_MS: "2000",
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -111,13 +113,22 @@ export async function startTributary(env: NodeJS.ProcessEnv, model: string): Pro
   let stdout = "";
   child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
   const close = async () => {
+    // Every process of this stack, to be sure none outlives it (a supervisor killed at the
+    // timeout leaves its children).
+    const tree = descendants(child.pid!);
     if (child.exitCode === null) {
       child.kill("SIGINT");
       const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
       await exited;
       clearTimeout(timer);
     }
-    rmSync(home, { recursive: true, force: true });
+    for (const pid of tree)
+      try {
+        if (readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(home) || readFileSync(`/proc/${pid}/environ`, "utf8").includes(home)) process.kill(pid, "SIGKILL");
+      } catch {
+        // gone
+      }
+    rmSync(home, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
   };
   try {
     const deadline = Date.now() + 180_000;
@@ -140,4 +151,16 @@ export async function startTributary(env: NodeJS.ProcessEnv, model: string): Pro
     await close();
     throw err;
   }
+}
+
+/** Every process under `pid`, from /proc/<pid>/task/<tid>/children. */
+export function descendants(pid: number): number[] {
+  const out: number[] = [];
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`))
+      for (const c of readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").split(" ").filter(Boolean)) out.push(Number(c), ...descendants(Number(c)));
+  } catch {
+    // gone
+  }
+  return out;
 }
