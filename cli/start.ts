@@ -1,14 +1,15 @@
 import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
-import { loadCatalog } from "../modules/catalog/mod.js";
+import { defaultModelCache, loadCatalog } from "../modules/catalog/mod.js";
 import type { ModelSpec } from "../modules/catalog/mod.js";
-import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readConfig, startConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readConfig, runnerConfig, startConfig, timeoutsConfig } from "../lib/config.js";
 import { allowedCpus, formatCpuList, onCpus, planCpus, taskset, type CpuPlan } from "../lib/process/cpu-affinity.js";
 import { createLogger } from "../lib/log.js";
 import { supervise, type ChildSpec } from "./child-process.js";
 import { embeddedIdentities, embeddedNats } from "./embedded-nats.js";
 import type { NatsIdentity } from "../lib/nats/permissions.js";
 import { localApiKey } from "./local-key.js";
+import { machineFacts, modelFacts, pickLayout } from "../modules/runner-layout/mod.js";
 import { StartupReport } from "./startup-report.js";
 
 const log = createLogger("supervisor", { pid: process.pid });
@@ -36,6 +37,22 @@ function placeProcesses(catalog: readonly ModelSpec[], setting: string): CpuPlan
 }
 
 /**
+ * Runners per model and threads per runner (modules/runner-layout): the catalog's own values
+ * where it sets them, the rule's elsewhere. Logs the layout and why.
+ */
+async function layOutRunners(catalog: readonly ModelSpec[], modelCache: string): Promise<ModelSpec[]> {
+  const machine = machineFacts(allowedCpus().length);
+  const layouts = pickLayout(machine, await Promise.all(catalog.map((m) => modelFacts(m, modelCache))));
+  log.info("runner layout", {
+    cpus: machine.cpus,
+    memoryGiB: Math.round(machine.memoryBytes / 2 ** 30),
+    library: machine.library,
+    models: Object.fromEntries(layouts.map((l) => [l.id, { runners: l.runners, threads: l.threads, class: l.class, why: l.why }])),
+  });
+  return catalog.map((m, i) => ({ ...m, replicas: layouts[i]!.runners, threads: layouts[i]!.threads }));
+}
+
+/**
  * `tributary start`: the whole stack on one machine. An embedded nats-server (unless NATS_URL
  * names one), the platform actor host, the runner processes of every catalog model, and the
  * gateway, each restarted when it dies. On SIGINT/SIGTERM the scope closes in reverse: the
@@ -46,7 +63,8 @@ export function startStack() {
     const common = readConfig(commonConfig);
     const gateway = readConfig(gatewayConfig);
     const accounts = readConfig(accountsConfig);
-    const catalog = loadCatalog(common.catalogPath);
+    const modelCache = optionToUndefined(readConfig(runnerConfig).modelCache) ?? defaultModelCache(common.home);
+    const catalog = yield* Effect.promise(() => layOutRunners(loadCatalog(common.catalogPath), modelCache));
     const start = readConfig(startConfig);
     const placement = placeProcesses(catalog, start.runnerCpus);
     const services = placement?.services;
@@ -68,7 +86,9 @@ export function startStack() {
         children.push({
           name: runnerName(model, r),
           ...onCpus(process.execPath, [entry("../runners/main.js")], placement?.runners.get(runnerName(model, r)) ?? services),
-          env: { ...envOf("runner"), TRIBUTARY_RUNNER_MODELS: model.id },
+          // The runner reads its model's threads from the catalog; the rule's choice reaches it as
+          // an override (the process serves this one model only).
+          env: { ...envOf("runner"), TRIBUTARY_RUNNER_MODELS: model.id, ...(model.setInCatalog.threads ? {} : { TRIBUTARY_THREADS: String(model.threads) }) },
           stopTimeoutMs,
         });
     // One sandbox host (bubblewrap); it exits at once with a clear error where namespaces are unavailable.

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { repoRoot } from "./processes.js";
@@ -24,7 +24,9 @@ function run(cmd: string, args: string[], cwd: string, log: string): void {
 
 /** The llama-server binary, building it when missing; a string explaining why not otherwise. */
 export function ensureLlamaServer(home: string): { path: string } | { skip: string } {
-  const dir = join(home, "llama-server");
+  // The real path: a symlinked home must not look like another source tree (that wipes the build).
+  const linked = join(home, "llama-server");
+  const dir = existsSync(linked) ? realpathSync(linked) : linked;
   const binary = join(dir, "build", "bin", "llama-server");
   const version = JSON.parse(readFileSync(join(nlcDir, "package.json"), "utf8")).version as string;
   const stamp = join(dir, "built-from.txt");
@@ -33,6 +35,44 @@ export function ensureLlamaServer(home: string): { path: string } | { skip: stri
     return { skip: "llama-server is not built and cmake, git or a C++ compiler is missing (Debian: apt-get install cmake g++ git)" };
   if (!existsSync(bundle)) return { skip: `node-llama-cpp ${version} ships no llama.cpp source bundle (${bundle})` };
   mkdirSync(dir, { recursive: true });
+  // One build at a time per home: another bench (or session) building it is waited for, not joined.
+  const lock = join(dir, "build.lock");
+  const holder = existsSync(lock) ? Number(readFileSync(lock, "utf8")) : 0;
+  if (holder && holder !== process.pid && alive(holder)) return { skip: `llama-server is being built by process ${holder} (${lock}); run again when it is done` };
+  // A build started otherwise (by hand, or by code without the lock): its cmake/make name the directory.
+  const builder = processNaming(join(dir, "build"));
+  if (builder) return { skip: `process ${builder} is building in ${join(dir, "build")}; run again when it is done (two builds in one tree break each other)` };
+  writeFileSync(lock, String(process.pid));
+  try {
+    return buildLlamaServer(dir, binary, stamp, version);
+  } finally {
+    rmSync(lock, { force: true });
+  }
+}
+
+/** A running process (not this one) whose command line contains `text`. */
+function processNaming(text: string): number | undefined {
+  for (const entry of existsSync("/proc") ? readdirSync("/proc") : []) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, "utf8").includes(text)) return Number(entry);
+    } catch {
+      // gone
+    }
+  }
+  return undefined;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function buildLlamaServer(dir: string, binary: string, stamp: string, version: string): { path: string } {
   const src = join(dir, "src");
   const log = join(dir, "build.log");
   process.stderr.write(`[llama-server] building from node-llama-cpp ${version}'s bundled llama.cpp (once; 15-40 min on 2 cores), log: ${log}\n`);

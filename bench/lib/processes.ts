@@ -1,8 +1,14 @@
 // Benchmarks start the same real processes as the end-to-end tests.
 export { startNats, startRunner, startGateway, startActorHost, TEST_KEY, TEST_MODEL, testCatalog, repoRoot } from "../../test/harness/processes.js";
 
-import { readFileSync } from "node:fs";
-import { startActorHost, startGateway, startNats, startRunner, type ActorHost, type Gateway, type NatsServer, type Runner } from "../../test/harness/processes.js";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { parseCpuList } from "../../lib/process/cpu-affinity.js";
+import { freePort } from "../../test/harness/cluster.js";
+import { repoRoot, startActorHost, startGateway, startNats, startRunner, TEST_KEY, type ActorHost, type Gateway, type NatsServer, type Runner } from "../../test/harness/processes.js";
 import type { BenchLayout } from "./cpu-layout.js";
 
 /** The whole stack of one model runner, each process where `layout` puts it. */
@@ -53,4 +59,108 @@ export function cpuMs(pid: number): number {
   } catch {
     return NaN;
   }
+}
+
+/** `tributary start` as a user runs it, with the layout it picks (runners, threads, CPU placement). */
+export interface StartedTributary {
+  port: number;
+  /** The supervisor's pid (its children: nats-server, actor host, runners, gateway). */
+  pid: number;
+  /** The supervisor's `runner layout` record: runners and threads per model, and why. */
+  layout: { library?: string; models?: Record<string, { runners: number; threads: number; class: string }> };
+  /** The CPUs of the gateway, actor host and nats-server when pinned (the load client joins them). */
+  services: number[] | undefined;
+  /** "runner ... on CPU 1, the rest on CPU 0" or why nothing is pinned, from the supervisor's log. */
+  placement: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Runs `node dist/cli/main.js start` with its own TRIBUTARY_HOME (a temporary directory), the
+ * embedded nats-server on a free port, the gateway on a free port, no sandbox host, and waits
+ * until `model` answers a one-token request.
+ */
+export async function startTributary(env: NodeJS.ProcessEnv, model: string): Promise<StartedTributary> {
+  const home = mkdtempSync(join(tmpdir(), "tributary-bench-home-"));
+  const child = spawn(process.execPath, [join(repoRoot, "dist/cli/main.js"), "start"], {
+    env: {
+      ...process.env, ...env, TRIBUTARY_HOME: home, TRIBUTARY_API_KEY: TEST_KEY, TRIBUTARY_PORT: "0", TRIBUTARY_NATS_PORT: String(await freePort()),
+      TRIBUTARY_ADMIN_ADDR: `127.0.0.1:${await freePort()}`, TRIBUTARY_START_SANDBOX_HOST: "off", NATS_URL: "", TRIBUTARY_LOG_LEVEL: "info",
+      // Requests cut off at the end of a measurement need not hold up the shutdown.
+      TRIBUTARY_DRAIN_TIMEOUT_MS: "2000",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  let layout: StartedTributary["layout"] = {};
+  let services: number[] | undefined;
+  let placement = "";
+  let stderrTail = "";
+  createInterface({ input: child.stderr! }).on("line", (line) => {
+    stderrTail = (stderrTail + line + "\n").slice(-4000);
+    try {
+      const r = JSON.parse(line) as { msg?: string; runners?: Record<string, string>; others?: string; reason?: string } & StartedTributary["layout"];
+      if (r.msg === "runner layout") layout = { library: r.library, models: r.models };
+      if (r.msg === "processes pinned to CPUs") {
+        services = parseCpuList(r.others!);
+        placement = `${Object.entries(r.runners ?? {}).map(([name, cpus]) => `${name} on CPU ${cpus}`).join(", ")}; gateway, actor host and nats-server on CPU ${r.others}`;
+      }
+      if (r.msg === "processes are not pinned to CPUs") placement = `nothing pinned (${r.reason})`;
+    } catch {
+      // nats-server's own lines
+    }
+  });
+  let stdout = "";
+  child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
+  const close = async () => {
+    // Every process of this stack, to be sure none outlives it (a supervisor killed at the
+    // timeout leaves its children).
+    const tree = descendants(child.pid!);
+    if (child.exitCode === null) {
+      child.kill("SIGINT");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    for (const pid of tree)
+      try {
+        if (readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(home) || readFileSync(`/proc/${pid}/environ`, "utf8").includes(home)) process.kill(pid, "SIGKILL");
+      } catch {
+        // gone
+      }
+    rmSync(home, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
+  };
+  try {
+    const deadline = Date.now() + 180_000;
+    let port = 0;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`tributary start exited (${child.exitCode}): ${stderrTail}`);
+      if (Date.now() > deadline) throw new Error(`tributary start: ${model} did not answer within 180 s: ${stderrTail}`);
+      port ||= Number(/Tributary is up: http:\/\/[^:]+:(\d+)/.exec(stdout)?.[1] ?? 0);
+      if (port) {
+        const ok = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: `Bearer ${TEST_KEY}` },
+          body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }], max_tokens: 1 }),
+        }).then((r) => r.ok, () => false);
+        if (ok) return { port, pid: child.pid!, layout, services, placement, close };
+      }
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
+
+/** Every process under `pid`, from /proc/<pid>/task/<tid>/children. */
+export function descendants(pid: number): number[] {
+  const out: number[] = [];
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`))
+      for (const c of readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").split(" ").filter(Boolean)) out.push(Number(c), ...descendants(Number(c)));
+  } catch {
+    // gone
+  }
+  return out;
 }

@@ -28,7 +28,8 @@ export class SseLoadClient {
     this.agent.destroy();
   }
 
-  streamChat(body: Record<string, unknown>, recordGaps = true): Promise<StreamResult> {
+  /** `onDelta` hears the time (performance.now()) of every content delta as it arrives. */
+  streamChat(body: Record<string, unknown>, recordGaps = true, onDelta?: (at: number) => void): Promise<StreamResult> {
     const payload = JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } });
     return new Promise((resolve) => {
       const started = performance.now();
@@ -65,6 +66,7 @@ export class SseLoadClient {
                 else if (recordGaps) result.gapsMs.push(now - last);
                 last = now;
                 result.deltas++;
+                onDelta?.(now);
               } else if (data.startsWith('{"error"')) {
                 result.error = data;
               } else if (data.includes('"usage":{')) {

@@ -69,6 +69,8 @@ export function allowedCpus(): number[] {
  * Places runners on CPUs. `setting` is TRIBUTARY_RUNNER_CPUS:
  * - "auto": each runner that needs CPUs gets that many of its own, from the highest-numbered
  *   down (CPU 0 takes most interrupts), when at least one CPU is left for the other processes;
+ * - "own": each runner gets that many CPUs of its own, from the highest-numbered down (wrapping
+ *   round when they need more than there are), and the other processes float over every CPU;
  * - "off": no pinning;
  * - a CPU list: every runner that needs CPUs shares that list, the other processes get the rest.
  */
@@ -83,6 +85,13 @@ export function planCpus(setting: string, allowed: readonly number[], demands: r
     const free = [...allowed].sort((a, b) => b - a);
     const runners = new Map(pinnable.map((d) => [d.name, free.splice(0, d.cpus).sort((a, b) => a - b)]));
     return { plan: { runners, services: free.sort((a, b) => a - b) } };
+  }
+  if (setting === "own") {
+    // Every runner on CPUs of its own, round the machine from the top; the other processes on every CPU.
+    const order = [...allowed].sort((a, b) => b - a);
+    let next = 0;
+    const runners = new Map(pinnable.map((d) => [d.name, Array.from({ length: Math.min(d.cpus, order.length) }, () => order[next++ % order.length]!).sort((a, b) => a - b)]));
+    return { plan: { runners, services: [...allowed].sort((a, b) => a - b) } };
   }
   const chosen = parseCpuList(setting);
   const outside = chosen.filter((c) => !allowed.includes(c));

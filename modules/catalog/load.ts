@@ -75,6 +75,7 @@ export function toModelSpec(entry: ModelEntry, baseDir: string, created: number)
     queueLimit: entry.queue_limit ?? MODEL_DEFAULTS.queueLimit,
     replicas: entry.replicas ?? MODEL_DEFAULTS.replicas,
     threads: entry.threads ?? MODEL_DEFAULTS.threads,
+    setInCatalog: { replicas: entry.replicas !== undefined, threads: entry.threads !== undefined },
     gpuLayers: entry.gpu_layers ?? MODEL_DEFAULTS.gpuLayers,
     batchSize: entry.batch_size,
     chatTemplate: entry.chat_template ?? MODEL_DEFAULTS.chatTemplate,

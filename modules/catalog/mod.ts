@@ -1,3 +1,4 @@
 // The public surface of the catalog module: other modules and processes import from here only.
 export { CatalogError, loadCatalog, parseCatalog } from "./load.js";
 export { type ModelSpec } from "./model-spec.js";
+export { defaultModelCache, hfCachePath, hfReference, localModelPath } from "./model-file.js";

@@ -10,8 +10,12 @@ export interface ModelSpec {
   maxOutputTokens: number;
   slots: number;
   queueLimit: number;
+  /** Runner processes `tributary start` launches (the layout rule's choice unless `setInCatalog.replicas`). */
   replicas: number;
+  /** Decode threads per runner (the layout rule's choice unless `setInCatalog.threads`). */
   threads: number;
+  /** Which of replicas/threads the catalog or an override set: those win over modules/runner-layout's rule. */
+  setInCatalog: { replicas: boolean; threads: boolean };
   gpuLayers: number | "auto" | "max";
   batchSize: number | undefined;
   /** "auto" (the GGUF's own template, else the fallback), "fallback", or a node-llama-cpp wrapper name. */

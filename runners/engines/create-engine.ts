@@ -1,4 +1,3 @@
-import { join } from "node:path";
 import type { ModelSpec } from "../../modules/catalog/mod.js";
 import type { Logger } from "../../lib/log.js";
 import type { Engine } from "./engine.js";
@@ -41,6 +40,4 @@ export function createEngine(spec: ModelSpec, env: EngineEnvironment): Engine {
   });
 }
 
-export function defaultModelCache(home: string): string {
-  return join(home, "models");
-}
+export { defaultModelCache } from "../../modules/catalog/mod.js";

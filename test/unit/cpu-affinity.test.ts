@@ -31,6 +31,17 @@ t.test("auto gives each CPU runner its threads, from the top, when a CPU is left
   t.equal(planCpus("off", [0, 1, 2, 3], [{ name: "a", cpus: 1 }]).plan, undefined);
 });
 
+t.test("own pins every runner to CPUs of its own, wrapping round; the rest float over all", async (t) => {
+  const two = planCpus("own", [0, 1], [{ name: "a", cpus: 1 }, { name: "b", cpus: 1 }, { name: "sim", cpus: 0 }]).plan!;
+  t.same(two.runners.get("a"), [1]);
+  t.same(two.runners.get("b"), [0]);
+  t.notOk(two.runners.has("sim"));
+  t.same(two.services, [0, 1]);
+  const over = planCpus("own", [0, 1], [{ name: "a", cpus: 1 }, { name: "b", cpus: 2 }]).plan!;
+  t.same(over.runners.get("b"), [0, 1], "past the last CPU it wraps round");
+  t.same(planCpus("own", [0, 1], [{ name: "a", cpus: 5 }]).plan!.runners.get("a"), [0, 1], "never more CPUs than there are");
+});
+
 t.test("an explicit list is shared by the CPU runners; the rest go to the other processes", async (t) => {
   const plan = planCpus("2-3", [0, 1, 2, 3], [{ name: "a", cpus: 1 }, { name: "b", cpus: 4 }]).plan!;
   t.same(plan.runners.get("a"), [2, 3]);

@@ -1,10 +1,11 @@
 import { createHash } from "node:crypto";
 import { createReadStream, createWriteStream, existsSync } from "node:fs";
 import { mkdir, rename, rm, stat } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { Logger } from "../../../lib/log.js";
+import { hfCachePath, hfReference } from "../../../modules/catalog/mod.js";
 
 // A GGUF source is a local path or a Hugging Face reference "hf:<owner>/<repo>/<path/in/repo.gguf>[@revision]".
 // Hugging Face files are downloaded once into the cache (resuming a partial download), checked
@@ -22,9 +23,9 @@ export class ModelSourceError extends Error {
 }
 
 export function parseHfReference(source: string): HfReference {
-  const m = /^hf:([^/\s]+\/[^/\s]+)\/([^@\s]+\.gguf)(?:@([^\s]+))?$/.exec(source);
-  if (!m) throw new ModelSourceError(`not a Hugging Face reference (hf:<owner>/<repo>/<file.gguf>[@revision]): ${source}`);
-  return { repo: m[1]!, file: m[2]!, revision: m[3] ?? "main" };
+  const ref = hfReference(source);
+  if (!ref) throw new ModelSourceError(`not a Hugging Face reference (hf:<owner>/<repo>/<file.gguf>[@revision]): ${source}`);
+  return ref;
 }
 
 export async function sha256File(path: string): Promise<string> {
@@ -57,8 +58,8 @@ export async function resolveModelFile(source: string, opts: ResolveOptions): Pr
     return source;
   }
   const ref = parseHfReference(source);
-  const dir = join(opts.cacheDir, "hf", ref.repo.replace("/", "--"), ref.revision);
-  const target = join(dir, ref.file.replaceAll("/", "--"));
+  const target = hfCachePath(ref, opts.cacheDir);
+  const dir = dirname(target);
   if (existsSync(target)) return target;
   await mkdir(dir, { recursive: true });
   await download(ref, target, opts);

@@ -40,11 +40,13 @@ t.test("tributary start: Ctrl-C lets in-flight streams finish, then every proces
   t.teardown(() => cli.kill("SIGKILL"));
   const pids = new Set<number>();
   const gatewayPids: number[] = [];
+  let layout: { models?: Record<string, { runners: number; threads: number; class: string }> } | undefined;
   createInterface({ input: cli.stderr }).on("line", (line) => {
     const nats = /^\[(\d+)\]/.exec(line);
     if (nats) pids.add(Number(nats[1]));
     try {
       const record = JSON.parse(line) as { pid?: number; msg?: string };
+      if (record.msg === "runner layout") layout = record as typeof layout;
       if (record.pid) pids.add(record.pid);
       if (record.msg === "gateway listening" && record.pid) gatewayPids.push(record.pid);
     } catch {}
@@ -66,6 +68,9 @@ t.test("tributary start: Ctrl-C lets in-flight streams finish, then every proces
   const first = await banner(1);
   const key = /API key: (\S+)\)/.exec(first)![1]!;
   t.match(key, /^sk-local-/, "a local key was made and printed");
+  // The supervisor picked and logged the layout: the tiny test model is overhead-bound, so its
+  // runners decode on one thread each (the test catalog sets neither replicas nor threads).
+  t.match(layout?.models?.[TEST_MODEL], { threads: 1, class: "overhead-bound" }, "the runner layout was logged");
 
   // A process that dies is started again by the supervisor.
   t.equal(gatewayPids.length, 1);
