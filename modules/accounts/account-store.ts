@@ -28,6 +28,11 @@ export const DEFAULT_INVITATION_TTL_SECONDS = 14 * 24 * 3600;
 const MAX_NAME_LENGTH = 200;
 /** Projects per organization: every dashboard page lists them, so they are bounded. */
 export const MAX_PROJECTS_PER_ORGANIZATION = 1000;
+/**
+ * Keys an organization may have made (revoked ones included: their records stay). Every key is
+ * held in each gateway's key cache, so one tenant creating keys in a loop must hit a wall.
+ */
+export const MAX_KEYS_PER_ORGANIZATION = 10_000;
 
 export interface ApiKeyView extends ApiKeyRecord {
   last_used_at: number | null;
@@ -49,6 +54,8 @@ function checkName(value: string | undefined, field: string, fallback?: string):
   const name = (value ?? "").trim() || fallback;
   if (!name) throw errors.invalidParam(field, `${field} is required.`);
   if (name.length > MAX_NAME_LENGTH) throw errors.invalidParam(field, `${field} is too long (at most ${MAX_NAME_LENGTH} characters).`);
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(name)) throw errors.invalidParam(field, `${field} cannot contain control characters.`);
   return name;
 }
 
@@ -169,7 +176,11 @@ export class AccountStore {
     } else {
       orgId = (await this.requireOrganization(input.organizationId!)).id;
     }
-    return this.newKey(orgId, projectId, checkName(input.name, "name", DEFAULT_KEY_NAME));
+    const name = checkName(input.name, "name", DEFAULT_KEY_NAME);
+    // A bound, not a quota: two creations racing at the limit may both pass.
+    if ((await listKeys(this.kv, accountKeys.keyIndexesOf(orgId))).length >= MAX_KEYS_PER_ORGANIZATION)
+      throw errors.invalidParam("name", `An organization has at most ${MAX_KEYS_PER_ORGANIZATION} API keys (revoked ones included).`, "too_many_keys");
+    return this.newKey(orgId, projectId, name);
   }
 
   private async newKey(organizationId: string, projectId: string | null, name: string): Promise<CreatedKey> {
