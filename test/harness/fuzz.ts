@@ -195,3 +195,26 @@ export class Prober {
     return { status, body: text };
   }
 }
+
+/** Values of every JSON type but `value`'s own (null included: it is wrong for a required field). */
+function otherTypes(value: Json): Json[] {
+  const all: Json[] = [null, true, 1, "x", [], {}];
+  const type = (v: Json) => (v === null ? "null" : Array.isArray(v) ? "array" : typeof v);
+  return all.filter((v) => type(v) !== type(value));
+}
+
+/**
+ * For every field of `base` (nested ones too, named as a param would name them: `parts[0].sha256`),
+ * the body with that field given each other JSON type: the wrong type for every field.
+ */
+export function wrongTypes(base: { [key: string]: Json }): Array<{ param: string; value: Json; body: string }> {
+  const out: Array<{ param: string; value: Json; body: string }> = [];
+  const walk = (value: Json, param: string, replace: (v: Json) => Json) => {
+    for (const wrong of otherTypes(value)) out.push({ param, value: wrong, body: JSON.stringify(replace(wrong)) });
+    if (Array.isArray(value)) value.forEach((v, i) => walk(v, `${param}[${i}]`, (w) => replace(value.map((x, j) => (j === i ? w : x)))));
+    else if (value && typeof value === "object")
+      for (const [k, v] of Object.entries(value)) walk(v, `${param}.${k}`, (w) => replace({ ...value, [k]: w }));
+  };
+  for (const [k, v] of Object.entries(base)) walk(v, k, (w) => ({ ...base, [k]: w }));
+  return out;
+}

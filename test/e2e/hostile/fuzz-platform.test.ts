@@ -3,7 +3,7 @@ import { createHash } from "node:crypto";
 import { assertStillServing, startHostileStack } from "../../harness/hostile.js";
 import { appDir, hosted, uploadBundle, waitForDeployment } from "../../harness/apps.js";
 import { CookieClient, ownerOrganization } from "../../harness/dashboard.js";
-import { HOSTILE_IDS, HOSTILE_QUERY_VALUES, type Json, mutate, nestedArrayText, nestedText, Prober, type ProbeRequest, seeded } from "../../harness/fuzz.js";
+import { HOSTILE_IDS, HOSTILE_QUERY_VALUES, type Json, mutate, wrongTypes, nestedArrayText, nestedText, Prober, type ProbeRequest, seeded } from "../../harness/fuzz.js";
 import { startSandboxHost, TEST_KEY, TEST_MODEL } from "../../harness/processes.js";
 import { rawConnect, rawWrite, sleep } from "../../harness/raw-http.js";
 
@@ -20,6 +20,7 @@ const secretsKey = { TRIBUTARY_SECRETS_KEY: "k1:" + Buffer.alloc(32, 7).toString
 const T0 = performance.now();
 const hostile = await startHostileStack(t, { sandboxHosts: 0, env: secretsKey });
 const { stack, a, b } = hostile;
+t.comment(`TIMING hostile stack ${Math.round(performance.now() - T0)} ms`);
 // The sandbox host is also the app host: its instances call this gateway, so it starts after it.
 const host = await startSandboxHost(stack.nats.url, { ...secretsKey, TRIBUTARY_APP_PLATFORM_URL: stack.gateway.url, TRIBUTARY_APP_SWITCH_DELAY_MS: "100" });
 t.teardown(() => host.kill());
@@ -118,8 +119,12 @@ t.test(`artifacts: hostile ids, query values and bodies (seed ${seed})`, async (
   const many = new FormData();
   for (let i = 0; i < 50; i++) many.append(`f${i}`, "v");
   await probe({ method: "POST", path: "/v1/artifacts", body: many, headers: { "content-type": undefined }, expect: { status: 400 } });
-  for (const filename of ["", "a/b", "..", "a\\b", "x".repeat(256), "\u0000"])
-    await probe({ method: "POST", path: "/v1/artifacts", body: uploadForm("x", filename), headers: { "content-type": undefined }, what: `upload named ${JSON.stringify(filename.slice(0, 20))}`, expect: { status: 400 } });
+  // A filename at its limit (255 bytes), and one with dots that is no path, are taken.
+  for (const filename of ["x".repeat(255), "a..b"])
+    await probe({ method: "POST", path: "/v1/artifacts", body: uploadForm("x", filename), headers: { "content-type": undefined }, what: `upload named ${JSON.stringify(filename.slice(0, 20))}`, expect: { status: 200 } });
+  for (const filename of ["", "a/b", "..", ".", "a\\b", "x".repeat(256), "\u0000"])
+    await probe({ method: "POST", path: "/v1/artifacts", body: uploadForm("x", filename), headers: { "content-type": undefined }, what: `upload named ${JSON.stringify(filename.slice(0, 20))}`, expect: { status: 400, param: "file" } });
+  await probe({ method: "POST", path: "/v1/artifacts", body: uploadForm("x", "a", "m".repeat(64 * 1024)), headers: { "content-type": undefined }, expect: { status: 200 } });
   await probe({ method: "POST", path: "/v1/artifacts", body: uploadForm("x", "a", "m".repeat(64 * 1024 + 1)), headers: { "content-type": undefined }, expect: { status: 400, param: "manifest" } });
   t.same(prober.failures.slice(before), [], `every answer below 500, in OpenAI's shape (${prober.sent} sent so far)`);
 });
@@ -264,6 +269,13 @@ t.test("traces, secrets, sandboxes and jobs: hostile ids, query values and bodie
   await probe({ method: "GET", path: "/v1/traces?limit=100", expect: { status: 200 } });
   await probe({ method: "GET", path: "/v1/traces?limit=101", expect: { status: 400, param: "limit" } });
   await probe({ method: "GET", path: "/v1/traces?" + Array.from({ length: 200 }, (_, i) => `model=m${i}`).join("&"), expect: { status: "ok-or-4xx" } });
+  for (const list of ["/v1/sandboxes", "/v1/jobs"]) {
+    await probe({ method: "GET", path: `${list}?limit=100`, expect: { status: 200 } });
+    await probe({ method: "GET", path: `${list}?limit=101`, expect: { status: 400, param: "limit" } });
+    await probe({ method: "GET", path: `${list}?limit=1e2`, expect: { status: 400, param: "limit" } });
+  }
+  await probe({ method: "GET", path: `/v1/sandboxes/${sandbox.id}/files?limit=1000`, expect: { status: 200 } });
+  await probe({ method: "GET", path: `/v1/sandboxes/${sandbox.id}/files?limit=1001`, expect: { status: 400, param: "limit" } });
   await probe({ method: "GET", path: `/v1/sandboxes?${Array.from({ length: 17 }, (_, i) => `metadata[k${i}]=v`).join("&")}`, expect: { status: 400, param: "metadata" } });
   for (const body of JUNK_BODIES)
     for (const path of ["/v1/secrets", "/v1/secrets/FUZZ_SECRET", "/v1/sandboxes", `/v1/sandboxes/${sandbox.id}/exec`, `/v1/sandboxes/${sandbox.id}/timeout`, "/v1/jobs"])
@@ -293,7 +305,8 @@ t.test("the dashboard's forms: sign-in, keys and CSRF", async (t) => {
   ];
   const statuses: string[] = [];
   for (const form of forms)
-    for (const [path, withCookie] of [["/dashboard/sign-in", false], ["/dashboard/keys", true], ["/dashboard/keys/key_x/revoke", true], ["/dashboard/members", true]] as const) {
+    for (const [path, withCookie] of [["/dashboard/sign-in", false], ["/dashboard/keys", true], ["/dashboard/members", true]] as const) {
+      const started = performance.now();
       const res = await fetch(stack.gateway.url + path, {
         method: "POST",
         headers: { "content-type": "application/x-www-form-urlencoded", ...(withCookie ? { cookie } : {}) },
@@ -302,11 +315,35 @@ t.test("the dashboard's forms: sign-in, keys and CSRF", async (t) => {
         signal: AbortSignal.timeout(10_000),
       });
       await res.arrayBuffer();
+      if (performance.now() - started > 500) t.comment(`TIMING slow ${path} ${form.slice(0, 30)} ${res.status} ${Math.round(performance.now() - started)} ms`);
       if (res.status >= 500) statuses.push(`${path} ${JSON.stringify(form.slice(0, 40))}: ${res.status}`);
     }
   t.same(statuses, [], "no form is a server error");
   const keys = await browser.request("/dashboard/keys");
   t.equal((keys.text.match(/\/revoke\?/g) ?? []).length, (keysPage.text.match(/\/revoke\?/g) ?? []).length, "no forged form and no hostile name created a key");
+});
+
+t.test("the wrong type for every field: a 400 naming the field", async (t) => {
+  const before = prober.failures.length;
+  const bases: Array<[string, { [key: string]: Json }]> = [
+    ["/v1/multipart", { filename: "a.bin", bytes: 3000, sha256: "0".repeat(64), manifest: "entrypoint: app:app" }],
+    [`/v1/multipart/${upload.id}/finish`, { parts: [{ part_number: 1, sha256: "0".repeat(64) }] }],
+    ["/v1/apps/deployments", { artifact_id: artifact.id }],
+    ["/v1/secrets", { name: "FUZZ_TYPED", value: "v" }],
+    ["/v1/secrets/FUZZ_SECRET", { value: "v" }],
+    ["/v1/sandboxes", { cpu_mhz: 100, memory_mb: 64, disk_mb: 64, timeout_seconds: 5, idle_timeout_seconds: 5, metadata: { k: "v" }, env: { A: "1" }, secrets: ["FUZZ_SECRET"], network: "none" }],
+    [`/v1/sandboxes/${sandbox.id}/exec`, { command: ["true"], cwd: "/workspace", env: { A: "1" }, stdin: "", timeout_seconds: 5, stream: false }],
+    [`/v1/sandboxes/${sandbox.id}/timeout`, { timeout_seconds: 60 }],
+    ["/v1/jobs", { command: ["true"], cwd: "/workspace", env: { A: "1" }, secrets: ["FUZZ_SECRET"], cpu_mhz: 100, memory_mb: 64, disk_mb: 64, timeout_seconds: 10, max_retries: 0, network: "none", metadata: { k: "v" } }],
+  ];
+  for (const [path, base] of bases)
+    for (const { param, value, body } of wrongTypes(base)) {
+      // null stands for "not given" in most optional fields, and a string command is a shell
+      // line: valid bodies, left out (each would start a sandbox or a job).
+      if (value === null || (param === "command" && typeof value === "string")) continue;
+      await probe({ method: "POST", path, body, what: `POST ${path.slice(0, 40)} with ${param} = ${JSON.stringify(value)}`, expect: { status: 400, param } });
+    }
+  t.same(prober.failures.slice(before), []);
 });
 
 t.test("one tenant's hostile traffic does not fail another project's concurrent requests", async (t) => {
