@@ -70,14 +70,15 @@ function checkId(value: string, field: string): string {
  * compare-and-set on the record's revision.
  */
 export class AccountStore {
-  constructor(readonly kv: KV, readonly usage: KV) {}
+  /** `maxKeysPerOrganization`: MAX_KEYS_PER_ORGANIZATION but in tests of the bound itself. */
+  constructor(readonly kv: KV, readonly usage: KV, private readonly maxKeysPerOrganization = MAX_KEYS_PER_ORGANIZATION) {}
 
-  static async open(nc: NatsConnection): Promise<AccountStore> {
+  static async open(nc: NatsConnection, options: { maxKeysPerOrganization?: number } = {}): Promise<AccountStore> {
     const [kv, usage] = await Promise.all([
       openKv(nc, buckets.accounts, { history: 5, description: "Tributary organizations, projects, API keys (hashed) and invitations" }),
       openKv(nc, buckets.apiKeyUsage, { history: 1, description: "Tributary API keys: last-used times" }),
     ]);
-    return new AccountStore(kv, usage);
+    return new AccountStore(kv, usage, options.maxKeysPerOrganization);
   }
 
   // ---- organizations and projects ----
@@ -178,8 +179,8 @@ export class AccountStore {
     }
     const name = checkName(input.name, "name", DEFAULT_KEY_NAME);
     // A bound, not a quota: two creations racing at the limit may both pass.
-    if ((await listKeys(this.kv, accountKeys.keyIndexesOf(orgId))).length >= MAX_KEYS_PER_ORGANIZATION)
-      throw errors.invalidParam("name", `An organization has at most ${MAX_KEYS_PER_ORGANIZATION} API keys (revoked ones included).`, "too_many_keys");
+    if ((await listKeys(this.kv, accountKeys.keyIndexesOf(orgId))).length >= this.maxKeysPerOrganization)
+      throw errors.invalidParam("name", `An organization has at most ${this.maxKeysPerOrganization} API keys (revoked ones included).`, "too_many_keys");
     return this.newKey(orgId, projectId, name);
   }
 

@@ -223,8 +223,12 @@ export class AppService {
     return { deployment, unchanged: false };
   }
 
-  async list(principal: Principal): Promise<DeploymentObject[]> {
-    return (await this.store.list(principal.projectId)).map((r) => r.deployment);
+  /** A page of the project's deployments, newest first: `limit` 1 to 100, `after` a deployment id. */
+  async list(principal: Principal, query: { limit: number; after?: string }): Promise<{ data: DeploymentObject[]; hasMore: boolean }> {
+    if (query.after !== undefined && !DEPLOYMENT_ID.test(query.after))
+      throw errors.invalidParam("after", `Invalid value for 'after': expected a deployment id, got '${shown(query.after)}'.`);
+    const page = await this.store.list(principal.projectId, query);
+    return { data: page.data.map((r) => r.deployment), hasMore: page.hasMore };
   }
 
   async get(principal: Principal, id: string): Promise<StoredDeployment> {

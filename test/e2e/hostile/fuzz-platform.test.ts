@@ -150,7 +150,18 @@ t.test("app deployments: hostile ids, bodies and manifests", async (t) => {
   // (follow=true on a healthy deployment is a stream that lasts as long as the app.)
   for (const v of HOSTILE_QUERY_VALUES.filter((v) => v !== "true"))
     await local.probe({ method: "GET", path: `/v1/apps/deployments/${deployment.id}/logs?follow=${v}`, expect: { status: 400, param: "follow" } });
-  await probe({ method: "GET", path: `/v1/apps/deployments/${deployment.id}`, expect: { status: 404 } }, ); // another project's deployment
+  for (const v of HOSTILE_QUERY_VALUES) {
+    await local.probe({ method: "GET", path: `/v1/apps/deployments?limit=${v}`, expect: { status: 400, param: "limit" } });
+    if (v !== "") await local.probe({ method: "GET", path: `/v1/apps/deployments?after=${v}`, expect: { status: 400, param: "after" } });
+  }
+  await local.probe({ method: "GET", path: "/v1/apps/deployments?limit=100", expect: { status: 200 } });
+  await local.probe({ method: "GET", path: "/v1/apps/deployments?limit=101", expect: { status: 400, param: "limit" } });
+  await local.probe({ method: "GET", path: "/v1/apps/deployments?order=asc", expect: { status: 400, param: "order" } });
+  const page = (await (await stack.fetch("/v1/apps/deployments?limit=1")).json()) as { data: Array<{ id: string }>; has_more: boolean };
+  t.same(page.data.map((d) => d.id), [deployment.id], "a page of one: the newest");
+  const next = (await (await stack.fetch(`/v1/apps/deployments?after=${deployment.id}`)).json()) as { data: unknown[]; has_more: boolean };
+  t.same([next.data.length, next.has_more], [0, false], "nothing after the only one");
+  await probe({ method: "GET", path: `/v1/apps/deployments/${deployment.id}`, expect: { status: 404 } }); // another project's deployment
   await probe({ method: "GET", path: `/v1/apps/deployments/${deployment.id}/logs?follow=true`, expect: { status: 404 } });
   for (const body of JUNK_BODIES) await probe({ method: "POST", path: "/v1/apps/deployments", body, expect: { status: 400 } });
   for (const id of HOSTILE_IDS) await probe({ method: "POST", path: "/v1/apps/deployments", body: json({ artifact_id: decodeURIComponentSafe(id) }), expect: { status: "4xx", param: "artifact_id" } });
