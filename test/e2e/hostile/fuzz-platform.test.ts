@@ -18,7 +18,9 @@ const { seed, rng } = seeded(t);
 const BODIES = Number(process.env.FUZZ_BODIES ?? 12);
 const secretsKey = { TRIBUTARY_SECRETS_KEY: "k1:" + Buffer.alloc(32, 7).toString("base64") };
 const T0 = performance.now();
-const hostile = await startHostileStack(t, { sandboxHosts: 0, env: secretsKey });
+// Each project may hold 3 jobs: the bound is tested at its edge below (and keeps the fuzzed jobs few).
+const MAX_JOBS = 3;
+const hostile = await startHostileStack(t, { sandboxHosts: 0, env: secretsKey, gatewayEnv: { TRIBUTARY_JOB_MAX_PER_PROJECT: String(MAX_JOBS) } });
 const { stack, a, b } = hostile;
 t.comment(`TIMING hostile stack ${Math.round(performance.now() - T0)} ms`);
 // The sandbox host is also the app host: its instances call this gateway, so it starts after it.
@@ -298,6 +300,25 @@ t.test("traces, secrets, sandboxes and jobs: hostile ids, query values and bodie
   await fuzzBodies("POST", `/v1/sandboxes/${sandbox.id}/timeout`, { timeout_seconds: 60 });
   await fuzzBodies("POST", "/v1/jobs", { command: ["true"], cpu_mhz: 100, memory_mb: 64, timeout_seconds: 10, max_retries: 0, metadata: { k: "v" } }, 6);
   t.same(prober.failures.slice(before), []);
+});
+
+t.test("jobs: the per-project bound at its edge, and pages read by id", async (t) => {
+  const ids: string[] = [];
+  for (let i = 0; i < MAX_JOBS; i++) {
+    const res = await stack.fetch("/v1/jobs", { method: "POST", body: json({ command: ["true"], cpu_mhz: 100, memory_mb: 64 }) });
+    t.equal(res.status, 200, `job ${i + 1} of ${MAX_JOBS}: made`);
+    ids.push(((await res.json()) as { id: string }).id);
+  }
+  await local.probe({ method: "POST", path: "/v1/jobs", body: json({ command: ["true"] }), expect: { status: 400, code: "too_many_jobs" } });
+  const page = async (query: string) => (await (await stack.fetch(`/v1/jobs?${query}`)).json()) as { data: Array<{ id: string }>; has_more: boolean };
+  const first = await page("limit=2");
+  t.same([first.data.map((j) => j.id), first.has_more], [[ids[2], ids[1]], true], "newest first, two of three");
+  const second = await page(`limit=2&after=${ids[1]}`);
+  t.same([second.data.map((j) => j.id), second.has_more], [[ids[0]], false], "then the oldest");
+  const ascending = await page("order=asc&limit=1");
+  t.same(ascending.data.map((j) => j.id), [ids[0]], "oldest first when asked");
+  await local.probe({ method: "GET", path: "/v1/jobs?after=job_000000000000000000000000", expect: { status: 400, param: "after" } });
+  t.same(local.failures, []);
 });
 
 t.test("the dashboard's forms: sign-in, keys and CSRF", async (t) => {
