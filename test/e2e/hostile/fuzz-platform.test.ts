@@ -243,6 +243,8 @@ t.test("hosted addresses: hostile Host headers, header counts and body framings"
   t.equal(await post(["content-length: 0"], Buffer.alloc(0)), 200, "an empty body");
   const res = await hosted(stack.gateway.port, ADDRESS, "/", { method: "POST", key: TEST_KEY, body: "x".repeat(100_000) });
   t.equal(res.body, "100000", "a 100 KB body arrives whole");
+  const huge = await hosted(stack.gateway.port, ADDRESS, "/", { method: "POST", key: TEST_KEY, body: "x".repeat(16 * 1024 * 1024 + 1) }).catch((err: Error) => ({ status: err.message, body: "" }));
+  t.equal(huge.status, 413, "a body past TRIBUTARY_APPS_MAX_BODY_BYTES (16 MiB): 413");
   // Framing the server cannot trust: refused (uWS closes such a connection) without touching the app or the process.
   // (Two different content-lengths: uWS takes one and waits for the body, until its idle timeout: not tried here.)
   for (const framing of [["content-length: 5", "transfer-encoding: chunked"], ["content-length: -1"], ["transfer-encoding: chunked"]]) {
@@ -287,6 +289,10 @@ t.test("traces, secrets, sandboxes and jobs: hostile ids, query values and bodie
   for (const body of JUNK_BODIES)
     for (const path of ["/v1/secrets", "/v1/secrets/FUZZ_SECRET", "/v1/sandboxes", `/v1/sandboxes/${sandbox.id}/exec`, `/v1/sandboxes/${sandbox.id}/timeout`, "/v1/jobs"])
       await probe({ method: "POST", path, body, expect: { status: 400 } });
+  // Oversize bodies (past the 8 MiB body limit, or the route's smaller one): 413 in OpenAI's shape.
+  const oversize = JSON.stringify({ value: "x".repeat(8 * 1024 * 1024) });
+  for (const path of ["/v1/multipart", `/v1/multipart/${upload.id}/finish`, "/v1/apps/deployments", "/v1/secrets", "/v1/secrets/FUZZ_SECRET", "/v1/sandboxes", `/v1/sandboxes/${sandbox.id}/exec`, "/v1/jobs"])
+    await probe({ method: "POST", path, body: oversize, what: `POST ${path} with 8 MiB`, expect: { status: 413, code: "request_too_large" } });
   await fuzzBodies("POST", "/v1/secrets", { name: "FUZZ_OTHER", value: "v" });
   await fuzzBodies("POST", "/v1/secrets/FUZZ_SECRET", { value: "v2" });
   await fuzzBodies("POST", "/v1/sandboxes", { cpu_mhz: 100, memory_mb: 64, timeout_seconds: 5, metadata: { k: "v" }, env: { A: "1" }, network: "none" }, 6);
