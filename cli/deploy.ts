@@ -152,7 +152,7 @@ export async function runDeploy(argv: string[]): Promise<number> {
     const sha256 = createHash("sha256").update(bundle).digest("hex");
     process.stderr.write(`packed ${root}: ${files.length} files, ${bundle.length} bytes, sha256 ${sha256.slice(0, 12)}\n`);
     // The same bundle already serving: nothing to upload, nothing changes.
-    const serving = ((await api.json("GET", "/v1/apps/deployments")).data as any[]).find((d) => d.status === "healthy" && d.sha256 === sha256);
+    const serving = ((await api.json("GET", "/v1/apps/deployments?limit=100")).data as any[]).find((d) => d.status === "healthy" && d.sha256 === sha256);
     if (serving) {
       process.stderr.write(`unchanged: ${serving.id} already serves this bundle\n`);
       process.stdout.write(`${serving.hosted_url}\n`);

@@ -229,6 +229,7 @@ async function main(): Promise<void> {
     maxCpuMhz: sandboxSettings.maxCpuMhz,
     maxMemoryMb: sandboxSettings.maxMemoryMb,
     maxDiskMb: sandboxSettings.maxDiskMb,
+    maxPerProject: sandboxSettings.maxJobsPerProject,
     streamBudget,
   });
   registerSecretRoutes(router, { secrets: secretStore, maxPerProject: secretSettings.maxPerProject, maxValueBytes: secretSettings.maxValueBytes, maxBodyBytes: config.maxBodyBytes });

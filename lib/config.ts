@@ -367,6 +367,8 @@ export const sandboxesConfig = Config.all({
   jobConcurrency: int("TRIBUTARY_JOB_CONCURRENCY", 8),
   /** A job whose worker went silent this long (its actor host died) is handed to another worker. */
   jobAckWaitMs: int("TRIBUTARY_JOB_ACK_WAIT_MS", 30_000),
+  /** Job records one project holds (they are kept 7 days): past it, POST /v1/jobs is refused (too_many_jobs). */
+  maxJobsPerProject: int("TRIBUTARY_JOB_MAX_PER_PROJECT", 10_000),
 });
 
 /** Hosted apps as the gateway sees them: the hosted addresses, bounds of an exchange, app host liveness. */

@@ -26,6 +26,11 @@ export interface MultipartOptions {
   fileField: string;
   maxFields?: number;
   maxFieldBytes?: number;
+  /**
+   * Hand over the file part's filename as sent, path and all, for the route to refuse; by
+   * default the parser keeps only what follows the last `/` or `\\`.
+   */
+  preservePath?: boolean;
 }
 
 /**
@@ -41,6 +46,7 @@ export async function readMultipart<F>(body: AsyncIterable<Buffer>, options: Mul
   try {
     parser = busboy({
       headers: { "content-type": type },
+      preservePath: options.preservePath ?? false,
       limits: { files: 1, fields: options.maxFields ?? 32, fieldSize: options.maxFieldBytes ?? 64 * 1024, parts: (options.maxFields ?? 32) + 4 },
     });
   } catch (err) {

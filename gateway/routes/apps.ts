@@ -1,7 +1,9 @@
 import type { AppExchangeClient, AppService, ResponseSink } from "../../modules/apps/mod.js";
 import { errors } from "../../modules/errors/mod.js";
+import { listQuery } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
+import { listObject } from "./list-query.js";
 import type { PendingBudget } from "../sse/pending-budget.js";
 import { sseEvent, SseWriter } from "../sse/sse-writer.js";
 
@@ -25,8 +27,11 @@ export function registerAppRoutes(router: Router, deps: AppRouteDeps): void {
   });
 
   router.get("/v1/apps/deployments", async (ex) => {
-    const data = await deps.apps.list(principal(ex));
-    ex.json(200, { object: "list", data, has_more: false });
+    const params = ex.searchParams();
+    for (const name of params.keys()) if (name !== "limit" && name !== "after") throw errors.unknownParam(name);
+    const query = listQuery(params, { defaultLimit: 20, maxLimit: 100, orders: false });
+    const page = await deps.apps.list(principal(ex), { limit: query.limit, ...(query.after !== undefined ? { after: query.after } : {}) });
+    ex.json(200, listObject(page.data, page.hasMore));
   });
 
   router.get("/v1/apps/deployments/:id", async (ex, { id }) => {

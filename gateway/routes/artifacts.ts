@@ -108,7 +108,8 @@ async function uploadSingle(ex: HttpExchange, deps: ArtifactRouteDeps, project: 
     errors.invalidParam("file", `Artifact is too large: a single-shot upload is at most ${limits.maxSingleUploadBytes} bytes; send larger ones in parts (POST /v1/multipart).`, "file_too_large");
   const result = await readMultipart<Artifact>(
     body,
-    { contentType: ex.headers["content-type"], fileField: "file", maxFields: 4, maxFieldBytes: limits.maxManifestBytes + 1024 },
+    // A filename with a path in it is refused (checkFilename), not silently cut to its last part.
+    { contentType: ex.headers["content-type"], fileField: "file", maxFields: 4, maxFieldBytes: limits.maxManifestBytes + 1024, preservePath: true },
     {
       onFile: (stream: Readable, info, form) =>
         deps.store.upload(

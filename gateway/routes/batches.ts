@@ -3,7 +3,7 @@ import { emptyUsage, FINAL_STATUSES, purgeBatchLeftovers, type BatchObject, type
 import type { FileStore } from "../../modules/files/mod.js";
 import { newSortableId } from "../../lib/ids.js";
 import { decodeBody, Metadata, Nullable, ExpiresAfterSchema, expiresAtFrom, listQuery } from "../../modules/openai/mod.js";
-import { errors } from "../../modules/errors/mod.js";
+import { errors, shown } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import { listObject } from "./files.js";
@@ -42,7 +42,7 @@ export function completionWindowSeconds(window: string): number {
  */
 export function registerBatchRoutes(router: Router, deps: BatchRouteDeps): void {
   const project = (ex: HttpExchange) => ex.principal!.projectId;
-  const notFound = (id: string) => errors.notFound(`No batch found with id '${id}'.`, "batch_id");
+  const notFound = (id: string) => errors.notFound(`No batch found with id '${shown(id)}'.`, "batch_id");
 
   router.post("/v1/batches", async (ex) => {
     const body = decodeBody(CreateBatchSchema, await ex.readJson(deps.maxBodyBytes));

@@ -1,6 +1,6 @@
 import { newId } from "../../lib/ids.js";
 import { parseConversationCreate, parseConversationItems, parseConversationUpdate, normalizeInputItems } from "../../modules/openai/mod.js";
-import { errors } from "../../modules/errors/mod.js";
+import { errors, shown } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import type { ConversationStore } from "../../modules/responses/mod.js";
@@ -12,7 +12,7 @@ export interface ConversationRouteDeps {
   maxBodyBytes: number;
 }
 
-const notFound = (id: string) => errors.notFound(`Conversation with id '${id}' not found.`);
+const notFound = (id: string) => errors.notFound(`Conversation with id '${shown(id)}' not found.`);
 
 /** /v1/conversations: create, retrieve, update metadata, delete, and its items. */
 export function registerConversationRoutes(router: Router, deps: ConversationRouteDeps): void {
@@ -51,7 +51,7 @@ export function registerConversationRoutes(router: Router, deps: ConversationRou
     const projectId = projectOf(ex);
     if (!(await store.get(projectId, id!))) throw notFound(id!);
     const page = await store.page(projectId, id!, query);
-    if (page === "after_not_found") throw errors.invalidParam("after", `No item with id '${query.after}' in conversation '${id}'.`);
+    if (page === "after_not_found") throw errors.invalidParam("after", `No item with id '${shown(query.after ?? "")}' in conversation '${shown(id!)}'.`);
     ex.json(200, listObject(page.data, page.has_more));
   });
 
@@ -69,7 +69,7 @@ export function registerConversationRoutes(router: Router, deps: ConversationRou
     const projectId = projectOf(ex);
     if (!(await store.get(projectId, id!))) throw notFound(id!);
     const found = await store.item(projectId, id!, item!);
-    if (!found) throw errors.notFound(`Item with id '${item}' not found in conversation '${id}'.`);
+    if (!found) throw errors.notFound(`Item with id '${shown(item!)}' not found in conversation '${shown(id!)}'.`);
     ex.json(200, found);
   });
 
@@ -77,7 +77,7 @@ export function registerConversationRoutes(router: Router, deps: ConversationRou
     const projectId = projectOf(ex);
     const conversation = await store.get(projectId, id!);
     if (!conversation) throw notFound(id!);
-    if (!(await store.deleteItem(projectId, id!, item!))) throw errors.notFound(`Item with id '${item}' not found in conversation '${id}'.`);
+    if (!(await store.deleteItem(projectId, id!, item!))) throw errors.notFound(`Item with id '${shown(item!)}' not found in conversation '${shown(id!)}'.`);
     ex.json(200, conversation);
   });
 }

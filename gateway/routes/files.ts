@@ -1,7 +1,7 @@
 import type { Readable } from "node:stream";
 import { FILE_PURPOSES, FileTooLargeError, type FileDescription, type FileObject, type FilePurpose, type FileStore } from "../../modules/files/mod.js";
 import { listQuery, expiresAtFrom, parseFileUpdate } from "../../modules/openai/mod.js";
-import { errors, type DomainError } from "../../modules/errors/mod.js";
+import { errors, shown, type DomainError } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import { readMultipart } from "../http/multipart.js";
 import type { Router } from "../http/router.js";
@@ -27,7 +27,7 @@ const BATCH_DEFAULT_TTL_S = 30 * 24 * 3600;
  */
 export function registerFileRoutes(router: Router, deps: FileRouteDeps): void {
   const project = (ex: HttpExchange) => ex.principal!.projectId;
-  const notFound = (id: string) => errors.notFound(`No such File object: ${id}`, "id");
+  const notFound = (id: string) => errors.notFound(`No such File object: ${shown(id)}`, "id");
 
   // A refused upload may still be arriving: the exchange drains a small rest or closes the connection.
   router.post("/v1/files", async (ex) => ex.json(200, await upload(ex, deps, project(ex))));

@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { newSortableId } from "../../lib/ids.js";
 import { subjects } from "../../lib/nats/subjects.js";
-import { errors } from "../../modules/errors/mod.js";
+import { errors, shown } from "../../modules/errors/mod.js";
 import { isFinalJob, JOB_ID, JOB_STATUSES, parseJobCreate, type JobObject, type JobStore } from "../../modules/jobs/mod.js";
 import type { FileStore } from "../../modules/files/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
@@ -9,7 +9,7 @@ import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
 import type { PendingBudget } from "../sse/pending-budget.js";
 import { sseEvent, SseWriter } from "../sse/sse-writer.js";
-import { listObject, listQuery, pageOf } from "./list-query.js";
+import { listObject, listQuery } from "./list-query.js";
 
 export interface JobRouteDeps {
   nc: NatsConnection;
@@ -19,6 +19,8 @@ export interface JobRouteDeps {
   maxCpuMhz: number;
   maxMemoryMb: number;
   maxDiskMb: number;
+  /** Job records a project may hold (kept 7 days). */
+  maxPerProject: number;
   streamBudget: PendingBudget;
   /** Whether a live sandbox host offers network egress (undefined: none heard from yet). */
   offersEgress: () => boolean | undefined;
@@ -42,6 +44,9 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
     // Refused now rather than failing later on the worker: no host here could run it.
     if (request.network === "egress" && deps.offersEgress() === false)
       throw errors.invalidParam("network", "Invalid value for 'network': no sandbox host here offers network egress (TRIBUTARY_SANDBOX_EGRESS on the hosts, see the README).");
+    const held = await deps.jobs.count(project(ex));
+    if (held >= deps.maxPerProject)
+      throw errors.invalidParam(null, `This project has ${held} jobs from the last 7 days; the most is ${deps.maxPerProject}. Please retry once older ones expire.`, "too_many_jobs");
     for (const [i, fileId] of request.input_files.entries())
       if (!(await deps.files.get(project(ex), fileId))) throw errors.invalidParam(`input_files[${i}]`, `No such file: ${fileId}.`, "file_not_found");
     const job: JobObject = {
@@ -76,9 +81,9 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
     const status = ex.searchParams().get("status") ?? undefined;
     if (status !== undefined && !(JOB_STATUSES as readonly string[]).includes(status))
       throw errors.invalidParam("status", `Invalid value for 'status': expected one of ${JOB_STATUSES.join(", ")}.`);
-    const all = (await deps.jobs.list(project(ex))).filter((j) => status === undefined || j.status === status);
-    const page = pageOf([...all].reverse(), query);
-    ex.json(200, listObject(page.data, page.has_more));
+    const page = await deps.jobs.list(project(ex), { ...query, ...(status !== undefined ? { status } : {}) });
+    if (!page) throw errors.invalidParam("after", `No item with id '${shown(query.after ?? "")}' in this list.`);
+    ex.json(200, listObject(page.data, page.hasMore));
   });
 
   router.get("/v1/jobs/:id", async (ex, { id }) => ex.json(200, (await find(ex, id!)).job));

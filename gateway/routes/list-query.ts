@@ -1,4 +1,4 @@
-import { errors } from "../../modules/errors/mod.js";
+import { errors, shown } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 
 export interface ListQuery {
@@ -11,11 +11,12 @@ export interface ListQuery {
 export function listQuery(ex: HttpExchange): ListQuery {
   const q = ex.searchParams();
   const rawLimit = q.get("limit");
-  const limit = rawLimit === null ? 20 : Number(rawLimit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 100)
-    throw errors.invalidParam("limit", `Invalid value for 'limit': expected an integer between 1 and 100, got '${rawLimit}'.`);
+  // Digits only: Number() would also take "0x10", "1e1", "+5" and " 5".
+  const limit = rawLimit === null ? 20 : /^\d{1,10}$/.test(rawLimit) ? Number(rawLimit) : NaN;
+  if (!(limit >= 1 && limit <= 100))
+    throw errors.invalidParam("limit", `Invalid value for 'limit': expected an integer between 1 and 100, got '${shown(rawLimit ?? "")}'.`);
   const order = q.get("order") ?? "desc";
-  if (order !== "asc" && order !== "desc") throw errors.invalidParam("order", `Invalid value for 'order': expected 'asc' or 'desc', got '${order}'.`);
+  if (order !== "asc" && order !== "desc") throw errors.invalidParam("order", `Invalid value for 'order': expected 'asc' or 'desc', got '${shown(order)}'.`);
   return { limit, order, after: q.get("after") ?? undefined };
 }
 
@@ -30,7 +31,7 @@ export function pageOf<T extends { id: string }>(all: readonly T[], query: ListQ
   let start = 0;
   if (query.after !== undefined) {
     const at = ordered.findIndex((x) => x.id === query.after);
-    if (at < 0) throw errors.invalidParam("after", `No item with id '${query.after}' in this list.`);
+    if (at < 0) throw errors.invalidParam("after", `No item with id '${shown(query.after)}' in this list.`);
     start = at + 1;
   }
   return { data: ordered.slice(start, start + query.limit), has_more: start + query.limit < ordered.length };

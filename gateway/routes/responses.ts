@@ -5,7 +5,7 @@ import type { GenerateRequest } from "../../proto/gen/tributary/v1/inference.js"
 import { estimateRequestTokens } from "../../modules/ratelimit/mod.js";
 import type { RateLimiter } from "../../modules/ratelimit/mod.js";
 import { parsePromptRunRequest, parseResponseCreateRequest, type ResponseCreateRequest, openAIError, type ResponseObject } from "../../modules/openai/mod.js";
-import { errors, isDomainError } from "../../modules/errors/mod.js";
+import { errors, isDomainError, shown } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import type { BackgroundLifecycle, PromptStore, NumberedEvent, ResponseEventLog } from "../../modules/responses/mod.js";
@@ -31,7 +31,7 @@ export interface ResponseRouteDeps {
   log: Logger;
 }
 
-const notFound = (id: string) => errors.notFound(`Response with id '${id}' not found.`);
+const notFound = (id: string) => errors.notFound(`Response with id '${shown(id)}' not found.`);
 
 /**
  * The Responses API: create (foreground, streamed or not, or background), retrieve, delete,

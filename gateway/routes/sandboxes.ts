@@ -107,8 +107,8 @@ export function registerSandboxRoutes(router: Router, deps: SandboxRouteDeps): v
     const params = ex.searchParams();
     const path = params.get("path") === null ? "/workspace" : workspacePath(params.get("path"));
     const rawLimit = params.get("limit");
-    const limit = rawLimit === null ? MAX_LIST_ENTRIES : Number(rawLimit);
-    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_ENTRIES)
+    const limit = rawLimit === null ? MAX_LIST_ENTRIES : /^\d{1,10}$/.test(rawLimit) ? Number(rawLimit) : NaN;
+    if (!(limit >= 1 && limit <= MAX_LIST_ENTRIES))
       throw errors.invalidParam("limit", `Invalid value for 'limit': expected an integer between 1 and ${MAX_LIST_ENTRIES}.`);
     const entries = await service.listFiles(project(ex), id!, path, limit);
     ex.json(200, { object: "list", path, data: entries, has_more: entries.length >= limit });

@@ -28,6 +28,11 @@ export const DEFAULT_INVITATION_TTL_SECONDS = 14 * 24 * 3600;
 const MAX_NAME_LENGTH = 200;
 /** Projects per organization: every dashboard page lists them, so they are bounded. */
 export const MAX_PROJECTS_PER_ORGANIZATION = 1000;
+/**
+ * Keys an organization may have made (revoked ones included: their records stay). Every key is
+ * held in each gateway's key cache, so one tenant creating keys in a loop must hit a wall.
+ */
+export const MAX_KEYS_PER_ORGANIZATION = 10_000;
 
 export interface ApiKeyView extends ApiKeyRecord {
   last_used_at: number | null;
@@ -49,6 +54,8 @@ function checkName(value: string | undefined, field: string, fallback?: string):
   const name = (value ?? "").trim() || fallback;
   if (!name) throw errors.invalidParam(field, `${field} is required.`);
   if (name.length > MAX_NAME_LENGTH) throw errors.invalidParam(field, `${field} is too long (at most ${MAX_NAME_LENGTH} characters).`);
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(name)) throw errors.invalidParam(field, `${field} cannot contain control characters.`);
   return name;
 }
 
@@ -63,14 +70,15 @@ function checkId(value: string, field: string): string {
  * compare-and-set on the record's revision.
  */
 export class AccountStore {
-  constructor(readonly kv: KV, readonly usage: KV) {}
+  /** `maxKeysPerOrganization`: MAX_KEYS_PER_ORGANIZATION but in tests of the bound itself. */
+  constructor(readonly kv: KV, readonly usage: KV, private readonly maxKeysPerOrganization = MAX_KEYS_PER_ORGANIZATION) {}
 
-  static async open(nc: NatsConnection): Promise<AccountStore> {
+  static async open(nc: NatsConnection, options: { maxKeysPerOrganization?: number } = {}): Promise<AccountStore> {
     const [kv, usage] = await Promise.all([
       openKv(nc, buckets.accounts, { history: 5, description: "Tributary organizations, projects, API keys (hashed) and invitations" }),
       openKv(nc, buckets.apiKeyUsage, { history: 1, description: "Tributary API keys: last-used times" }),
     ]);
-    return new AccountStore(kv, usage);
+    return new AccountStore(kv, usage, options.maxKeysPerOrganization);
   }
 
   // ---- organizations and projects ----
@@ -169,7 +177,11 @@ export class AccountStore {
     } else {
       orgId = (await this.requireOrganization(input.organizationId!)).id;
     }
-    return this.newKey(orgId, projectId, checkName(input.name, "name", DEFAULT_KEY_NAME));
+    const name = checkName(input.name, "name", DEFAULT_KEY_NAME);
+    // A bound, not a quota: two creations racing at the limit may both pass.
+    if ((await listKeys(this.kv, accountKeys.keyIndexesOf(orgId))).length >= this.maxKeysPerOrganization)
+      throw errors.invalidParam("name", `An organization has at most ${this.maxKeysPerOrganization} API keys (revoked ones included).`, "too_many_keys");
+    return this.newKey(orgId, projectId, name);
   }
 
   private async newKey(organizationId: string, projectId: string | null, name: string): Promise<CreatedKey> {

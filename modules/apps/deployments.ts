@@ -103,10 +103,17 @@ export class DeploymentStore {
   }
 
   /** A project's deployments, newest first (ids sort by creation time). */
-  async list(project: string): Promise<StoredDeployment[]> {
-    const keys = (await listKeys(this.kv, `${kvToken(project)}.*`)).sort().reverse();
-    const records = await Promise.all(keys.map((k) => getRecord(this.kv, k, storedDeployment).catch(() => undefined)));
-    return records.filter((r): r is Versioned<StoredDeployment> => r !== undefined).map((r) => r.value);
+  /**
+   * A page of a project's deployments, newest first (ids sort by creation time): at most `limit`
+   * records are read, those older than `after` when given. Records are kept, so a project's
+   * list only grows: nothing reads all of it at once.
+   */
+  async list(project: string, page: { limit: number; after?: string }): Promise<{ data: StoredDeployment[]; hasMore: boolean }> {
+    const prefix = `${kvToken(project)}.`;
+    let keys = (await listKeys(this.kv, `${prefix}*`)).sort().reverse();
+    if (page.after !== undefined) keys = keys.filter((k) => k.slice(prefix.length) < page.after!);
+    const records = await Promise.all(keys.slice(0, page.limit).map((k) => getRecord(this.kv, k, storedDeployment).catch(() => undefined)));
+    return { data: records.filter((r): r is Versioned<StoredDeployment> => r !== undefined).map((r) => r.value), hasMore: keys.length > page.limit };
   }
 
   /** Every deployment record of every project (the sweeper's view; routes are not deployments). */

@@ -103,7 +103,8 @@ export function parseManifest(text: string, target: DeployTarget, offer: AppHost
     // No aliases to expand (a billion-laughs document stays small), no custom tags.
     raw = parseYaml(text, { maxAliasCount: 0, uniqueKeys: true, schema: "core" });
   } catch (err) {
-    const detail = err instanceof YAMLParseError ? err.message.split("\n")[0] : String(err);
+    // The yaml library throws a ReferenceError for an alias (`*name`): say so, without the class name.
+    const detail = err instanceof YAMLParseError ? err.message.split("\n")[0]!.slice(0, 256) : /alias/i.test(String(err)) ? "aliases (*name) are not allowed" : "it could not be parsed";
     throw errors.invalidParam("manifest", `${MANIFEST_FILE} is not valid YAML: ${detail}`, "invalid_yaml");
   }
   return checkManifest(raw, target, offer);

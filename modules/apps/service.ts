@@ -4,7 +4,7 @@ import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { AccountStore, Principal } from "../accounts/mod.js";
 import type { ArtifactStore } from "../artifacts/mod.js";
-import { errors } from "../errors/mod.js";
+import { errors, shown } from "../errors/mod.js";
 import { DEPLOYMENT_ID, nowSeconds, type AppRoute, type DeploymentObject, type DeploymentStore, type StoredDeployment } from "./deployments.js";
 import type { LogLine } from "./instance.js";
 import { DNS_LABEL, parseManifest, slugOf, type AppHostOffer, type AppManifest } from "./manifest.js";
@@ -177,7 +177,7 @@ export class AppService {
     if (typeof artifactId !== "string" || artifactId.length > 128) throw errors.invalidParam("artifact_id", "artifact_id must be an artifact id.", "invalid_type");
     const project = principal.projectId;
     const artifact = await this.artifacts.get(project, artifactId);
-    if (!artifact) throw errors.notFound(`No such artifact: ${artifactId}`, "artifact_id");
+    if (!artifact) throw errors.notFound(`No such artifact: ${shown(artifactId)}`, "artifact_id");
     if (artifact.status !== "ready" || !artifact.sha256) throw errors.invalidParam("artifact_id", `The artifact ${artifactId} is still uploading: finish it first.`, "artifact_not_ready");
     if (artifact.manifest === null) throw errors.invalidParam("artifact_id", `The artifact ${artifactId} has no manifest: upload the bundle with its tributary.yaml.`, "missing_manifest");
 
@@ -229,8 +229,12 @@ export class AppService {
     return { deployment, unchanged: false };
   }
 
-  async list(principal: Principal): Promise<DeploymentObject[]> {
-    return (await this.store.list(principal.projectId)).map((r) => r.deployment);
+  /** A page of the project's deployments, newest first: `limit` 1 to 100, `after` a deployment id. */
+  async list(principal: Principal, query: { limit: number; after?: string }): Promise<{ data: DeploymentObject[]; hasMore: boolean }> {
+    if (query.after !== undefined && !DEPLOYMENT_ID.test(query.after))
+      throw errors.invalidParam("after", `Invalid value for 'after': expected a deployment id, got '${shown(query.after)}'.`);
+    const page = await this.store.list(principal.projectId, query);
+    return { data: page.data.map((r) => r.deployment), hasMore: page.hasMore };
   }
 
   async get(principal: Principal, id: string): Promise<StoredDeployment> {

@@ -6,7 +6,7 @@ import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema } from "../../lib/nats/kv-records.js";
 import { ObjectContents, type StoredObject } from "../../lib/nats/object-contents.js";
-import { errors } from "../errors/mod.js";
+import { errors, shown } from "../errors/mod.js";
 
 // Artifacts: archives a project uploads (app bundles, with their manifest text), either in one
 // request or in numbered parts. Records (the artifact object) live in a KV bucket keyed by
@@ -138,7 +138,7 @@ export class ArtifactStore {
    */
   async *content(project: string, id: string): AsyncGenerator<Uint8Array> {
     const stored = await this.stored(project, id);
-    if (!stored || stored.artifact.status !== "ready") throw errors.notFound(`No such artifact: ${id}`, "id");
+    if (!stored || stored.artifact.status !== "ready") throw errors.notFound(`No such artifact: ${shown(id)}`, "id");
     yield* this.contents.read(objectOf(stored));
   }
 
@@ -233,7 +233,7 @@ export class ArtifactStore {
     // part belongs to nothing.
     if (!(await this.get(project, id).then((a) => a?.status === "uploading"))) {
       await this.contents.remove(name);
-      throw errors.notFound(`No unfinished upload ${id}.`, "artifact_id");
+      throw errors.notFound(`No unfinished upload ${shown(id)}.`, "artifact_id");
     }
     const part: UploadedPart = { part_number: partNumber, bytes: stored.bytes, sha256: stored.sha256 };
     // The index says which parts exist without listing the whole bucket; finish still reads
@@ -275,7 +275,7 @@ export class ArtifactStore {
    */
   async finish(project: string, id: string, listed: Array<{ part_number: number; sha256?: string }> | undefined, limits: ArtifactLimits): Promise<Artifact> {
     const current = await this.get(project, id);
-    if (!current) throw errors.notFound(`No such upload: ${id}`, "artifact_id");
+    if (!current) throw errors.notFound(`No such upload: ${shown(id)}`, "artifact_id");
     if (current.status === "ready") return current;
     const uploaded = await this.uploadedParts(project, id);
     const order = assemblyOrder(uploaded, listed, limits);
@@ -313,7 +313,7 @@ export class ArtifactStore {
       await this.contents.remove(object);
       const now = await this.get(project, id);
       if (now?.status === "ready") return now;
-      throw errors.notFound(`No such upload: ${id}`, "artifact_id");
+      throw errors.notFound(`No such upload: ${shown(id)}`, "artifact_id");
     }
     await this.removeParts(project, id);
     return done.value.artifact;
@@ -367,7 +367,7 @@ export class ArtifactStore {
   /** The upload, when it is unfinished and unexpired; NotFound or a refusal otherwise. */
   private async openUpload(project: string, id: string): Promise<Artifact> {
     const artifact = await this.get(project, id);
-    if (!artifact) throw errors.notFound(`No such upload: ${id}`, "artifact_id");
+    if (!artifact) throw errors.notFound(`No such upload: ${shown(id)}`, "artifact_id");
     if (artifact.status !== "uploading") throw errors.invalidParam("artifact_id", `The upload ${id} is already finished.`, "upload_finished");
     return artifact;
   }

@@ -88,6 +88,7 @@ export function checkFilename(filename: string, param: string, limits: Pick<Arti
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f/\\]/.test(filename))
     throw errors.invalidParam(param, `Invalid value for '${param}': a filename has no control characters and no path separators.`);
+  if (filename === "." || filename === "..") throw errors.invalidParam(param, `Invalid value for '${param}': '${filename}' names a directory, not a file.`);
   return filename;
 }
 

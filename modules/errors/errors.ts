@@ -61,7 +61,7 @@ export class NotFound extends Data.TaggedError("NotFound")<{
 
 export class ModelNotFound extends Data.TaggedError("ModelNotFound")<{ readonly model: string }> {
   override get message(): string {
-    return `The model \`${this.model}\` does not exist or you do not have access to it.`;
+    return `The model \`${shown(this.model, 256)}\` does not exist or you do not have access to it.`;
   }
 }
 
@@ -103,13 +103,13 @@ export class RateLimited extends Data.TaggedError("RateLimited")<{
 /** The router knows no such path. */
 export class UnknownRoute extends Data.TaggedError("UnknownRoute")<{ readonly method: string; readonly path: string }> {
   override get message(): string {
-    return `Unknown request URL: ${this.method} ${this.path}. Please check the URL for typos, or see the docs at https://platform.openai.com/docs/api-reference/.`;
+    return `Unknown request URL: ${shown(this.method, 16)} ${shown(this.path, 256)}. Please check the URL for typos, or see the docs at https://platform.openai.com/docs/api-reference/.`;
   }
 }
 
 export class MethodNotAllowed extends Data.TaggedError("MethodNotAllowed")<{ readonly method: string; readonly path: string; readonly allowed: readonly string[] }> {
   override get message(): string {
-    return `Method ${this.method} is not allowed for ${this.path}. Allowed: ${this.allowed.join(", ")}.`;
+    return `Method ${shown(this.method, 16)} is not allowed for ${shown(this.path, 256)}. Allowed: ${this.allowed.join(", ")}.`;
   }
 }
 
@@ -254,6 +254,14 @@ export function isTransient(err: DomainError): boolean {
   }
 }
 
+/**
+ * A value from the request as an error message may quote it: at most `max` characters (an id or
+ * a query value may be kilobytes long; a message quotes enough to recognise it, not all of it).
+ */
+export function shown(value: string, max = 64): string {
+  return value.length <= max ? value : `${value.slice(0, max)}…`;
+}
+
 /** Who is at fault: the request (a 4xx) or the platform (a 5xx). */
 export function isClientError(err: DomainError): boolean {
   return !isTransient(err) && err._tag !== "Cancelled";
@@ -264,7 +272,7 @@ export const errors = {
   invalidJson: (detail: string) => new InvalidJson({ detail }),
   invalidParam: (param: string | null, message: string, code = "invalid_value") => new InvalidParam({ param, message, code }),
   missingParam: (param: string) => new InvalidParam({ param, message: `Missing required parameter: '${param}'.`, code: "missing_required_parameter" }),
-  unknownParam: (param: string) => new InvalidParam({ param, message: `Unrecognized request argument supplied: ${param}`, code: "unknown_parameter" }),
+  unknownParam: (param: string) => new InvalidParam({ param: shown(param), message: `Unrecognized request argument supplied: ${shown(param)}`, code: "unknown_parameter" }),
   contextLength: (message: string, param = "messages") => new ContextLengthExceeded({ message, param }),
   tooLarge: (message: string, param: string | null = null) => new TooLarge({ message, param }),
   bodyTooLarge: (limit: number) => new TooLarge({ message: `Request body too large: the limit is ${limit} bytes.`, param: null }),

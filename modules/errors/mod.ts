@@ -26,6 +26,7 @@ export {
   RateLimited,
   RequestTimeout,
   RunnerLost,
+  shown,
   ShuttingDown,
   StreamInterrupted,
   TooLarge,

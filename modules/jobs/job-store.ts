@@ -92,11 +92,32 @@ export class JobStore {
     return result?.value;
   }
 
-  /** A project's jobs, newest first. */
-  async list(project: string): Promise<JobObject[]> {
-    const keys = (await listKeys(this.kv, `${kvToken(project)}.*`)).sort().reverse();
-    const found = await Promise.all(keys.map((k) => getRecord(this.kv, k, storedJob).catch(() => undefined)));
-    return found.filter((f): f is Versioned<StoredJob> => f !== undefined).map((f) => f.value.job);
+  /** How many job records the project holds (the last 7 days'). */
+  async count(project: string): Promise<number> {
+    return (await listKeys(this.kv, `${kvToken(project)}.*`)).length;
+  }
+
+  /**
+   * A page of a project's jobs in `order` of creation (ids sort by it), after the job `after`
+   * (undefined: it is not among them). Records are read a page at a time, so a page reads about
+   * `limit` records, not the project's whole history (more only while `status` skips some).
+   */
+  async list(project: string, query: { limit: number; order: "asc" | "desc"; after?: string; status?: string }): Promise<{ data: JobObject[]; hasMore: boolean } | undefined> {
+    const prefix = `${kvToken(project)}.`;
+    const ids = (await listKeys(this.kv, `${prefix}*`, prefix)).sort();
+    if (query.order === "desc") ids.reverse();
+    let start = 0;
+    if (query.after !== undefined) {
+      start = ids.indexOf(query.after) + 1;
+      if (start === 0) return undefined;
+    }
+    const data: JobObject[] = [];
+    for (let i = start; i < ids.length; i += query.limit + 1) {
+      const found = await Promise.all(ids.slice(i, i + query.limit + 1).map((id) => getRecord(this.kv, prefix + id, storedJob).catch(() => undefined)));
+      for (const f of found) if (f && (query.status === undefined || f.value.job.status === query.status)) data.push(f.value.job);
+      if (data.length > query.limit) break;
+    }
+    return { data: data.slice(0, query.limit), hasMore: data.length > query.limit };
   }
 
   /** The job's output stored so far, in order, read as the caller takes it. */

@@ -33,6 +33,11 @@ t.test("YAML: not YAML, not a mapping, aliases, too large", async (t) => {
   t.match(refusal(() => parseManifest("entrypoint: [", target, offer)), { param: "manifest", code: "invalid_yaml" });
   t.match(refusal(() => parseManifest("- a\n- b\n", target, offer)), { param: "manifest", code: "invalid_type" });
   t.match(refusal(() => parseManifest("a: &x [1]\nb: *x\n", target, offer)), { param: "manifest" }, "aliases are refused");
+  try {
+    parseManifest("a: &x [1]\nb: *x\n", target, offer);
+  } catch (err) {
+    t.notMatch((err as Error).message, /Error/, "without the library's error class");
+  }
   t.match(refusal(() => parseManifest("entrypoint: a:b\nentrypoint: c:d\n", target, offer)), { param: "manifest" }, "duplicate keys");
   t.match(refusal(() => parseManifest("#".repeat(MAX_MANIFEST_BYTES + 1), target, offer)), { param: "manifest", tag: "TooLarge" });
 });

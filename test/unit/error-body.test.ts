@@ -2,7 +2,7 @@ import t from "tap";
 import { openAIError } from "../../modules/openai/mod.js";
 import {
   Cancelled, ContextLengthExceeded, DeadlineExceeded, errors, Forbidden, Internal, MethodNotAllowed, NoRunner, QueueFull, RateLimited,
-  RunnerLost, AppUnavailable, ShuttingDown, StreamInterrupted, Unauthenticated, Unavailable, UnsupportedMediaType, type DomainError,
+  RunnerLost, AppUnavailable, shown, ShuttingDown, StreamInterrupted, Unauthenticated, Unavailable, UnsupportedMediaType, type DomainError,
 } from "../../modules/errors/mod.js";
 
 // The one mapping from domain errors to OpenAI's HTTP error: every tag's status, type, code,
@@ -96,4 +96,13 @@ t.test("retry-after is whole seconds, at least 1", async (t) => {
 t.test("cancellations carry their reason as the code", async (t) => {
   t.equal(openAIError(new Cancelled({ reason: "batch_cancelled" }), "r").body.error.code, "batch_cancelled");
   t.equal(openAIError(errors.cancelled(), "r").body.error.message, "The request was cancelled.");
+});
+
+t.test("a message quotes at most 64 characters of a value from the request (an id may be kilobytes)", async (t) => {
+  t.equal(shown("x".repeat(64)), "x".repeat(64), "at the limit: whole");
+  t.equal(shown("x".repeat(65)), "x".repeat(64) + "…", "one past: cut");
+  t.equal(shown("abc", 2), "ab…");
+  const long = "/v1/" + "x".repeat(3000);
+  t.ok(openAIError(errors.unknownRoute("GET", long), "r").body.error.message.length < 512, "an unknown 3 KB path is quoted in part");
+  t.ok(openAIError(errors.unknownParam("p".repeat(3000)), "r").body.error.message.length < 256, "an unknown 3 KB parameter name too");
 });
