@@ -406,6 +406,11 @@ export const appHostConfig = Config.all({
   drainMs: int("TRIBUTARY_APP_DRAIN_MS", 30_000),
   /** uvicorn's grace after SIGTERM (it closes idle connections, finishes the rest) before the instance is killed. */
   graceMs: int("TRIBUTARY_APP_GRACE_MS", 10_000),
+  /**
+   * Requests one app instance serves at once (each holds a connection, a descriptor of the host
+   * every tenant's instances share); one more gets a 503 with Retry-After.
+   */
+  maxConcurrentPerInstance: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), "TRIBUTARY_APPS_MAX_CONCURRENT_PER_INSTANCE").pipe(Config.withDefault(256)),
 });
 
 /** Secrets (gateway, sandbox hosts, `tributary admin secrets`). */

@@ -87,6 +87,7 @@ async function main(): Promise<void> {
       switchDelayMs: apps.switchDelayMs,
       drainMs: apps.drainMs,
       graceMs: apps.graceMs,
+      maxConcurrentPerInstance: apps.maxConcurrentPerInstance,
       // Its own uids, after the sandboxes' range: an app never shares a uid with a sandbox.
       uidBase: uidBase === undefined ? undefined : uidBase + config.maxSandboxes,
       maxDeployments: config.maxSandboxes,

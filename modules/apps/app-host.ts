@@ -38,6 +38,8 @@ export interface AppHostOptions {
   drainMs: number;
   /** uvicorn's grace after SIGTERM before the instance is killed. */
   graceMs: number;
+  /** Requests one instance serves at once (and connections to its socket); those beyond get a busy answer. */
+  maxConcurrentPerInstance: number;
   /**
    * First host uid of the per-deployment range (when this process may change uid: root), of
    * `maxDeployments` uids; undefined: instances run as this process's uid.
@@ -77,7 +79,7 @@ export class AppHost {
     private readonly options: AppHostOptions,
     private readonly log: Logger,
   ) {
-    this.exchanges = new AppExchangeServer(nc, options.hostId, (id) => this.target(id), log);
+    this.exchanges = new AppExchangeServer(nc, options.hostId, (id) => this.target(id), log, options.maxConcurrentPerInstance);
     this.freeSlots = Array.from({ length: options.maxDeployments }, (_, i) => options.maxDeployments - 1 - i);
   }
 
@@ -215,7 +217,7 @@ export class AppHost {
       project,
       manifest,
       replica: undefined,
-      pool: new AppConnectionPool(),
+      pool: new AppConnectionPool(this.options.maxConcurrentPerInstance),
       inFlight: 0,
       idleWaiters: [],
       bundleDir: join(this.options.bundleRoot, id),

@@ -19,6 +19,8 @@ const MAX_LINE_BYTES = 4 * 1024;
 const IDLE_REUSE_MS = 2_000;
 /** Idle connections kept per socket path. */
 const MAX_IDLE_PER_PATH = 64;
+/** Connections (in use and idle) per socket path unless the pool is told otherwise. */
+export const DEFAULT_MAX_CONNECTIONS_PER_PATH = 256;
 
 /** What a request hands on: the response's head (raw names, latin1 values), its body pieces, its end or failure. */
 export interface AppResponseHandlers {
@@ -42,31 +44,67 @@ class AppConnection {
     readonly path: string,
     private readonly pool: AppConnectionPool,
   ) {
-    socket.on("data", (chunk: Buffer) => (this.owner ? this.owner.onData(chunk) : socket.destroy()));
+    socket.on("data", (chunk: Buffer) => (this.owner ? this.owner.onData(chunk) : this.destroy()));
     socket.on("end", () => this.owner?.onEof());
     socket.on("error", (err) => this.owner?.onSocketError(err));
     socket.on("close", () => {
-      this.dead = true;
-      this.pool.forget(this);
+      this.markDead();
       this.owner?.onClose();
     });
   }
+
+  /** Closes it; it stops counting against its path's bound now (its descriptor goes with the destroy). */
+  destroy(): void {
+    this.markDead();
+    this.socket.destroy();
+  }
+
+  private markDead(): void {
+    if (this.dead) return;
+    this.dead = true;
+    this.pool.forget(this);
+  }
 }
 
-/** Keep-alive connections to instances' Unix sockets (one pool per deployment; any number of paths). */
+/**
+ * Keep-alive connections to instances' Unix sockets (one pool per deployment; any number of
+ * paths), at most `maxPerPath` open to one path (in use and idle together): the app host's
+ * descriptors are shared by every tenant's instances, so one instance's traffic cannot take them
+ * all. The exchange host admits no more exchanges per instance than that, so a request finds
+ * either an idle connection or room for a new one; the bound here holds even if it did not.
+ */
 export class AppConnectionPool {
   private readonly idle = new Map<string, AppConnection[]>();
+  /** Connections open per path, in use or idle (not yet destroyed or closed). */
+  private readonly open = new Map<string, number>();
   private destroyed = false;
 
-  /** An idle connection to `path` still fresh enough to reuse, else a new one. */
+  constructor(readonly maxPerPath = DEFAULT_MAX_CONNECTIONS_PER_PATH) {
+    if (!Number.isInteger(maxPerPath) || maxPerPath < 1) throw new Error("a connection pool needs room for at least one connection per path");
+  }
+
+  /** Connections open to `path` (in use and idle). */
+  connections(path: string): number {
+    return this.open.get(path) ?? 0;
+  }
+
+  /** An idle connection to `path` still fresh enough to reuse, else a new one (throws when `path` has its bound of connections open). */
   take(path: string, fresh = false): AppConnection {
     const list = fresh ? undefined : this.idle.get(path);
     const now = performance.now();
     while (list && list.length > 0) {
       const c = list.pop()!;
       if (!c.dead && now - c.idleSince < IDLE_REUSE_MS) return c;
-      c.socket.destroy();
+      c.destroy();
     }
+    const count = this.connections(path);
+    if (count >= this.maxPerPath) {
+      // Make room with an idle connection (a fresh one was asked for), else refuse.
+      const spare = this.idle.get(path)?.shift();
+      if (!spare) throw new Error(`the instance has ${this.maxPerPath} connections open, its bound`);
+      spare.destroy();
+    }
+    this.open.set(path, this.connections(path) + 1);
     return new AppConnection(connect({ path }), path, this);
   }
 
@@ -74,23 +112,27 @@ export class AppConnectionPool {
     c.owner = undefined;
     c.used = true;
     const list = this.idle.get(c.path) ?? [];
-    if (this.destroyed || c.dead || list.length >= MAX_IDLE_PER_PATH) return void c.socket.destroy();
+    if (this.destroyed || c.dead || list.length >= MAX_IDLE_PER_PATH) return void c.destroy();
     c.idleSince = performance.now();
     list.push(c);
     this.idle.set(c.path, list);
   }
 
+  /** A connection closed: out of the idle list, and no longer counted against its path. */
   forget(c: AppConnection): void {
     const list = this.idle.get(c.path);
     const at = list?.indexOf(c) ?? -1;
     if (at >= 0) list!.splice(at, 1);
     if (list && list.length === 0) this.idle.delete(c.path);
+    const count = this.connections(c.path) - 1;
+    if (count > 0) this.open.set(c.path, count);
+    else this.open.delete(c.path);
   }
 
   /** Closes the idle connections; those in use close when their requests end. */
   destroy(): void {
     this.destroyed = true;
-    for (const list of this.idle.values()) for (const c of list) c.socket.destroy();
+    for (const list of [...this.idle.values()]) for (const c of [...list]) c.destroy();
     this.idle.clear();
   }
 }
@@ -195,7 +237,7 @@ export class AppHttpRequest {
     if (this.finished) return;
     this.finished = true;
     this.conn.owner = undefined;
-    this.conn.socket.destroy();
+    this.conn.destroy();
   }
 
   onSocketError(err: Error): void {
@@ -215,7 +257,11 @@ export class AppHttpRequest {
       this.retried = true;
       this.failure = undefined;
       this.conn.owner = undefined;
-      return this.open(true);
+      try {
+        return this.open(true);
+      } catch (err) {
+        return this.fail(err as Error);
+      }
     }
     if (this.state === "until-close" && this.eof) return this.complete(false);
     this.fail(this.failure ?? new Error(this.headSeen ? "the app closed the connection before the response ended" : "the app closed the connection without an answer"));
@@ -225,7 +271,7 @@ export class AppHttpRequest {
     if (this.finished) return;
     this.finished = true;
     this.conn.owner = undefined;
-    this.conn.socket.destroy();
+    this.conn.destroy();
     this.handlers.error(err, this.headSeen);
   }
 
@@ -239,7 +285,7 @@ export class AppHttpRequest {
       this.pool.give(this.conn);
     } else {
       this.conn.owner = undefined;
-      this.conn.socket.destroy();
+      this.conn.destroy();
     }
     this.handlers.end();
   }

@@ -4,7 +4,7 @@ import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import { AppRequestFrame, AppResponseFrames, type AppResponseFrame, type AppResponseHead } from "../../proto/gen/tributary/v1/apps.js";
 import { errors } from "../errors/mod.js";
-import { MAX_FRAME_BYTES, RESPONSE_WINDOW } from "./exchange-host.js";
+import { INSTANCE_BUSY, MAX_FRAME_BYTES, RESPONSE_WINDOW } from "./exchange-host.js";
 
 // The gateway's side of HTTP exchanges with hosted apps over NATS: sends the request head and
 // body (within the host's credit), writes the response to the client as frames arrive, and
@@ -207,6 +207,7 @@ export class AppExchangeClient {
           if (settled) return;
           if (!p.headSeen) {
             if (code === "no_instance") return settle("no_instance", false);
+            if (code === "app_overloaded") return settle(errors.appOverloaded(message), false);
             return settle(code === "timeout" ? errors.deadline(message) : errors.appUnavailable(message, code === "app_error" ? "app_unavailable" : code), true);
           }
           sink.abort();
@@ -247,6 +248,7 @@ export class AppExchangeClient {
               p.creditWaiter?.();
               return;
             case "failure":
+              if (kind.value.code === INSTANCE_BUSY) return p.fail("app_overloaded", `The app is overloaded: ${kind.value.message}. Please retry after a short wait.`);
               return p.fail(kind.value.code === "no_instance" ? "no_instance" : kind.value.code === "instance_lost" ? "app_instance_lost" : "app_error", `the app failed: ${kind.value.message}`);
           }
         },

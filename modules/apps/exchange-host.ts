@@ -23,6 +23,15 @@ export const RESPONSE_WINDOW = 256 * 1024;
 export const MAX_FRAME_BYTES = 64 * 1024;
 /** An exchange that hears nothing from its gateway this long (body or credit awaited) is dropped. */
 const STALL_MS = 60_000;
+/**
+ * The failure code of an exchange refused because its instance already serves as many as it may.
+ *
+ * Refused at once rather than queued, as nginx's limit_conn and Envoy's circuit breakers do: a
+ * queue here would hold the gateway's exchange, the client's connection and this host's memory
+ * for a tenant already over its share (and the gateway's head timeout would turn long waits into
+ * 504s anyway); an immediate 503 with Retry-After costs nothing and lets clients back off.
+ */
+export const INSTANCE_BUSY = "instance_busy";
 
 /** Headers that describe one hop, not the message: never forwarded either way. */
 export const HOP_HEADERS: ReadonlySet<string> = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization", "proxy-authenticate"]);
@@ -57,6 +66,8 @@ interface OpenExchange {
 
 export class AppExchangeServer {
   private readonly open = new Map<string, OpenExchange>();
+  /** Exchanges in progress per instance (socket path), each bounded by `maxPerInstance`. */
+  private readonly perInstance = new Map<string, number>();
   private readonly unsent = new Set<OpenExchange>();
   private flushScheduled = false;
   private subscription: Subscription | undefined;
@@ -68,6 +79,8 @@ export class AppExchangeServer {
     /** The instance serving a deployment here (undefined: none healthy). */
     private readonly resolve: (deploymentId: string) => ExchangeTarget | undefined,
     private readonly log: Logger,
+    /** Exchanges one instance serves at once; those beyond are refused (INSTANCE_BUSY). */
+    private readonly maxPerInstance: number,
   ) {}
 
   start(): void {
@@ -134,10 +147,11 @@ export class AppExchangeServer {
   private begin(id: string, head: AppRequestHead): void {
     if (!head.replySubject || this.open.has(id)) return;
     const target = this.resolve(head.deploymentId);
-    if (!target) {
-      const frame: AppResponseFrame = { exchangeId: id, seq: 1, frame: { $case: "failure", value: { code: "no_instance", message: "no healthy instance of the deployment on this host" } } };
-      this.nc.publish(head.replySubject, AppResponseFrames.encode({ frames: [frame] }).finish());
-      return;
+    if (!target) return this.refuse(id, head.replySubject, "no_instance", "no healthy instance of the deployment on this host");
+    const busy = this.perInstance.get(target.socketPath) ?? 0;
+    if (busy >= this.maxPerInstance) {
+      target.release();
+      return this.refuse(id, head.replySubject, INSTANCE_BUSY, `the app is serving as many requests as it may at once (${this.maxPerInstance})`);
     }
     const headers: Array<[string, string]> = [];
     for (const h of head.headers) {
@@ -162,12 +176,17 @@ export class AppExchangeServer {
     } catch (err) {
       // A head HTTP/1.1 cannot carry (a line break in a header value): nothing reached the app.
       target.release();
-      const frame: AppResponseFrame = { exchangeId: id, seq: 1, frame: { $case: "failure", value: { code: "app_error", message: (err as Error).message } } };
-      this.nc.publish(head.replySubject, AppResponseFrames.encode({ frames: [frame] }).finish());
-      return;
+      return this.refuse(id, head.replySubject, "app_error", (err as Error).message);
     }
     this.open.set(id, ex);
+    this.perInstance.set(target.socketPath, busy + 1);
     if (head.hasBody) this.send(ex, { $case: "credit", value: { bytes: REQUEST_WINDOW } });
+  }
+
+  /** An exchange ended before it began: its one frame, a failure. */
+  private refuse(id: string, replySubject: string, code: string, message: string): void {
+    const frame: AppResponseFrame = { exchangeId: id, seq: 1, frame: { $case: "failure", value: { code, message } } };
+    this.nc.publish(replySubject, AppResponseFrames.encode({ frames: [frame] }).finish());
   }
 
   private respond(ex: OpenExchange, status: number, raw: Array<[string, string]>): void {
@@ -211,6 +230,9 @@ export class AppExchangeServer {
     if (ex.done) return;
     ex.done = true;
     this.open.delete(ex.id);
+    const busy = (this.perInstance.get(ex.target.socketPath) ?? 1) - 1;
+    if (busy > 0) this.perInstance.set(ex.target.socketPath, busy);
+    else this.perInstance.delete(ex.target.socketPath);
     const held = ex.held;
     ex.held = undefined;
     if (complete && held) {

@@ -145,6 +145,9 @@ export class RunnerLost extends Data.TaggedError("RunnerLost")<{ readonly messag
 /** A hosted app gave no answer: no healthy instance, or the instance (or its host) was lost mid-exchange. */
 export class AppUnavailable extends Data.TaggedError("AppUnavailable")<{ readonly message: string; readonly code: string }> {}
 
+/** A hosted app's instance is serving as many requests as it may at once: refused untouched, worth a retry shortly. */
+export class AppOverloaded extends Data.TaggedError("AppOverloaded")<{ readonly message: string }> {}
+
 /** Events of an admitted request were lost on the way (a sequence gap). */
 export class StreamInterrupted extends Data.TaggedError("StreamInterrupted")<{ readonly message: string }> {}
 
@@ -199,6 +202,7 @@ export type DomainError =
   | QueueFull
   | RunnerLost
   | AppUnavailable
+  | AppOverloaded
   | StreamInterrupted
   | DeadlineExceeded
   | Cancelled
@@ -209,7 +213,7 @@ export type DomainError =
 const TAGS: ReadonlySet<string> = new Set<DomainError["_tag"]>([
   "InvalidParam", "InvalidJson", "ContextLengthExceeded", "TooLarge", "HeadersTooLarge", "RequestTimeout", "TooManyConnections", "UnsupportedMediaType", "NotFound", "ModelNotFound",
   "Conflict", "Gone", "Unauthenticated", "Forbidden", "RateLimited", "UnknownRoute", "MethodNotAllowed", "NoRunner",
-  "QueueFull", "RunnerLost", "AppUnavailable", "StreamInterrupted", "DeadlineExceeded", "Cancelled", "ShuttingDown", "Unavailable", "Internal",
+  "QueueFull", "RunnerLost", "AppUnavailable", "AppOverloaded", "StreamInterrupted", "DeadlineExceeded", "Cancelled", "ShuttingDown", "Unavailable", "Internal",
 ]);
 
 export function isDomainError(err: unknown): err is DomainError {
@@ -243,6 +247,7 @@ export function isTransient(err: DomainError): boolean {
     case "QueueFull":
     case "RunnerLost":
     case "AppUnavailable":
+    case "AppOverloaded":
     case "StreamInterrupted":
     case "DeadlineExceeded":
     case "ShuttingDown":
@@ -293,4 +298,5 @@ export const errors = {
   cancelled: (reason: CancelReason = "cancelled") => new Cancelled({ reason }),
   internal: (cause?: unknown) => new Internal({ cause }),
   appUnavailable: (message: string, code = "app_unavailable") => new AppUnavailable({ message, code }),
+  appOverloaded: (message: string) => new AppOverloaded({ message }),
 };

@@ -1,5 +1,6 @@
 // The public surface of the errors module: the domain errors every module throws, as tagged values.
 export {
+  AppOverloaded,
   AppUnavailable,
   asDomainError,
   type CancelReason,

@@ -72,6 +72,9 @@ export function openAIError(err: DomainError, requestId: string): OpenAIError {
       return of(502, err.message, SERVER, "runner_lost");
     case "AppUnavailable":
       return of(502, err.message, SERVER, err.code);
+    case "AppOverloaded":
+      // The app's capacity, not the caller's rate: a 503 (as a reverse proxy's connection limit answers), retried shortly.
+      return of(503, err.message, SERVER, "app_overloaded", null, retryAfter(1));
     case "StreamInterrupted":
       return of(502, err.message, SERVER, "stream_interrupted");
     case "DeadlineExceeded":

@@ -204,3 +204,34 @@ t.test("a reused connection the app closed meanwhile: a bodiless request goes ag
   t.equal(srv.connections(), 2);
   pool.destroy();
 });
+
+t.test("a pool holds at most its bound of connections to a path, in use and idle together", async (t) => {
+  const BOUND = 3;
+  // Answers only when told: requests stay in flight, each on its own connection.
+  const waiting: Socket[] = [];
+  const srv = await rawServer(t, (_head, socket) => waiting.push(socket));
+  const answer = () => {
+    for (const socket of waiting.splice(0)) socket.write("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+  };
+  const pool = new AppConnectionPool(BOUND);
+  const inFlight = Array.from({ length: BOUND }, () => call(pool, srv.path));
+  t.equal(pool.connections(srv.path), BOUND, "at the bound: one connection per request in flight");
+  await t.rejects(call(pool, srv.path), /3 connections open/, "one more request finds no room and is refused");
+  t.equal(pool.connections(srv.path), BOUND, "and opened nothing");
+  while (waiting.length < BOUND) await new Promise((r) => setImmediate(r));
+  answer();
+  t.same((await Promise.all(inFlight)).map((o) => o.body), ["ok", "ok", "ok"]);
+  t.equal(pool.connections(srv.path), BOUND, "the answered connections stay, idle");
+  // Twice the bound, in rounds: idle connections are reused, never more opened than the bound.
+  for (let round = 0; round < 2; round++) {
+    const again = Array.from({ length: BOUND }, () => call(pool, srv.path));
+    t.equal(pool.connections(srv.path), BOUND, `round ${round}: still ${BOUND}`);
+    while (waiting.length < BOUND) await new Promise((r) => setImmediate(r));
+    answer();
+    await Promise.all(again);
+  }
+  t.equal(srv.connections(), BOUND, `the server saw ${BOUND} connections in all`);
+  pool.destroy();
+  t.equal(pool.connections(srv.path), 0, "a destroyed pool holds none");
+  t.throws(() => new AppConnectionPool(0), /at least one/);
+});

@@ -2,7 +2,7 @@ import t from "tap";
 import { openAIError } from "../../modules/openai/mod.js";
 import {
   Cancelled, ContextLengthExceeded, DeadlineExceeded, errors, Forbidden, Internal, MethodNotAllowed, NoRunner, QueueFull, RateLimited,
-  RunnerLost, AppUnavailable, shown, ShuttingDown, StreamInterrupted, Unauthenticated, Unavailable, UnsupportedMediaType, type DomainError,
+  RunnerLost, AppOverloaded, AppUnavailable, shown, ShuttingDown, StreamInterrupted, Unauthenticated, Unavailable, UnsupportedMediaType, type DomainError,
 } from "../../modules/errors/mod.js";
 
 // The one mapping from domain errors to OpenAI's HTTP error: every tag's status, type, code,
@@ -44,6 +44,7 @@ const cases: { [Tag in DomainError["_tag"]]: Expected } = {
   QueueFull: { error: new QueueFull({ model: "m", detail: "every runner's queue is full" }), status: 503, type: "server_error", code: "server_overloaded", headers: { "retry-after": "1" } },
   RunnerLost: { error: new RunnerLost({ message: "silent" }), status: 502, type: "server_error", code: "runner_lost" },
   AppUnavailable: { error: new AppUnavailable({ message: "lost", code: "app_instance_lost" }), status: 502, type: "server_error", code: "app_instance_lost" },
+  AppOverloaded: { error: new AppOverloaded({ message: "busy" }), status: 503, type: "server_error", code: "app_overloaded", headers: { "retry-after": "1" } },
   StreamInterrupted: { error: new StreamInterrupted({ message: "gap" }), status: 502, type: "server_error", code: "stream_interrupted" },
   DeadlineExceeded: { error: new DeadlineExceeded({ message: "late" }), status: 504, type: "server_error", code: "timeout" },
   Cancelled: { error: new Cancelled({ reason: "client_closed" }), status: 499, type: "invalid_request_error", code: "client_closed" },

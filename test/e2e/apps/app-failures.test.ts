@@ -5,10 +5,15 @@ import { appDir, hosted, uploadBundle, waitForDeployment } from "../../harness/a
 
 // What a deployment refuses and how it fails: each manifest rule at deploy time, an instance lost
 // mid-request (a clean 502, then a restart), an app beyond its memory (stopped, reported), an
-// app that never answers (failed with its logs), a slow client, and last a lost app host.
+// app that never answers (failed with its logs), a slow client, an instance at its bound of
+// concurrent requests (one more is refused, another project's app is untouched), and last a lost app host.
 // A lost app host is noticed within 1.5 s (gateways, and the actor host's sweeper every 0.5 s).
-const stack = await startStack(t, { runners: 0, env: { TRIBUTARY_APP_HOST_TIMEOUT_MS: "1500", TRIBUTARY_SANDBOX_SWEEP_MS: "500" } });
+// An instance serves at most 4 requests at once here (the bound's edge is tested with 4 and 5).
+const MAX_PER_INSTANCE = 4;
+const OTHER_KEY = "sk-test-apps-cap-other";
+const stack = await startStack(t, { runners: 0, env: { TRIBUTARY_APP_HOST_TIMEOUT_MS: "1500", TRIBUTARY_SANDBOX_SWEEP_MS: "500" }, gatewayEnv: { TRIBUTARY_API_KEYS: `${OTHER_KEY}=proj-cap-other` } });
 const host = await startSandboxHost(stack.nats.url, {
+  TRIBUTARY_APPS_MAX_CONCURRENT_PER_INSTANCE: String(MAX_PER_INSTANCE),
   TRIBUTARY_APP_PLATFORM_URL: stack.gateway.url,
   TRIBUTARY_APP_MEMORY_MB: "1024",
   TRIBUTARY_APP_CPU_MHZ: "2000",
@@ -35,10 +40,10 @@ async def app(scope, receive, send):
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
     await send({"type": "http.response.body", "body": b"ok"})
 `;
-async function deploy(source: string, fields: Record<string, unknown> = {}) {
+async function deploy(source: string, fields: Record<string, unknown> = {}, key = TEST_KEY) {
   const dir = appDir(undefined, { "app.py": source, "tributary.yaml": yaml({ ...MANIFEST, ...fields }) });
-  const artifact = await uploadBundle(stack.gateway.url, TEST_KEY, dir);
-  const res = await api("/v1/apps/deployments", { method: "POST", body: JSON.stringify({ artifact_id: artifact }) });
+  const artifact = await uploadBundle(stack.gateway.url, key, dir);
+  const res = await fetch(stack.gateway.url + "/v1/apps/deployments", { method: "POST", body: JSON.stringify({ artifact_id: artifact }), headers: { authorization: `Bearer ${key}`, "content-type": "application/json" } });
   return { status: res.status, body: (await res.json()) as any };
 }
 
@@ -156,6 +161,79 @@ async def app(scope, receive, send):
     })();
   });
   t.same(upload, { status: 200, body: String(128 * 65536) }, "8 MiB sent chunked arrive whole");
+});
+
+t.test("an instance serves its bound of requests at once; one more is a 503 with Retry-After, another project's app is untouched", async (t) => {
+  // /hold answers its head, then waits for the gate; /gate answers its head, reads its request
+  // body to the end (the test holds it open), then opens the gate: every request holds a slot
+  // until the test says so, and each one's head shows it was admitted.
+  const HOLD_APP = `
+import asyncio
+gate = None
+async def app(scope, receive, send):
+    global gate
+    if scope["type"] != "http":
+        return
+    if gate is None:
+        gate = asyncio.Event()
+    path = scope["path"]
+    if path in ("/hold", "/gate"):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"admitted\\n", "more_body": True})
+        if path == "/gate":
+            more = True
+            while more:
+                more = (await receive()).get("more_body", False)
+            gate.set()
+        else:
+            await gate.wait()
+        return await send({"type": "http.response.body", "body": b"released"})
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+`;
+  const mine = await deploy(HOLD_APP);
+  t.equal(mine.status, 201, JSON.stringify(mine.body));
+  const theirs = await deploy(HOLD_APP, { project: "proj-cap-other", project_slug: "proj-cap-other" }, OTHER_KEY);
+  t.equal(theirs.status, 201, JSON.stringify(theirs.body));
+  t.equal((await waitForDeployment(stack.gateway.url, TEST_KEY, mine.body.id, ["healthy", "failed"])).status, "healthy");
+  t.equal((await waitForDeployment(stack.gateway.url, OTHER_KEY, theirs.body.id, ["healthy", "failed"])).status, "healthy");
+  const OTHER_ADDRESS = "proj-cap-other.local.apps.localhost";
+
+  const { request } = await import("node:http");
+  /** A request whose head has arrived: its status, and its whole body once it ends. */
+  const open = (path: string, method = "GET") =>
+    new Promise<{ status: number; rest: Promise<string>; req: import("node:http").ClientRequest }>((resolve, reject) => {
+      const headers: Record<string, string> = { host: ADDRESS, authorization: `Bearer ${TEST_KEY}` };
+      if (method === "POST") headers["transfer-encoding"] = "chunked";
+      const req = request({ host: "127.0.0.1", port: stack.gateway.port, path, method, headers, agent: false }, (res) => {
+        let text = "";
+        const rest = new Promise<string>((done, fail) => res.setEncoding("utf8").on("data", (c: string) => (text += c)).on("end", () => done(text)).on("error", fail));
+        resolve({ status: res.statusCode!, rest, req });
+      });
+      req.on("error", reject);
+      if (method === "POST") req.write("x");
+      else req.end();
+    });
+  // At the bound: three held requests and the gate, each admitted (its head came back).
+  const held = await Promise.all([open("/hold"), open("/hold"), open("/hold"), open("/gate", "POST")]);
+  t.same(held.map((h) => h.status), Array(MAX_PER_INSTANCE).fill(200), `${MAX_PER_INSTANCE} requests at once are admitted`);
+
+  // One past it: refused at once, in OpenAI's error shape, with when to retry.
+  const refused = await hosted(stack.gateway.port, ADDRESS, "/", { key: TEST_KEY });
+  t.equal(refused.status, 503, refused.body);
+  t.equal(refused.headers["retry-after"], "1");
+  t.match(JSON.parse(refused.body), { error: { type: "server_error", code: "app_overloaded", message: /overloaded.*\(4\)/ } });
+
+  // Another project's app on the same host answers meanwhile.
+  const other = await hosted(stack.gateway.port, OTHER_ADDRESS, "/", { key: OTHER_KEY });
+  t.same({ status: other.status, body: other.body }, { status: 200, body: "ok" }, "another project's app is untouched");
+
+  // The gate's body ends: the app opens the gate, every held request completes, and new ones are served.
+  held[3]!.req.end();
+  t.same(await Promise.all(held.map((h) => h.rest)), Array(MAX_PER_INSTANCE).fill("admitted\nreleased"), "the held requests complete");
+  const after = await hosted(stack.gateway.port, ADDRESS, "/", { key: TEST_KEY });
+  t.same({ status: after.status, body: after.body }, { status: 200, body: "ok" }, "served again once the slots are free");
+  await fetch(`${stack.gateway.url}/v1/apps/deployments/${theirs.body.id}/stop`, { method: "POST", headers: { authorization: `Bearer ${OTHER_KEY}` } });
 });
 
 t.test("a lost app host fails its deployments and frees their address", async (t) => {
