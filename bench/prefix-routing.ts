@@ -283,7 +283,7 @@ async function main(): Promise<void> {
         what +
         `${rounds} rounds; each round runs both modes (order alternating), each mode with system prompts of its own. TTFT: from the request to the first content chunk.`,
       markdownTable(["routing", "TTFT p50 ms", "TTFT p99 ms", "output tok/s", "runner CPU ms per request", "prompt tokens evaluated", "cached share", "same runner per prompt", "requests per runner", "errors"], rows),
-      "\"same runner per prompt\": of the requests of each system prompt, the share served by the runner that served most of them. \"prompt tokens evaluated\": prompt tokens minus those the runners found cached (usage.prompt_tokens_details.cached_tokens).",
+      "\"same runner per prompt\": of the requests of each system prompt, the share served by the runner that served most of them. \"prompt tokens evaluated\": prompt tokens minus those the runners found cached (usage.prompt_tokens_details.cached_tokens). \"runner CPU ms per request\": the runner processes' CPU time (user + system, from /proc) during a mode's phases, per request: work that a busy machine does not inflate the way it inflates wall-clock times. \"requests per runner\": over both rounds; conversations have unequal turn counts (each worker takes the next turn of its own conversations as soon as the last ends).",
       `Command: \`node dist/bench/prefix-routing.js --model ${values.model} --workload ${workload} --runners ${runnerCount} --rounds ${rounds} --requests ${requestsPerPhase} --concurrency ${concurrency} --prompts ${promptCount} --slots ${slots} --system-words ${systemWords} --max-tokens ${maxTokens}\``,
     ]);
   } finally {

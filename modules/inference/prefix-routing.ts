@@ -8,7 +8,7 @@ import type { GenerateRequest } from "../../proto/gen/tributary/v1/inference.js"
 //
 // Bounded-load placement ("consistent hashing with bounded loads", Mirrokni et al.): a runner
 // with S slots holds at most S prefixes in its cache, so the client remembers which runner each
-// key was last admitted on (its home) and, per runner, its S most recent keys: a model of the
+// key was last sent to (its home) and, per runner, its S most recent keys: a model of the
 // runner's cache, evicted the way the runner evicts slots (least recently used). A key that has a
 // home keeps going there while the home has room for the request (a free slot, or queued work
 // within the load bound below). A new key (or one whose home is gone or has no room) goes to the
@@ -28,7 +28,7 @@ import type { GenerateRequest } from "../../proto/gen/tributary/v1/inference.js"
 // placed anew (then re-homed) on their next request; a runner that joins moves no key.
 //
 // Several gateways (and the actor host's workers) each route on their own knowledge: the table
-// records only this process's admissions; it is not shared (a shared one would cost a round
+// records only this process's requests; it is not shared (a shared one would cost a round
 // trip or a KV write per request). Rendezvous order makes their first choices agree, so a key
 // seen by several gateways usually lands on one runner, but each gateway counts only its own
 // prefixes against a runner's slots: with G gateways a runner may be given up to G × slots live
@@ -110,14 +110,15 @@ export const DEFAULT_MAX_PREFIX_ENTRIES = 10_000;
 
 interface Home {
   runnerId: string;
-  /** The caller's clock (ms) when a request with this key was last admitted. */
+  /** The caller's clock (ms) when a request with this key was last sent. */
   lastUsed: number;
 }
 
 /**
- * Where each prefix key was last admitted, and per runner its most recent keys: the routing
- * decision's memory (see the top of this file). Not thread-shared, not persisted; the clock is
- * the caller's (`now` in ms), so the decision is a pure function of the recorded admissions.
+ * Where each prefix key was last sent, and per runner its most recent keys: the routing
+ * decision's memory (see the top of this file). One per generation client (process), not shared,
+ * not persisted; the clock is the caller's (`now` in ms), so the decision is a pure function of
+ * the runners' figures and the placements recorded.
  */
 export class PrefixPlacements {
   /** key -> home, least recently used first. */
@@ -134,7 +135,7 @@ export class PrefixPlacements {
     return this.homes.size;
   }
 
-  /** The runner `key` was last admitted on, if remembered. */
+  /** The runner `key` was last sent to, if remembered. */
   homeOf(key: string): string | undefined {
     return this.homes.get(key)?.runnerId;
   }
@@ -169,9 +170,11 @@ export class PrefixPlacements {
   }
 
   /**
-   * A request with `key` was admitted on `runner` at `now`: that runner is its home from now on,
-   * and the key is its most recent. Keys past its slots (the least recent) are forgotten, as the
-   * runner's cache loses them; past the overall cap, the least recent keys anywhere are.
+   * A request with `key` was sent to `runner` at `now` (recorded when sent, so that a burst sees
+   * its own placements; a runner that refuses it hands the key on to the next one tried): that
+   * runner is its home from now on, and the key is its most recent. Keys past its slots (the least
+   * recent) are forgotten, as the runner's cache loses them; past the overall cap, the least
+   * recent keys anywhere are.
    */
   record(key: string | undefined, runner: { runnerId: string; slotsTotal: number }, now: number): void {
     if (!key) return;
@@ -201,7 +204,7 @@ export class PrefixPlacements {
   /** Keys other than `key` on `runnerId` used within the idle time: the slots they hold. */
   private liveKeys(runnerId: string, key: string, now: number): number {
     let n = 0;
-    for (const k of this.byRunner.get(runnerId) ?? []) if (k !== key && now - this.homes.get(k)!.lastUsed < this.limits.idleMs) n++;
+    for (const k of this.byRunner.get(runnerId) ?? []) if (k !== key && now - (this.homes.get(k)?.lastUsed ?? -Infinity) < this.limits.idleMs) n++;
     return n;
   }
 
