@@ -9,7 +9,8 @@
 // A few output tokens per request. Each round runs both modes in turn (the order
 // alternates), each with system prompts of its own so that neither finds the other's in a cache.
 // Per mode: TTFT p50/p99, output tokens/s, and the share of prompt tokens the runners found cached
-// (usage.prompt_tokens_details.cached_tokens). Writes bench/results/prefix-routing.md.
+// (usage.prompt_tokens_details.cached_tokens), and the runners' CPU time per request (from /proc:
+// a work figure that a busy machine does not inflate the way it does wall-clock times). Writes bench/results/prefix-routing.md.
 //   node dist/bench/prefix-routing.js [--model 100m|tiny] [--workload system|chains] [--runners 2] [--rounds 2] [--requests 36] [--concurrency 4] [--system-words 80]
 import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
@@ -21,6 +22,7 @@ import { loadCatalog } from "../modules/catalog/mod.js";
 import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL, testCatalog, type Proc } from "../test/harness/processes.js";
 import { waitForReadyRunners } from "../test/harness/stack.js";
 import { ensureRandomLlama, SHAPES, type ShapeName } from "./gguf/random-llama.js";
+import { cpuMs } from "./lib/processes.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
 
@@ -69,7 +71,7 @@ interface Sample {
   prompt: number;
 }
 
-type PhaseResult = { samples: Sample[]; seconds: number; errors: number };
+type PhaseResult = { samples: Sample[]; seconds: number; errors: number; runnerCpuMs?: number };
 
 function phase(client: OpenAI, round: number, mode: Mode, requests = requestsPerPhase): Promise<PhaseResult> {
   return workload === "chains" ? chainsPhase(client, round, mode, requests) : systemPhase(client, round, mode, requests);
@@ -208,6 +210,8 @@ async function main(): Promise<void> {
       prefix: new OpenAI({ apiKey: TEST_KEY, baseURL: gateways.prefix.baseURL, maxRetries: 0, timeout: 120_000 }),
       load: new OpenAI({ apiKey: TEST_KEY, baseURL: gateways.load.baseURL, maxRetries: 0, timeout: 120_000 }),
     };
+    /** CPU time of all runner processes so far (ms): the phases run one at a time, so a difference is one phase's. */
+    const runnerCpu = () => runners.reduce((n, r) => n + cpuMs(r.child.pid!), 0);
     await waitForReadyRunners(gateways.prefix.url, runnerCount, 300_000);
     await waitForReadyRunners(gateways.load.url, runnerCount, 300_000);
     // Warm-up (not measured): the first requests of a fresh runner pay for allocations.
@@ -218,10 +222,12 @@ async function main(): Promise<void> {
     for (let round = 0; round < rounds; round++) {
       for (const mode of round % 2 === 0 ? modes : [...modes].reverse()) {
         process.stderr.write(`round ${round + 1}/${rounds}: ${mode}\n`);
+        const cpuBefore = runnerCpu();
         const r = await phase(clients[mode], round, mode);
+        r.runnerCpuMs = runnerCpu() - cpuBefore;
         results.get(mode)!.push(r);
         const ttft = r.samples.map((s) => s.ttftMs);
-        process.stderr.write(`  TTFT p50 ${fmt(percentile(ttft, 50), 0)} ms, p99 ${fmt(percentile(ttft, 99), 0)} ms, ${fmt(r.samples.reduce((n, s) => n + s.completionTokens, 0) / r.seconds, 1)} tok/s, errors ${r.errors}\n`);
+        process.stderr.write(`  TTFT p50 ${fmt(percentile(ttft, 50), 0)} ms, p99 ${fmt(percentile(ttft, 99), 0)} ms, ${fmt(r.samples.reduce((n, s) => n + s.completionTokens, 0) / r.seconds, 1)} tok/s, runner CPU ${fmt(r.runnerCpuMs / Math.max(1, r.samples.length), 0)} ms per request, cached ${fmt((100 * r.samples.reduce((n, s) => n + s.cachedTokens, 0)) / Math.max(1, r.samples.reduce((n, s) => n + s.promptTokens, 0)), 0)} %, errors ${r.errors}\n`);
       }
     }
     const loadEnd = loadavg()[0]!;
@@ -256,6 +262,7 @@ async function main(): Promise<void> {
         affinity: samples.length ? top / samples.length : 0,
         split: [...perRunner.values()].sort((a, b) => b - a).join(" / "),
         errors: runs.reduce((n, r) => n + r.errors, 0),
+        cpuPerRequest: samples.length ? runs.reduce((n, r) => n + (r.runnerCpuMs ?? 0), 0) / samples.length : 0,
         requests: samples.length,
         meanPrompt: samples.length ? prompt / samples.length : 0,
       };
@@ -263,9 +270,9 @@ async function main(): Promise<void> {
     const p = summary("prefix");
     const l = summary("load");
     const rows = [
-      ["prefix-aware", fmt(p.p50, 0), fmt(p.p99, 0), fmt(p.tokensPerSecond, 1), `${p.evaluated} of ${p.promptTokens}`, fmt(p.cachedShare * 100, 0) + " %", fmt(p.affinity * 100, 0) + " %", p.split, p.errors],
-      ["load only", fmt(l.p50, 0), fmt(l.p99, 0), fmt(l.tokensPerSecond, 1), `${l.evaluated} of ${l.promptTokens}`, fmt(l.cachedShare * 100, 0) + " %", fmt(l.affinity * 100, 0) + " %", l.split, l.errors],
-      ["ratio prefix / load", fmt(p.p50 / l.p50, 2), fmt(p.p99 / l.p99, 2), fmt(p.tokensPerSecond / l.tokensPerSecond, 2), fmt(p.evaluated / l.evaluated, 2), "", "", "", ""],
+      ["prefix-aware", fmt(p.p50, 0), fmt(p.p99, 0), fmt(p.tokensPerSecond, 1), fmt(p.cpuPerRequest, 0), `${p.evaluated} of ${p.promptTokens}`, fmt(p.cachedShare * 100, 0) + " %", fmt(p.affinity * 100, 0) + " %", p.split, p.errors],
+      ["load only", fmt(l.p50, 0), fmt(l.p99, 0), fmt(l.tokensPerSecond, 1), fmt(l.cpuPerRequest, 0), `${l.evaluated} of ${l.promptTokens}`, fmt(l.cachedShare * 100, 0) + " %", fmt(l.affinity * 100, 0) + " %", l.split, l.errors],
+      ["ratio prefix / load", fmt(p.p50 / l.p50, 2), fmt(p.p99 / l.p99, 2), fmt(p.tokensPerSecond / l.tokensPerSecond, 2), fmt(p.cpuPerRequest / l.cpuPerRequest, 2), fmt(p.evaluated / l.evaluated, 2), "", "", "", ""],
     ];
     const what = workload === "chains"
       ? `Workload per phase: ${requestsPerPhase} streamed Responses API turns, ${concurrency} at a time (closed loop), in ${promptCount} conversations chained by previous_response_id, each opened by a developer message of its own (${systemWords} words); ~${fmt(p.meanPrompt, 0)} prompt tokens per turn on average (the whole conversation so far), ${Math.max(16, maxTokens)} output tokens at most. `
@@ -275,8 +282,8 @@ async function main(): Promise<void> {
       `Model: ${path.split("/").pop()} (llama engine, 1 thread, ${slots} slots per runner), ${runnerCount} runners, 1 NATS server, 1 actor host, one gateway per routing mode. ` +
         what +
         `${rounds} rounds; each round runs both modes (order alternating), each mode with system prompts of its own. TTFT: from the request to the first content chunk.`,
-      markdownTable(["routing", "TTFT p50 ms", "TTFT p99 ms", "output tok/s", "prompt tokens evaluated", "cached share", "same runner per prompt", "requests per runner", "errors"], rows),
-      "\"same runner per prompt\": of the requests of each system prompt, the share served by the runner that served most of them. \"prompt tokens evaluated\": prompt tokens minus those the runners found cached (usage.prompt_tokens_details.cached_tokens).",
+      markdownTable(["routing", "TTFT p50 ms", "TTFT p99 ms", "output tok/s", "runner CPU ms per request", "prompt tokens evaluated", "cached share", "same runner per prompt", "requests per runner", "errors"], rows),
+      "\"same runner per prompt\": of the requests of each system prompt, the share served by the runner that served most of them. \"prompt tokens evaluated\": prompt tokens minus those the runners found cached (usage.prompt_tokens_details.cached_tokens). \"runner CPU ms per request\": the runner processes' CPU time (user + system, from /proc) during a mode's phases, per request: work that a busy machine does not inflate the way it inflates wall-clock times. \"requests per runner\": over both rounds; conversations have unequal turn counts (each worker takes the next turn of its own conversations as soon as the last ends).",
       `Command: \`node dist/bench/prefix-routing.js --model ${values.model} --workload ${workload} --runners ${runnerCount} --rounds ${rounds} --requests ${requestsPerPhase} --concurrency ${concurrency} --prompts ${promptCount} --slots ${slots} --system-words ${systemWords} --max-tokens ${maxTokens}\``,
     ]);
   } finally {

@@ -162,6 +162,8 @@ export const routingConfig = Config.all({
   mode: Config.schema(Schema.Literals(["prefix", "load"]), "TRIBUTARY_ROUTING").pipe(Config.withDefault("prefix" as const)),
   /** Prefix routing keeps a runner while it has a free slot, then until it has this many times its share of the work in flight (>= 1). */
   loadFactor: Config.schema(Schema.Number.check(Schema.isBetween({ minimum: 1, maximum: 100 })), "TRIBUTARY_ROUTING_LOAD_FACTOR").pipe(Config.withDefault(1.25)),
+  /** Prefix routing: a prefix not seen for this long no longer holds one of its runner's slots against new prefixes. */
+  prefixIdleMs: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1_000, maximum: 86_400_000 })), "TRIBUTARY_ROUTING_PREFIX_IDLE_MS").pipe(Config.withDefault(120_000)),
 });
 
 /** Files and batches (read by the gateway and the actor host alike). */

@@ -7,7 +7,7 @@ import { newId, randomToken } from "../../lib/ids.js";
 import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { decodeEntry, InvalidValue } from "../../lib/nats/kv-records.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
-import { GenerationClient, prefixRoutingOption, RunnerDirectory, type RunnerView } from "../../modules/inference/mod.js";
+import { GenerationClient, prefixRoutingOption, RunnerDirectory, type RoutingSettings, type RunnerView } from "../../modules/inference/mod.js";
 import { ConversationStore, ResponseService, ResponseStore } from "../../modules/responses/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import type { LineOutcome, WorkItem } from "../../modules/batches/mod.js";
@@ -22,7 +22,7 @@ export interface BatchWorkerOptions {
   admissionTimeoutMs: number;
   runnerTimeoutMs: number;
   /** How lines are spread over runners (TRIBUTARY_ROUTING). */
-  routing: { mode: "prefix" | "load"; loadFactor: number };
+  routing: RoutingSettings;
   requestTimeoutMs: number;
   /** How long responses stored by /v1/responses lines are kept. */
   responseTtlSeconds: number;

@@ -7,7 +7,7 @@ import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { InvalidValue } from "../../lib/nats/kv-records.js";
 import { BoundedPuller } from "../../lib/nats/bounded-puller.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
-import { GenerationClient, prefixRoutingOption, RunnerDirectory } from "../../modules/inference/mod.js";
+import { GenerationClient, prefixRoutingOption, RunnerDirectory, type RoutingSettings } from "../../modules/inference/mod.js";
 import { BackgroundLifecycle, BackgroundQueue, backgroundJobSchema, ConversationStore, ResponseEventLog, ResponseService, ResponseStore, RunControl, type BackgroundJob, type RunOutcome, type RunRecord } from "../../modules/responses/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import type { UsageRecorder } from "../../modules/usage/mod.js";
@@ -24,7 +24,7 @@ export interface BackgroundWorkerSettings {
   admissionTimeoutMs: number;
   runnerTimeoutMs: number;
   /** How runs are spread over runners (TRIBUTARY_ROUTING). */
-  routing: { mode: "prefix" | "load"; loadFactor: number };
+  routing: RoutingSettings;
   drainTimeoutMs: number;
   /** Usage rollups: each run counts (as a request of the response's project). */
   usage?: UsageRecorder;

@@ -5,7 +5,7 @@ import type { Logger } from "../../lib/log.js";
 import { errors, NoRunner, RunnerLost, StreamInterrupted, type DomainError } from "../errors/mod.js";
 import { domainErrorFromRunner, retryElsewhere } from "./runner-errors.js";
 import { GenerationStream, type StreamOwner } from "./generation-stream.js";
-import { orderByPrefix, prefixKey, type PrefixRouting } from "./prefix-routing.js";
+import { PrefixPlacements, prefixKey, type PrefixRouting } from "./prefix-routing.js";
 import type { RunnerDirectory } from "./runner-directory.js";
 import { RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
 
@@ -37,13 +37,18 @@ export class GenerationClient {
   /** Admissions waiting on a known runner: the watchdog ends the wait when that runner is lost. */
   private readonly admissions = new Set<{ runnerId: string; resolve: (outcome: "lost" | "stopped") => void }>();
   private watchdog: NodeJS.Timeout | undefined;
+  /** Where this client last sent each prefix (prefix routing only): its own knowledge, not shared with other gateways. */
+  private readonly placements: PrefixPlacements | undefined;
 
   constructor(
     private readonly nc: NatsConnection,
     private readonly directory: RunnerDirectory,
     private readonly options: GenerationClientOptions,
     private readonly log: Logger,
-  ) {}
+  ) {
+    const routing = options.prefixRouting;
+    this.placements = routing ? new PrefixPlacements({ loadFactor: routing.loadFactor, idleMs: routing.idleMs }) : undefined;
+  }
 
   /** How the streams of this client are released and cancelled. */
   private readonly owner: StreamOwner = {
@@ -130,8 +135,9 @@ export class GenerationClient {
     if (bytes.length > limit)
       throw errors.tooLarge(`The request is too large to send to a runner (${bytes.length} bytes encoded; the limit is ${limit}).`);
     const byLoad = this.directory.candidates(request.model);
-    const routing = this.options.prefixRouting;
-    const ordered = routing?.models.has(request.model) ? orderByPrefix(byLoad, prefixKey(request), routing.loadFactor) : byLoad;
+    const placements = this.options.prefixRouting?.models.has(request.model) ? this.placements : undefined;
+    const key = placements ? prefixKey(request) : undefined;
+    const ordered = placements ? placements.order(byLoad, key, performance.now()) : byLoad;
     const targets: Array<{ runnerId: string | undefined; subject: string }> = ordered
       .slice(0, MAX_ATTEMPTS)
       .map((r) => ({ runnerId: r.runnerId, subject: subjects.runnerGenerate(r.runnerId) }));
@@ -143,6 +149,9 @@ export class GenerationClient {
       // is back, and each pick must see the ones before it. Uncounted when it ends or is refused;
       // the next heartbeat replaces the guess.
       if (runnerId) this.directory.noteRequest(runnerId, false);
+      // Recorded when sent too, for the same reason; a runner that refuses it hands the key on to the next.
+      const runner = runnerId ? this.directory.get(runnerId) : undefined;
+      if (runner) placements?.record(key, runner, performance.now());
       let reply: Admission;
       try {
         const msg = await this.requestWhileAlive(subject, bytes, runnerId);

@@ -3,5 +3,5 @@ export { admitGeneration, collectChatCompletion, runChatCompletion } from "./cha
 export { GenerationClient } from "./generation-client.js";
 export { type GenerationListener, GenerationStream, type StreamOwner } from "./generation-stream.js";
 export { RunnerDirectory, type RunnerView } from "./runner-directory.js";
-export { orderByPrefix, prefixKey, prefixRoutingOption, type PrefixRouting, type RoutedRunner } from "./prefix-routing.js";
+export { DEFAULT_MAX_PREFIX_ENTRIES, orderByPrefix, PrefixPlacements, prefixKey, prefixRoutingOption, type PrefixRouting, type RoutedRunner, type RoutingSettings } from "./prefix-routing.js";
 export { domainErrorFromRunner } from "./runner-errors.js";

@@ -22,7 +22,7 @@ const messages = (i: number, question: string) => [
 /** The runner the routing decision prefers for prompt i when both are idle. */
 const preferred = (i: number) =>
   orderByPrefix([{ runnerId: r1!, slotsTotal: 8, slotsBusy: 0, queueLength: 0 }, { runnerId: r2!, slotsTotal: 8, slotsBusy: 0, queueLength: 0 }],
-    prefixKey(GenerateRequest.fromPartial({ messages: messages(i, "x") })), 1.25)[0]!.runnerId;
+    prefixKey(GenerateRequest.fromPartial({ model: TEST_MODEL, messages: messages(i, "x") })), 1.25)[0]!.runnerId;
 
 // Two system prompts the decision sends to each runner, so that the test sees both.
 const prompts: number[] = [];
