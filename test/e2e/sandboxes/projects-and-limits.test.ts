@@ -166,10 +166,11 @@ t.test("stopped sandboxes are not counted; the listing pages through them", asyn
 t.test("the count recovers when a sandbox expires", async (t) => {
   await stopAll();
   await Promise.all([post("/v1/sandboxes", small), post("/v1/sandboxes", small)]);
-  const short = await json(await post("/v1/sandboxes", { ...small, timeout_seconds: 1 }));
+  // Long enough that the probe below comes before it expires on a loaded machine.
+  const short = await json(await post("/v1/sandboxes", { ...small, timeout_seconds: 4 }));
   t.ok(await limitReached(await post("/v1/sandboxes", small)), "at the limit");
   let status = "";
-  for (let i = 0; i < 100 && status !== "stopped"; i++) {
+  for (let i = 0; i < 150 && status !== "stopped"; i++) {
     await new Promise((r) => setTimeout(r, 200));
     status = (await json(await stack.fetch(`/v1/sandboxes/${short.id}`))).status;
   }
