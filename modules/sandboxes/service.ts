@@ -179,6 +179,9 @@ export class SandboxService {
    * by the limit); other listings read one page of records at a time (pageRecords).
    */
   async list(project: string, query: ListPage, filter: { status?: SandboxStatus; metadata: Record<string, string> }): Promise<{ data: SandboxObject[]; has_more: boolean }> {
+    // `after` names a sandbox of this project (as OpenAI's lists answer an unknown cursor): one read.
+    if (query.after !== undefined && !(SANDBOX_ID.test(query.after) && (await this.store.get(project, query.after))))
+      throw errors.invalidParam("after", `No sandbox with id '${query.after.slice(0, 64)}' in this list.`);
     const keep = (s: SandboxObject) => (filter.status === undefined || s.status === filter.status) && Object.entries(filter.metadata).every(([k, v]) => s.metadata[k] === v);
     if (filter.status === undefined || isFinal(filter.status)) return this.store.page(project, query, keep);
     const live = (await this.store.liveRecords(project)).map((r) => r.sandbox).filter(keep);

@@ -156,6 +156,9 @@ t.test("stopped sandboxes are not counted; the listing pages through them", asyn
   t.equal(new Set(seen).size, seen.length, "no sandbox twice");
   t.same([...seen].sort().reverse(), seen, "newest first");
   for (const id of made) t.ok(seen.includes(id), "every stopped one listed");
+  const unknown = await stack.fetch(`/v1/sandboxes?after=sbx_${"Z".repeat(24)}`);
+  t.equal(unknown.status, 400, "an after naming no sandbox of the project");
+  t.equal((await json(unknown)).error.param, "after");
   const stopped = await json(await stack.fetch("/v1/sandboxes?limit=2&status=stopped&order=asc"));
   t.equal(stopped.data.length, 2);
   t.equal(stopped.has_more, true);
