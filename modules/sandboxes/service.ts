@@ -17,19 +17,20 @@ export interface SandboxServiceOptions {
 /** Bytes of a file moved per call between the gateway and a host (well under NATS's payload limit once base64). */
 export const FILE_CHUNK_BYTES = 256 * 1024;
 const CALL_TIMEOUT_MS = 15_000;
-/** A create at the limit, or a listing of live sandboxes, checks the live index against its records at most this often. */
+/** A create at the limit checks the live index against its records at most this often (per project). */
 const RECONCILE_INTERVAL_S = 5;
-
-export interface ListPage {
-  limit: number;
-  order: "asc" | "desc";
-  after?: string | undefined;
-}
 const CREATE_TIMEOUT_MS = 30_000;
 /** How long a create waits for a first heartbeat when no host is known. */
 const HOST_WAIT_MS = 2_000;
 /** How often a streamed exec checks that its host is still heard from. */
 const HOST_WATCH_MS = 500;
+
+/** A page of a list: OpenAI's limit, order and after cursor. */
+export interface ListPage {
+  limit: number;
+  order: "asc" | "desc";
+  after?: string | undefined;
+}
 
 export interface ExecResult {
   object: "sandbox.exec_result";
