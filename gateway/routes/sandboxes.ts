@@ -15,7 +15,7 @@ import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
 import type { PendingBudget } from "../sse/pending-budget.js";
 import { sseEvent, SseWriter } from "../sse/sse-writer.js";
-import { listObject, listQuery, pageOf } from "./list-query.js";
+import { listObject, listQuery } from "./list-query.js";
 
 export interface SandboxRouteDeps {
   sandboxes: SandboxService;
@@ -58,9 +58,7 @@ export function registerSandboxRoutes(router: Router, deps: SandboxRouteDeps): v
       if (Object.keys(metadata).length >= MAX_METADATA_FILTERS) throw errors.invalidParam("metadata", `At most ${MAX_METADATA_FILTERS} metadata filters.`);
       metadata[m[1]!] = v.slice(0, 512);
     }
-    const all = await service.list(project(ex), { status: status as SandboxStatus | undefined, metadata });
-    // The store lists newest first; pageOf expects oldest first.
-    const page = pageOf([...all].reverse(), query);
+    const page = await service.list(project(ex), query, { status: status as SandboxStatus | undefined, metadata });
     ex.json(200, listObject(page.data, page.has_more));
   });
 

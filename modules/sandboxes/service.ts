@@ -17,11 +17,20 @@ export interface SandboxServiceOptions {
 /** Bytes of a file moved per call between the gateway and a host (well under NATS's payload limit once base64). */
 export const FILE_CHUNK_BYTES = 256 * 1024;
 const CALL_TIMEOUT_MS = 15_000;
+/** A create at the limit checks the live index against its records at most this often (per project). */
+const RECONCILE_INTERVAL_S = 5;
 const CREATE_TIMEOUT_MS = 30_000;
 /** How long a create waits for a first heartbeat when no host is known. */
 const HOST_WAIT_MS = 2_000;
 /** How often a streamed exec checks that its host is still heard from. */
 const HOST_WATCH_MS = 500;
+
+/** A page of a list: OpenAI's limit, order and after cursor. */
+export interface ListPage {
+  limit: number;
+  order: "asc" | "desc";
+  after?: string | undefined;
+}
 
 export interface ExecResult {
   object: "sandbox.exec_result";
@@ -78,9 +87,6 @@ export class SandboxService {
         request.cpu_mhz > largest.cpu_mhz ? "cpu_mhz" : "memory_mb",
         `No sandbox host can hold this sandbox: the largest offers ${largest.cpu_mhz} cpu_mhz and ${largest.memory_mb} MB for memory_mb + disk_mb together.`,
       );
-    const live = (await this.store.list(project)).filter((r) => !isFinal(r.sandbox.status)).length;
-    if (live >= this.options.maxPerProject)
-      throw errors.invalidParam(null, `This project has ${live} sandboxes not yet stopped, the limit is ${this.options.maxPerProject}. Stop some first.`, "sandbox_limit_reached");
     if (request.network === "egress" && this.directory.offersEgress() === false)
       throw errors.invalidParam("network", "Invalid value for 'network': no sandbox host here offers network egress (TRIBUTARY_SANDBOX_EGRESS on the hosts, see the README).");
     const need = { cpu_mhz: request.cpu_mhz, memory_mb: request.memory_mb, disk_mb: request.disk_mb, egress: request.network === "egress" };
@@ -92,9 +98,11 @@ export class SandboxService {
     }
     if (host === "none") throw errors.unavailable("No sandbox host is running. Please retry shortly.", 2);
     if (host === "full") throw errors.unavailable("Every sandbox host is full. Please retry after some sandboxes stop.", 5);
+    const id = newSortableId("sbx_");
+    await this.admit(project, id);
     const now = nowSeconds();
     const sandbox: SandboxObject = {
-      id: newSortableId("sbx_"),
+      id,
       object: "sandbox",
       status: "starting",
       termination_reason: null,
@@ -111,7 +119,12 @@ export class SandboxService {
       env_names: Object.keys(request.env).sort(),
       secrets: request.secrets,
     };
-    await this.store.create({ sandbox, project, host_id: host.host_id });
+    try {
+      await this.store.create({ sandbox, project, host_id: host.host_id });
+    } catch (err) {
+      await this.store.release(project, id).catch(() => {});
+      throw err;
+    }
     let reply: HostReply;
     try {
       reply = await this.hosts.call(
@@ -149,10 +162,35 @@ export class SandboxService {
     return (await this.record(project, sandbox.id)).sandbox;
   }
 
-  async list(project: string, filter: { status?: SandboxStatus; metadata: Record<string, string> }): Promise<SandboxObject[]> {
-    return (await this.store.list(project))
-      .map((r) => r.sandbox)
-      .filter((s) => (filter.status === undefined || s.status === filter.status) && Object.entries(filter.metadata).every(([k, v]) => s.metadata[k] === v));
+  /**
+   * Admits sandbox `id` against the project's limit of sandboxes not yet stopped (see the store's
+   * live index: a compare-and-set, so racing creates cannot pass it together). At the limit the
+   * index is checked against its records first (at most every few seconds, at most `maxPerProject`
+   * reads), so entries a crash left behind do not hold the project at its limit.
+   */
+  private async admit(project: string, id: string): Promise<void> {
+    const max = this.options.maxPerProject;
+    let { admitted, live } = await this.store.admit(project, id, max);
+    if (!admitted && (await this.store.reconcile(project, RECONCILE_INTERVAL_S)) !== undefined) ({ admitted, live } = await this.store.admit(project, id, max));
+    if (!admitted) throw errors.invalidParam(null, `This project has ${live} sandboxes not yet stopped, the limit is ${max}. Stop some first.`, "sandbox_limit_reached");
+  }
+
+  /**
+   * One page of the project's sandboxes. Live statuses are listed from the live index (bounded
+   * by the limit); other listings read one page of records at a time (pageRecords).
+   */
+  async list(project: string, query: ListPage, filter: { status?: SandboxStatus; metadata: Record<string, string> }): Promise<{ data: SandboxObject[]; has_more: boolean }> {
+    // `after` names a sandbox of this project (as OpenAI's lists answer an unknown cursor): one read.
+    if (query.after !== undefined && !(SANDBOX_ID.test(query.after) && (await this.store.get(project, query.after))))
+      throw errors.invalidParam("after", `No sandbox with id '${query.after.slice(0, 64)}' in this list.`);
+    const keep = (s: SandboxObject) => (filter.status === undefined || s.status === filter.status) && Object.entries(filter.metadata).every(([k, v]) => s.metadata[k] === v);
+    if (filter.status === undefined || isFinal(filter.status)) return this.store.page(project, query, keep);
+    const live = (await this.store.liveRecords(project)).map((r) => r.sandbox).filter(keep);
+    live.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    if (query.order === "desc") live.reverse();
+    const after = query.after;
+    const rest = after === undefined ? live : live.filter((s) => (query.order === "desc" ? s.id < after : s.id > after));
+    return { data: rest.slice(0, query.limit), has_more: rest.length > query.limit };
   }
 
   /** Stops the sandbox (idempotent): the record once the host ended it. */

@@ -6,6 +6,8 @@ import { ended, nowSeconds, type SandboxStore } from "./records.js";
 const START_LIMIT_S = 120;
 /** Past its deadline by this much, a sandbox its live host did not end is stopped from here. */
 const EXPIRY_GRACE_S = 5;
+/** How often a sweeper reads every record to adopt live ones the live indexes lack (also on its first sweep). */
+const FULL_SCAN_MS = 30 * 60_000;
 
 /**
  * The backstop of sandbox lifetimes, run by actor hosts: records whose host went silent end as
@@ -16,6 +18,7 @@ const EXPIRY_GRACE_S = 5;
  */
 export class SandboxSweeper {
   private readonly startedAt = performance.now();
+  private lastFullScan: number | undefined;
 
   constructor(
     private readonly store: SandboxStore,
@@ -30,6 +33,13 @@ export class SandboxSweeper {
     // Right after a restart no heartbeat has arrived yet: every host would look lost.
     const heardLongEnough = performance.now() - this.startedAt > this.hostTimeoutMs;
     const now = nowSeconds();
+    // The live indexes are the sweeper's view (bounded by what runs, not by 7 days of history);
+    // a rare full scan repairs what they lack (records from before them, an index that expired).
+    if (this.lastFullScan === undefined || performance.now() - this.lastFullScan > FULL_SCAN_MS) {
+      this.lastFullScan = performance.now();
+      const adopted = await this.store.adoptUnindexed();
+      if (adopted > 0) this.log.info("sandbox sweep adopted unindexed live records", { adopted });
+    }
     for (const record of await this.store.live()) {
       const { sandbox, project, host_id: hostId } = record;
       if (!this.directory.alive(hostId)) {

@@ -1,5 +1,7 @@
 import t from "tap";
+import { Kvm } from "@nats-io/kv";
 import { startStack } from "../../harness/stack.js";
+import { buckets } from "../../../lib/nats/subjects.js";
 
 // Every sandbox route is scoped to the key's project (another project's sandbox is a 404), and
 // every bound of the sandbox API holds at its edge: at the limit passes, one past it fails,
@@ -103,4 +105,103 @@ t.test("listing: filters and pages", async (t) => {
   const over = await post("/v1/sandboxes", small);
   t.equal(over.status, 400);
   t.equal((await json(over)).error.code, "sandbox_limit_reached");
+});
+
+// The limit counts sandboxes not yet stopped from the project's live index (a compare-and-set
+// record bounded by the limit), never its 7 days of history.
+const liveIds = async (): Promise<string[]> => {
+  const ids: string[] = [];
+  for (const status of ["starting", "running", "stopping"])
+    ids.push(...(await json(await stack.fetch(`/v1/sandboxes?limit=100&status=${status}`))).data.map((s: { id: string }) => s.id));
+  return ids;
+};
+const stopAll = async () => {
+  await Promise.all((await liveIds()).map((id) => post(`/v1/sandboxes/${id}/stop`, {})));
+};
+const limitReached = async (res: Response) => res.status === 400 && (await json(res)).error.code === "sandbox_limit_reached";
+
+t.test("racing creates at the limit: exactly the limit pass", async (t) => {
+  await stopAll();
+  const results = await Promise.all(Array.from({ length: 7 }, () => post("/v1/sandboxes", small)));
+  t.equal(results.filter((r) => r.status === 200).length, 3, "the limit (3) pass");
+  const refused = results.filter((r) => r.status !== 200);
+  t.equal(refused.length, 4);
+  for (const r of refused) t.ok(await limitReached(r), "one past it fails: sandbox_limit_reached");
+  t.equal((await liveIds()).length, 3);
+  await stopAll();
+});
+
+t.test("stopped sandboxes are not counted; the listing pages through them", async (t) => {
+  await stopAll();
+  const made: string[] = [];
+  for (let round = 0; round < 3; round++) {
+    const batch = await Promise.all(Array.from({ length: 3 }, async () => json(await post("/v1/sandboxes", small))));
+    made.push(...batch.map((s) => s.id));
+    await stopAll();
+  }
+  t.equal(made.length, 9);
+  const kept = await Promise.all(Array.from({ length: 3 }, () => post("/v1/sandboxes", small)));
+  t.same(kept.map((r) => r.status), [200, 200, 200], "9 stopped do not count");
+  t.ok(await limitReached(await post("/v1/sandboxes", small)), "the 4th live one does");
+  // Every sandbox once, newest first, 4 at a time.
+  const seen: string[] = [];
+  let after = "";
+  for (let pages = 0; pages < 20; pages++) {
+    const page = await json(await stack.fetch(`/v1/sandboxes?limit=4${after ? `&after=${after}` : ""}`));
+    t.ok(page.data.length <= 4);
+    seen.push(...page.data.map((s: { id: string }) => s.id));
+    if (!page.has_more) break;
+    after = page.last_id;
+  }
+  t.equal(new Set(seen).size, seen.length, "no sandbox twice");
+  t.same([...seen].sort().reverse(), seen, "newest first");
+  for (const id of made) t.ok(seen.includes(id), "every stopped one listed");
+  const unknown = await stack.fetch(`/v1/sandboxes?after=sbx_${"Z".repeat(24)}`);
+  t.equal(unknown.status, 400, "an after naming no sandbox of the project");
+  t.equal((await json(unknown)).error.param, "after");
+  const stopped = await json(await stack.fetch("/v1/sandboxes?limit=2&status=stopped&order=asc"));
+  t.equal(stopped.data.length, 2);
+  t.equal(stopped.has_more, true);
+  t.ok(stopped.data.every((s: { status: string }) => s.status === "stopped"));
+  await stopAll();
+});
+
+t.test("the count recovers when a sandbox expires", async (t) => {
+  await stopAll();
+  await Promise.all([post("/v1/sandboxes", small), post("/v1/sandboxes", small)]);
+  // Long enough that the probe below comes before it expires on a loaded machine.
+  const short = await json(await post("/v1/sandboxes", { ...small, timeout_seconds: 4 }));
+  t.ok(await limitReached(await post("/v1/sandboxes", small)), "at the limit");
+  let status = "";
+  for (let i = 0; i < 150 && status !== "stopped"; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    status = (await json(await stack.fetch(`/v1/sandboxes/${short.id}`))).status;
+  }
+  t.equal(status, "stopped", "it expired");
+  t.equal((await post("/v1/sandboxes", small)).status, 200, "its place is free again");
+  await stopAll();
+});
+
+t.test("an admission a crash left without a record does not hold the project at its limit", async (t) => {
+  await stopAll();
+  const probe = await json(await post("/v1/sandboxes", small));
+  const nc = await stack.nats.connect();
+  t.teardown(() => nc.close());
+  const kv = await new Kvm(nc).open(buckets.sandboxes);
+  let indexKey = "";
+  for await (const key of await kv.keys("*.index.live")) if ((await kv.get(key))!.string().includes(probe.id)) indexKey = key;
+  t.ok(indexKey, "the project's live index");
+  await post(`/v1/sandboxes/${probe.id}/stop`, {});
+  // Three ids admitted long ago whose creates died before writing their records.
+  const entry = await kv.get(indexKey);
+  const index = JSON.parse(entry!.string());
+  const old = Math.floor(Date.now() / 1000) - 3600;
+  index.sandboxes = ["A", "B", "C"].map((c) => ({ id: "sbx_" + c.repeat(24), since: old }));
+  index.checked_at = old;
+  await kv.update(indexKey, JSON.stringify(index), entry!.revision);
+  const res = await post("/v1/sandboxes", small);
+  t.equal(res.status, 200, "reconciled at the limit: the leftovers are dropped");
+  const after = JSON.parse((await kv.get(indexKey))!.string());
+  t.same(after.sandboxes.map((s: { id: string }) => s.id), [(await json(res)).id]);
+  await stopAll();
 });
