@@ -1,4 +1,4 @@
-import { continuesDelta, OutputTextDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink } from "../../modules/openai/mod.js";
+import { continuesDelta, FunctionCallArgumentsDelta, OutputTextDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink } from "../../modules/openai/mod.js";
 import { sseEvent, type SseOutput } from "./sse-writer.js";
 
 export interface ResponseEventStreamOptions {
@@ -12,39 +12,51 @@ export interface ResponseEventStreamOptions {
 }
 
 /**
- * Frames `response.output_text.delta` events (the event of nearly every token) without
- * JSON.stringify of the whole event: the fixed fields of the open part are framed once, and only
- * the delta text is escaped per event. The bytes are those of
- * `sseEvent(type, JSON.stringify({ ...event, sequence_number }))` (test/unit/response-event-stream).
+ * Frames the events of nearly every token, `response.output_text.delta` and
+ * `response.function_call_arguments.delta`, without JSON.stringify of the whole event: the fixed
+ * fields of the open part are framed once, and only the delta text is escaped per event. The
+ * bytes are those of `sseEvent(type, JSON.stringify({ ...event, sequence_number }))`
+ * (test/unit/response-event-stream). Undefined for any other event.
  */
-export class TextDeltaFrames {
-  private itemId: string | undefined;
-  private outputIndex = -1;
-  private contentIndex = -1;
-  /** `event: ...\ndata: {"type":...,"delta":` of the current part. */
-  private prefix = "";
+export class DeltaFrames {
+  private text = { itemId: undefined as string | undefined, outputIndex: -1, contentIndex: -1, prefix: "" };
+  private args = { itemId: undefined as string | undefined, outputIndex: -1, prefix: "" };
 
-  frame(e: OutputTextDelta, sequenceNumber: number): string {
-    // Logprobs are not produced today; an event that carries some takes the general path.
-    if (e.logprobs.length > 0) return sseEvent(e.type, JSON.stringify({ ...e, sequence_number: sequenceNumber }));
-    if (e.item_id !== this.itemId || e.output_index !== this.outputIndex || e.content_index !== this.contentIndex) {
-      this.itemId = e.item_id;
-      this.outputIndex = e.output_index;
-      this.contentIndex = e.content_index;
-      this.prefix = `event: ${e.type}\ndata: {"type":${JSON.stringify(e.type)},"item_id":${JSON.stringify(e.item_id)},"output_index":${JSON.stringify(e.output_index)},"content_index":${JSON.stringify(e.content_index)},"delta":`;
+  frame(e: ResponseEvent, sequenceNumber: number): string | undefined {
+    if (e instanceof OutputTextDelta) {
+      // Logprobs are not produced today; an event that carries some takes the general path.
+      if (e.logprobs.length > 0) return undefined;
+      const t = this.text;
+      if (e.item_id !== t.itemId || e.output_index !== t.outputIndex || e.content_index !== t.contentIndex) {
+        t.itemId = e.item_id;
+        t.outputIndex = e.output_index;
+        t.contentIndex = e.content_index;
+        t.prefix = `event: ${e.type}\ndata: {"type":${JSON.stringify(e.type)},"item_id":${JSON.stringify(e.item_id)},"output_index":${JSON.stringify(e.output_index)},"content_index":${JSON.stringify(e.content_index)},"delta":`;
+      }
+      return t.prefix + JSON.stringify(e.delta) + TEXT_DELTA_SUFFIX + sequenceNumber + "}\n\n";
     }
-    return this.prefix + JSON.stringify(e.delta) + TEXT_DELTA_SUFFIX + sequenceNumber + "}\n\n";
+    if (e instanceof FunctionCallArgumentsDelta) {
+      const a = this.args;
+      if (e.item_id !== a.itemId || e.output_index !== a.outputIndex) {
+        a.itemId = e.item_id;
+        a.outputIndex = e.output_index;
+        a.prefix = `event: ${e.type}\ndata: {"type":${JSON.stringify(e.type)},"item_id":${JSON.stringify(e.item_id)},"output_index":${JSON.stringify(e.output_index)},"delta":`;
+      }
+      return a.prefix + JSON.stringify(e.delta) + ARGUMENTS_DELTA_SUFFIX + sequenceNumber + "}\n\n";
+    }
+    return undefined;
   }
 }
 
 const TEXT_DELTA_SUFFIX = `,"logprobs":[],"sequence_number":`;
+const ARGUMENTS_DELTA_SUFFIX = `,"sequence_number":`;
 
 /** A queued delta with `next`'s text appended, as a new event (the queued one may be its emitter's object). */
 function merged(last: ResponseEvent, next: ResponseEvent): ResponseEvent {
   const delta = (last.delta as string) + (next.delta as string);
-  return last instanceof OutputTextDelta && last.logprobs.length === 0
-    ? new OutputTextDelta(last.item_id, last.output_index, last.content_index, delta)
-    : { ...last, delta };
+  if (last instanceof OutputTextDelta && last.logprobs.length === 0) return new OutputTextDelta(last.item_id, last.output_index, last.content_index, delta);
+  if (last instanceof FunctionCallArgumentsDelta) return new FunctionCallArgumentsDelta(last.item_id, last.output_index, delta);
+  return { ...last, delta };
 }
 
 /**
@@ -54,8 +66,8 @@ function merged(last: ResponseEvent, next: ResponseEvent): ResponseEvent {
  * every byte in fewer, larger events, with sequence numbers still consecutive. The terminal
  * event flushes everything and ends the response.
  *
- * The per-token path (a text delta, nothing waiting, the client keeping up) writes the delta's
- * frame at once: no queue, no copy, no JSON.stringify of the event (TextDeltaFrames).
+ * The per-token path (a text or arguments delta, nothing waiting, the client keeping up) writes
+ * the delta's frame at once: no queue, no copy, no JSON.stringify of the event (DeltaFrames).
  */
 export class ResponseEventStream implements ResponseEventSink {
   private sequence: number;
@@ -64,7 +76,7 @@ export class ResponseEventStream implements ResponseEventSink {
   /** The writer was told this stream holds output (so it must be told when it no longer does). */
   private holding = false;
   private ended = false;
-  private readonly textDeltas = new TextDeltaFrames();
+  private readonly deltas = new DeltaFrames();
 
   constructor(private readonly writer: SseOutput, private readonly options: ResponseEventStreamOptions) {
     this.sequence = 0;
@@ -73,9 +85,13 @@ export class ResponseEventStream implements ResponseEventSink {
 
   event(event: ResponseEvent): void {
     if (this.ended || this.writer.closed) return;
-    if (event instanceof OutputTextDelta && !this.options.numbered && this.pending.length === 0 && this.writer.writable) {
-      this.writer.write(this.textDeltas.frame(event, this.sequence++));
-      return;
+    if (this.pending.length === 0 && !this.options.numbered && this.writer.writable) {
+      const frame = this.deltas.frame(event, this.sequence);
+      if (frame !== undefined) {
+        this.sequence++;
+        this.writer.write(frame);
+        return;
+      }
     }
     const last = this.pending.at(-1);
     if (last && !this.options.numbered && continuesDelta(last, event)) {
@@ -117,9 +133,12 @@ export class ResponseEventStream implements ResponseEventSink {
   private frames(): string {
     let out = "";
     for (const e of this.pending) {
-      if (this.options.numbered) out += sseEvent(e.type, JSON.stringify(e));
-      else if (e instanceof OutputTextDelta) out += this.textDeltas.frame(e, this.sequence++);
-      else out += sseEvent(e.type, JSON.stringify({ ...e, sequence_number: this.sequence++ }));
+      if (this.options.numbered) {
+        out += sseEvent(e.type, JSON.stringify(e));
+        continue;
+      }
+      out += this.deltas.frame(e, this.sequence) ?? sseEvent(e.type, JSON.stringify({ ...e, sequence_number: this.sequence }));
+      this.sequence++;
     }
     this.pending = [];
     this.pendingBytes = 0;

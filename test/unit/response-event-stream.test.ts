@@ -1,7 +1,7 @@
 import t from "tap";
-import { ResponseEventStream, TextDeltaFrames } from "../../gateway/sse/response-event-stream.js";
+import { DeltaFrames, ResponseEventStream } from "../../gateway/sse/response-event-stream.js";
 import { sseEvent, type SseOutput } from "../../gateway/sse/sse-writer.js";
-import { OutputTextDelta, ResponseOutputBuilder, type ResponseEvent } from "../../modules/openai/mod.js";
+import { FunctionCallArgumentsDelta, OutputTextDelta, ResponseOutputBuilder, type ResponseEvent } from "../../modules/openai/mod.js";
 import { FinishReason } from "../../proto/gen/tributary/v1/inference.js";
 
 // The Responses event stream, driven with scripted events; its output is the exact bytes an SSE
@@ -75,6 +75,8 @@ class RecordedOutput implements SseOutput {
 }
 
 /** The event as ResponseOutputBuilder built it before it became a class: an object literal. */
+const literalArguments = (itemId: string, outputIndex: number, delta: string) =>
+  ({ type: "response.function_call_arguments.delta", item_id: itemId, output_index: outputIndex, delta });
 const literalDelta = (itemId: string, outputIndex: number, contentIndex: number, delta: string) =>
   ({ type: "response.output_text.delta", item_id: itemId, output_index: outputIndex, content_index: contentIndex, delta, logprobs: [] });
 /** What the stream wrote for any event before text deltas had their own path. */
@@ -104,8 +106,8 @@ const SAMPLES = [
   ...randomStrings(2_000),
 ];
 
-t.test("a text delta's frame is byte for byte what JSON.stringify of the event gave, for any text", async (t) => {
-  const frames = new TextDeltaFrames();
+t.test("a delta's frame (text or arguments) is byte for byte what JSON.stringify of the event gave, for any text", async (t) => {
+  const frames = new DeltaFrames();
   const parts: Array<[string, number, number]> = [["msg_abc", 0, 0], ["msg_def", 1, 0], ["msg_def", 1, 2], ["msg_\"q\\u\u2028😀\ud800", 12, 0], ["msg_def", 1, 0]];
   let mismatches = 0;
   let checked = 0;
@@ -117,9 +119,19 @@ t.test("a text delta's frame is byte for byte what JSON.stringify of the event g
       checked++;
       if (fast !== expected && mismatches++ < 5) t.equal(fast, expected, `text ${JSON.stringify(text)}`);
     }
+  for (const [p, [itemId, outputIndex]] of parts.entries())
+    for (const [i, text] of SAMPLES.entries()) {
+      const sequenceNumber = [0, 1, 9, 10, 99_999, 2 ** 31, Number.MAX_SAFE_INTEGER][(i + p) % 7]!;
+      const fast = frames.frame(new FunctionCallArgumentsDelta(itemId, outputIndex, text), sequenceNumber);
+      const expected = stringified(literalArguments(itemId, outputIndex, text), sequenceNumber);
+      checked++;
+      if (fast !== expected && mismatches++ < 5) t.equal(fast, expected, `arguments ${JSON.stringify(text)}`);
+    }
   t.equal(mismatches, 0, `all ${checked} frames identical`);
+  t.equal(frames.frame({ type: "response.output_text.done", item_id: "msg_a", text: "x" }, 0), undefined, "other events take the general path");
   t.equal(JSON.stringify(new OutputTextDelta("msg_a", 0, 0, "x")), JSON.stringify(literalDelta("msg_a", 0, 0, "x")), "the class stringifies as the literal did");
   t.equal(JSON.stringify({ ...new OutputTextDelta("msg_a", 0, 0, "x") }), JSON.stringify(literalDelta("msg_a", 0, 0, "x")), "and so does a spread of it");
+  t.equal(JSON.stringify(new FunctionCallArgumentsDelta("fc_a", 1, "{}")), JSON.stringify(literalArguments("fc_a", 1, "{}")));
 });
 
 t.test("the bytes of a short answer, numbered from 0", async (t) => {
@@ -160,6 +172,8 @@ t.test("a whole response through the builder, with the client falling behind: ev
   builder.delta(call(0, "1}"));
   builder.delta({ choiceIndex: 0, text: "after", tokens: 1, toolCalls: [] });
   out.catchUp();
+  builder.delta(call(1, "{\"b\"", "call_2"));
+  builder.delta(call(1, ":2}"));
   builder.end(FinishReason.FINISH_REASON_LENGTH);
   stream.event({ type: "response.incomplete", response: { id: "resp_1" } });
 
@@ -173,6 +187,8 @@ t.test("a whole response through the builder, with the client falling behind: ev
   t.equal(deltas.filter((e) => e.item_id === events[2]!.item_id).map((e) => e.delta).join(""), texts.filter(Boolean).join(""), "every byte of the text, in order");
   const notDeltas = (types: unknown[]) => types.filter((type) => !String(type).endsWith(".delta"));
   t.same(notDeltas(events.map((e) => e.type)), ["response.created", ...notDeltas(emitted.map((e) => e.type)), "response.incomplete"], "every other event, in order");
+  const argumentDeltas = events.filter((e) => e.type === "response.function_call_arguments.delta").map((e) => e.delta);
+  t.same(argumentDeltas, ["{\"a\":1}", "{\"b\"", ":2}"], "a call's arguments merged while behind, one event each once caught up");
   const emittedDeltas = emitted.filter((e): e is OutputTextDelta => e instanceof OutputTextDelta);
   t.same(emittedDeltas.map((e) => e.delta), texts.filter(Boolean).concat("after"), "a merge leaves the emitted events as they were");
   t.ok(out.holds.length > 0 && out.holds.at(-1) === 0, "held output reported, then released");

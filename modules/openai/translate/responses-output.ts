@@ -52,6 +52,25 @@ export class OutputTextDelta implements ResponseEvent {
   }
 }
 
+/**
+ * A `response.function_call_arguments.delta` event (a piece of a tool call's arguments per
+ * token): a class for the same reason as OutputTextDelta, fields in OpenAI's order.
+ */
+export class FunctionCallArgumentsDelta implements ResponseEvent {
+  [field: string]: unknown;
+  readonly type: string;
+  readonly item_id: string;
+  readonly output_index: number;
+  readonly delta: string;
+
+  constructor(itemId: string, outputIndex: number, delta: string) {
+    this.type = "response.function_call_arguments.delta";
+    this.item_id = itemId;
+    this.output_index = outputIndex;
+    this.delta = delta;
+  }
+}
+
 /** Where a response's events go: an SSE stream, a stored event log, or nowhere. */
 export interface ResponseEventSink {
   event(event: ResponseEvent): void;
@@ -133,7 +152,7 @@ export class ResponseOutputBuilder {
     }
     if (!d.arguments) return;
     open.item.arguments += d.arguments;
-    this.emit({ type: "response.function_call_arguments.delta", item_id: open.item.id, output_index: open.index, delta: d.arguments });
+    this.emit(new FunctionCallArgumentsDelta(open.item.id, open.index, d.arguments));
   }
 
   private close(status: ItemStatus): void {
