@@ -16,6 +16,6 @@ export { applyToolCallDelta, ChatCompletionAccumulator, usageObject } from "./tr
 export { finishReasonName, type OpenAIFinishReason } from "./translate/finish-reason.js";
 export { normalizeInputItems, toChatMessages } from "./translate/responses-items.js";
 export { type Item, newResponseObject, type ResponseError, type ResponseObject, responseUsage } from "./translate/responses-object.js";
-export { continuesDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink, ResponseOutputBuilder, snapshot } from "./translate/responses-output.js";
+export { continuesDelta, FunctionCallArgumentsDelta, OutputTextDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink, ResponseOutputBuilder, snapshot } from "./translate/responses-output.js";
 export { checkResponseRequest, type GenerationOptions, responseToGenerateRequest } from "./translate/responses-request.js";
 export { checkBodyShape, measureJson, type JsonShape, requestLimits, type RequestLimits } from "./request-limits.js";

@@ -24,6 +24,53 @@ export function continuesDelta(previous: ResponseEvent, next: ResponseEvent): bo
   );
 }
 
+/** Shared by every delta (frozen): logprobs are not produced. */
+const NO_LOGPROBS: readonly unknown[] = Object.freeze([]);
+
+/**
+ * A `response.output_text.delta` event: the one event of nearly every token. A class, so that an
+ * SSE stream can tell it apart and frame it around its JSON-escaped delta instead of stringifying
+ * the whole object (gateway/sse/response-event-stream.ts). Its own properties are assigned in
+ * OpenAI's order, so JSON.stringify (and a spread) of it give what the object literal gave.
+ */
+export class OutputTextDelta implements ResponseEvent {
+  [field: string]: unknown;
+  readonly type: string;
+  readonly item_id: string;
+  readonly output_index: number;
+  readonly content_index: number;
+  readonly delta: string;
+  readonly logprobs: readonly unknown[];
+
+  constructor(itemId: string, outputIndex: number, contentIndex: number, delta: string) {
+    this.type = "response.output_text.delta";
+    this.item_id = itemId;
+    this.output_index = outputIndex;
+    this.content_index = contentIndex;
+    this.delta = delta;
+    this.logprobs = NO_LOGPROBS;
+  }
+}
+
+/**
+ * A `response.function_call_arguments.delta` event (a piece of a tool call's arguments per
+ * token): a class for the same reason as OutputTextDelta, fields in OpenAI's order.
+ */
+export class FunctionCallArgumentsDelta implements ResponseEvent {
+  [field: string]: unknown;
+  readonly type: string;
+  readonly item_id: string;
+  readonly output_index: number;
+  readonly delta: string;
+
+  constructor(itemId: string, outputIndex: number, delta: string) {
+    this.type = "response.function_call_arguments.delta";
+    this.item_id = itemId;
+    this.output_index = outputIndex;
+    this.delta = delta;
+  }
+}
+
 /** Where a response's events go: an SSE stream, a stored event log, or nowhere. */
 export interface ResponseEventSink {
   event(event: ResponseEvent): void;
@@ -91,7 +138,7 @@ export class ResponseOutputBuilder {
       open = this.open = { kind: "message", item, index, part };
     }
     open.part.text += text;
-    this.emit({ type: "response.output_text.delta", item_id: open.item.id, output_index: open.index, content_index: 0, delta: text, logprobs: [] });
+    this.emit(new OutputTextDelta(open.item.id, open.index, 0, text));
   }
 
   private toolCall(d: ToolCallDelta): void {
@@ -105,7 +152,7 @@ export class ResponseOutputBuilder {
     }
     if (!d.arguments) return;
     open.item.arguments += d.arguments;
-    this.emit({ type: "response.function_call_arguments.delta", item_id: open.item.id, output_index: open.index, delta: d.arguments });
+    this.emit(new FunctionCallArgumentsDelta(open.item.id, open.index, d.arguments));
   }
 
   private close(status: ItemStatus): void {
