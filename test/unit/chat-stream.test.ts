@@ -1,78 +1,16 @@
 import t from "tap";
 import { ChatChunkStream, type ChatStreamOptions } from "../../gateway/sse/chat-stream.js";
-import type { SseOutput } from "../../gateway/sse/sse-writer.js";
+import { RecordedSseOutput } from "../harness/recorded-sse-output.js";
 import { RunnerLost } from "../../modules/errors/mod.js";
 import { FinishReason, type ToolCallDelta } from "../../proto/gen/tributary/v1/inference.js";
 
 // The chat chunk stream, driven with scripted runner events; its output is the exact bytes an
 // SSE client receives, recorded write by write, with the socket's backpressure played by hand.
 
-/** An SseOutput that records each write and lets the test fill the socket and drain it. */
-class RecordedOutput implements SseOutput {
-  /** Each write (and the end's final frames), as written. */
-  readonly writes: string[] = [];
-  ended = false;
-  dropped = false;
-  private behind = false;
-  private held = 0;
-  private drain: (() => void) | undefined;
-
-  /** `maxPendingBytes` plays the gateway's pending budget for this one stream. */
-  constructor(private readonly maxPendingBytes: number) {}
-
-  hold(bytes: number): void {
-    this.held = bytes;
-  }
-  get overLimit(): boolean {
-    return this.held > this.maxPendingBytes;
-  }
-  drop(): void {
-    if (this.ended) throw new Error("dropped after end");
-    this.dropped = true;
-    this.ended = true;
-  }
-
-  get writable(): boolean {
-    return !this.behind && !this.ended;
-  }
-  get closed(): boolean {
-    return this.ended;
-  }
-  onDrain(handler: () => void): void {
-    this.drain = handler;
-  }
-  write(frames: string): boolean {
-    if (this.ended) throw new Error("write after end");
-    this.writes.push(frames);
-    return this.writable;
-  }
-  end(finalFrames = ""): void {
-    if (this.ended) throw new Error("ended twice");
-    this.writes.push(finalFrames);
-    this.ended = true;
-  }
-  /** The socket's buffer is full: the producer must hold its output. */
-  fillUp(): void {
-    this.behind = true;
-  }
-  /** The client read everything: the producer may write again. */
-  catchUp(): void {
-    this.behind = false;
-    this.drain?.();
-  }
-  /** Every SSE event written so far, in order ("[DONE]" as a string, the rest parsed). */
-  get events(): unknown[] {
-    return this.writes.join("").split("\n\n").filter(Boolean).map((frame) => {
-      if (!frame.startsWith("data: ")) throw new Error(`not an SSE data frame: ${frame}`);
-      const data = frame.slice(6);
-      return data === "[DONE]" ? data : JSON.parse(data);
-    });
-  }
-}
 
 function chatStream(options: Partial<ChatStreamOptions> & { maxPendingBytes?: number } = {}) {
   const { maxPendingBytes = 1_000, ...streamOptions } = options;
-  const out = new RecordedOutput(maxPendingBytes);
+  const out = new RecordedSseOutput(maxPendingBytes);
   let overflows = 0;
   const stream = new ChatChunkStream(out, {
     id: "chatcmpl-1", requestId: "req_1", created: 1_700_000_000, model: "m/x", choices: 1, includeUsage: false,

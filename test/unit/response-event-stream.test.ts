@@ -1,6 +1,7 @@
 import t from "tap";
 import { DeltaFrames, ResponseEventStream } from "../../gateway/sse/response-event-stream.js";
-import { sseEvent, type SseOutput } from "../../gateway/sse/sse-writer.js";
+import { sseEvent } from "../../gateway/sse/sse-writer.js";
+import { RecordedSseOutput } from "../harness/recorded-sse-output.js";
 import { FunctionCallArgumentsDelta, OutputTextDelta, ResponseOutputBuilder, type ResponseEvent } from "../../modules/openai/mod.js";
 import { FinishReason } from "../../proto/gen/tributary/v1/inference.js";
 
@@ -9,70 +10,6 @@ import { FinishReason } from "../../proto/gen/tributary/v1/inference.js";
 // deltas take a framing path of their own (no JSON.stringify of the event): their bytes must be
 // those JSON.stringify of the event object gives.
 
-/** An SseOutput that records each write and lets the test fill the socket and drain it. */
-class RecordedOutput implements SseOutput {
-  readonly writes: string[] = [];
-  readonly holds: number[] = [];
-  ended = false;
-  dropped = false;
-  private behind = false;
-  private held = 0;
-  private drain: (() => void) | undefined;
-
-  constructor(private readonly maxPendingBytes = 100_000) {}
-
-  hold(bytes: number): void {
-    this.held = bytes;
-    this.holds.push(bytes);
-  }
-  get overLimit(): boolean {
-    return this.held > this.maxPendingBytes;
-  }
-  drop(): void {
-    this.dropped = true;
-    this.ended = true;
-  }
-  get writable(): boolean {
-    return !this.behind && !this.ended;
-  }
-  get closed(): boolean {
-    return this.ended;
-  }
-  onDrain(handler: () => void): void {
-    this.drain = handler;
-  }
-  write(frames: string): boolean {
-    if (this.ended) throw new Error("write after end");
-    this.writes.push(frames);
-    return this.writable;
-  }
-  end(finalFrames = ""): void {
-    if (this.ended) throw new Error("ended twice");
-    this.writes.push(finalFrames);
-    this.ended = true;
-  }
-  fillUp(): void {
-    this.behind = true;
-  }
-  catchUp(): void {
-    this.behind = false;
-    this.drain?.();
-  }
-  /** Every frame written, in order. */
-  get frames(): string[] {
-    return this.writes.join("").split(/(?<=\n\n)/).filter(Boolean);
-  }
-  /** Every event written, parsed. */
-  get events(): Array<Record<string, unknown>> {
-    return this.frames.map((frame) => {
-      const m = /^event: ([^\n]*)\ndata: ([^\n]*)\n\n$/.exec(frame);
-      if (!m) throw new Error(`not an SSE event frame: ${JSON.stringify(frame)}`);
-      const data = JSON.parse(m[2]!) as Record<string, unknown>;
-      if (data.type !== m[1]) throw new Error(`event name ${m[1]} differs from type ${String(data.type)}`);
-      return data;
-    });
-  }
-}
 
 /** The event as ResponseOutputBuilder built it before it became a class: an object literal. */
 const literalArguments = (itemId: string, outputIndex: number, delta: string) =>
@@ -135,7 +72,7 @@ t.test("a delta's frame (text or arguments) is byte for byte what JSON.stringify
 });
 
 t.test("the bytes of a short answer, numbered from 0", async (t) => {
-  const out = new RecordedOutput();
+  const out = new RecordedSseOutput(100_000);
   const stream = new ResponseEventStream(out, { onOverflow: () => t.fail("no overflow") });
   stream.event({ type: "response.created", response: { id: "resp_1" } });
   stream.event(new OutputTextDelta("msg_1", 0, 0, "Once"));
@@ -152,7 +89,7 @@ t.test("the bytes of a short answer, numbered from 0", async (t) => {
 });
 
 t.test("a whole response through the builder, with the client falling behind: every frame is JSON.stringify's, numbers consecutive, deltas merged", async (t) => {
-  const out = new RecordedOutput();
+  const out = new RecordedSseOutput(100_000);
   const stream = new ResponseEventStream(out, { onOverflow: () => t.fail("no overflow") });
   const emitted: ResponseEvent[] = [];
   const builder = new ResponseOutputBuilder((e) => {
@@ -177,7 +114,7 @@ t.test("a whole response through the builder, with the client falling behind: ev
   builder.end(FinishReason.FINISH_REASON_LENGTH);
   stream.event({ type: "response.incomplete", response: { id: "resp_1" } });
 
-  const events = out.events;
+  const events = out.namedEvents;
   t.same(events.map((e) => e.sequence_number), events.map((_, i) => i), "sequence numbers 0, 1, 2, ... in order");
   const reserialized = events.map((e) => sseEvent(e.type as string, JSON.stringify(e)));
   t.same(out.frames, reserialized, "each frame is JSON.stringify of its event, keys in the event's order");
@@ -195,7 +132,7 @@ t.test("a whole response through the builder, with the client falling behind: ev
 });
 
 t.test("a replay keeps the stored numbers and bytes, and merges nothing", async (t) => {
-  const out = new RecordedOutput();
+  const out = new RecordedSseOutput(100_000);
   const stream = new ResponseEventStream(out, { onOverflow: () => t.fail("no overflow"), numbered: true });
   const stored = [
     { ...literalDelta("msg_1", 0, 0, "a"), sequence_number: 7 },
@@ -211,7 +148,7 @@ t.test("a replay keeps the stored numbers and bytes, and merges nothing", async 
 });
 
 t.test("a client that stays behind past its budget is dropped and the generation stopped", async (t) => {
-  const out = new RecordedOutput(1_000);
+  const out = new RecordedSseOutput(1_000);
   let overflows = 0;
   const stream = new ResponseEventStream(out, { onOverflow: () => overflows++ });
   stream.event(new OutputTextDelta("msg_1", 0, 0, "first"));
