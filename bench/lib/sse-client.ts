@@ -29,7 +29,7 @@ export class SseLoadClient {
   }
 
   /** `onDelta` hears the time (performance.now()) of every content delta as it arrives. */
-  streamChat(body: Record<string, unknown>, recordGaps = true, onDelta?: (at: number) => void): Promise<StreamResult> {
+  streamChat(body: Record<string, unknown>, recordGaps = true, onDelta?: (at: number) => void, retried = false): Promise<StreamResult> {
     const payload = JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } });
     return new Promise((resolve) => {
       const started = performance.now();
@@ -86,6 +86,14 @@ export class SseLoadClient {
         },
       );
       req.on("error", (err) => {
+        // A kept-alive socket the server closed after its last answer (llama-server's HTTP library
+        // does so after every streamed response): retried once on a new socket, as HTTP clients do
+        // for a request that never reached a server, so the comparison does not count the client's
+        // stale sockets as the server's errors.
+        if (!retried && req.reusedSocket && result.status === 0) {
+          resolve(this.streamChat(body, recordGaps, onDelta, true));
+          return;
+        }
         result.error = err.message;
         resolve(result);
       });
