@@ -60,34 +60,29 @@ export class GenerationClient {
       this.nc.publish(runnerId ? subjects.runnerCancel(runnerId) : subjects.cancel(model), Cancel.encode({ requestId }).finish()),
   };
 
-  start(): void {
-    this.subscription = this.nc.subscribe(subjects.replyWildcard(this.options.gatewayId), {
+  /** Subscribes to `subject`, decoding each message with `codec`; a message that does not decode is logged and ignored. */
+  private subscribeDecoded<T>(subject: string, codec: { decode(data: Uint8Array): T }, what: string, handle: (value: T) => void): Subscription {
+    return this.nc.subscribe(subject, {
       callback: (err, msg) => {
         if (err) return;
-        let event: RunnerEvent;
+        let value: T;
         try {
-          event = RunnerEvent.decode(msg.data);
+          value = codec.decode(msg.data);
         } catch {
-          this.log.warn("malformed runner event ignored", { subject: msg.subject });
+          this.log.warn(`malformed ${what} ignored`, { subject: msg.subject });
           return;
         }
-        this.route(event, performance.now());
+        handle(value);
       },
     });
+  }
+
+  start(): void {
+    this.subscription = this.subscribeDecoded(subjects.replyWildcard(this.options.gatewayId), RunnerEvent, "runner event", (event) => this.route(event, performance.now()));
     // Runners send the events of requests that named the batch subject packed, one message per step.
-    this.batchSubscription = this.nc.subscribe(subjects.replyBatch(this.options.gatewayId), {
-      callback: (err, msg) => {
-        if (err) return;
-        let batch: RunnerEventBatch;
-        try {
-          batch = RunnerEventBatch.decode(msg.data);
-        } catch {
-          this.log.warn("malformed runner event batch ignored", { subject: msg.subject });
-          return;
-        }
-        const now = performance.now();
-        for (const event of batch.events) this.route(event, now);
-      },
+    this.batchSubscription = this.subscribeDecoded(subjects.replyBatch(this.options.gatewayId), RunnerEventBatch, "runner event batch", (batch) => {
+      const now = performance.now();
+      for (const event of batch.events) this.route(event, now);
     });
     this.watchdog = setInterval(() => this.watch(), this.watchPeriodMs);
     this.watchdog.unref();
