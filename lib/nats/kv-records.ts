@@ -206,6 +206,13 @@ export async function listRecords<T>(kv: KV, filter: string, schema: ValueSchema
   return records.flatMap(({ key, record }) => (record ? [{ key, ...record }] : []));
 }
 
+/** A page of a list as OpenAI's list routes ask for it: limit, order and the after cursor. */
+export interface PageQuery {
+  limit: number;
+  order: "asc" | "desc";
+  after?: string | undefined;
+}
+
 /**
  * One page of the records `<prefix>.<id>` (a project's, say; keys below them are not records),
  * in key order or its reverse: sortable ids list in creation order. `after` is the last id of the previous
@@ -215,7 +222,7 @@ export async function listRecords<T>(kv: KV, filter: string, schema: ValueSchema
 export async function pageRecords<T>(
   kv: KV,
   prefix: string,
-  options: { limit: number; order: "asc" | "desc"; after?: string | undefined },
+  options: PageQuery,
   read: (id: string) => Promise<T | undefined>,
 ): Promise<{ data: T[]; has_more: boolean }> {
   const ids = await listKeys(kv, `${prefix}.*`, prefix + ".");
