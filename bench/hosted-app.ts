@@ -6,11 +6,11 @@
 //   node dist/bench/hosted-app.js [--seconds 5] [--rounds 2] [--deploys 5] [--clients 1,16,64] [--profile DIR]
 import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { Agent, request } from "node:http";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { appDir, EXAMPLE_APP, uploadBundle, waitForDeployment } from "../test/harness/apps.js";
 import { startSandboxHost } from "../test/harness/processes.js";
+import { JSON_APP, keepAliveLoops } from "./lib/json-app.js";
 import { markdownTable, machineLine, writeResults } from "./lib/table.js";
 import { cpuMs, repoRoot, startActorHost, startGateway, startNats, TEST_KEY } from "./lib/processes.js";
 import { fmt, percentile } from "./lib/stats.js";
@@ -32,15 +32,6 @@ const CONCURRENCY = (text("clients") ?? "1,16,64").split(",").map(Number);
 const profileDir = text("profile");
 
 const ADDRESS = "default-project.local.apps.localhost";
-const JSON_APP = `
-import json
-BODY = json.dumps({"ok": True, "items": list(range(8))}).encode()
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]})
-    await send({"type": "http.response.body", "body": BODY})
-`;
 const MANIFEST = "entrypoint: app:app\norganization_slug: local\nproject: Default project\nproject_slug: default-project\ncpu_mhz: 2000\ngpu_count: 0\nmemory_size_mb: 256\n";
 
 interface Load {
@@ -54,46 +45,20 @@ interface Load {
 
 /** `clients` keep-alive loops of GET / for `seconds` (after a 1 s warm-up); latencies in ms. */
 async function load(port: number, host: string | undefined, clients: number, cpu: () => Record<string, number>, toggleProfiles?: () => void): Promise<Load> {
-  const agent = new Agent({ keepAlive: true, maxSockets: clients });
   const headers: Record<string, string> = { authorization: `Bearer ${TEST_KEY}` };
   if (host) headers.host = host;
-  const once = () =>
-    new Promise<number>((resolve) => {
-      const started = performance.now();
-      const req = request({ host: "127.0.0.1", port, path: "/", agent, headers }, (res) => {
-        res.resume();
-        res.on("end", () => resolve(res.statusCode === 200 ? performance.now() - started : -1));
-      });
-      req.on("error", () => resolve(-1));
-      req.end();
-    });
-  const run = async (ms: number, record: boolean) => {
-    const latencies: number[] = [];
-    let errors = 0;
-    const until = performance.now() + ms;
-    await Promise.all(
-      Array.from({ length: clients }, async () => {
-        while (performance.now() < until) {
-          const l = await once();
-          if (!record) continue;
-          if (l < 0) errors++;
-          else latencies.push(l);
-        }
-      }),
-    );
-    return { latencies, errors };
-  };
-  await run(1_000, false);
+  const loops = keepAliveLoops(port, clients, headers);
+  await loops.run(1_000);
   const before = cpu();
   const startedAt = performance.now();
   toggleProfiles?.();
-  const { latencies, errors } = await run(seconds * 1_000, true);
+  const { latencies, errors } = await loops.run(seconds * 1_000);
   toggleProfiles?.();
   const after = cpu();
   const wallMs = performance.now() - startedAt;
   // The profiled processes write their profiles meanwhile, outside the measured part.
   if (toggleProfiles) await new Promise((r) => setTimeout(r, 1_000));
-  agent.destroy();
+  loops.close();
   return { latencies, errors, wallMs, cpu: Object.fromEntries(Object.keys(after).map((name) => [name, after[name]! - before[name]!])) };
 }
 

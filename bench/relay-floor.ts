@@ -18,12 +18,12 @@
 //   node dist/bench/relay-floor.js [--seconds 5] [--rounds 2] [--clients 16]
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { Agent, request } from "node:http";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { freePort } from "../test/harness/cluster.js";
 import { cpuMs, repoRoot, startNats } from "./lib/processes.js";
+import { JSON_APP, JSON_APP_BODY, keepAliveLoops } from "./lib/json-app.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
 
@@ -38,16 +38,7 @@ const seconds = Number(values.seconds);
 const rounds = Number(values.rounds);
 const clients = Number(values.clients);
 
-const JSON_APP = `
-import json
-BODY = json.dumps({"ok": True, "items": list(range(8))}).encode()
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]})
-    await send({"type": "http.response.body", "body": BODY})
-`;
-const BODY = JSON.stringify({ ok: true, items: [0, 1, 2, 3, 4, 5, 6, 7] });
+const BODY = JSON_APP_BODY;
 
 /** The front: uWS answers by itself, or relays each request as one NATS request. */
 const FRONT = `
@@ -143,32 +134,8 @@ interface Measured {
 
 /** `clients` keep-alive loops of GET / (1 s warm-up, then `seconds` measured). */
 async function load(port: number, pids: Record<string, number>): Promise<Measured> {
-  const agent = new Agent({ keepAlive: true, maxSockets: clients });
-  const once = () =>
-    new Promise<number>((resolve) => {
-      const started = performance.now();
-      const req = request({ host: "127.0.0.1", port, path: "/", agent }, (res) => {
-        res.resume();
-        res.on("end", () => resolve(res.statusCode === 200 ? performance.now() - started : -1));
-      });
-      req.on("error", () => resolve(-1));
-      req.end();
-    });
-  const run = async (ms: number) => {
-    const latencies: number[] = [];
-    let errors = 0;
-    const until = performance.now() + ms;
-    await Promise.all(
-      Array.from({ length: clients }, async () => {
-        while (performance.now() < until) {
-          const latency = await once();
-          if (latency < 0) errors++;
-          else latencies.push(latency);
-        }
-      }),
-    );
-    return { latencies, errors };
-  };
+  const loops = keepAliveLoops(port, clients);
+  const run = (ms: number) => loops.run(ms);
   const all = { ...pids, "load client": process.pid };
   const cpu = () => Object.fromEntries(Object.entries(all).map(([name, pid]) => [name, cpuMs(pid)]));
   await run(1_000);
@@ -177,7 +144,7 @@ async function load(port: number, pids: Record<string, number>): Promise<Measure
   const { latencies, errors } = await run(seconds * 1_000);
   const wallMs = performance.now() - started;
   const after = cpu();
-  agent.destroy();
+  loops.close();
   const n = latencies.length;
   return {
     rps: (n * 1_000) / wallMs,
