@@ -82,7 +82,7 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
       throw errors.invalidParam("status", `Invalid value for 'status': expected one of ${JOB_STATUSES.join(", ")}.`);
     const page = await deps.jobs.list(project(ex), { ...query, ...(status !== undefined ? { status } : {}) });
     if (!page) throw errors.invalidParam("after", `No item with id '${shown(query.after ?? "")}' in this list.`);
-    ex.json(200, listObject(page.data, page.hasMore));
+    ex.json(200, listObject(page.data, page.has_more, page.cursor));
   });
 
   router.get("/v1/jobs/:id", async (ex, { id }) => ex.json(200, (await find(ex, id!)).job));

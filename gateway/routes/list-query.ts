@@ -20,9 +20,13 @@ export function listQuery(ex: HttpExchange): ListQuery {
   return { limit, order, after: q.get("after") ?? undefined };
 }
 
-/** OpenAI's list envelope; every key present. */
-export function listObject<T extends { id: string }>(data: T[], hasMore: boolean) {
-  return { object: "list" as const, data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore };
+/**
+ * OpenAI's list envelope; every key present. `cursor`: where a page that stopped at its read
+ * bound ended (pageRecords), given as `last_id` (the `after` of the next page) even when it is no
+ * item of this page.
+ */
+export function listObject<T extends { id: string }>(data: T[], hasMore: boolean, cursor?: string) {
+  return { object: "list" as const, data, first_id: data[0]?.id ?? null, last_id: cursor ?? data.at(-1)?.id ?? null, has_more: hasMore };
 }
 
 /** One page of an in-memory list in the query's order. */

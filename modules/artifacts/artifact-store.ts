@@ -4,7 +4,7 @@ import type { KV } from "@nats-io/kv";
 import { newSortableId, randomToken } from "../../lib/ids.js";
 import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
-import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema } from "../../lib/nats/kv-records.js";
+import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema, type PageQuery, type RecordPage } from "../../lib/nats/kv-records.js";
 import { ObjectContents, type StoredObject } from "../../lib/nats/object-contents.js";
 import { errors, shown } from "../errors/mod.js";
 
@@ -96,11 +96,8 @@ export interface NewUpload {
   manifest?: string;
 }
 
-export interface ArtifactListOptions {
+export interface ArtifactListOptions extends PageQuery {
   status: ArtifactStatus;
-  limit: number;
-  order: "asc" | "desc";
-  after?: string;
 }
 
 /** The index entry of an uploaded part, KV key `<project>.<artifact id>.<part number>`. */
@@ -182,12 +179,12 @@ export class ArtifactStore {
   }
 
   /** Lists a project's artifacts of one status by creation (ids sort by creation time). */
-  async list(project: string, options: ArtifactListOptions): Promise<{ data: Artifact[]; has_more: boolean }> {
+  async list(project: string, options: ArtifactListOptions): Promise<RecordPage<Artifact>> {
     const now = Date.now();
     return pageRecords(this.meta, kvToken(project), options, async (id) => {
       const artifact = await this.get(project, id, now);
       return artifact?.status === options.status ? artifact : undefined;
-    });
+    }, { idPrefix: ID_PREFIX });
   }
 
   /** Deletes an artifact (ready or uploading): its record, then its bytes and parts. False when there was none. */

@@ -3,7 +3,7 @@ import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
 import { ensureStream, jetStreamHandles, listKeys, openKv, readStored, type JetStreamHandles } from "../../lib/nats/jetstream.js";
-import { createRecord, getRecord, live, modifyRecord, valueSchema, type Mutable, type Versioned } from "../../lib/nats/kv-records.js";
+import { createRecord, getRecord, live, modifyRecord, pageRecords, valueSchema, type Mutable, type PageQuery, type RecordPage, type Versioned } from "../../lib/nats/kv-records.js";
 import { Admission } from "../../lib/nats/admission.js";
 import { sortableIdTime } from "../../lib/ids.js";
 import { buckets, kvToken, streams, subjects } from "../../lib/nats/subjects.js";
@@ -126,25 +126,15 @@ export class JobStore {
 
   /**
    * A page of a project's jobs in `order` of creation (ids sort by it), after the job `after`
-   * (undefined: it is not among them). Records are read a page at a time, so a page reads about
-   * `limit` records, not the project's whole history (more only while `status` skips some).
+   * (undefined: it is not among them), reading only what the page needs (pageRecords: recent
+   * records newest first; with `status`, at most MAX_SKIPPED_PER_PAGE jobs of other statuses).
    */
-  async list(project: string, query: { limit: number; order: "asc" | "desc"; after?: string; status?: string }): Promise<{ data: JobObject[]; hasMore: boolean } | undefined> {
-    const prefix = `${kvToken(project)}.`;
-    const ids = (await listKeys(this.kv, `${prefix}*`, prefix)).sort();
-    if (query.order === "desc") ids.reverse();
-    let start = 0;
-    if (query.after !== undefined) {
-      start = ids.indexOf(query.after) + 1;
-      if (start === 0) return undefined;
-    }
-    const data: JobObject[] = [];
-    for (let i = start; i < ids.length; i += query.limit + 1) {
-      const found = await Promise.all(ids.slice(i, i + query.limit + 1).map((id) => getRecord(this.kv, prefix + id, storedJob).catch(() => undefined)));
-      for (const f of found) if (f && (query.status === undefined || f.value.job.status === query.status)) data.push(f.value.job);
-      if (data.length > query.limit) break;
-    }
-    return { data: data.slice(0, query.limit), hasMore: data.length > query.limit };
+  async list(project: string, query: PageQuery & { status?: string }): Promise<RecordPage<JobObject> | undefined> {
+    if (query.after !== undefined && !(JOB_ID.test(query.after) && (await this.get(project, query.after)))) return undefined;
+    return pageRecords(this.kv, kvToken(project), query, async (id) => {
+      const found = await this.get(project, id).catch(() => undefined);
+      return found && (query.status === undefined || found.job.status === query.status) ? found.job : undefined;
+    }, { idPrefix: "job_" });
   }
 
   /** The job's output stored so far, in order, read as the caller takes it. */
