@@ -48,7 +48,7 @@ export function registerArtifactRoutes(router: Router, deps: ArtifactRouteDeps):
     const status = params.get("status") ?? "ready";
     if (status !== "ready" && status !== "uploading")
       throw errors.invalidParam("status", `Invalid value for 'status': expected 'ready' or 'uploading', got '${status.slice(0, 32)}'.`);
-    const page = await store.list(project(ex), { status: status as ArtifactStatus, limit: query.limit, order: query.order, after: query.after });
+    const page = await store.list(project(ex), { ...query, status: status as ArtifactStatus });
     ex.json(200, listObject(page.data, page.has_more, page.cursor));
   });
 

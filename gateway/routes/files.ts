@@ -37,7 +37,7 @@ export function registerFileRoutes(router: Router, deps: FileRouteDeps): void {
     const params = ex.searchParams();
     const query = listQuery(params, { defaultLimit: 10_000, maxLimit: 10_000, orders: true });
     const purpose = params.get("purpose") ?? undefined;
-    const page = await deps.store.list(project(ex), { purpose, limit: query.limit, order: query.order, after: query.after });
+    const page = await deps.store.list(project(ex), { ...query, purpose });
     ex.json(200, listObject(page.data, page.has_more, page.cursor));
   });
 

@@ -195,9 +195,21 @@ export class ArtifactStore {
     return true;
   }
 
+  /** The project's unfinished uploads, counted up to `max` (pages go on past a page's skip bound). */
+  private async countUploading(project: string, max: number): Promise<number> {
+    let open = 0;
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.list(project, { status: "uploading", limit: max - open, order: "asc", after });
+      open += page.data.length;
+      if (!page.has_more || open >= max) return open;
+      after = page.cursor ?? page.data.at(-1)!.id;
+    }
+  }
+
   /** Starts a multipart upload (its terms already validated against the limits). */
   async createUpload(project: string, upload: NewUpload, limits: ArtifactLimits, now = Date.now()): Promise<Artifact> {
-    const open = (await this.list(project, { status: "uploading", limit: limits.maxOpenUploads, order: "asc" })).data.length;
+    const open = await this.countUploading(project, limits.maxOpenUploads);
     if (open >= limits.maxOpenUploads)
       throw errors.invalidParam(null, `This project already has ${open} unfinished uploads (the most is ${limits.maxOpenUploads}): finish or delete one first.`, "too_many_uploads");
     const createdAt = Math.floor(now / 1000);
