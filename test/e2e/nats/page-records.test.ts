@@ -1,5 +1,5 @@
 import t from "tap";
-import { openKv } from "../../../lib/nats/jetstream.js";
+import { listKeys, openKv } from "../../../lib/nats/jetstream.js";
 import { MAX_SKIPPED_PER_PAGE, pageRecords, type PageQuery } from "../../../lib/nats/kv-records.js";
 import { buckets } from "../../../lib/nats/subjects.js";
 import { randomToken } from "../../../lib/ids.js";
@@ -10,7 +10,7 @@ import { startNats } from "../../harness/processes.js";
 // never what is answered), with records dated from a minute to ten days back (all written now:
 // a record is never written before its id's time), one whose id carries no date, and ids of
 // deleted records as cursors. A filtered listing stops after MAX_SKIPPED_PER_PAGE records it skips,
-// with has_more and a cursor that goes on.
+// with has_more and a cursor that goes on. A listing from a time reads only what was written since.
 
 const nats = await startNats();
 t.teardown(() => nats.stop());
@@ -85,4 +85,16 @@ t.test("a filtered listing stops after skipping its bound and goes on from its c
   t.same([second.data, second.has_more, second.cursor], [[many[0]], false, undefined], "then the oldest, and the end");
   const unfiltered = await pageRecords(kv, "p2", { limit: 10, order: "asc" }, async (id) => id, { idPrefix: "job_" });
   t.same([unfiltered.data, unfiltered.has_more], [many.slice(0, 10), true], "an unfiltered page reads only its own");
+});
+
+t.test("a listing from a time reads only the keys written since", async (t) => {
+  await Promise.all(Array.from({ length: 200 }, (_, i) => kv.put(`p3.old${i}`, "{}")));
+  // The server's clock stamps the messages: a gap on both sides of the mark keeps it clear of them.
+  await new Promise((r) => setTimeout(r, 1100));
+  const mark = Date.now();
+  await new Promise((r) => setTimeout(r, 1100));
+  await kv.put("p3.new1", "{}");
+  await kv.put("p3.old7", "{}");
+  t.same((await listKeys(kv, "p3.*", "p3.", { writtenSince: mark })).sort(), ["new1", "old7"], "the new key and the one rewritten");
+  t.equal((await listKeys(kv, "p3.*", "p3.")).length, 201, "all of them without");
 });
