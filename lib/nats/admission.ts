@@ -1,6 +1,6 @@
 import { Schema } from "effect";
 import type { KV } from "@nats-io/kv";
-import { compareAndSet, kvRecord, modifyRecord, valueSchema, type Mutable } from "./kv-records.js";
+import { compareAndSet, kvRecord, valueSchema, type Mutable } from "./kv-records.js";
 
 // A bound on how many records of a kind an owner (a project, an organization) may create, kept
 // exact under parallel creates by one small counter record per owner, changed only by
@@ -22,6 +22,8 @@ export const admissionRecord = valueSchema<AdmissionRecord>()(AdmissionSchema);
 const HOUR_MS = 3600_000;
 /** A pending slot this old belongs to a create that died (or that failed to settle). */
 export const ADMISSION_GRACE_MS = 120_000;
+/** Compare-and-set attempts on the counter: a burst of creates in one project all write it, twice each. */
+const CAS_ATTEMPTS = 100;
 
 export interface AdmissionBound {
   kv: KV;
@@ -46,7 +48,7 @@ export class Admission {
   }
 
   private get upsert() {
-    return { where: this.bound.key, create: true };
+    return { where: this.bound.key, create: true, attempts: CAS_ATTEMPTS };
   }
 
   private now(): number {
@@ -109,14 +111,14 @@ export class Admission {
 
   /** The admitted create of `id` ended: its record was `written` (counted), or not (the slot is freed). */
   async settle(id: string, written: boolean): Promise<void> {
-    await modifyRecord(this.bound.kv, this.bound.key, admissionRecord, (record) => {
-      const slot = record.pending.find((p) => p.id === id);
+    await compareAndSet(this.target(), (record) => {
+      const slot = record!.pending.find((p) => p.id === id);
       // Gone: it was resolved as stale meanwhile (counted if its record was there).
       if (!slot) return undefined;
-      record.pending = record.pending.filter((p) => p !== slot);
-      if (written) this.count(record, slot.since);
+      record!.pending = record!.pending.filter((p) => p !== slot);
+      if (written) this.count(record!, slot.since);
       return record;
-    });
+    }, { where: this.bound.key, attempts: CAS_ATTEMPTS });
   }
 
   /** Counts a record written without admission (no bound applies to it). */

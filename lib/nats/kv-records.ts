@@ -152,6 +152,7 @@ export class RecordContended extends Error {
 }
 
 const DEFAULT_ATTEMPTS = 20;
+const MAX_CONFLICT_PAUSE_MS = 50;
 
 /**
  * The compare-and-set loop every store uses: read the record, let `change` compute the next value
@@ -175,6 +176,9 @@ export async function compareAndSet<T>(
     if (next === undefined) return current ? { ...current, changed: false } : undefined;
     const revision = await target.write(next, current?.revision);
     if (revision !== undefined) return { value: next, revision, changed: true };
+    // Lost to another writer: a random pause, growing with the attempts, spreads the writers of
+    // one hot record (a bound's counter under a burst of creates) instead of retrying in lockstep.
+    if (i + 1 < attempts) await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(2 ** i, MAX_CONFLICT_PAUSE_MS)));
   }
   throw new RecordContended(options.where, attempts);
 }

@@ -7,7 +7,8 @@ import { startNats } from "../../harness/processes.js";
 // The admission counter behind the job and API key bounds (lib/nats/admission.ts), on a real
 // nats-server with an injected clock: admissions lapse after the window, a stale pending slot
 // whose record was written is counted (not freed), a counter made anew starts from the records
-// present, and a write that fails frees its slot unless its record was stored.
+// present, a write that fails frees its slot unless its record was stored, and a burst of creates
+// on one counter neither gives up (compare-and-set with random pauses) nor overshoots.
 
 const nats = await startNats();
 t.teardown(() => nats.stop());
@@ -56,4 +57,18 @@ t.test("a failed write frees its slot unless its record was stored", async (t) =
   await t.rejects(b.within("half", async () => Promise.reject(new Error("queue publish failed"))));
   t.same(await b.within("ok", async () => "done"), { admitted: true, value: "done" }, "one slot was free");
   t.same(await b.within("over", async () => "never"), { admitted: false, held: 2 }, "the half-written one counts");
+});
+
+t.test("a burst of 120 creates from 4 connections: no create gives up, exactly the bound is admitted", async (t) => {
+  const connections = await Promise.all(Array.from({ length: 4 }, () => nats.connect("admin")));
+  t.teardown(() => Promise.all(connections.map((c) => c.close())));
+  const kvs = await Promise.all(connections.map((c) => openKv(c, buckets.jobs, { history: 1 })));
+  const results = await Promise.all(
+    Array.from({ length: 120 }, (_, i) =>
+      new Admission({ kv: kvs[i % 4]!, key: "p6.index.admitted", max: 50, written: async () => true, existing: async () => [] }).within(`burst${i}`, async () => i),
+    ),
+  );
+  t.equal(results.filter((r) => r.admitted).length, 50, "50 admitted, none failed");
+  const again = await new Admission({ kv, key: "p6.index.admitted", max: 50, written: async () => true, existing: async () => [] }).admit("one more");
+  t.same(again, { admitted: false, held: 50 }, "all settled as counts");
 });
