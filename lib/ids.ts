@@ -40,6 +40,18 @@ export function newSortableId(prefix: string, length = 24): string {
   return prefix + stamp + randomToken(length - 8);
 }
 
+/** When the sortable id (`newSortableId`) after `prefix` was minted (ms), or undefined when it is not one. */
+export function sortableIdTime(id: string, prefix: string): number | undefined {
+  if (!id.startsWith(prefix) || id.length < prefix.length + 8) return undefined;
+  let time = 0;
+  for (const c of id.slice(prefix.length, prefix.length + 8)) {
+    const digit = ALPHABET.indexOf(c);
+    if (digit < 0) return undefined;
+    time = time * 62 + digit;
+  }
+  return time;
+}
+
 /**
  * The one shape every id that comes from the network must have before it becomes a KV key, an
  * object name or a subject token (response, conversation and item ids, previous_response_id,

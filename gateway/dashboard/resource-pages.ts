@@ -32,12 +32,14 @@ export function registerResourcePages(router: Router, kit: DashboardKit): void {
     const after = q.get("after") ?? "";
     const files = await deps.files.list(s.project, { purpose, limit: FILES_PER_PAGE, order: "desc", after: FILE_ID.test(after) ? after : undefined });
     const next = new URLSearchParams({ project: s.project, ...(purpose ? { purpose } : {}) });
-    if (files.data.length > 0) next.set("after", files.data.at(-1)!.id);
+    // A filtered page that stopped at its skip bound goes on from its cursor.
+    const last = files.cursor ?? files.data.at(-1)?.id;
+    if (last) next.set("after", last);
     const rows = files.data.map((f) => html`<tr><td><a href="${fileLink(s, f)}">${f.filename}</a></td><td><code>${f.id}</code></td><td>${f.purpose}</td><td class="num">${formatBytes(f.bytes)}</td><td>${formatTime(f.created_at)}</td><td>${f.expires_at ? formatTime(f.expires_at) : "never"}</td></tr>`);
     const filters = html`<label>Purpose<select name="purpose"><option value="">any</option>${LISTED_PURPOSES.map((p) => html`<option ${purpose === p ? new Html("selected") : ""}>${p}</option>`)}</select></label>`;
     kit.sendHtml(ex, 200, page(kit.layoutOf(s, "Files", "files"), html`<h1>Files</h1>${kit.projectPicker(s, "/dashboard/files", filters)}
 <table><thead><tr><th>Name</th><th>Id</th><th>Purpose</th><th>Size</th><th>Created</th><th>Expires</th></tr></thead><tbody>${rows}</tbody></table>
-${files.data.length === 0 ? html`<p class="muted">No files in this project. Upload with <code>POST /v1/files</code>.</p>` : ""}
+${files.data.length === 0 && !files.has_more ? html`<p class="muted">No files in this project. Upload with <code>POST /v1/files</code>.</p>` : ""}
 <div class="pager">${files.has_more ? html`<a href="/dashboard/files?${next.toString()}">Older →</a>` : ""}</div>`));
   }, pub);
 

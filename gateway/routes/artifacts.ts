@@ -18,7 +18,7 @@ import type { HttpExchange } from "../http/exchange.js";
 import { readMultipart } from "../http/multipart.js";
 import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
-import { listObject } from "./files.js";
+import { listObject } from "./list-query.js";
 
 export interface ArtifactRouteDeps {
   store: ArtifactStore;
@@ -48,8 +48,8 @@ export function registerArtifactRoutes(router: Router, deps: ArtifactRouteDeps):
     const status = params.get("status") ?? "ready";
     if (status !== "ready" && status !== "uploading")
       throw errors.invalidParam("status", `Invalid value for 'status': expected 'ready' or 'uploading', got '${status.slice(0, 32)}'.`);
-    const page = await store.list(project(ex), { status: status as ArtifactStatus, limit: query.limit, order: query.order, after: query.after });
-    ex.json(200, listObject(page.data, page.has_more));
+    const page = await store.list(project(ex), { ...query, status: status as ArtifactStatus });
+    ex.json(200, listObject(page.data, page.has_more, page.cursor));
   });
 
   router.get("/v1/artifacts/:id", async (ex, { id }) => {

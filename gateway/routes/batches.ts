@@ -6,7 +6,7 @@ import { decodeBody, Metadata, Nullable, ExpiresAfterSchema, expiresAtFrom, list
 import { errors, shown } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import { listObject } from "./files.js";
+import { listObject } from "./list-query.js";
 
 export interface BatchRouteDeps {
   batches: BatchStore;

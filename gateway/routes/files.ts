@@ -6,6 +6,7 @@ import type { HttpExchange } from "../http/exchange.js";
 import { readMultipart } from "../http/multipart.js";
 import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
+import { listObject } from "./list-query.js";
 
 export interface FileRouteDeps {
   store: FileStore;
@@ -36,8 +37,8 @@ export function registerFileRoutes(router: Router, deps: FileRouteDeps): void {
     const params = ex.searchParams();
     const query = listQuery(params, { defaultLimit: 10_000, maxLimit: 10_000, orders: true });
     const purpose = params.get("purpose") ?? undefined;
-    const page = await deps.store.list(project(ex), { purpose, limit: query.limit, order: query.order, after: query.after });
-    ex.json(200, listObject(page.data, page.has_more));
+    const page = await deps.store.list(project(ex), { ...query, purpose });
+    ex.json(200, listObject(page.data, page.has_more, page.cursor));
   });
 
   router.get("/v1/files/:id", async (ex, { id }) => {
@@ -69,10 +70,6 @@ export function registerFileRoutes(router: Router, deps: FileRouteDeps): void {
     ex.responseHeaders["content-disposition"] = `attachment; filename="${file.filename.replace(/["\\\r\n]/g, "_")}"`;
     await streamBody(ex, "application/octet-stream", deps.store.content(file.id));
   });
-}
-
-export function listObject<T extends { id: string }>(data: T[], hasMore: boolean) {
-  return { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore };
 }
 
 async function upload(ex: HttpExchange, deps: FileRouteDeps, project: string): Promise<FileObject> {

@@ -44,9 +44,6 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
     // Refused now rather than failing later on the worker: no host here could run it.
     if (request.network === "egress" && deps.offersEgress() === false)
       throw errors.invalidParam("network", "Invalid value for 'network': no sandbox host here offers network egress (TRIBUTARY_SANDBOX_EGRESS on the hosts, see the README).");
-    const held = await deps.jobs.count(project(ex));
-    if (held >= deps.maxPerProject)
-      throw errors.invalidParam(null, `This project has ${held} jobs from the last 7 days; the most is ${deps.maxPerProject}. Please retry once older ones expire.`, "too_many_jobs");
     for (const [i, fileId] of request.input_files.entries())
       if (!(await deps.files.get(project(ex), fileId))) throw errors.invalidParam(`input_files[${i}]`, `No such file: ${fileId}.`, "file_not_found");
     const job: JobObject = {
@@ -72,7 +69,9 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
       started_at: null,
       finished_at: null,
     };
-    await deps.jobs.create({ job, project: project(ex), env: request.env });
+    const created = await deps.jobs.create({ job, project: project(ex), env: request.env }, deps.maxPerProject);
+    if (!created.created)
+      throw errors.invalidParam(null, `This project has ${created.held} jobs from the last 7 days; the most is ${deps.maxPerProject}. Please retry once older ones expire.`, "too_many_jobs");
     ex.json(200, job);
   });
 
@@ -83,7 +82,7 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
       throw errors.invalidParam("status", `Invalid value for 'status': expected one of ${JOB_STATUSES.join(", ")}.`);
     const page = await deps.jobs.list(project(ex), { ...query, ...(status !== undefined ? { status } : {}) });
     if (!page) throw errors.invalidParam("after", `No item with id '${shown(query.after ?? "")}' in this list.`);
-    ex.json(200, listObject(page.data, page.hasMore));
+    ex.json(200, listObject(page.data, page.has_more, page.cursor));
   });
 
   router.get("/v1/jobs/:id", async (ex, { id }) => ex.json(200, (await find(ex, id!)).job));

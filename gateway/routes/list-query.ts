@@ -1,32 +1,26 @@
 import { errors, shown } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
-
-export interface ListQuery {
-  limit: number;
-  order: "asc" | "desc";
-  after: string | undefined;
-}
+import { listQuery as parseListQuery } from "../../modules/openai/mod.js";
+import type { PageQuery } from "../../lib/nats/kv-records.js";
 
 /** limit (1-100, default 20), order (asc|desc, default desc) and after, as OpenAI's item lists. */
-export function listQuery(ex: HttpExchange): ListQuery {
-  const q = ex.searchParams();
-  const rawLimit = q.get("limit");
-  // Digits only: Number() would also take "0x10", "1e1", "+5" and " 5".
-  const limit = rawLimit === null ? 20 : /^\d{1,10}$/.test(rawLimit) ? Number(rawLimit) : NaN;
-  if (!(limit >= 1 && limit <= 100))
-    throw errors.invalidParam("limit", `Invalid value for 'limit': expected an integer between 1 and 100, got '${shown(rawLimit ?? "")}'.`);
-  const order = q.get("order") ?? "desc";
-  if (order !== "asc" && order !== "desc") throw errors.invalidParam("order", `Invalid value for 'order': expected 'asc' or 'desc', got '${shown(order)}'.`);
-  return { limit, order, after: q.get("after") ?? undefined };
+export function listQuery(ex: HttpExchange): PageQuery {
+  const params = ex.searchParams();
+  // An empty `after` names no item here: the list refuses it as any unknown id (400 naming it).
+  return { ...parseListQuery(params, { defaultLimit: 20, maxLimit: 100, orders: true }), after: params.get("after") ?? undefined };
 }
 
-/** OpenAI's list envelope; every key present. */
-export function listObject<T extends { id: string }>(data: T[], hasMore: boolean) {
-  return { object: "list" as const, data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: hasMore };
+/**
+ * OpenAI's list envelope; every key present. `cursor`: where a page that stopped at its read
+ * bound ended (pageRecords), given as `last_id` (the `after` of the next page) even when it is no
+ * item of this page.
+ */
+export function listObject<T extends { id: string }>(data: T[], hasMore: boolean, cursor?: string) {
+  return { object: "list" as const, data, first_id: data[0]?.id ?? null, last_id: cursor ?? data.at(-1)?.id ?? null, has_more: hasMore };
 }
 
 /** One page of an in-memory list in the query's order. */
-export function pageOf<T extends { id: string }>(all: readonly T[], query: ListQuery): { data: T[]; has_more: boolean } {
+export function pageOf<T extends { id: string }>(all: readonly T[], query: PageQuery): { data: T[]; has_more: boolean } {
   const ordered = query.order === "desc" ? [...all].reverse() : [...all];
   let start = 0;
   if (query.after !== undefined) {

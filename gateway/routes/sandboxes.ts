@@ -59,7 +59,7 @@ export function registerSandboxRoutes(router: Router, deps: SandboxRouteDeps): v
       metadata[m[1]!] = v.slice(0, 512);
     }
     const page = await service.list(project(ex), query, { status: status as SandboxStatus | undefined, metadata });
-    ex.json(200, listObject(page.data, page.has_more));
+    ex.json(200, listObject(page.data, page.has_more, page.cursor));
   });
 
   router.get("/v1/sandboxes/:id", async (ex, { id }) => ex.json(200, (await service.record(project(ex), id!)).sandbox));

@@ -56,19 +56,22 @@ const LIST_BATCH = 256;
  * the bucket's stream (headers only, in batches of LIST_BATCH). Every key that exists while the
  * listing runs and is not written meanwhile is in it; a key written or deleted meanwhile may or
  * may not be. With `limit`, it stops once it has found at least that many keys (a count checked
- * against a bound needs no more).
+ * against a bound needs no more). With `writtenSince` (ms since the epoch, the server's clock), it
+ * reads only the stream from then on: the keys whose last write is that recent (a delete before
+ * then leaves no trace in it, but neither does the put it deleted).
  *
  * It reads every message under the filter, not only the last per key: on nats-server 2.9 a
  * last-per-subject consumer whose messages were replaced while it read delivered one message
  * several times and skipped later ones. KV buckets here keep history 1 (one message per key)
  * except accounts (5), so this reads little more.
  */
-export async function listKeys(kv: KV, filter: string, prefix = "", options: { limit?: number } = {}): Promise<string[]> {
+export async function listKeys(kv: KV, filter: string, prefix = "", options: { limit?: number; writtenSince?: number } = {}): Promise<string[]> {
   if (!(kv instanceof Bucket)) throw new Error("listKeys reads the stream of a bucket opened with openKv");
   const limit = options.limit ?? Number.POSITIVE_INFINITY;
   const keys = new Set<string>();
+  const since = options.writtenSince;
   const messages = readUpToNewest(kv, kv.stream, kv.fullKeyName(kv.encodeKey(filter)), {
-    start: { deliver_policy: DeliverPolicy.All },
+    start: since === undefined ? { deliver_policy: DeliverPolicy.All } : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(Math.max(0, since)).toISOString() },
     headersOnly: true,
     batch: LIST_BATCH,
     catchUps: LIST_CATCH_UPS,

@@ -2,6 +2,7 @@ import { Schema } from "effect";
 import type { KV, KvEntry } from "@nats-io/kv";
 import { firstIssue } from "../schema-errors.js";
 import { listKeys } from "./jetstream.js";
+import { sortableIdTime } from "../ids.js";
 
 // Values in JetStream (KV records, stream messages) are JSON written by this code and read back
 // through a schema, never cast: a value that does not decode is an error of the request that read
@@ -151,6 +152,7 @@ export class RecordContended extends Error {
 }
 
 const DEFAULT_ATTEMPTS = 20;
+const MAX_CONFLICT_PAUSE_MS = 50;
 
 /**
  * The compare-and-set loop every store uses: read the record, let `change` compute the next value
@@ -174,6 +176,9 @@ export async function compareAndSet<T>(
     if (next === undefined) return current ? { ...current, changed: false } : undefined;
     const revision = await target.write(next, current?.revision);
     if (revision !== undefined) return { value: next, revision, changed: true };
+    // Lost to another writer: a random pause, growing with the attempts, spreads the writers of
+    // one hot record (a bound's counter under a burst of creates) instead of retrying in lockstep.
+    if (i + 1 < attempts) await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(2 ** i, MAX_CONFLICT_PAUSE_MS)));
   }
   throw new RecordContended(options.where, attempts);
 }
@@ -213,33 +218,93 @@ export interface PageQuery {
   after?: string | undefined;
 }
 
+/** A page of records: `cursor`, when set, is where a page that stopped at its read bound ended (pass it as `after`). */
+export interface RecordPage<T> {
+  data: T[];
+  has_more: boolean;
+  cursor?: string;
+}
+
+/**
+ * Records one page skips at most (filtered out, expired): a filtered listing (a status, a purpose)
+ * whose matches are rare stops there with what it found, `has_more` and the `cursor` to go on
+ * from, instead of reading a project's whole history in one request. A page so reads at most
+ * `limit` + 1 + this many records.
+ */
+export const MAX_SKIPPED_PER_PAGE = 1000;
+/** How far the clock that minted an id may run ahead of the NATS server's (a listing window's margin). */
+const CLOCK_SKEW_MS = 5 * 60_000;
+/** The listing windows tried in turn for a page newest-first (then the whole bucket). */
+const WINDOWS_MS = [15 * 60_000, 3600_000, 24 * 3600_000, 7 * 24 * 3600_000];
+/** Records a page reads at once. */
+const PARALLEL_READS = 64;
+
 /**
  * One page of the records `<prefix>.<id>` (a project's, say; keys below them are not records),
- * in key order or its reverse: sortable ids list in creation order. `after` is the last id of the previous
- * page (it need not exist any more); `read` returns undefined for records to skip (expired,
- * filtered out), which do not count towards `limit`.
+ * in key order or its reverse: sortable ids list in creation order. `after` is the last id of the
+ * previous page (it need not exist any more); `read` returns undefined for records to skip
+ * (expired, filtered out), which do not count towards `limit`; at most MAX_SKIPPED_PER_PAGE
+ * are skipped (see RecordPage's `cursor`).
+ *
+ * With `idPrefix` (ids minted by newSortableId after it, or dated no later than their record's
+ * first write), the listing reads only the keys written in a recent window, not all of the
+ * prefix's: a record is last written no earlier than its id's time, so every record dated within
+ * the window (less the clock skew) is in it. Newest first, the window widens (15 minutes, an hour,
+ * a day, a week, everything) until the page is filled from records it is sure of; oldest first
+ * after a cursor, it starts at the cursor's time. Only the first page oldest first reads it all.
  */
 export async function pageRecords<T>(
   kv: KV,
   prefix: string,
-  options: PageQuery,
+  query: PageQuery,
   read: (id: string) => Promise<T | undefined>,
-): Promise<{ data: T[]; has_more: boolean }> {
-  const ids = await listKeys(kv, `${prefix}.*`, prefix + ".");
-  ids.sort();
-  if (options.order === "desc") ids.reverse();
-  let start = 0;
-  const after = options.after;
-  if (after) {
-    start = ids.findIndex((id) => (options.order === "desc" ? id < after : id > after));
-    if (start < 0) start = ids.length;
+  options: { idPrefix?: string; now?: number } = {},
+): Promise<RecordPage<T>> {
+  const desc = query.order === "desc";
+  const dateOf = (id: string) => (options.idPrefix === undefined ? undefined : sortableIdTime(id, options.idPrefix));
+  const afterTime = query.after === undefined ? undefined : dateOf(query.after);
+  // Where each listing starts (undefined: the whole bucket); the last is always the whole bucket.
+  const windows: Array<number | undefined> = [];
+  if (options.idPrefix !== undefined) {
+    if (desc) {
+      const newest = afterTime ?? (query.after === undefined ? (options.now ?? Date.now()) : undefined);
+      if (newest !== undefined) for (const w of WINDOWS_MS) windows.push(newest - w - CLOCK_SKEW_MS);
+    } else if (afterTime !== undefined) windows.push(afterTime - CLOCK_SKEW_MS);
   }
+  windows.push(undefined);
+
   const data: T[] = [];
-  for (let i = start; i < ids.length; i++) {
-    const value = await read(ids[i]!);
-    if (value === undefined) continue;
-    if (data.length === options.limit) return { data, has_more: true };
-    data.push(value);
+  let cursor = query.after;
+  let skipped = 0;
+  for (const since of windows) {
+    const ids = await listKeys(kv, `${prefix}.*`, prefix + ".", since === undefined ? {} : { writtenSince: since });
+    ids.sort();
+    if (desc) ids.reverse();
+    const from = cursor;
+    const next = from === undefined ? ids : ids.filter((id) => (desc ? id < from : id > from));
+    // Records this listing is sure to hold: those dated from the window's start (less the skew) on.
+    const sure = (id: string) => since === undefined || (dateOf(id) ?? -Infinity) >= since + CLOCK_SKEW_MS;
+    let i = 0;
+    while (i < next.length && sure(next[i]!)) {
+      if (skipped >= MAX_SKIPPED_PER_PAGE) return { data, has_more: true, cursor: cursor! };
+      // Read in parallel as many as could still fill the page (one more tells has_more).
+      const batch: string[] = [];
+      const room = Math.min(query.limit + 1 - data.length, MAX_SKIPPED_PER_PAGE - skipped, PARALLEL_READS);
+      while (batch.length < room && i < next.length && sure(next[i]!)) batch.push(next[i++]!);
+      const values = await Promise.all(batch.map(read));
+      for (const [j, value] of values.entries()) {
+        cursor = batch[j]!;
+        if (value === undefined) {
+          skipped++;
+          continue;
+        }
+        if (data.length === query.limit) return { data, has_more: true };
+        data.push(value);
+      }
+    }
+    // The end of a listing is the end of the list when it held every record past the cursor: the
+    // whole bucket, or oldest first from the cursor's time. A newest-first window may not have.
+    if (i === next.length && (since === undefined || !desc)) return { data, has_more: false };
   }
   return { data, has_more: false };
 }

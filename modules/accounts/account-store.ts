@@ -3,7 +3,8 @@ import type { KV } from "@nats-io/kv";
 import { newId } from "../../lib/ids.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { buckets } from "../../lib/nats/subjects.js";
-import { createRecord, getRecord, listRecords, modifyRecord, updateRecord, upsertRecord } from "../../lib/nats/kv-records.js";
+import { createRecord, getRecord, listRecords, live, modifyRecord, updateRecord, upsertRecord } from "../../lib/nats/kv-records.js";
+import { Admission } from "../../lib/nats/admission.js";
 import {
   accountKeys,
   accountRecords,
@@ -178,17 +179,30 @@ export class AccountStore {
       orgId = (await this.requireOrganization(input.organizationId!)).id;
     }
     const name = checkName(input.name, "name", DEFAULT_KEY_NAME);
-    // A bound, not a quota: two creations racing at the limit may both pass.
-    if ((await listKeys(this.kv, accountKeys.keyIndexesOf(orgId))).length >= this.maxKeysPerOrganization)
-      throw errors.invalidParam("name", `An organization has at most ${this.maxKeysPerOrganization} API keys (revoked ones included).`, "too_many_keys");
     return this.newKey(orgId, projectId, name);
+  }
+
+  /**
+   * The organization's key bound: admission through its counter record (compare-and-set), so of
+   * creates racing for the last key exactly one gets it.
+   */
+  private keyBound(orgId: string): Admission {
+    return new Admission({
+      kv: this.kv,
+      key: accountKeys.keyCount(orgId),
+      max: this.maxKeysPerOrganization,
+      written: async (keyId) => live(await this.kv.get(accountKeys.keyIndex(orgId, keyId))) !== undefined,
+      existing: async () => (await listKeys(this.kv, accountKeys.keyIndexesOf(orgId))).map(() => 0),
+    });
   }
 
   private async newKey(organizationId: string, projectId: string | null, name: string): Promise<CreatedKey> {
     const secret = newApiKey(projectId ? "project" : "organization");
-    const key = await this.registerKey(secret, { organizationId, projectId, name });
-    if (!key) throw new Error("a freshly generated API key collided with an existing one");
-    return { key: { ...key, last_used_at: null }, secret };
+    const id = newId("key_");
+    const created = await this.keyBound(organizationId).within(id, () => this.storeKey(secret, { organizationId, projectId, name, id }));
+    if (!created.admitted) throw errors.invalidParam("name", `An organization has at most ${this.maxKeysPerOrganization} API keys (revoked ones included).`, "too_many_keys");
+    if (!created.value.record) throw new Error("a freshly generated API key collided with an existing one");
+    return { key: { ...created.value.record, last_used_at: null }, secret };
   }
 
   /**
@@ -197,6 +211,14 @@ export class AccountStore {
    * returned, so re-registering a configured key never un-revokes it.
    */
   async registerKey(secret: string, input: { organizationId: string; projectId: string | null; name: string; id?: string }): Promise<ApiKeyRecord | undefined> {
+    const { record, indexed } = await this.storeKey(secret, input);
+    // Keys an operator configures are not bound, but they count towards the bound.
+    if (indexed) await this.keyBound(input.organizationId).add();
+    return record;
+  }
+
+  /** Writes the key's index and record; `indexed` when the index is new, `record` unless the key existed. */
+  private async storeKey(secret: string, input: { organizationId: string; projectId: string | null; name: string; id?: string }): Promise<{ record: ApiKeyRecord | undefined; indexed: boolean }> {
     const hash = sha256Hex(secret);
     const record: ApiKeyRecord = {
       id: input.id ?? newId("key_"),
@@ -208,9 +230,9 @@ export class AccountStore {
       revoked_at: null,
     };
     // Index first: a key that authenticates is always listable and revocable by its id.
-    await createRecord<KeyIndexRecord>(this.kv, accountKeys.keyIndex(record.organization_id, record.id), { hash });
-    if (!(await createRecord(this.kv, accountKeys.apiKey(hash), record))) return undefined;
-    return record;
+    const indexed = (await createRecord<KeyIndexRecord>(this.kv, accountKeys.keyIndex(record.organization_id, record.id), { hash })) !== undefined;
+    if (!(await createRecord(this.kv, accountKeys.apiKey(hash), record))) return { record: undefined, indexed };
+    return { record, indexed };
   }
 
   /** The record of a key, by the hash of the key (what gateways look up). */

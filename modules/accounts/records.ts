@@ -1,5 +1,6 @@
 import { Schema } from "effect";
 import { valueSchema, type ValueSchema } from "../../lib/nats/kv-records.js";
+import { admissionRecord, type AdmissionRecord } from "../../lib/nats/admission.js";
 
 // The account records kept in the accounts KV bucket (JSON), where each one lives, and the schema
 // each is read back with. Timestamps are Unix seconds, as in OpenAI's objects; null means "not (yet)".
@@ -109,6 +110,8 @@ export const accountKeys = {
   keyIndex: (orgId: string, keyId: string): AccountKey<KeyIndexRecord> => `keyid.${orgId}.${keyId}`,
   keyIndexesOf: (orgId: string) => `keyid.${orgId}.*`,
   keyIndexAnywhere: (keyId: string) => `keyid.*.${keyId}`,
+  /** The organization's key counter (lib/nats/admission.ts): admits key creations at the bound. */
+  keyCount: (orgId: string): AccountKey<AdmissionRecord> => `keycount.${orgId}`,
   invitation: (invitationId: string): AccountKey<InvitationRecord> => `invitation.${invitationId}`,
   invitations: "invitation.*",
 } as const;
@@ -126,6 +129,8 @@ export function accountRecordSchema(key: string): ValueSchema<unknown> | undefin
       return accountRecords.keyIndex;
     case "invitation":
       return accountRecords.invitation;
+    case "keycount":
+      return admissionRecord;
     default:
       return undefined;
   }

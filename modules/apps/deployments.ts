@@ -2,7 +2,7 @@ import { Schema } from "effect";
 import type { KV, KvEntry } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
-import { createRecord, decodeEntry, getRecord, modifyRecord, upsertRecord, valueSchema, type Mutable, type Versioned } from "../../lib/nats/kv-records.js";
+import { createRecord, decodeEntry, getRecord, modifyRecord, pageRecords, upsertRecord, valueSchema, type Mutable, type PageQuery, type RecordPage, type Versioned } from "../../lib/nats/kv-records.js";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
 
 // Deployment records and the routes of hosted addresses (KV `tributary_app_deployments`).
@@ -102,18 +102,13 @@ export class DeploymentStore {
     return result?.value;
   }
 
-  /** A project's deployments, newest first (ids sort by creation time). */
   /**
-   * A page of a project's deployments, newest first (ids sort by creation time): at most `limit`
-   * records are read, those older than `after` when given. Records are kept, so a project's
-   * list only grows: nothing reads all of it at once.
+   * A page of a project's deployments (ids sort by creation time), those past `after` when
+   * given. Records are kept, so a project's list only grows: pageRecords reads the page's
+   * records from a recent window of the bucket, not all of them.
    */
-  async list(project: string, page: { limit: number; after?: string }): Promise<{ data: StoredDeployment[]; hasMore: boolean }> {
-    const prefix = `${kvToken(project)}.`;
-    let keys = (await listKeys(this.kv, `${prefix}*`)).sort().reverse();
-    if (page.after !== undefined) keys = keys.filter((k) => k.slice(prefix.length) < page.after!);
-    const records = await Promise.all(keys.slice(0, page.limit).map((k) => getRecord(this.kv, k, storedDeployment).catch(() => undefined)));
-    return { data: records.filter((r): r is Versioned<StoredDeployment> => r !== undefined).map((r) => r.value), hasMore: keys.length > page.limit };
+  list(project: string, query: PageQuery): Promise<RecordPage<StoredDeployment>> {
+    return pageRecords(this.kv, kvToken(project), query, async (id) => (await getRecord(this.kv, this.key(project, id), storedDeployment).catch(() => undefined))?.value, { idPrefix: "dep_" });
   }
 
   /** Every deployment record of every project (the sweeper's view; routes are not deployments). */

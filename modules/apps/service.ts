@@ -233,8 +233,8 @@ export class AppService {
   async list(principal: Principal, query: { limit: number; after?: string }): Promise<{ data: DeploymentObject[]; hasMore: boolean }> {
     if (query.after !== undefined && !DEPLOYMENT_ID.test(query.after))
       throw errors.invalidParam("after", `Invalid value for 'after': expected a deployment id, got '${shown(query.after)}'.`);
-    const page = await this.store.list(principal.projectId, query);
-    return { data: page.data.map((r) => r.deployment), hasMore: page.hasMore };
+    const page = await this.store.list(principal.projectId, { ...query, order: "desc" });
+    return { data: page.data.map((r) => r.deployment), hasMore: page.has_more };
   }
 
   async get(principal: Principal, id: string): Promise<StoredDeployment> {

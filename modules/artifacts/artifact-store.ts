@@ -4,7 +4,7 @@ import type { KV } from "@nats-io/kv";
 import { newSortableId, randomToken } from "../../lib/ids.js";
 import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
-import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema } from "../../lib/nats/kv-records.js";
+import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema, type PageQuery, type RecordPage } from "../../lib/nats/kv-records.js";
 import { ObjectContents, type StoredObject } from "../../lib/nats/object-contents.js";
 import { errors, shown } from "../errors/mod.js";
 
@@ -96,11 +96,8 @@ export interface NewUpload {
   manifest?: string;
 }
 
-export interface ArtifactListOptions {
+export interface ArtifactListOptions extends PageQuery {
   status: ArtifactStatus;
-  limit: number;
-  order: "asc" | "desc";
-  after?: string;
 }
 
 /** The index entry of an uploaded part, KV key `<project>.<artifact id>.<part number>`. */
@@ -182,12 +179,12 @@ export class ArtifactStore {
   }
 
   /** Lists a project's artifacts of one status by creation (ids sort by creation time). */
-  async list(project: string, options: ArtifactListOptions): Promise<{ data: Artifact[]; has_more: boolean }> {
+  async list(project: string, options: ArtifactListOptions): Promise<RecordPage<Artifact>> {
     const now = Date.now();
     return pageRecords(this.meta, kvToken(project), options, async (id) => {
       const artifact = await this.get(project, id, now);
       return artifact?.status === options.status ? artifact : undefined;
-    });
+    }, { idPrefix: ID_PREFIX });
   }
 
   /** Deletes an artifact (ready or uploading): its record, then its bytes and parts. False when there was none. */
@@ -198,9 +195,21 @@ export class ArtifactStore {
     return true;
   }
 
+  /** The project's unfinished uploads, counted up to `max` (pages go on past a page's skip bound). */
+  private async countUploading(project: string, max: number): Promise<number> {
+    let open = 0;
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.list(project, { status: "uploading", limit: max - open, order: "asc", after });
+      open += page.data.length;
+      if (!page.has_more || open >= max) return open;
+      after = page.cursor ?? page.data.at(-1)!.id;
+    }
+  }
+
   /** Starts a multipart upload (its terms already validated against the limits). */
   async createUpload(project: string, upload: NewUpload, limits: ArtifactLimits, now = Date.now()): Promise<Artifact> {
-    const open = (await this.list(project, { status: "uploading", limit: limits.maxOpenUploads, order: "asc" })).data.length;
+    const open = await this.countUploading(project, limits.maxOpenUploads);
     if (open >= limits.maxOpenUploads)
       throw errors.invalidParam(null, `This project already has ${open} unfinished uploads (the most is ${limits.maxOpenUploads}): finish or delete one first.`, "too_many_uploads");
     const createdAt = Math.floor(now / 1000);

@@ -5,7 +5,7 @@ import { newSortableId } from "../../lib/ids.js";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { ObjectContents, type StoredObject } from "../../lib/nats/object-contents.js";
-import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema } from "../../lib/nats/kv-records.js";
+import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema, type PageQuery, type RecordPage } from "../../lib/nats/kv-records.js";
 
 // Files: contents in a JetStream Object Store (streamed in and out in chunks, never whole in
 // memory), metadata (the OpenAI file object) in a KV bucket keyed by project and file id. The
@@ -85,11 +85,8 @@ export interface FileDescription {
   createdAt?: number;
 }
 
-export interface ListOptions {
-  purpose?: string;
-  limit: number;
-  order: "asc" | "desc";
-  after?: string;
+export interface ListOptions extends PageQuery {
+  purpose?: string | undefined;
 }
 
 export class FileStore {
@@ -157,12 +154,12 @@ export class FileStore {
   }
 
   /** Lists a project's live files by creation (ids sort by creation time). */
-  async list(project: string, options: ListOptions): Promise<{ data: FileObject[]; has_more: boolean }> {
+  async list(project: string, options: ListOptions): Promise<RecordPage<FileObject>> {
     const now = Date.now();
     return pageRecords(this.meta, kvToken(project), options, async (id) => {
       const file = await this.get(project, id, now);
       return !file || (options.purpose && file.purpose !== options.purpose) ? undefined : file;
-    });
+    }, { idPrefix: "file-" });
   }
 
   /** Deletes a file's metadata, then its contents. False when there was no such file. */

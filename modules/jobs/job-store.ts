@@ -3,7 +3,9 @@ import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
 import { ensureStream, jetStreamHandles, listKeys, openKv, readStored, type JetStreamHandles } from "../../lib/nats/jetstream.js";
-import { createRecord, getRecord, modifyRecord, valueSchema, type Mutable, type Versioned } from "../../lib/nats/kv-records.js";
+import { createRecord, getRecord, live, modifyRecord, pageRecords, valueSchema, type Mutable, type PageQuery, type RecordPage, type Versioned } from "../../lib/nats/kv-records.js";
+import { Admission } from "../../lib/nats/admission.js";
+import { sortableIdTime } from "../../lib/ids.js";
 import { buckets, kvToken, streams, subjects } from "../../lib/nats/subjects.js";
 
 // Jobs: a command run to completion in a fresh sandbox, durably. The record (KV) holds the job
@@ -58,6 +60,9 @@ const LogSchema = Schema.Struct({ attempt: Schema.Number, stream: Schema.Literal
 export type JobLogChunk = Mutable<typeof LogSchema.Type>;
 export const jobLogChunk = valueSchema<JobLogChunk>()(LogSchema);
 
+/** How long job records are kept after their last write (the bucket's TTL), and what the bound counts. */
+const JOB_RECORD_LIFE_MS = 7 * 24 * 3600 * 1000;
+
 export class JobStore {
   private constructor(readonly kv: KV, private readonly js: JetStreamClient, private readonly handles: JetStreamHandles) {}
 
@@ -65,17 +70,44 @@ export class JobStore {
     const jsm = await jetstreamManager(nc);
     await ensureStream(jsm, { name: streams.jobs, subjects: [subjects.jobQueue], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: 120 * 1_000_000_000 });
     await ensureStream(jsm, { name: streams.jobLogs, subjects: [subjects.jobLogsAll], storage: StorageType.File, max_age: 7 * 24 * 3600 * 1_000_000_000 });
-    return new JobStore(await openKv(nc, buckets.jobs, { history: 1, ttl: 7 * 24 * 3600 * 1000 }), jetstream(nc), await jetStreamHandles(nc));
+    return new JobStore(await openKv(nc, buckets.jobs, { history: 1, ttl: JOB_RECORD_LIFE_MS }), jetstream(nc), await jetStreamHandles(nc));
   }
 
   private key(project: string, id: string): string {
     return `${kvToken(project)}.${id}`;
   }
 
-  /** Stores the job and queues it (the queue message is deduplicated by job id). */
-  async create(record: StoredJob): Promise<void> {
-    if ((await createRecord(this.kv, this.key(record.project, record.job.id), record)) === undefined) throw new Error(`job ${record.job.id} exists`);
-    await this.js.publish(subjects.jobQueue, JSON.stringify({ project: record.project, job_id: record.job.id } satisfies JobMessage), { msgID: record.job.id });
+  /**
+   * The project's job bound: jobs created in the last 7 days (records live 7 days after their
+   * last write, so this counts each at most as long as it is kept). Admission goes through a
+   * counter record beside the job records (<project>.index.admitted: three tokens, outside the
+   * listings of <project>.*), by the hour of creation, so of creates racing for the last place
+   * exactly one gets it. A counter made anew (the first create, or after it expired) starts from
+   * the records present, dated by their ids.
+   */
+  private bound(project: string, max: number): Admission {
+    const prefix = `${kvToken(project)}.`;
+    return new Admission({
+      kv: this.kv,
+      key: `${prefix}index.admitted`,
+      max,
+      windowMs: JOB_RECORD_LIFE_MS,
+      written: async (id) => live(await this.kv.get(prefix + id)) !== undefined,
+      existing: async () => (await listKeys(this.kv, `${prefix}*`, prefix)).map((id) => sortableIdTime(id, "job_") ?? Date.now()),
+    });
+  }
+
+  /**
+   * Stores the job and queues it (the queue message is deduplicated by job id), unless the
+   * project holds `maxPerProject` jobs from the last 7 days: then `held` is how many.
+   */
+  async create(record: StoredJob, maxPerProject: number): Promise<{ created: true } | { created: false; held: number }> {
+    const { project, job } = record;
+    const result = await this.bound(project, maxPerProject).within(job.id, async () => {
+      if ((await createRecord(this.kv, this.key(project, job.id), record)) === undefined) throw new Error(`job ${job.id} exists`);
+      await this.js.publish(subjects.jobQueue, JSON.stringify({ project, job_id: job.id } satisfies JobMessage), { msgID: job.id });
+    });
+    return result.admitted ? { created: true } : { created: false, held: result.held };
   }
 
   async get(project: string, id: string): Promise<StoredJob | undefined> {
@@ -92,32 +124,17 @@ export class JobStore {
     return result?.value;
   }
 
-  /** How many job records the project holds (the last 7 days'). */
-  async count(project: string): Promise<number> {
-    return (await listKeys(this.kv, `${kvToken(project)}.*`)).length;
-  }
-
   /**
    * A page of a project's jobs in `order` of creation (ids sort by it), after the job `after`
-   * (undefined: it is not among them). Records are read a page at a time, so a page reads about
-   * `limit` records, not the project's whole history (more only while `status` skips some).
+   * (undefined: it is not among them), reading only what the page needs (pageRecords: recent
+   * records newest first; with `status`, at most MAX_SKIPPED_PER_PAGE jobs of other statuses).
    */
-  async list(project: string, query: { limit: number; order: "asc" | "desc"; after?: string; status?: string }): Promise<{ data: JobObject[]; hasMore: boolean } | undefined> {
-    const prefix = `${kvToken(project)}.`;
-    const ids = (await listKeys(this.kv, `${prefix}*`, prefix)).sort();
-    if (query.order === "desc") ids.reverse();
-    let start = 0;
-    if (query.after !== undefined) {
-      start = ids.indexOf(query.after) + 1;
-      if (start === 0) return undefined;
-    }
-    const data: JobObject[] = [];
-    for (let i = start; i < ids.length; i += query.limit + 1) {
-      const found = await Promise.all(ids.slice(i, i + query.limit + 1).map((id) => getRecord(this.kv, prefix + id, storedJob).catch(() => undefined)));
-      for (const f of found) if (f && (query.status === undefined || f.value.job.status === query.status)) data.push(f.value.job);
-      if (data.length > query.limit) break;
-    }
-    return { data: data.slice(0, query.limit), hasMore: data.length > query.limit };
+  async list(project: string, query: PageQuery & { status?: string }): Promise<RecordPage<JobObject> | undefined> {
+    if (query.after !== undefined && !(JOB_ID.test(query.after) && (await this.get(project, query.after)))) return undefined;
+    return pageRecords(this.kv, kvToken(project), query, async (id) => {
+      const found = await this.get(project, id).catch(() => undefined);
+      return found && (query.status === undefined || found.job.status === query.status) ? found.job : undefined;
+    }, { idPrefix: "job_" });
   }
 
   /** The job's output stored so far, in order, read as the caller takes it. */

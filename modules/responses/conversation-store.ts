@@ -1,6 +1,6 @@
 import { Schema } from "effect";
 import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
-import { getRecord, live, modifyRecord, valueSchema } from "../../lib/nats/kv-records.js";
+import { getRecord, live, modifyRecord, valueSchema, type PageQuery } from "../../lib/nats/kv-records.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import { storedValues, type Item } from "../openai/mod.js";
@@ -120,7 +120,7 @@ export class ConversationStore {
   }
 
   /** One page of items in `order`, starting after the item `after`. */
-  async page(projectId: string, id: string, options: { limit: number; order: "asc" | "desc"; after?: string }): Promise<ItemPage | "after_not_found"> {
+  async page(projectId: string, id: string, options: PageQuery): Promise<ItemPage | "after_not_found"> {
     if (!isWellFormedId(id)) return { data: [], has_more: false };
     let positions = await this.positions(this.key(projectId, id));
     if (options.order === "desc") positions = positions.reverse();

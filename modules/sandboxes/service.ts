@@ -1,7 +1,7 @@
 import type { Subscription } from "@nats-io/transport-node";
 import { newId, newSortableId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
-import type { PageQuery } from "../../lib/nats/kv-records.js";
+import type { PageQuery, RecordPage } from "../../lib/nats/kv-records.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import { errors, type DomainError } from "../errors/mod.js";
 import type { SandboxHostClient, SandboxHostDirectory } from "./client.js";
@@ -173,7 +173,7 @@ export class SandboxService {
    * One page of the project's sandboxes. Live statuses are listed from the live index (bounded
    * by the limit); other listings read one page of records at a time (pageRecords).
    */
-  async list(project: string, query: PageQuery, filter: { status?: SandboxStatus; metadata: Record<string, string> }): Promise<{ data: SandboxObject[]; has_more: boolean }> {
+  async list(project: string, query: PageQuery, filter: { status?: SandboxStatus; metadata: Record<string, string> }): Promise<RecordPage<SandboxObject>> {
     // `after` names a sandbox of this project (as OpenAI's lists answer an unknown cursor): one read.
     if (query.after !== undefined && !(SANDBOX_ID.test(query.after) && (await this.store.get(project, query.after))))
       throw errors.invalidParam("after", `No sandbox with id '${query.after.slice(0, 64)}' in this list.`);

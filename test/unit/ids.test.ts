@@ -1,5 +1,5 @@
 import t from "tap";
-import { isWellFormedId, isWellFormedTemplateName, MAX_ID_LENGTH, newId, newSortableId } from "../../lib/ids.js";
+import { isWellFormedId, isWellFormedTemplateName, MAX_ID_LENGTH, newId, newSortableId, sortableIdTime } from "../../lib/ids.js";
 import { parseResponseCreateRequest } from "../../modules/openai/mod.js";
 import { isDomainError } from "../../modules/errors/mod.js";
 
@@ -65,4 +65,14 @@ t.test("unknown top-level parameters are refused alike, Object.prototype's names
       t.match(err, { _tag: "InvalidParam", code: "unknown_parameter", param: name }, name);
     }
   }
+});
+
+t.test("a sortable id tells when it was minted", async (t) => {
+  const before = Date.now();
+  const id = newSortableId("job_");
+  const minted = sortableIdTime(id, "job_")!;
+  t.ok(minted >= before && minted <= Date.now(), "its clock reads back");
+  t.equal(sortableIdTime(id, "file-"), undefined, "another prefix: not one");
+  t.equal(sortableIdTime("job_abc", "job_"), undefined, "too short: not one");
+  t.equal(sortableIdTime("job_0000000!xxxxxxxxxxxxxxxx", "job_"), undefined, "not base62: not one");
 });

@@ -1,0 +1,27 @@
+import t from "tap";
+import { startStack } from "../../harness/stack.js";
+
+// The per-project job bound (TRIBUTARY_JOB_MAX_PER_PROJECT, here 3) is exact under parallel
+// creates: with 2 jobs present, of 5 creates sent at once exactly one is made and the others are
+// refused with 400 too_many_jobs naming the limit. No sandbox host: the jobs stay queued.
+const MAX_JOBS = 3;
+const stack = await startStack(t, { runners: 0, sandboxHosts: 0, gatewayEnv: { TRIBUTARY_JOB_MAX_PER_PROJECT: String(MAX_JOBS) } });
+const create = () => stack.fetch("/v1/jobs", { method: "POST", body: JSON.stringify({ command: ["true"], cpu_mhz: 100, memory_mb: 64 }) });
+
+t.test("parallel creates at the edge: exactly one gets the last place", async (t) => {
+  for (let i = 0; i < MAX_JOBS - 1; i++) t.equal((await create()).status, 200, `job ${i + 1}: made`);
+  // Five connections open and kept alive first, so the five creates reach the gateway together.
+  await Promise.all(Array.from({ length: 5 }, async () => (await stack.fetch("/v1/jobs?limit=1")).arrayBuffer()));
+  const answers = await Promise.all(Array.from({ length: 5 }, async () => {
+    const res = await create();
+    return { status: res.status, body: (await res.json()) as { id?: string; error?: { code: string; message: string } } };
+  }));
+  t.equal(answers.filter((a) => a.status === 200).length, 1, "one create made the last job");
+  for (const a of answers.filter((a) => a.status !== 200)) {
+    t.equal(a.status, 400);
+    t.equal(a.body.error?.code, "too_many_jobs");
+    t.match(a.body.error?.message, `the most is ${MAX_JOBS}`, "the refusal names the limit");
+  }
+  const listed = (await (await stack.fetch("/v1/jobs?limit=100")).json()) as { data: unknown[] };
+  t.equal(listed.data.length, MAX_JOBS, "the project holds exactly the bound");
+});
