@@ -127,27 +127,30 @@ async function* readUpToNewest(
   filter: string,
   options: { start: Partial<ConsumerConfig>; headersOnly: boolean; batch: number; catchUps: number },
 ): AsyncGenerator<JsMsg> {
-  const info = await handles.jsm.consumers.add(stream, {
-    ack_policy: AckPolicy.None,
-    ...options.start,
-    filter_subject: filter,
-    headers_only: options.headersOnly,
-    // No pull is outstanding while the caller holds the last one's messages (a slow download):
-    // the consumer must outlive such a pause. It is deleted at the end; this only reclaims the
-    // consumers of a process that died mid-read.
-    inactive_threshold: nanos(READER_INACTIVE_MS),
-    mem_storage: true,
-    num_replicas: 1,
-  });
+  const open = (start: Partial<ConsumerConfig>) =>
+    handles.jsm.consumers.add(stream, {
+      ack_policy: AckPolicy.None,
+      ...start,
+      filter_subject: filter,
+      headers_only: options.headersOnly,
+      // No pull is outstanding while the caller holds the last one's messages (a slow download):
+      // the consumer must outlive such a pause. It is deleted at the end; this only reclaims the
+      // consumers of a process that died mid-read.
+      inactive_threshold: nanos(READER_INACTIVE_MS),
+      mem_storage: true,
+      num_replicas: 1,
+    });
+  let info = await open(options.start);
   try {
     // Looked up after the consumer exists, which starts no later. 0: nothing was ever stored there.
     let end = await lastSequence(handles.jsm, stream, filter);
     // Where the consumer stands (the sequence before its start), and what it counts to read.
     let readTo = info.delivered.stream_seq;
     let pending = info.num_pending;
-    const consumer = handles.js.consumers.getConsumerFromInfo(info);
+    let consumer = handles.js.consumers.getConsumerFromInfo(info);
     let catchUps = 0;
     let emptyPulls = 0;
+    let resumes = 0;
     for (;;) {
       if (readTo >= end) {
         if (catchUps++ >= options.catchUps) return;
@@ -163,11 +166,24 @@ async function* readUpToNewest(
       }
       const pull = await consumer.fetch({ max_messages: Math.min(options.batch, Math.max(1, pending)), expires: PULL_EXPIRES_MS });
       let received = 0;
-      for await (const m of pull) {
-        received++;
-        readTo = m.seq;
-        pending = m.info.pending;
-        yield m;
+      try {
+        for await (const m of pull) {
+          received++;
+          readTo = m.seq;
+          pending = m.info.pending;
+          yield m;
+        }
+      } catch (err) {
+        // A pull ends with "heartbeats missed" when the server's idle heartbeats did not arrive
+        // in time (a starved event loop or server under load). Messages the server sent for it
+        // may be lost, and without acks the consumer has moved past them: read on through a
+        // new consumer from the message after the last one read.
+        if (!isMissedHeartbeats(err) || ++resumes > MAX_PULL_RESUMES) throw err;
+        await handles.jsm.consumers.delete(stream, info.name).catch(() => {});
+        info = await open({ deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: readTo + 1 });
+        consumer = handles.js.consumers.getConsumerFromInfo(info);
+        pending = info.num_pending;
+        continue;
       }
       if (received > 0) {
         emptyPulls = 0;
@@ -182,6 +198,13 @@ async function* readUpToNewest(
   } finally {
     await handles.jsm.consumers.delete(stream, info.name).catch(() => {});
   }
+}
+
+/** Pulls of one read that may end in missed heartbeats and be resumed before the read fails. */
+const MAX_PULL_RESUMES = 5;
+
+function isMissedHeartbeats(err: unknown): boolean {
+  return err instanceof Error && /heartbeats missed/i.test(err.message);
 }
 
 /** The stream sequence of the newest message under `subjectFilter`, from the stream's leader; 0 when there is none. */
