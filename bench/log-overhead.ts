@@ -1,7 +1,7 @@
 // What `log: true` costs a request: output tokens/s and time to first token with a trace recorded
 // for every request, against the same requests without `log`, in the same run.
 //
-//   npm run build && node dist/bench/log-overhead.js [--seconds 6] [--rounds 3] [--sim-streams 500] [--llama-streams 64]
+//   npm run build && node dist/bench/log-overhead.js [--seconds 6] [--rounds 3] [--sim-streams 500] [--llama-streams 64] [--profile DIR]
 //
 // Two stacks in turn (nats-server, actor host, one runner, one gateway each): the sim engine with
 // 500 concurrent streams (so the gateway, not the engine, is the limit: 64 tokens a request at
@@ -10,8 +10,9 @@
 // times each, so that the machine's drift falls on both alike. Writes bench/results/log-overhead.md.
 
 import { parseArgs } from "node:util";
+import { join } from "node:path";
 import { loadavg } from "node:os";
-import { cpuMs, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
+import { cpuMs, repoRoot, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
 import type { Proc } from "../test/harness/processes.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
@@ -27,6 +28,8 @@ const { values: args } = parseArgs({
     "llama-streams": { type: "string", default: "64" },
     engines: { type: "string", default: "sim,llama" },
     out: { type: "string", default: "log-overhead.md" },
+    /** The gateway writes V8 CPU profiles of round 1's log-off and log-on phases there (bench/lib/cpu-profile.ts). */
+    profile: { type: "string" },
   },
 });
 const SECONDS = Number(args.seconds);
@@ -49,9 +52,10 @@ function cpuOf(pids: Pids): Record<string, number> {
 }
 
 /** `concurrency` closed-loop streaming clients for `seconds`; tokens counted from usage chunks. */
-async function phase(client: SseLoadClient, concurrency: number, body: Record<string, unknown>, pids: Pids = {}): Promise<Phase> {
+async function phase(client: SseLoadClient, concurrency: number, body: Record<string, unknown>, pids: Pids = {}, toggleProfile?: () => void): Promise<Phase> {
   const deadline = performance.now() + SECONDS * 1000;
   const out: Phase = { tokens: 0, seconds: 0, ttfts: [], errors: 0, cpu: {} };
+  toggleProfile?.();
   const cpuBefore = cpuOf(pids);
   const started = performance.now();
   await Promise.all(
@@ -69,6 +73,7 @@ async function phase(client: SseLoadClient, concurrency: number, body: Record<st
   );
   out.seconds = (performance.now() - started) / 1000;
   const cpuAfter = cpuOf(pids);
+  toggleProfile?.();
   for (const name of Object.keys(pids)) out.cpu[name] = cpuAfter[name]! - cpuBefore[name]!;
   return out;
 }
@@ -127,7 +132,9 @@ async function scenario(name: string, env: NodeJS.ProcessEnv, concurrency: numbe
     procs.push(actors);
     const runner = await startRunner(nats.url, env);
     procs.push(runner);
-    const gateway = await startGateway(nats.url, env);
+    const profileEnv = args.profile ? { NODE_OPTIONS: `--import ${join(repoRoot, "dist", "bench", "lib", "cpu-profile.js")}`, TRIBUTARY_BENCH_PROFILE_DIR: args.profile } : {};
+    const gateway = await startGateway(nats.url, { ...env, ...profileEnv });
+    const toggleProfile = args.profile ? () => process.kill(gateway.child.pid!, "SIGUSR2") : undefined;
     procs.push(gateway);
     const pids: Pids = { gateway: gateway.child.pid!, runner: runner.child.pid!, actors: actors.child.pid!, nats: nats.child.pid!, client: process.pid };
     const client = new SseLoadClient("127.0.0.1", gateway.port, TEST_KEY);
@@ -137,8 +144,9 @@ async function scenario(name: string, env: NodeJS.ProcessEnv, concurrency: numbe
     const on: Phase[] = [];
     const mixed: MixedPhase[] = [];
     for (let r = 0; r < ROUNDS; r++) {
-      off.push(await phase(client, concurrency, body, pids));
-      on.push(await phase(client, concurrency, { ...body, log: true }, pids));
+      // Round 1's phases are profiled when asked: <pid>-1 is log off, <pid>-2 log on.
+      off.push(await phase(client, concurrency, body, pids, r === 0 ? toggleProfile : undefined));
+      on.push(await phase(client, concurrency, { ...body, log: true }, pids, r === 0 ? toggleProfile : undefined));
       mixed.push(await mixedPhase(client, concurrency, body));
       process.stderr.write(`${name} round ${r + 1}: off ${fmt(off.at(-1)!.tokens / off.at(-1)!.seconds, 0)} tok/s, on ${fmt(on.at(-1)!.tokens / on.at(-1)!.seconds, 0)} tok/s\n`);
     }
@@ -154,8 +162,7 @@ async function scenario(name: string, env: NodeJS.ProcessEnv, concurrency: numbe
     const written = Number(/^tributary_traces_written_total (\S+)$/m.exec(metrics)?.[1] ?? NaN);
     return { name, concurrency, off, on, mixed, traceTimings, traces: written, dropped };
   } finally {
-    // A profiled run stops its processes gracefully: V8 writes the profile on a normal exit.
-    for (const p of procs.reverse()) await (process.env.BENCH_CPU_PROF_DIR ? p.stop() : p.kill());
+    for (const p of procs.reverse()) await p.kill();
     await nats.stop();
   }
 }
