@@ -1,6 +1,6 @@
 import t from "tap";
 import type { JetStreamClient } from "@nats-io/jetstream";
-import { buildTrace, RequestObservation, TraceWriter, traceSchema, type Trace } from "../../modules/traces/mod.js";
+import { buildTrace, readTraceMessage, RequestObservation, TraceWriter, traceSchema, type Trace } from "../../modules/traces/mod.js";
 import { createLogger } from "../../lib/log.js";
 
 // The trace writer's flush: every buffered trace stored once and in order, serialized a slice at a
@@ -19,8 +19,8 @@ function fakeStream() {
   };
   setImmediate(tick);
   const js = {
-    publish: async (subject: string, payload: string) => {
-      published.push({ subject, ids: (JSON.parse(payload) as unknown[]).map((x) => traceSchema.decode("t", x).request_id), afterTurns: turns });
+    publish: async (subject: string, payload: Uint8Array) => {
+      published.push({ subject, ids: readTraceMessage(payload)!.records.map((x) => traceSchema.decode("t", x).request_id), afterTurns: turns });
       return { stream: "t", seq: published.length, duplicate: false };
     },
   } as unknown as JetStreamClient;

@@ -25,6 +25,17 @@ export function usageObject(usage: Usage | undefined) {
   };
 }
 
+/** JSON.stringify(usageObject(usage)), written without building the object (a logged stream's trace writes it). */
+export function usageJson(usage: Usage | undefined): string {
+  const prompt = usage?.promptTokens ?? 0;
+  const completion = usage?.completionTokens ?? 0;
+  return (
+    `{"prompt_tokens":${prompt},"completion_tokens":${completion},"total_tokens":${prompt + completion},` +
+    `"prompt_tokens_details":{"cached_tokens":${usage?.cachedPromptTokens ?? 0},"audio_tokens":0},` +
+    `"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`
+  );
+}
+
 export function applyToolCallDelta(calls: ToolCallState[], d: ToolCallDelta): void {
   const call = (calls[d.index] ??= { id: "", name: "", arguments: "" });
   if (d.id) call.id = d.id;
@@ -56,6 +67,25 @@ export class ChatCompletionAccumulator {
   choiceEnd(e: ChoiceEnd): void {
     const c = this.choices[e.choiceIndex];
     if (c) c.finishReason = finishReasonName(e.finishReason);
+  }
+
+  /**
+   * JSON.stringify(this.toCompletion(...)), written directly: a logged stream's trace holds it,
+   * and the generic walk over the object took most of the time a trace cost to build.
+   */
+  toCompletionJson(id: string, created: number, model: string, usage: Usage | undefined): string {
+    let choices = "";
+    for (let index = 0; index < this.choices.length; index++) {
+      const c = this.choices[index]!;
+      const hasCalls = c.toolCalls.length > 0;
+      const calls = hasCalls
+        ? `,"tool_calls":${JSON.stringify(c.toolCalls.map((t) => ({ id: t.id, type: "function", function: { name: t.name, arguments: t.arguments } })))}`
+        : "";
+      choices +=
+        `${index > 0 ? "," : ""}{"index":${index},"message":{"role":"assistant","content":${hasCalls && c.text === "" ? "null" : JSON.stringify(c.text)},"refusal":null${calls},"annotations":[]}` +
+        `,"logprobs":null,"finish_reason":"${c.finishReason ?? "stop"}"}`;
+    }
+    return `{"id":${JSON.stringify(id)},"object":"chat.completion","created":${created},"model":${JSON.stringify(model)},"choices":[${choices}],"usage":${usageJson(usage)},"service_tier":"default","system_fingerprint":null}`;
   }
 
   toCompletion(id: string, created: number, model: string, usage: Usage | undefined) {

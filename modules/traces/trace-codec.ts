@@ -1,0 +1,192 @@
+import type { Trace } from "./trace-record.js";
+
+// How traces are laid out in a trace stream message. A message holds the traces of one subject,
+// in the order they were recorded:
+//
+//   tributary-traces/2\n
+//   <head>\n<request text><response text><prompt text>      (one record per trace)
+//   ...
+//
+// `head` is one line of JSON: the trace without its three texts, each text replaced by its
+// UTF-8 size (`text_bytes`); the texts follow as raw UTF-8. A text is thus stored as it is, not
+// escaped into a JSON string (the request and the response are JSON themselves: escaped, every
+// quote doubled in size and cost the writer a second pass over it), and reads back byte for byte.
+// The head is written by hand: JSON.stringify of the same fields took several times as long
+// (numbers and strings of a known shape need no generic walk).
+//
+// Messages written before this layout are a JSON array of whole traces (or one trace): readers
+// tell them apart by the first line.
+
+export const TRACE_MESSAGE_MAGIC = "tributary-traces/2\n";
+const MAGIC = Buffer.from(TRACE_MESSAGE_MAGIC, "latin1");
+
+const str = (v: string) => JSON.stringify(v);
+/** A number as JSON.stringify writes it (a non-finite one is null). */
+const num = (v: number) => (Number.isFinite(v) ? String(v) : "null");
+const numOrNull = (v: number | null) => (v === null ? "null" : num(v));
+
+function attributeValue(v: string | number | boolean | readonly string[]): string {
+  if (typeof v === "string") return str(v);
+  if (typeof v === "number") return num(v);
+  if (typeof v === "boolean") return v ? "true" : "false";
+  return strings(v);
+}
+
+function strings(list: readonly string[]): string {
+  let out = "[";
+  for (let i = 0; i < list.length; i++) out += (i > 0 ? "," : "") + str(list[i]!);
+  return out + "]";
+}
+
+/** One trace, measured and ready to be written into a message. */
+export interface EncodedTrace {
+  head: string;
+  /** The three texts (prompt undefined when the trace has none) and their UTF-8 sizes. */
+  request: string;
+  response: string;
+  prompt: string | undefined;
+  requestBytes: number;
+  responseBytes: number;
+  promptBytes: number;
+  /** Bytes the record takes in a message: head, its newline and the texts. */
+  size: number;
+}
+
+/** The UTF-8 size of a capped text: its `bytes` when whole (capText measured it), else measured. */
+const storedBytes = (t: { text: string; bytes: number; truncated: boolean }) => (t.truncated ? Buffer.byteLength(t.text, "utf8") : t.bytes);
+
+export function encodeTrace(trace: Trace): EncodedTrace {
+  const requestBytes = storedBytes(trace.request);
+  const responseBytes = storedBytes(trace.response);
+  const promptBytes = trace.prompt ? storedBytes(trace.prompt) : 0;
+  const tm = trace.timings;
+  const u = trace.usage;
+  const e = trace.error;
+  let attributes = "";
+  for (const key in trace.attributes) attributes += (attributes ? "," : "") + str(key) + ":" + attributeValue(trace.attributes[key]!);
+  const head =
+    `{"object":"trace","id":${str(trace.id)},"request_id":${str(trace.request_id)},"created_at":${num(trace.created_at)}` +
+    `,"organization_id":${str(trace.organization_id)},"project_id":${str(trace.project_id)},"api_key_id":${str(trace.api_key_id)}` +
+    `,"endpoint":${str(trace.endpoint)},"model":${str(trace.model)},"status":${str(trace.status)},"http_status":${num(trace.http_status)}` +
+    `,"error":${e ? `{"type":${str(e.type)},"code":${e.code === null ? "null" : str(e.code)},"message":${str(e.message)}}` : "null"}` +
+    `,"stream":${trace.stream},"batch":${trace.batch},"runner_id":${trace.runner_id === null ? "null" : str(trace.runner_id)}` +
+    `,"timings":{"received_at":${num(tm.received_at)},"rate_limit_admitted_ms":${numOrNull(tm.rate_limit_admitted_ms)},"runner_admitted_ms":${numOrNull(tm.runner_admitted_ms)}` +
+    `,"queue_wait_ms":${numOrNull(tm.queue_wait_ms)},"first_token_ms":${numOrNull(tm.first_token_ms)},"end_ms":${num(tm.end_ms)},"ttft_ms":${numOrNull(tm.ttft_ms)},"total_ms":${num(tm.total_ms)}}` +
+    `,"usage":{"input_tokens":${num(u.input_tokens)},"cached_input_tokens":${num(u.cached_input_tokens)},"output_tokens":${num(u.output_tokens)}}` +
+    `,"finish_reasons":${strings(trace.finish_reasons)}` +
+    `,"request":{"text_bytes":${requestBytes},"bytes":${num(trace.request.bytes)},"truncated":${trace.request.truncated}}` +
+    `,"response":{"text_bytes":${responseBytes},"bytes":${num(trace.response.bytes)},"truncated":${trace.response.truncated},"chunks":${num(trace.response.chunks)}}` +
+    `,"prompt":${trace.prompt ? `{"text_bytes":${promptBytes},"bytes":${num(trace.prompt.bytes)},"truncated":${trace.prompt.truncated}}` : "null"}` +
+    `,"attributes":{${attributes}}}`;
+  const headBytes = Buffer.byteLength(head, "utf8");
+  return {
+    head,
+    request: trace.request.text,
+    response: trace.response.text,
+    prompt: trace.prompt?.text,
+    requestBytes,
+    responseBytes,
+    promptBytes,
+    size: headBytes + 1 + requestBytes + responseBytes + promptBytes,
+  };
+}
+
+/** Traces one message holds at most, and its size (the stream's max_msg_size is 1 MiB). */
+export const MAX_TRACES_PER_MESSAGE = 64;
+export const MAX_MESSAGE_BYTES = 512 * 1024;
+/** A new message's first buffer; it doubles as traces are added. */
+const INITIAL_CAPACITY = 16 * 1024;
+
+/**
+ * One stream message being filled: traces of one subject, written as they are recorded straight
+ * into a buffer outside the JavaScript heap (nothing of a recorded trace stays on the heap for
+ * the garbage collector to copy while it waits for the flush).
+ */
+export class TraceMessage {
+  private buf: Buffer;
+  private used: number;
+  count = 0;
+
+  /** The capacity of a new message whose first record takes `size` bytes. */
+  static initialCapacity(size: number): number {
+    return Math.max(INITIAL_CAPACITY, MAGIC.length + size);
+  }
+
+  constructor(readonly subject: string, firstRecordBytes: number) {
+    this.buf = Buffer.allocUnsafeSlow(TraceMessage.initialCapacity(firstRecordBytes));
+    this.used = MAGIC.copy(this.buf, 0);
+  }
+
+  /** Bytes held (the buffer's capacity: what the writer's memory bound counts). */
+  get capacity(): number {
+    return this.buf.length;
+  }
+
+  /** Whether a record of `size` bytes joins this message; a first record always does (a large one goes alone). */
+  fits(size: number): boolean {
+    return this.count === 0 || (this.count < MAX_TRACES_PER_MESSAGE && this.used + size <= MAX_MESSAGE_BYTES);
+  }
+
+  /** The capacity `size` more bytes would add. */
+  growthFor(size: number): number {
+    const need = this.used + size;
+    if (need <= this.buf.length) return 0;
+    return Math.max(Math.min(this.buf.length * 2, MAX_MESSAGE_BYTES), need) - this.buf.length;
+  }
+
+  append(t: EncodedTrace): void {
+    const growth = this.growthFor(t.size);
+    if (growth > 0) {
+      const bigger = Buffer.allocUnsafeSlow(this.buf.length + growth);
+      this.buf.copy(bigger, 0, 0, this.used);
+      this.buf = bigger;
+    }
+    let at = this.used;
+    at += this.buf.write(t.head, at, "utf8");
+    this.buf[at++] = 0x0a;
+    if (t.requestBytes > 0) at += this.buf.write(t.request, at, t.requestBytes, "utf8");
+    if (t.responseBytes > 0) at += this.buf.write(t.response, at, t.responseBytes, "utf8");
+    if (t.promptBytes > 0) at += this.buf.write(t.prompt!, at, t.promptBytes, "utf8");
+    this.used = at;
+    this.count++;
+  }
+
+  payload(): Uint8Array {
+    return this.buf.subarray(0, this.used);
+  }
+}
+
+/**
+ * The records of a message in this layout, as plain objects in the trace's shape (for the
+ * schema to check), in order; undefined when the message is in the older layout. A record that
+ * cannot be read ends the reading: `error` says why, `records` holds the ones before it.
+ */
+export function readTraceMessage(data: Uint8Array): { records: unknown[]; error?: string } | undefined {
+  const buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  if (buf.length < MAGIC.length || MAGIC.compare(buf, 0, MAGIC.length) !== 0) return undefined;
+  const records: unknown[] = [];
+  let at = MAGIC.length;
+  while (at < buf.length) {
+    const end = buf.indexOf(0x0a, at);
+    if (end < 0) return { records, error: `record ${records.length}: no end to its head` };
+    let head: Record<string, unknown>;
+    try {
+      head = JSON.parse(buf.toString("utf8", at, end)) as Record<string, unknown>;
+    } catch (err) {
+      return { records, error: `record ${records.length}: ${(err as Error).message}` };
+    }
+    at = end + 1;
+    if (typeof head !== "object" || head === null) return { records, error: `record ${records.length}: its head is not an object` };
+    for (const name of ["request", "response", "prompt"] as const) {
+      const part = head[name] as Record<string, unknown> | null | undefined;
+      if (part === null && name === "prompt") continue;
+      const n = part?.text_bytes;
+      if (typeof n !== "number" || !Number.isSafeInteger(n) || n < 0 || at + n > buf.length) return { records, error: `record ${records.length}: bad ${name}.text_bytes` };
+      const { text_bytes: _, ...rest } = part!;
+      head[name] = { text: buf.toString("utf8", at, at + n), ...rest };
+      at += n;
+    }
+    records.push(head);
+  }
+  return { records };
+}
