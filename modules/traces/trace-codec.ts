@@ -52,8 +52,8 @@ export interface EncodedTrace {
   size: number;
 }
 
-/** The UTF-8 size of a capped text: its `bytes` when whole (capText measured it), else measured. */
-const storedBytes = (t: { text: string; bytes: number; truncated: boolean }) => (t.truncated ? Buffer.byteLength(t.text, "utf8") : t.bytes);
+/** The UTF-8 size of a text as stored (measured: `bytes` is the original's size, which a record must not be trusted to match). */
+const storedBytes = (t: { text: string }) => (t.text.length === 0 ? 0 : Buffer.byteLength(t.text, "utf8"));
 
 export function encodeTrace(trace: Trace): EncodedTrace {
   const requestBytes = storedBytes(trace.request);
