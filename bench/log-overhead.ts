@@ -17,7 +17,9 @@ import type { Proc } from "../test/harness/processes.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
-import { buildTrace, RequestObservation } from "../modules/traces/mod.js";
+import type { JetStreamClient } from "@nats-io/jetstream";
+import { buildTrace, RequestObservation, TraceWriter } from "../modules/traces/mod.js";
+import { createLogger } from "../lib/log.js";
 import { ChatCompletionAccumulator } from "../modules/openai/mod.js";
 
 const { values: args } = parseArgs({
@@ -173,38 +175,52 @@ const p50 = (phases: Phase[]) => percentile(phases.flatMap((p) => p.ttfts).sort(
 
 /**
  * The gateway's own work for one logged streamed request, in process: the observation's
- * bookkeeping on 64 deltas, the stream reassembled, the trace built, and serialized as the writer
- * does. The same without log: the bookkeeping alone (every request carries an observation).
+ * bookkeeping on 64 deltas, the stream reassembled, the trace built, and handed to a TraceWriter
+ * (encoded into its message) whose flush goes to a stand-in for JetStream every 64 requests. The
+ * same without log: the bookkeeping alone (every request carries an observation).
  */
-function inProcessCost(): { offUs: number; onUs: number } {
-  const body = Buffer.from(JSON.stringify({ model: TEST_MODEL, messages: [{ role: "user", content: "Tell me a story about a dragon and a river." }], max_tokens: 64, stream: true, log: true }));
+async function inProcessCost(): Promise<{ offUs: number; onUs: number }> {
+  const body = Buffer.from(JSON.stringify({ model: TEST_MODEL, messages: [{ role: "user", content: "Tell me a story about a dragon and a river." }], max_tokens: 64, stream: true, stream_options: { include_usage: true }, log: true }));
   const principal = { organizationId: "org-local", projectId: "proj-local", keyId: "key_0123456789" };
+  const words = ["Once", " upon", " a", " time", ",", " there", " was", " a", " little", " dragon", "."];
+  const usage = { promptTokens: 20, completionTokens: 64, cachedPromptTokens: 0 };
+  const js = { publish: async () => ({ stream: "t", seq: 1, duplicate: false }) } as unknown as JetStreamClient;
+  const writer = new TraceWriter(js, { maxBuffered: 100_000, maxBufferedBytes: 1 << 30, flushMs: 60_000 }, createLogger("bench", { quiet: true }));
   const run = (log: boolean) => {
     const obs = new RequestObservation("/v1/chat/completions", "req_x", Date.now(), performance.now());
     obs.model = TEST_MODEL;
     obs.log = log;
     obs.stream = true;
-    if (log) obs.requestBody = body;
-    const whole = log ? new ChatCompletionAccumulator(1) : undefined;
-    const listener = obs.wrap({ delta: (d) => whole?.delta(d), choiceEnd: (e) => whole?.choiceEnd(e), final: () => {}, failure: () => {} });
+    if (log) {
+      obs.requestBody = body;
+      const whole = new ChatCompletionAccumulator(1);
+      obs.reassembly = whole;
+      obs.responseOf = () => whole.toCompletionJson("chatcmpl-x", 0, TEST_MODEL, usage);
+    }
+    const listener = obs.wrap({ delta: () => {}, choiceEnd: () => {}, final: () => {}, failure: () => {} });
     obs.runnerAdmitted("runner", 20, log ? "### Human\nTell me a story about a dragon and a river.\n\n### Assistant\n" : undefined);
-    for (let i = 0; i < 64; i++) listener.delta({ choiceIndex: 0, text: " word", toolCalls: [], tokens: 1 });
+    for (let i = 0; i < 64; i++) listener.delta({ choiceIndex: 0, text: words[i % words.length]!, toolCalls: [], tokens: 1 });
     listener.choiceEnd({ choiceIndex: 0, finishReason: 2, completionTokens: 64 });
-    listener.final({ usage: { promptTokens: 20, completionTokens: 64, cachedPromptTokens: 0 }, error: undefined, queueWaitMs: 0 });
-    if (!log) return 0;
-    obs.responseOf = () => whole!.toCompletion("chatcmpl-x", 0, TEST_MODEL, { promptTokens: 20, completionTokens: 64, cachedPromptTokens: 0 });
-    return JSON.stringify(buildTrace(obs, { principal, httpStatus: 200, clientLeft: false, maxBodyBytes: 65_536 })).length;
+    listener.final({ usage, error: undefined, queueWaitMs: 0 });
+    if (log) writer.record(buildTrace(obs, { principal, httpStatus: 200, clientLeft: false, maxBodyBytes: 65_536 }));
   };
-  const time = (log: boolean) => {
-    for (let i = 0; i < 2_000; i++) run(log);
-    const n = 20_000;
+  const time = async (log: boolean) => {
+    const batch = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        run(log);
+        if (i % 64 === 63) await writer.flush();
+      }
+      await writer.flush();
+    };
+    await batch(2_048);
+    const n = 20_480;
     // CPU time, not wall clock: on a shared machine the process is descheduled now and then.
     const before = process.cpuUsage();
-    for (let i = 0; i < n; i++) run(log);
+    await batch(n);
     const used = process.cpuUsage(before);
     return (used.user + used.system) / n;
   };
-  return { offUs: time(false), onUs: time(true) };
+  return { offUs: await time(false), onUs: await time(true) };
 }
 
 const limits = { rate_limits: { requests_per_minute: 100_000_000, tokens_per_minute: 1_000_000_000 } };
@@ -265,11 +281,11 @@ const mixedRows = results.map((r) => {
 });
 const timingRows = results.map((r) => [r.name, ...["rate_limit_admitted_ms", "runner_admitted_ms", "queue_wait_ms", "first_token_ms", "end_ms"].map((k) => fmt(r.traceTimings[k] ?? NaN, 2)), fmt(p50(r.on), 2)]);
 const loadAtEnd = loadavg()[0]!;
-const cost = inProcessCost();
+const cost = await inProcessCost();
 writeResults(args.out, "log: true against log off", [
   machineLine(),
   `Command: \`node dist/bench/log-overhead.js ${process.argv.slice(2).join(" ")}\`. Load average (1 min): ${fmt(loadAtStart, 2)} at start, ${fmt(loadAtEnd, 2)} at end (the machine is shared: figures are ratios within one run).`,
-  `In process (CPU time), one streamed request of 64 tokens: the gateway's bookkeeping ${fmt(cost.offUs, 2)} µs without log, ${fmt(cost.onUs, 2)} µs with log (observation, reassembly, trace built and serialized): ${fmt(cost.onUs - cost.offUs, 2)} µs a logged request adds to the gateway's CPU, off the request's path (the trace is built after the last byte went out). Storing it is nats-server's work.`,
+  `In process (CPU time), one streamed request of 64 tokens: the gateway's bookkeeping ${fmt(cost.offUs, 2)} µs without log, ${fmt(cost.onUs, 2)} µs with log (observation, reassembly, trace built, encoded into its stream message, flushed to a stand-in publisher): ${fmt(cost.onUs - cost.offUs, 2)} µs a logged request adds to the gateway's CPU, off the request's path (the trace is built after the last byte went out). Storing it is nats-server's work.`,
   `${ROUNDS} rounds of ${SECONDS} s per side, alternating; closed-loop streaming clients, max_tokens 64, stream_options.include_usage.`,
   markdownTable(["engine", "streams", "tok/s log off", "tok/s log on", "ratio", "TTFT p50 off (ms)", "TTFT p50 on (ms)", "TTFT added p50 (ms)", "errors", "traces stored", "traces dropped"], rows),
   "Side by side: in one phase every client alternates `log: true` and `log` off, so both kinds of request meet the same load. The TTFT difference is what a logged request's own path adds (work or a round trip before its first token); the phases above also count what logging costs the whole machine, which at saturation (a closed loop on 2 shared cores) lengthens every request's queue.",

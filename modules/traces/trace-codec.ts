@@ -1,4 +1,5 @@
 import type { Trace } from "./trace-record.js";
+import { isPlainJsonText } from "../../lib/json-text.js";
 
 // How traces are laid out in a trace stream message. A message holds the traces of one subject,
 // in the order they were recorded:
@@ -20,27 +21,46 @@ import type { Trace } from "./trace-record.js";
 export const TRACE_MESSAGE_MAGIC = "tributary-traces/2\n";
 const MAGIC = Buffer.from(TRACE_MESSAGE_MAGIC, "latin1");
 
-const str = (v: string) => JSON.stringify(v);
 /** A number as JSON.stringify writes it (a non-finite one is null). */
 const num = (v: number) => (Number.isFinite(v) ? String(v) : "null");
 const numOrNull = (v: number | null) => (v === null ? "null" : num(v));
 
-function attributeValue(v: string | number | boolean | readonly string[]): string {
-  if (typeof v === "string") return str(v);
-  if (typeof v === "number") return num(v);
-  if (typeof v === "boolean") return v ? "true" : "false";
-  return strings(v);
-}
+/**
+ * Writes JSON string literals for one head and remembers whether all of them were plain ASCII:
+ * then so is the head, its UTF-8 size is its length and it is copied byte for byte.
+ */
+class Literals {
+  ascii = true;
 
-function strings(list: readonly string[]): string {
-  let out = "[";
-  for (let i = 0; i < list.length; i++) out += (i > 0 ? "," : "") + str(list[i]!);
-  return out + "]";
+  str(s: string): string {
+    if (isPlainJsonText(s)) return `"${s}"`;
+    this.ascii = false;
+    return JSON.stringify(s);
+  }
+
+  strOrNull(s: string | null): string {
+    return s === null ? "null" : this.str(s);
+  }
+
+  strings(list: readonly string[]): string {
+    let out = "[";
+    for (let i = 0; i < list.length; i++) out += (i > 0 ? "," : "") + this.str(list[i]!);
+    return out + "]";
+  }
+
+  attribute(v: string | number | boolean | readonly string[]): string {
+    if (typeof v === "string") return this.str(v);
+    if (typeof v === "number") return num(v);
+    if (typeof v === "boolean") return v ? "true" : "false";
+    return this.strings(v);
+  }
 }
 
 /** One trace, measured and ready to be written into a message. */
 export interface EncodedTrace {
   head: string;
+  /** The head is ASCII (copied as latin1: the same bytes, without UTF-8's encoding pass). */
+  headAscii: boolean;
   /** The three texts (prompt undefined when the trace has none) and their UTF-8 sizes. */
   request: string;
   response: string;
@@ -62,25 +82,27 @@ export function encodeTrace(trace: Trace): EncodedTrace {
   const tm = trace.timings;
   const u = trace.usage;
   const e = trace.error;
+  const q = new Literals();
   let attributes = "";
-  for (const key in trace.attributes) attributes += (attributes ? "," : "") + str(key) + ":" + attributeValue(trace.attributes[key]!);
+  for (const key in trace.attributes) attributes += (attributes ? "," : "") + q.str(key) + ":" + q.attribute(trace.attributes[key]!);
   const head =
-    `{"object":"trace","id":${str(trace.id)},"request_id":${str(trace.request_id)},"created_at":${num(trace.created_at)}` +
-    `,"organization_id":${str(trace.organization_id)},"project_id":${str(trace.project_id)},"api_key_id":${str(trace.api_key_id)}` +
-    `,"endpoint":${str(trace.endpoint)},"model":${str(trace.model)},"status":${str(trace.status)},"http_status":${num(trace.http_status)}` +
-    `,"error":${e ? `{"type":${str(e.type)},"code":${e.code === null ? "null" : str(e.code)},"message":${str(e.message)}}` : "null"}` +
-    `,"stream":${trace.stream},"batch":${trace.batch},"runner_id":${trace.runner_id === null ? "null" : str(trace.runner_id)}` +
+    `{"object":"trace","id":${q.str(trace.id)},"request_id":${q.str(trace.request_id)},"created_at":${num(trace.created_at)}` +
+    `,"organization_id":${q.str(trace.organization_id)},"project_id":${q.str(trace.project_id)},"api_key_id":${q.str(trace.api_key_id)}` +
+    `,"endpoint":${q.str(trace.endpoint)},"model":${q.str(trace.model)},"status":${q.str(trace.status)},"http_status":${num(trace.http_status)}` +
+    `,"error":${e ? `{"type":${q.str(e.type)},"code":${q.strOrNull(e.code)},"message":${q.str(e.message)}}` : "null"}` +
+    `,"stream":${trace.stream},"batch":${trace.batch},"runner_id":${q.strOrNull(trace.runner_id)}` +
     `,"timings":{"received_at":${num(tm.received_at)},"rate_limit_admitted_ms":${numOrNull(tm.rate_limit_admitted_ms)},"runner_admitted_ms":${numOrNull(tm.runner_admitted_ms)}` +
     `,"queue_wait_ms":${numOrNull(tm.queue_wait_ms)},"first_token_ms":${numOrNull(tm.first_token_ms)},"end_ms":${num(tm.end_ms)},"ttft_ms":${numOrNull(tm.ttft_ms)},"total_ms":${num(tm.total_ms)}}` +
     `,"usage":{"input_tokens":${num(u.input_tokens)},"cached_input_tokens":${num(u.cached_input_tokens)},"output_tokens":${num(u.output_tokens)}}` +
-    `,"finish_reasons":${strings(trace.finish_reasons)}` +
+    `,"finish_reasons":${q.strings(trace.finish_reasons)}` +
     `,"request":{"text_bytes":${requestBytes},"bytes":${num(trace.request.bytes)},"truncated":${trace.request.truncated}}` +
     `,"response":{"text_bytes":${responseBytes},"bytes":${num(trace.response.bytes)},"truncated":${trace.response.truncated},"chunks":${num(trace.response.chunks)}}` +
     `,"prompt":${trace.prompt ? `{"text_bytes":${promptBytes},"bytes":${num(trace.prompt.bytes)},"truncated":${trace.prompt.truncated}}` : "null"}` +
     `,"attributes":{${attributes}}}`;
-  const headBytes = Buffer.byteLength(head, "utf8");
+  const headBytes = q.ascii ? head.length : Buffer.byteLength(head, "utf8");
   return {
     head,
+    headAscii: q.ascii,
     request: trace.request.text,
     response: trace.response.text,
     prompt: trace.prompt?.text,
@@ -142,7 +164,7 @@ export class TraceMessage {
       this.buf = bigger;
     }
     let at = this.used;
-    at += this.buf.write(t.head, at, "utf8");
+    at += this.buf.write(t.head, at, t.headAscii ? "latin1" : "utf8");
     this.buf[at++] = 0x0a;
     if (t.requestBytes > 0) at += this.buf.write(t.request, at, t.requestBytes, "utf8");
     if (t.responseBytes > 0) at += this.buf.write(t.response, at, t.responseBytes, "utf8");

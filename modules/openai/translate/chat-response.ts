@@ -1,5 +1,6 @@
 import type { ChoiceEnd, ToolCallDelta, TokenDelta, Usage } from "../../../proto/gen/tributary/v1/inference.js";
 import { finishReasonName, type OpenAIFinishReason } from "./finish-reason.js";
+import { jsonString } from "../../../lib/json-text.js";
 
 interface ToolCallState {
   id: string;
@@ -82,10 +83,10 @@ export class ChatCompletionAccumulator {
         ? `,"tool_calls":${JSON.stringify(c.toolCalls.map((t) => ({ id: t.id, type: "function", function: { name: t.name, arguments: t.arguments } })))}`
         : "";
       choices +=
-        `${index > 0 ? "," : ""}{"index":${index},"message":{"role":"assistant","content":${hasCalls && c.text === "" ? "null" : JSON.stringify(c.text)},"refusal":null${calls},"annotations":[]}` +
+        `${index > 0 ? "," : ""}{"index":${index},"message":{"role":"assistant","content":${hasCalls && c.text === "" ? "null" : jsonString(c.text)},"refusal":null${calls},"annotations":[]}` +
         `,"logprobs":null,"finish_reason":"${c.finishReason ?? "stop"}"}`;
     }
-    return `{"id":${JSON.stringify(id)},"object":"chat.completion","created":${created},"model":${JSON.stringify(model)},"choices":[${choices}],"usage":${usageJson(usage)},"service_tier":"default","system_fingerprint":null}`;
+    return `{"id":${jsonString(id)},"object":"chat.completion","created":${created},"model":${jsonString(model)},"choices":[${choices}],"usage":${usageJson(usage)},"service_tier":"default","system_fingerprint":null}`;
   }
 
   toCompletion(id: string, created: number, model: string, usage: Usage | undefined) {
