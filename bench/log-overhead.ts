@@ -75,7 +75,11 @@ async function phase(client: SseLoadClient, concurrency: number, body: Record<st
   );
   out.seconds = (performance.now() - started) / 1000;
   const cpuAfter = cpuOf(pids);
-  toggleProfile?.();
+  if (toggleProfile) {
+    toggleProfile();
+    // The profile is written meanwhile: a start signal while V8 still stops the last one is lost.
+    await new Promise((r) => setTimeout(r, 2_000));
+  }
   for (const name of Object.keys(pids)) out.cpu[name] = cpuAfter[name]! - cpuBefore[name]!;
   return out;
 }

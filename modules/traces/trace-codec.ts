@@ -23,7 +23,22 @@ const MAGIC = Buffer.from(TRACE_MESSAGE_MAGIC, "latin1");
 
 /** A number as JSON.stringify writes it (a non-finite one is null). */
 const num = (v: number) => (Number.isFinite(v) ? String(v) : "null");
-const numOrNull = (v: number | null) => (v === null ? "null" : num(v));
+
+/**
+ * A timing as JSON.stringify writes it. Timings are rounded to hundredths of a millisecond: those
+ * are written from their integer hundredths, without the floating-point printer (the slowest part
+ * of a head). "w.ff" is what String() prints for such a value: the shortest decimal that reads
+ * back as it, since no shorter one lies within a double's spacing at these magnitudes.
+ */
+export function timingText(v: number | null): string {
+  if (v === null) return "null";
+  const n = Math.round(v * 100);
+  if (n / 100 !== v || n < 0 || n > 1e12) return num(v);
+  const whole = Math.floor(n / 100);
+  const frac = n - whole * 100;
+  if (frac === 0) return String(whole);
+  return `${whole}.${frac % 10 === 0 ? frac / 10 : frac < 10 ? `0${frac}` : frac}`;
+}
 
 /**
  * Writes JSON string literals for one head and remembers whether all of them were plain ASCII:
@@ -83,6 +98,8 @@ export function encodeTrace(trace: Trace): EncodedTrace {
   const u = trace.usage;
   const e = trace.error;
   const q = new Literals();
+  const firstToken = timingText(tm.first_token_ms);
+  const end = timingText(tm.end_ms);
   let attributes = "";
   for (const key in trace.attributes) attributes += (attributes ? "," : "") + q.str(key) + ":" + q.attribute(trace.attributes[key]!);
   const head =
@@ -91,8 +108,9 @@ export function encodeTrace(trace: Trace): EncodedTrace {
     `,"endpoint":${q.str(trace.endpoint)},"model":${q.str(trace.model)},"status":${q.str(trace.status)},"http_status":${num(trace.http_status)}` +
     `,"error":${e ? `{"type":${q.str(e.type)},"code":${q.strOrNull(e.code)},"message":${q.str(e.message)}}` : "null"}` +
     `,"stream":${trace.stream},"batch":${trace.batch},"runner_id":${q.strOrNull(trace.runner_id)}` +
-    `,"timings":{"received_at":${num(tm.received_at)},"rate_limit_admitted_ms":${numOrNull(tm.rate_limit_admitted_ms)},"runner_admitted_ms":${numOrNull(tm.runner_admitted_ms)}` +
-    `,"queue_wait_ms":${numOrNull(tm.queue_wait_ms)},"first_token_ms":${numOrNull(tm.first_token_ms)},"end_ms":${num(tm.end_ms)},"ttft_ms":${numOrNull(tm.ttft_ms)},"total_ms":${num(tm.total_ms)}}` +
+    `,"timings":{"received_at":${num(tm.received_at)},"rate_limit_admitted_ms":${timingText(tm.rate_limit_admitted_ms)},"runner_admitted_ms":${timingText(tm.runner_admitted_ms)}` +
+    `,"queue_wait_ms":${timingText(tm.queue_wait_ms)},"first_token_ms":${firstToken},"end_ms":${end},"ttft_ms":${tm.ttft_ms === tm.first_token_ms ? firstToken : timingText(tm.ttft_ms)}` +
+    `,"total_ms":${tm.total_ms === tm.end_ms ? end : timingText(tm.total_ms)}}` +
     `,"usage":{"input_tokens":${num(u.input_tokens)},"cached_input_tokens":${num(u.cached_input_tokens)},"output_tokens":${num(u.output_tokens)}}` +
     `,"finish_reasons":${q.strings(trace.finish_reasons)}` +
     `,"request":{"text_bytes":${requestBytes},"bytes":${num(trace.request.bytes)},"truncated":${trace.request.truncated}}` +
@@ -129,13 +147,17 @@ export class TraceMessage {
   private used: number;
   count = 0;
 
-  /** The capacity of a new message whose first record takes `size` bytes. */
-  static initialCapacity(size: number): number {
-    return Math.max(INITIAL_CAPACITY, MAGIC.length + size);
+  /**
+   * The capacity of a new message whose first record takes `size` bytes: as large as the last
+   * message of its subject grew (`hint`), so that a steady stream of traces fills its messages
+   * without copying them as they grow.
+   */
+  static initialCapacity(size: number, hint = 0): number {
+    return Math.max(INITIAL_CAPACITY, MAGIC.length + size, Math.min(hint, MAX_MESSAGE_BYTES));
   }
 
-  constructor(readonly subject: string, firstRecordBytes: number) {
-    this.buf = Buffer.allocUnsafeSlow(TraceMessage.initialCapacity(firstRecordBytes));
+  constructor(readonly subject: string, capacity: number) {
+    this.buf = Buffer.allocUnsafeSlow(capacity);
     this.used = MAGIC.copy(this.buf, 0);
   }
 
@@ -171,6 +193,11 @@ export class TraceMessage {
     if (t.promptBytes > 0) at += this.buf.write(t.prompt!, at, t.promptBytes, "utf8");
     this.used = at;
     this.count++;
+  }
+
+  /** Bytes written. */
+  get size(): number {
+    return this.used;
   }
 
   payload(): Uint8Array {

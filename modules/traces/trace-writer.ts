@@ -32,14 +32,22 @@ const MAX_SUBJECTS_CACHED = 4096;
  * logged request. What does not fit the bounds, or fails to be stored, is dropped and counted: a
  * trace is never worth a slower or failed request.
  */
+/** A subject traces are written to, and how large its last message grew (a new one starts that large). */
+interface SubjectEntry {
+  subject: string;
+  lastBytes: number;
+}
+
 export class TraceWriter {
   /** Messages being filled, by subject. */
-  private open = new Map<string, TraceMessage>();
+  private open = new Map<SubjectEntry, TraceMessage>();
   /** Messages full before the flush, in the order they filled. */
   private sealed: TraceMessage[] = [];
   private bufferedTraces = 0;
   private bufferedBytes = 0;
-  private readonly subjectCache = new Map<string, string>();
+  private readonly subjectCache = new Map<string, SubjectEntry>();
+  /** The subject of the trace recorded last: its successor nearly always shares it. */
+  private last: { projectId: string; model: string; keyId: string; status: string; entry: SubjectEntry } | undefined;
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private lastWarnAt = 0;
@@ -61,20 +69,26 @@ export class TraceWriter {
   record(trace: Trace): void {
     if (this.bufferedTraces >= this.options.maxBuffered) return this.drop(1, "trace buffer full");
     const encoded = encodeTrace(trace);
-    const subject = this.subjectOf(trace);
-    let message = this.open.get(subject);
+    const entry = this.subjectOf(trace);
+    let message = this.open.get(entry);
     if (message && !message.fits(encoded.size)) {
-      this.sealed.push(message);
-      this.open.delete(subject);
+      this.seal(entry, message);
       message = undefined;
     }
-    const added = message ? message.growthFor(encoded.size) : TraceMessage.initialCapacity(encoded.size);
+    const capacity = TraceMessage.initialCapacity(encoded.size, entry.lastBytes);
+    const added = message ? message.growthFor(encoded.size) : capacity;
     if (this.bufferedBytes + added > this.options.maxBufferedBytes) return this.drop(1, "trace buffer full");
     const before = message?.capacity ?? 0;
-    if (!message) this.open.set(subject, (message = new TraceMessage(subject, encoded.size)));
+    if (!message) this.open.set(entry, (message = new TraceMessage(entry.subject, capacity)));
     message.append(encoded);
     this.bufferedBytes += message.capacity - before;
     this.bufferedTraces++;
+  }
+
+  private seal(entry: SubjectEntry, message: TraceMessage): void {
+    entry.lastBytes = message.size;
+    this.sealed.push(message);
+    this.open.delete(entry);
   }
 
   /** Writes what is buffered; resolves when it is stored (or dropped). */
@@ -91,20 +105,23 @@ export class TraceWriter {
     if (this.bufferedTraces > 0) await this.flush();
   }
 
-  private subjectOf(trace: Trace): string {
+  private subjectOf(trace: Trace): SubjectEntry {
+    const last = this.last;
+    if (last && last.projectId === trace.project_id && last.model === trace.model && last.keyId === trace.api_key_id && last.status === trace.status) return last.entry;
     const key = `${trace.project_id}\n${trace.model}\n${trace.api_key_id}\n${trace.status}`;
-    let subject = this.subjectCache.get(key);
-    if (subject === undefined) {
+    let entry = this.subjectCache.get(key);
+    if (entry === undefined) {
       if (this.subjectCache.size >= MAX_SUBJECTS_CACHED) this.subjectCache.clear();
-      subject = subjects.trace(trace.project_id, trace.model, trace.api_key_id, trace.status);
-      this.subjectCache.set(key, subject);
+      entry = { subject: subjects.trace(trace.project_id, trace.model, trace.api_key_id, trace.status), lastBytes: 0 };
+      this.subjectCache.set(key, entry);
     }
-    return subject;
+    this.last = { projectId: trace.project_id, model: trace.model, keyId: trace.api_key_id, status: trace.status, entry };
+    return entry;
   }
 
   private async writeOut(): Promise<void> {
+    for (const [entry, message] of this.open) this.seal(entry, message);
     const messages = this.sealed;
-    for (const message of this.open.values()) messages.push(message);
     this.sealed = [];
     this.open = new Map();
     this.bufferedTraces = 0;
@@ -157,7 +174,7 @@ export function packTraces(traces: readonly Trace[]): Array<{ subject: string; p
       out.push(message);
       message = undefined;
     }
-    if (!message) open.set(subject, (message = new TraceMessage(subject, encoded.size)));
+    if (!message) open.set(subject, (message = new TraceMessage(subject, TraceMessage.initialCapacity(encoded.size))));
     message.append(encoded);
   }
   out.push(...open.values());

@@ -1,5 +1,6 @@
 import t from "tap";
 import { buildTrace, packTraces, readTraceMessage, RequestObservation, TRACE_MESSAGE_MAGIC, traceSchema, type Trace } from "../../modules/traces/mod.js";
+import { timingText } from "../../modules/traces/trace-codec.js";
 import { errors } from "../../modules/errors/mod.js";
 
 // The trace stream's message layout: a head line per trace and its texts as raw UTF-8. What is
@@ -79,4 +80,16 @@ t.test("messages in the older layout (JSON) are told apart", async (t) => {
   t.equal(readTraceMessage(Buffer.from(JSON.stringify([trace()]))), undefined, "a JSON array of traces");
   t.equal(readTraceMessage(Buffer.from(JSON.stringify(trace()))), undefined, "one trace");
   t.equal(readTraceMessage(new Uint8Array(0)), undefined, "nothing");
+});
+
+t.test("timings are written as JSON.stringify writes them", async (t) => {
+  const values = [0, 0.01, 0.1, 0.21, 1.05, 12.3, 99.99, 100, 1234.56, 1e9 + 0.07, 0.005, 1 / 3, -1.25, 1e13 + 0.5, 123456789.12, null];
+  // And many of the values a trace holds: times in ms rounded to hundredths.
+  let seed = 7;
+  for (let i = 0; i < 5000; i++) {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    values.push(Math.round((seed / 2 ** 31) * 10 ** (1 + (i % 9)) * 100) / 100);
+  }
+  const wrong = values.filter((v) => timingText(v) !== JSON.stringify(v));
+  t.same(wrong, [], `${values.length} values`);
 });
