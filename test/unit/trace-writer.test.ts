@@ -70,3 +70,20 @@ t.test("past the buffer's bound, traces are dropped and counted, not buffered", 
   stream.stop();
   t.equal(writer.written, 5);
 });
+
+t.test("past the byte bound, traces are dropped and counted; what was kept is all written", async (t) => {
+  const stream = fakeStream();
+  const writer = new TraceWriter(stream.js, { maxBuffered: 10_000, maxBufferedBytes: 100 * 1024, flushMs: 60_000 }, createLogger("test", { quiet: true }));
+  // ~20 KB each: a few fit 100 KiB of message buffers, the rest do not.
+  const all = traces(20, 20_000);
+  for (const trace of all) writer.record(trace);
+  const kept = writer.buffered;
+  t.ok(kept >= 3 && kept < 20, `some kept (${kept})`);
+  t.equal(writer.dropped, 20 - kept, "the rest dropped and counted");
+  await writer.flush();
+  stream.stop();
+  t.same(stream.published.flatMap((m) => m.ids), all.slice(0, kept).map((x) => x.request_id), "the kept ones, in order");
+  // Once written, the buffer takes traces again.
+  writer.record(all[0]!);
+  t.equal(writer.buffered, 1);
+});
