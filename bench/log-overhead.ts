@@ -16,7 +16,8 @@ import { cpuMs, repoRoot, startActorHost, startGateway, startNats, startRunner, 
 import type { Proc } from "../test/harness/processes.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
-import { machineLine, markdownTable, writeResults } from "./lib/table.js";
+import { machineLine, markdownTable, resultsDir, writeResults } from "./lib/table.js";
+import { readFileSync } from "node:fs";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { buildTrace, RequestObservation, TraceWriter } from "../modules/traces/mod.js";
 import { createLogger } from "../lib/log.js";
@@ -272,7 +273,8 @@ const PROCESSES = ["gateway", "runner", "actors", "nats", "client"] as const;
 const cpuRows = results.flatMap((r) =>
   [...PROCESSES, "all"].map((name) => {
     const of = (phases: Phase[]) => (name === "all" ? PROCESSES.reduce((n, p) => n + cpuPerKTok(phases, p), 0) : cpuPerKTok(phases, name));
-    return [r.name, name, fmt(of(r.off), 1), fmt(of(r.on), 1), fmt(of(r.on) - of(r.off), 1)];
+    // max_tokens 64 and the tiny model never stops early: 64 tokens a request.
+    return [r.name, name, fmt(of(r.off), 1), fmt(of(r.on), 1), fmt(of(r.on) - of(r.off), 1), fmt((of(r.on) - of(r.off)) * 64, 0)];
   }),
 );
 const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
@@ -286,6 +288,15 @@ const mixedRows = results.map((r) => {
 const timingRows = results.map((r) => [r.name, ...["rate_limit_admitted_ms", "runner_admitted_ms", "queue_wait_ms", "first_token_ms", "end_ms"].map((k) => fmt(r.traceTimings[k] ?? NaN, 2)), fmt(p50(r.on), 2)]);
 const loadAtEnd = loadavg()[0]!;
 const cost = await inProcessCost();
+// A hand-written "## History" section of the page (before/after figures of past changes) is kept.
+const previous = (() => {
+  try {
+    return readFileSync(join(resultsDir, args.out), "utf8");
+  } catch {
+    return "";
+  }
+})();
+const history = previous.indexOf("\n## History");
 writeResults(args.out, "log: true against log off", [
   machineLine(),
   `Command: \`node dist/bench/log-overhead.js ${process.argv.slice(2).join(" ")}\`. Load average (1 min): ${fmt(loadAtStart, 2)} at start, ${fmt(loadAtEnd, 2)} at end (the machine is shared: figures are ratios within one run).`,
@@ -297,6 +308,7 @@ writeResults(args.out, "log: true against log off", [
   "A logged request's time by the traces' own timings (p50 over the last 100 traces of the run, ms after the gateway read the request), against the TTFT its client saw: the gap is time outside the request's own path (its bytes waiting in socket buffers and event loops, the gateway's and the client's, on a saturated machine).",
   markdownTable(["engine", "rate limit admitted", "runner admitted", "runner queue wait", "first token", "end", "client TTFT p50, log on"], timingRows),
   "CPU time per 1,000 output tokens, by process (from /proc; the bench client is this process). With every process on 2 shared cores, what a logged request adds anywhere slows every stream: this table says where it goes.",
-  markdownTable(["engine", "process", "CPU ms / 1k tok, log off", "log on", "added"], cpuRows),
-  "Target (issue 11): ratio >= 0.97 and TTFT added <= 0.2 ms p50. The trace is built when the request is over and written by a background timer (serialized in slices), so a logged request's own path adds only the observation's bookkeeping: the side-by-side table measures that. In the alternating phases the TTFT difference follows the throughput ratio: with closed-loop clients on a saturated machine every request waits in line behind the others, and that line grows by what logging costs the machine as a whole.",
+  markdownTable(["engine", "process", "CPU ms / 1k tok, log off", "log on", "added", "added per request (µs)"], cpuRows),
+  "Target (issue 11): ratio >= 0.97 and TTFT added <= 0.2 ms p50. The trace is built and encoded into its stream message when the request is over (its last byte sent) and published by a background timer, so a logged request's own path adds only the observation's bookkeeping: the side-by-side table measures that. In the alternating phases the TTFT difference follows the throughput ratio: with closed-loop clients on a saturated machine every request waits in line behind the others, and that line grows by what logging costs the machine as a whole.",
+  ...(history >= 0 ? [previous.slice(history + 1).trimEnd()] : []),
 ]);
