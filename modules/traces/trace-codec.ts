@@ -188,9 +188,10 @@ export class TraceMessage {
     let at = this.used;
     at += this.buf.write(t.head, at, t.headAscii ? "latin1" : "utf8");
     this.buf[at++] = 0x0a;
-    if (t.requestBytes > 0) at += this.buf.write(t.request, at, t.requestBytes, "utf8");
-    if (t.responseBytes > 0) at += this.buf.write(t.response, at, t.responseBytes, "utf8");
-    if (t.promptBytes > 0) at += this.buf.write(t.prompt!, at, t.promptBytes, "utf8");
+    // A text whose UTF-8 size is its length is ASCII: copied as latin1, the same bytes without the encoder.
+    if (t.requestBytes > 0) at += this.buf.write(t.request, at, t.requestBytes, t.requestBytes === t.request.length ? "latin1" : "utf8");
+    if (t.responseBytes > 0) at += this.buf.write(t.response, at, t.responseBytes, t.responseBytes === t.response.length ? "latin1" : "utf8");
+    if (t.promptBytes > 0) at += this.buf.write(t.prompt!, at, t.promptBytes, t.promptBytes === t.prompt!.length ? "latin1" : "utf8");
     this.used = at;
     this.count++;
   }
