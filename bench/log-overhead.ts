@@ -1,7 +1,7 @@
 // What `log: true` costs a request: output tokens/s and time to first token with a trace recorded
 // for every request, against the same requests without `log`, in the same run.
 //
-//   npm run build && node dist/bench/log-overhead.js [--seconds 6] [--rounds 3] [--sim-streams 500] [--llama-streams 64]
+//   npm run build && node dist/bench/log-overhead.js [--seconds 6] [--rounds 3] [--sim-streams 500] [--llama-streams 64] [--profile DIR]
 //
 // Two stacks in turn (nats-server, actor host, one runner, one gateway each): the sim engine with
 // 500 concurrent streams (so the gateway, not the engine, is the limit: 64 tokens a request at
@@ -10,13 +10,17 @@
 // times each, so that the machine's drift falls on both alike. Writes bench/results/log-overhead.md.
 
 import { parseArgs } from "node:util";
+import { join } from "node:path";
 import { loadavg } from "node:os";
-import { cpuMs, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
+import { cpuMs, repoRoot, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
 import type { Proc } from "../test/harness/processes.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
-import { machineLine, markdownTable, writeResults } from "./lib/table.js";
-import { buildTrace, RequestObservation } from "../modules/traces/mod.js";
+import { machineLine, markdownTable, resultsDir, writeResults } from "./lib/table.js";
+import { readFileSync } from "node:fs";
+import type { JetStreamClient } from "@nats-io/jetstream";
+import { buildTrace, RequestObservation, TraceWriter } from "../modules/traces/mod.js";
+import { createLogger } from "../lib/log.js";
 import { ChatCompletionAccumulator } from "../modules/openai/mod.js";
 
 const { values: args } = parseArgs({
@@ -27,6 +31,8 @@ const { values: args } = parseArgs({
     "llama-streams": { type: "string", default: "64" },
     engines: { type: "string", default: "sim,llama" },
     out: { type: "string", default: "log-overhead.md" },
+    /** The gateway writes V8 CPU profiles of round 1's log-off and log-on phases there (bench/lib/cpu-profile.ts). */
+    profile: { type: "string" },
   },
 });
 const SECONDS = Number(args.seconds);
@@ -49,9 +55,10 @@ function cpuOf(pids: Pids): Record<string, number> {
 }
 
 /** `concurrency` closed-loop streaming clients for `seconds`; tokens counted from usage chunks. */
-async function phase(client: SseLoadClient, concurrency: number, body: Record<string, unknown>, pids: Pids = {}): Promise<Phase> {
+async function phase(client: SseLoadClient, concurrency: number, body: Record<string, unknown>, pids: Pids = {}, toggleProfile?: () => void): Promise<Phase> {
   const deadline = performance.now() + SECONDS * 1000;
   const out: Phase = { tokens: 0, seconds: 0, ttfts: [], errors: 0, cpu: {} };
+  toggleProfile?.();
   const cpuBefore = cpuOf(pids);
   const started = performance.now();
   await Promise.all(
@@ -69,6 +76,11 @@ async function phase(client: SseLoadClient, concurrency: number, body: Record<st
   );
   out.seconds = (performance.now() - started) / 1000;
   const cpuAfter = cpuOf(pids);
+  if (toggleProfile) {
+    toggleProfile();
+    // The profile is written meanwhile: a start signal while V8 still stops the last one is lost.
+    await new Promise((r) => setTimeout(r, 2_000));
+  }
   for (const name of Object.keys(pids)) out.cpu[name] = cpuAfter[name]! - cpuBefore[name]!;
   return out;
 }
@@ -127,7 +139,9 @@ async function scenario(name: string, env: NodeJS.ProcessEnv, concurrency: numbe
     procs.push(actors);
     const runner = await startRunner(nats.url, env);
     procs.push(runner);
-    const gateway = await startGateway(nats.url, env);
+    const profileEnv = args.profile ? { NODE_OPTIONS: `--import ${join(repoRoot, "dist", "bench", "lib", "cpu-profile.js")}`, TRIBUTARY_BENCH_PROFILE_DIR: args.profile } : {};
+    const gateway = await startGateway(nats.url, { ...env, ...profileEnv });
+    const toggleProfile = args.profile ? () => process.kill(gateway.child.pid!, "SIGUSR2") : undefined;
     procs.push(gateway);
     const pids: Pids = { gateway: gateway.child.pid!, runner: runner.child.pid!, actors: actors.child.pid!, nats: nats.child.pid!, client: process.pid };
     const client = new SseLoadClient("127.0.0.1", gateway.port, TEST_KEY);
@@ -137,8 +151,9 @@ async function scenario(name: string, env: NodeJS.ProcessEnv, concurrency: numbe
     const on: Phase[] = [];
     const mixed: MixedPhase[] = [];
     for (let r = 0; r < ROUNDS; r++) {
-      off.push(await phase(client, concurrency, body, pids));
-      on.push(await phase(client, concurrency, { ...body, log: true }, pids));
+      // Round 1's phases are profiled when asked: <pid>-1 is log off, <pid>-2 log on.
+      off.push(await phase(client, concurrency, body, pids, r === 0 ? toggleProfile : undefined));
+      on.push(await phase(client, concurrency, { ...body, log: true }, pids, r === 0 ? toggleProfile : undefined));
       mixed.push(await mixedPhase(client, concurrency, body));
       process.stderr.write(`${name} round ${r + 1}: off ${fmt(off.at(-1)!.tokens / off.at(-1)!.seconds, 0)} tok/s, on ${fmt(on.at(-1)!.tokens / on.at(-1)!.seconds, 0)} tok/s\n`);
     }
@@ -154,8 +169,7 @@ async function scenario(name: string, env: NodeJS.ProcessEnv, concurrency: numbe
     const written = Number(/^tributary_traces_written_total (\S+)$/m.exec(metrics)?.[1] ?? NaN);
     return { name, concurrency, off, on, mixed, traceTimings, traces: written, dropped };
   } finally {
-    // A profiled run stops its processes gracefully: V8 writes the profile on a normal exit.
-    for (const p of procs.reverse()) await (process.env.BENCH_CPU_PROF_DIR ? p.stop() : p.kill());
+    for (const p of procs.reverse()) await p.kill();
     await nats.stop();
   }
 }
@@ -166,38 +180,52 @@ const p50 = (phases: Phase[]) => percentile(phases.flatMap((p) => p.ttfts).sort(
 
 /**
  * The gateway's own work for one logged streamed request, in process: the observation's
- * bookkeeping on 64 deltas, the stream reassembled, the trace built, and serialized as the writer
- * does. The same without log: the bookkeeping alone (every request carries an observation).
+ * bookkeeping on 64 deltas, the stream reassembled, the trace built, and handed to a TraceWriter
+ * (encoded into its message) whose flush goes to a stand-in for JetStream every 64 requests. The
+ * same without log: the bookkeeping alone (every request carries an observation).
  */
-function inProcessCost(): { offUs: number; onUs: number } {
-  const body = Buffer.from(JSON.stringify({ model: TEST_MODEL, messages: [{ role: "user", content: "Tell me a story about a dragon and a river." }], max_tokens: 64, stream: true, log: true }));
+async function inProcessCost(): Promise<{ offUs: number; onUs: number }> {
+  const body = Buffer.from(JSON.stringify({ model: TEST_MODEL, messages: [{ role: "user", content: "Tell me a story about a dragon and a river." }], max_tokens: 64, stream: true, stream_options: { include_usage: true }, log: true }));
   const principal = { organizationId: "org-local", projectId: "proj-local", keyId: "key_0123456789" };
+  const words = ["Once", " upon", " a", " time", ",", " there", " was", " a", " little", " dragon", "."];
+  const usage = { promptTokens: 20, completionTokens: 64, cachedPromptTokens: 0 };
+  const js = { publish: async () => ({ stream: "t", seq: 1, duplicate: false }) } as unknown as JetStreamClient;
+  const writer = new TraceWriter(js, { maxBuffered: 100_000, maxBufferedBytes: 1 << 30, flushMs: 60_000 }, createLogger("bench", { quiet: true }));
   const run = (log: boolean) => {
     const obs = new RequestObservation("/v1/chat/completions", "req_x", Date.now(), performance.now());
     obs.model = TEST_MODEL;
     obs.log = log;
     obs.stream = true;
-    if (log) obs.requestBody = body;
-    const whole = log ? new ChatCompletionAccumulator(1) : undefined;
-    const listener = obs.wrap({ delta: (d) => whole?.delta(d), choiceEnd: (e) => whole?.choiceEnd(e), final: () => {}, failure: () => {} });
+    if (log) {
+      obs.requestBody = body;
+      const whole = new ChatCompletionAccumulator(1);
+      obs.reassembly = whole;
+      obs.responseOf = () => whole.toCompletionJson("chatcmpl-x", 0, TEST_MODEL, usage);
+    }
+    const listener = obs.wrap({ delta: () => {}, choiceEnd: () => {}, final: () => {}, failure: () => {} });
     obs.runnerAdmitted("runner", 20, log ? "### Human\nTell me a story about a dragon and a river.\n\n### Assistant\n" : undefined);
-    for (let i = 0; i < 64; i++) listener.delta({ choiceIndex: 0, text: " word", toolCalls: [], tokens: 1 });
+    for (let i = 0; i < 64; i++) listener.delta({ choiceIndex: 0, text: words[i % words.length]!, toolCalls: [], tokens: 1 });
     listener.choiceEnd({ choiceIndex: 0, finishReason: 2, completionTokens: 64 });
-    listener.final({ usage: { promptTokens: 20, completionTokens: 64, cachedPromptTokens: 0 }, error: undefined, queueWaitMs: 0 });
-    if (!log) return 0;
-    obs.responseOf = () => whole!.toCompletion("chatcmpl-x", 0, TEST_MODEL, { promptTokens: 20, completionTokens: 64, cachedPromptTokens: 0 });
-    return JSON.stringify(buildTrace(obs, { principal, httpStatus: 200, clientLeft: false, maxBodyBytes: 65_536 })).length;
+    listener.final({ usage, error: undefined, queueWaitMs: 0 });
+    if (log) writer.record(buildTrace(obs, { principal, httpStatus: 200, clientLeft: false, maxBodyBytes: 65_536 }));
   };
-  const time = (log: boolean) => {
-    for (let i = 0; i < 2_000; i++) run(log);
-    const n = 20_000;
+  const time = async (log: boolean) => {
+    const batch = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        run(log);
+        if (i % 64 === 63) await writer.flush();
+      }
+      await writer.flush();
+    };
+    await batch(2_048);
+    const n = 20_480;
     // CPU time, not wall clock: on a shared machine the process is descheduled now and then.
     const before = process.cpuUsage();
-    for (let i = 0; i < n; i++) run(log);
+    await batch(n);
     const used = process.cpuUsage(before);
     return (used.user + used.system) / n;
   };
-  return { offUs: time(false), onUs: time(true) };
+  return { offUs: await time(false), onUs: await time(true) };
 }
 
 const limits = { rate_limits: { requests_per_minute: 100_000_000, tokens_per_minute: 1_000_000_000 } };
@@ -245,7 +273,8 @@ const PROCESSES = ["gateway", "runner", "actors", "nats", "client"] as const;
 const cpuRows = results.flatMap((r) =>
   [...PROCESSES, "all"].map((name) => {
     const of = (phases: Phase[]) => (name === "all" ? PROCESSES.reduce((n, p) => n + cpuPerKTok(phases, p), 0) : cpuPerKTok(phases, name));
-    return [r.name, name, fmt(of(r.off), 1), fmt(of(r.on), 1), fmt(of(r.on) - of(r.off), 1)];
+    // max_tokens 64 and the tiny model never stops early: 64 tokens a request.
+    return [r.name, name, fmt(of(r.off), 1), fmt(of(r.on), 1), fmt(of(r.on) - of(r.off), 1), fmt((of(r.on) - of(r.off)) * 64, 0)];
   }),
 );
 const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
@@ -258,11 +287,20 @@ const mixedRows = results.map((r) => {
 });
 const timingRows = results.map((r) => [r.name, ...["rate_limit_admitted_ms", "runner_admitted_ms", "queue_wait_ms", "first_token_ms", "end_ms"].map((k) => fmt(r.traceTimings[k] ?? NaN, 2)), fmt(p50(r.on), 2)]);
 const loadAtEnd = loadavg()[0]!;
-const cost = inProcessCost();
+const cost = await inProcessCost();
+// A hand-written "## History" section of the page (before/after figures of past changes) is kept.
+const previous = (() => {
+  try {
+    return readFileSync(join(resultsDir, args.out), "utf8");
+  } catch {
+    return "";
+  }
+})();
+const history = previous.indexOf("\n## History");
 writeResults(args.out, "log: true against log off", [
   machineLine(),
   `Command: \`node dist/bench/log-overhead.js ${process.argv.slice(2).join(" ")}\`. Load average (1 min): ${fmt(loadAtStart, 2)} at start, ${fmt(loadAtEnd, 2)} at end (the machine is shared: figures are ratios within one run).`,
-  `In process (CPU time), one streamed request of 64 tokens: the gateway's bookkeeping ${fmt(cost.offUs, 2)} µs without log, ${fmt(cost.onUs, 2)} µs with log (observation, reassembly, trace built and serialized): ${fmt(cost.onUs - cost.offUs, 2)} µs a logged request adds to the gateway's CPU, off the request's path (the trace is built after the last byte went out). Storing it is nats-server's work.`,
+  `In process (CPU time), one streamed request of 64 tokens: the gateway's bookkeeping ${fmt(cost.offUs, 2)} µs without log, ${fmt(cost.onUs, 2)} µs with log (observation, reassembly, trace built, encoded into its stream message, flushed to a stand-in publisher): ${fmt(cost.onUs - cost.offUs, 2)} µs a logged request adds to the gateway's CPU, off the request's path (the trace is built after the last byte went out). Storing it is nats-server's work.`,
   `${ROUNDS} rounds of ${SECONDS} s per side, alternating; closed-loop streaming clients, max_tokens 64, stream_options.include_usage.`,
   markdownTable(["engine", "streams", "tok/s log off", "tok/s log on", "ratio", "TTFT p50 off (ms)", "TTFT p50 on (ms)", "TTFT added p50 (ms)", "errors", "traces stored", "traces dropped"], rows),
   "Side by side: in one phase every client alternates `log: true` and `log` off, so both kinds of request meet the same load. The TTFT difference is what a logged request's own path adds (work or a round trip before its first token); the phases above also count what logging costs the whole machine, which at saturation (a closed loop on 2 shared cores) lengthens every request's queue.",
@@ -270,6 +308,7 @@ writeResults(args.out, "log: true against log off", [
   "A logged request's time by the traces' own timings (p50 over the last 100 traces of the run, ms after the gateway read the request), against the TTFT its client saw: the gap is time outside the request's own path (its bytes waiting in socket buffers and event loops, the gateway's and the client's, on a saturated machine).",
   markdownTable(["engine", "rate limit admitted", "runner admitted", "runner queue wait", "first token", "end", "client TTFT p50, log on"], timingRows),
   "CPU time per 1,000 output tokens, by process (from /proc; the bench client is this process). With every process on 2 shared cores, what a logged request adds anywhere slows every stream: this table says where it goes.",
-  markdownTable(["engine", "process", "CPU ms / 1k tok, log off", "log on", "added"], cpuRows),
-  "Target (issue 11): ratio >= 0.97 and TTFT added <= 0.2 ms p50. The trace is built when the request is over and written by a background timer (serialized in slices), so a logged request's own path adds only the observation's bookkeeping: the side-by-side table measures that. In the alternating phases the TTFT difference follows the throughput ratio: with closed-loop clients on a saturated machine every request waits in line behind the others, and that line grows by what logging costs the machine as a whole.",
+  markdownTable(["engine", "process", "CPU ms / 1k tok, log off", "log on", "added", "added per request (µs)"], cpuRows),
+  "Target (issue 11): ratio >= 0.97 and TTFT added <= 0.2 ms p50. The trace is built and encoded into its stream message when the request is over (its last byte sent) and published by a background timer, so a logged request's own path adds only the observation's bookkeeping: the side-by-side table measures that. In the alternating phases the TTFT difference follows the throughput ratio: with closed-loop clients on a saturated machine every request waits in line behind the others, and that line grows by what logging costs the machine as a whole.",
+  ...(history >= 0 ? [previous.slice(history + 1).trimEnd()] : []),
 ]);

@@ -53,9 +53,11 @@ export function registerChatRoutes(router: Router, deps: ChatRouteDeps): void {
     ex.responseHeaders["x-tributary-runner"] = stream.admitted!.runnerId;
     if (!body.stream) {
       const completion = await collectChatCompletion(stream, body, ex.requestId, left.signal, (l) => obs.wrap(meter.wrap(l)));
-      if (obs.log) obs.responseBody = completion;
       obs.responseId = completion.id;
-      ex.json(200, completion);
+      const text = JSON.stringify(completion);
+      // The trace holds the response as it was sent: serialized once for both.
+      if (obs.log) obs.responseBody = text;
+      ex.send(200, text, "application/json");
       return;
     }
     const stop = () => {
@@ -88,18 +90,20 @@ function streamCompletion(
     onOverflow: opts.onOverflow,
   });
   obs.responseId = opts.id;
-  // A logged stream is reassembled into the completion object its chunks add up to.
-  const whole = obs.log ? new ChatCompletionAccumulator(body.n ?? 1) : undefined;
-  if (whole) obs.responseOf = () => whole.toCompletion(opts.id, opts.created, body.model, obs.usage && { promptTokens: obs.usage.inputTokens, completionTokens: obs.usage.outputTokens, cachedPromptTokens: obs.usage.cachedInputTokens });
+  // A logged stream is reassembled (by the observation, from the events it sees) into the
+  // completion its chunks add up to.
+  if (obs.log) {
+    const whole = new ChatCompletionAccumulator(body.n ?? 1);
+    obs.reassembly = whole;
+    obs.responseOf = () => whole.toCompletionJson(opts.id, opts.created, body.model, obs.usage && { promptTokens: obs.usage.inputTokens, completionTokens: obs.usage.outputTokens, cachedPromptTokens: obs.usage.cachedInputTokens });
+  }
   stream.listen(obs.wrap(meter.wrap({
     delta: (d) => {
       obs.chunks++;
-      whole?.delta(d);
       chunks.delta(d);
     },
     choiceEnd: (e) => {
       obs.chunks++;
-      whole?.choiceEnd(e);
       chunks.choiceEnd(e);
     },
     final: (f) => {

@@ -12,7 +12,7 @@ export { parsePromptCreateRequest, parsePromptRunRequest } from "./schemas/promp
 export { parseResponseCreateRequest, type ResponseCreateRequest } from "./schemas/responses.js";
 export { tokenUsage, type TokenUsage } from "./token-usage.js";
 export { chatToGenerateRequest } from "./translate/chat-request.js";
-export { applyToolCallDelta, ChatCompletionAccumulator, usageObject } from "./translate/chat-response.js";
+export { applyToolCallDelta, ChatCompletionAccumulator, usageJson, usageObject } from "./translate/chat-response.js";
 export { finishReasonName, type OpenAIFinishReason } from "./translate/finish-reason.js";
 export { normalizeInputItems, toChatMessages } from "./translate/responses-items.js";
 export { type Item, newResponseObject, type ResponseError, type ResponseObject, responseUsage } from "./translate/responses-object.js";

@@ -19,6 +19,14 @@ export interface ObservedUsage {
   outputTokens: number;
 }
 
+/** What rebuilds a streamed response from the runner's events (ChatCompletionAccumulator). */
+export interface StreamReassembly {
+  delta(d: TokenDelta): void;
+  choiceEnd(e: ChoiceEnd): void;
+  /** The choice starts over (a preempted choice runs again): what it had so far goes. */
+  reset(choiceIndex: number): void;
+}
+
 export class RequestObservation {
   /** Unix ms when the request arrived. */
   readonly receivedAt: number;
@@ -51,6 +59,11 @@ export class RequestObservation {
   responseBody: unknown;
   /** Builds the response when the trace is written (a stream reassembled from its chunks). */
   responseOf: (() => unknown) | undefined;
+  /**
+   * A logged stream's response being rebuilt from its events as they pass `wrap` (the route
+   * sets it, and reads it in `responseOf`).
+   */
+  reassembly: StreamReassembly | undefined;
   renderedPrompt: string | undefined;
   /** Sampling parameters for the GenAI attributes. */
   request: { maxTokens?: number | null; temperature?: number | null; topP?: number | null } = {};
@@ -110,13 +123,20 @@ export class RequestObservation {
     return {
       delta: (d: TokenDelta) => {
         this.delta(d);
+        this.reassembly?.delta(d);
         listener.delta(d);
       },
       choiceEnd: (e: ChoiceEnd) => {
         this.choiceEnd(e);
+        this.reassembly?.choiceEnd(e);
         listener.choiceEnd(e);
       },
-      choiceReset: listener.choiceReset ? (i: number) => listener.choiceReset!(i) : undefined,
+      // The reassembly starts the choice over too: otherwise a logged stream whose choice was
+      // preempted and rerun would hold both runs' text glued together.
+      choiceReset: (i: number) => {
+        this.reassembly?.reset(i);
+        listener.choiceReset?.(i);
+      },
       final: (f: Final) => {
         this.final(f);
         listener.final(f);

@@ -110,8 +110,8 @@ export function buildTrace(
   const status = statusOf(obs, input.clientLeft);
   const usage = obs.effectiveUsage();
   const error = obs.error ? openAIError(obs.error, obs.requestId).body.error : undefined;
-  const response = obs.responseBody ?? obs.responseOf?.();
-  const responseText = response === undefined ? undefined : typeof response === "string" ? response : JSON.stringify(response);
+  const responseBody = obs.responseBody ?? obs.responseOf?.();
+  const response = capText(responseBody === undefined ? undefined : typeof responseBody === "string" ? responseBody : JSON.stringify(responseBody), input.maxBodyBytes);
   const attributes: Trace["attributes"] = {
     "gen_ai.operation.name": "chat",
     "gen_ai.provider.name": "tributary",
@@ -156,7 +156,7 @@ export function buildTrace(
     usage: { input_tokens: usage.inputTokens, cached_input_tokens: usage.cachedInputTokens, output_tokens: usage.outputTokens },
     finish_reasons: obs.finishReasons,
     request: capText(obs.requestBody, input.maxBodyBytes),
-    response: { ...capText(responseText, input.maxBodyBytes), chunks: obs.chunks },
+    response: { text: response.text, bytes: response.bytes, truncated: response.truncated, chunks: obs.chunks },
     prompt: obs.renderedPrompt === undefined ? null : capText(obs.renderedPrompt, input.maxBodyBytes),
     attributes,
   };

@@ -7,6 +7,7 @@ import { InvalidValue } from "../../lib/nats/kv-records.js";
 import type { Logger } from "../../lib/log.js";
 import { errors } from "../errors/mod.js";
 import { traceIdTime, traceSchema, type Trace } from "./trace-record.js";
+import { readTraceMessage } from "./trace-codec.js";
 import type { TraceStatus } from "./observation.js";
 
 export interface TraceRetention {
@@ -40,7 +41,7 @@ const MAX_SCANNED = 200_000;
 const LOOKUP_SLACK_MS = 60_000;
 
 /**
- * The trace stream: one message per trace under `tributary.v1.traces.<project>.<model>.<key>.<status>`,
+ * The trace stream: messages of traces (several each, see trace-codec.ts) under `tributary.v1.traces.<project>.<model>.<key>.<status>`,
  * expiring by age and bytes (whole messages, the stream's own limits: nothing deletes rows).
  * Listing reads newest first, backwards over growing ranges of the stream, with the project and
  * the subject filters applied by the server.
@@ -132,23 +133,30 @@ export class TraceStore {
   }
 
   /**
-   * The traces of one stream message, in the order they were recorded: a JSON array (the
-   * writer packs several), or one trace alone (messages written before it did).
+   * The traces of one stream message, in the order they were recorded: records in the writer's
+   * layout (trace-codec.ts), or, written before it, a JSON array of traces or one trace alone.
    */
   private decode(m: { seq: number; data: Uint8Array; subject: string }): Trace[] {
     const where = `${streams.traces} seq ${m.seq}`;
-    let input: unknown;
-    try {
-      input = JSON.parse(new TextDecoder().decode(m.data));
-    } catch (err) {
-      this.log.warn("undecodable trace message skipped", { where, issue: (err as Error).message });
-      return [];
+    let items: unknown[];
+    const framed = readTraceMessage(m.data);
+    if (framed) {
+      if (framed.error) this.log.warn("undecodable trace records skipped", { where, issue: framed.error });
+      items = framed.records;
+    } else {
+      let input: unknown;
+      try {
+        input = JSON.parse(new TextDecoder().decode(m.data));
+      } catch (err) {
+        this.log.warn("undecodable trace message skipped", { where, issue: (err as Error).message });
+        return [];
+      }
+      items = Array.isArray(input) ? input : [input];
     }
-    const items = Array.isArray(input) ? input : [input];
     const traces: Trace[] = [];
     for (let i = 0; i < items.length; i++) {
       try {
-        traces.push(traceSchema.decode(Array.isArray(input) ? `${where} [${i}]` : where, items[i]));
+        traces.push(traceSchema.decode(`${where} [${i}]`, items[i]));
       } catch (err) {
         if (!(err instanceof InvalidValue)) throw err;
         this.log.warn("undecodable trace skipped", { where: err.where, issue: err.message });

@@ -1,5 +1,5 @@
 import t from "tap";
-import { buildTrace, capText, packTraces, parseTraceQuery, RequestObservation, traceIdTime, traceSchema, type Trace } from "../../modules/traces/mod.js";
+import { buildTrace, capText, packTraces, parseTraceQuery, readTraceMessage, RequestObservation, traceIdTime, traceSchema, type Trace } from "../../modules/traces/mod.js";
 import { errors } from "../../modules/errors/mod.js";
 
 // Trace records: bodies cut on character boundaries at the cap, ids that carry their time, the
@@ -81,7 +81,7 @@ t.test("traces are packed per subject into messages of at most 64 traces and 512
   obs.model = "m";
   const base = buildTrace(obs, { principal: { organizationId: "o", projectId: "p", keyId: "key_1" }, httpStatus: 200, clientLeft: false, maxBodyBytes: 100 });
   const make = (n: number, over: Partial<Trace> = {}): Trace => ({ ...base, request_id: `req_${n}`, ...over });
-  const decode = (payload: string) => (JSON.parse(payload) as unknown[]).map((x) => traceSchema.decode("t", x).request_id);
+  const decode = (payload: Uint8Array) => readTraceMessage(payload)!.records.map((x) => traceSchema.decode("t", x).request_id);
 
   const many = Array.from({ length: 129 }, (_, i) => make(i));
   const counted = packTraces(many);
@@ -96,7 +96,7 @@ t.test("traces are packed per subject into messages of at most 64 traces and 512
   const body = (chars: number) => ({ ...base.response, text: "x".repeat(chars) });
   const sized = packTraces([make(1, { response: body(200_000) }), make(2, { response: body(200_000) }), make(3, { response: body(200_000) })]);
   t.same(sized.map((m) => m.count), [2, 1], "two of ~200 KB fit 512 KiB, the third does not");
-  t.ok(sized.every((m) => Buffer.byteLength(m.payload) <= 512 * 1024));
+  t.ok(sized.every((m) => m.payload.length <= 512 * 1024));
   const huge = packTraces([make(1), make(2, { response: body(600_000) }), make(3)]);
   t.same(huge.map((m) => m.count), [1, 1, 1], "a trace over the size bound goes alone, between its neighbours' messages");
 });

@@ -1,6 +1,6 @@
 import t from "tap";
 import type { JetStreamClient } from "@nats-io/jetstream";
-import { buildTrace, RequestObservation, TraceWriter, traceSchema, type Trace } from "../../modules/traces/mod.js";
+import { buildTrace, readTraceMessage, RequestObservation, TraceWriter, traceSchema, type Trace } from "../../modules/traces/mod.js";
 import { createLogger } from "../../lib/log.js";
 
 // The trace writer's flush: every buffered trace stored once and in order, serialized a slice at a
@@ -19,8 +19,8 @@ function fakeStream() {
   };
   setImmediate(tick);
   const js = {
-    publish: async (subject: string, payload: string) => {
-      published.push({ subject, ids: (JSON.parse(payload) as unknown[]).map((x) => traceSchema.decode("t", x).request_id), afterTurns: turns });
+    publish: async (subject: string, payload: Uint8Array) => {
+      published.push({ subject, ids: readTraceMessage(payload)!.records.map((x) => traceSchema.decode("t", x).request_id), afterTurns: turns });
       return { stream: "t", seq: published.length, duplicate: false };
     },
   } as unknown as JetStreamClient;
@@ -69,4 +69,21 @@ t.test("past the buffer's bound, traces are dropped and counted, not buffered", 
   await writer.flush();
   stream.stop();
   t.equal(writer.written, 5);
+});
+
+t.test("past the byte bound, traces are dropped and counted; what was kept is all written", async (t) => {
+  const stream = fakeStream();
+  const writer = new TraceWriter(stream.js, { maxBuffered: 10_000, maxBufferedBytes: 100 * 1024, flushMs: 60_000 }, createLogger("test", { quiet: true }));
+  // ~20 KB each: a few fit 100 KiB of message buffers, the rest do not.
+  const all = traces(20, 20_000);
+  for (const trace of all) writer.record(trace);
+  const kept = writer.buffered;
+  t.ok(kept >= 3 && kept < 20, `some kept (${kept})`);
+  t.equal(writer.dropped, 20 - kept, "the rest dropped and counted");
+  await writer.flush();
+  stream.stop();
+  t.same(stream.published.flatMap((m) => m.ids), all.slice(0, kept).map((x) => x.request_id), "the kept ones, in order");
+  // Once written, the buffer takes traces again.
+  writer.record(all[0]!);
+  t.equal(writer.buffered, 1);
 });

@@ -1,5 +1,6 @@
 import type { ChoiceEnd, ToolCallDelta, TokenDelta, Usage } from "../../../proto/gen/tributary/v1/inference.js";
 import { finishReasonName, type OpenAIFinishReason } from "./finish-reason.js";
+import { jsonString } from "../../../lib/json-text.js";
 
 interface ToolCallState {
   id: string;
@@ -25,6 +26,17 @@ export function usageObject(usage: Usage | undefined) {
   };
 }
 
+/** JSON.stringify(usageObject(usage)), written without building the object (a logged stream's trace writes it). */
+export function usageJson(usage: Usage | undefined): string {
+  const prompt = usage?.promptTokens ?? 0;
+  const completion = usage?.completionTokens ?? 0;
+  return (
+    `{"prompt_tokens":${prompt},"completion_tokens":${completion},"total_tokens":${prompt + completion},` +
+    `"prompt_tokens_details":{"cached_tokens":${usage?.cachedPromptTokens ?? 0},"audio_tokens":0},` +
+    `"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`
+  );
+}
+
 export function applyToolCallDelta(calls: ToolCallState[], d: ToolCallDelta): void {
   const call = (calls[d.index] ??= { id: "", name: "", arguments: "" });
   if (d.id) call.id = d.id;
@@ -37,7 +49,9 @@ export class ChatCompletionAccumulator {
   private readonly choices: ChoiceState[];
 
   constructor(choices: number) {
-    this.choices = Array.from({ length: choices }, () => ({ text: "", toolCalls: [], finishReason: null }));
+    // A loop, not Array.from({ length }): that took longer than the rest of a small request's bookkeeping.
+    this.choices = [];
+    for (let i = 0; i < choices; i++) this.choices.push({ text: "", toolCalls: [], finishReason: null });
   }
 
   delta(d: TokenDelta): void {
@@ -56,6 +70,25 @@ export class ChatCompletionAccumulator {
   choiceEnd(e: ChoiceEnd): void {
     const c = this.choices[e.choiceIndex];
     if (c) c.finishReason = finishReasonName(e.finishReason);
+  }
+
+  /**
+   * JSON.stringify(this.toCompletion(...)), written directly: a logged stream's trace holds it,
+   * and the generic walk over the object took most of the time a trace cost to build.
+   */
+  toCompletionJson(id: string, created: number, model: string, usage: Usage | undefined): string {
+    let choices = "";
+    for (let index = 0; index < this.choices.length; index++) {
+      const c = this.choices[index]!;
+      const hasCalls = c.toolCalls.length > 0;
+      const calls = hasCalls
+        ? `,"tool_calls":${JSON.stringify(c.toolCalls.map((t) => ({ id: t.id, type: "function", function: { name: t.name, arguments: t.arguments } })))}`
+        : "";
+      choices +=
+        `${index > 0 ? "," : ""}{"index":${index},"message":{"role":"assistant","content":${hasCalls && c.text === "" ? "null" : jsonString(c.text)},"refusal":null${calls},"annotations":[]}` +
+        `,"logprobs":null,"finish_reason":"${c.finishReason ?? "stop"}"}`;
+    }
+    return `{"id":${jsonString(id)},"object":"chat.completion","created":${created},"model":${jsonString(model)},"choices":[${choices}],"usage":${usageJson(usage)},"service_tier":"default","system_fingerprint":null}`;
   }
 
   toCompletion(id: string, created: number, model: string, usage: Usage | undefined) {
