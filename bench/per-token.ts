@@ -30,7 +30,7 @@ const { values } = parseArgs({
     "max-tokens": { type: "string", default: "128" },
     slots: { type: "string", default: "64" },
     modes: { type: "string", default: "server,bare,engine,stack" },
-    out: { type: "string", default: "per-token" },
+    out: { type: "string", default: "per-token.md" },
   },
 });
 const requests = Number(values.requests);
@@ -108,10 +108,12 @@ class BareLoop {
 
   async one(): Promise<{ ttftMs: number; tokens: number }> {
     const started = performance.now();
-    await this.sequence.clearHistory();
+    // As the engine does for unseeded requests: keep the cached prompt, evaluate its last token again.
+    const cached = this.sequence.nextTokenIndex > 0 ? this.promptTokens.length - 1 : 0;
+    await this.sequence.eraseContextTokenRanges([{ start: cached, end: this.sequence.nextTokenIndex }]);
     let tokens = 0;
     let ttftMs = NaN;
-    for await (const _token of this.sequence.evaluate(this.promptTokens, { temperature: 0.8, topP: 1, topK: 0, minP: 0, seed: (Math.random() * 2 ** 32) >>> 0 })) {
+    for await (const _token of this.sequence.evaluate(this.promptTokens.slice(cached), { temperature: 0.8, topP: 1, topK: 0, minP: 0, seed: (Math.random() * 2 ** 32) >>> 0 })) {
       if (tokens === 0) ttftMs = performance.now() - started;
       if (++tokens >= maxTokens) break;
     }
@@ -232,7 +234,7 @@ async function main(): Promise<void> {
       `${machineLine()} Load average (1 min) at start and end: ${load.map((l) => l.toFixed(1)).join(", ")}.`,
       `Model ${spec.id} (stories260K), ${slots} slots, max_tokens ${maxTokens}, temperature 0.8, one request at a time; per round ${requests} requests per path (after 3 warm-up requests), ${rounds} rounds in alternating order. Placement: ${layout.description}; the in-process paths move this process onto the runner's CPU while they run. CPU µs/token: user+system time of the processes over the round, per completion token (the in-process paths: this whole process, the load loop included).`,
       table,
-      `Command: \`npm run build && node dist/bench/per-token.js --requests ${requests} --rounds ${rounds} --max-tokens ${maxTokens} --modes ${modes.join(",")}\``,
+      `Command: \`npm run build && node dist/bench/per-token.js --requests ${requests} --rounds ${rounds} --max-tokens ${maxTokens} --modes ${modes.join(",")}${values.out === "per-token.md" ? "" : ` --out ${values.out}`}\``,
     ]);
     process.stderr.write(`${table}\nwrote ${file}\n`);
   } finally {
