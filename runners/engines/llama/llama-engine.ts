@@ -48,7 +48,10 @@ export class LlamaEngine implements Engine {
   async load(): Promise<void> {
     const path = await this.options.modelPath();
     const gpu = this.spec.gpuLayers !== 0;
-    this.llama = await getLlama({ gpu: gpu ? "auto" : false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false });
+    // maxThreads 0: no thread budget shared between contexts (a runner has one context, with the
+    // catalog's threads). With a budget, node-llama-cpp awaits a thread allocation at every
+    // decode step: a promise and an allocation per token.
+    this.llama = await getLlama({ gpu: gpu ? "auto" : false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false, maxThreads: 0 });
     this.model = await this.llama.loadModel({ modelPath: path, gpuLayers: this.spec.gpuLayers as number | "auto" | "max" });
     this.context = await this.model.createContext({
       sequences: this.slots,

@@ -1,0 +1,248 @@
+// Where a token's time goes at concurrency 1 on the tiny model: llama.cpp's llama-server, a bare
+// node-llama-cpp evaluate loop, the runner's LlamaEngine + Scheduler in process, and the whole
+// stack, side by side in alternating rounds, as wall time per token and CPU time per token.
+//   node dist/bench/per-token.js [--requests 20] [--rounds 3] [--max-tokens 128] [--modes server,bare,engine,stack]
+// Every decoding process runs on the runner's CPU (as `tributary start` places a runner); the
+// bench's clients and the stack's other processes on the other CPU. CPU per token counts the
+// decoding process (llama-server, this process for the in-process modes, the runner) and, for
+// the stack, every other process of it too.
+import { parseArgs } from "node:util";
+import { loadavg } from "node:os";
+import { readdirSync, readFileSync } from "node:fs";
+import { getLlama, LlamaLogLevel, type LlamaContext, type LlamaContextSequence, type Token } from "node-llama-cpp";
+import { catalogOverridesConfig, commonConfig, readConfig } from "../lib/config.js";
+import { loadCatalog } from "../modules/catalog/mod.js";
+import { GenerateRequest } from "../proto/gen/tributary/v1/inference.js";
+import { LlamaEngine } from "../runners/engines/llama/llama-engine.js";
+import { createLogger } from "../lib/log.js";
+import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
+import { InProcessEngine } from "./lib/engine-baseline.js";
+import { ensureLlamaServer, startLlamaServer, type LlamaServer } from "./lib/llama-server.js";
+import { cpuMs, startPlacedStack, TEST_KEY, TEST_MODEL, testCatalog, type PlacedStack } from "./lib/processes.js";
+import { SseLoadClient } from "./lib/sse-client.js";
+import { fmt, percentile } from "./lib/stats.js";
+import { machineLine, markdownTable, writeResults } from "./lib/table.js";
+
+const { values } = parseArgs({
+  options: {
+    requests: { type: "string", default: "20" },
+    rounds: { type: "string", default: "3" },
+    "max-tokens": { type: "string", default: "128" },
+    slots: { type: "string", default: "64" },
+    modes: { type: "string", default: "server,bare,engine,stack" },
+    out: { type: "string", default: "per-token.md" },
+  },
+});
+const requests = Number(values.requests);
+const rounds = Number(values.rounds);
+const maxTokens = Number(values["max-tokens"]);
+const slots = Number(values.slots);
+const modes = values.modes!.split(",");
+const prompt = "Once upon a time, in a small village by the river,";
+const unlimited = { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 };
+const env = { TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { slots, queue_limit: 1024, rate_limits: unlimited } }) };
+const spec = loadCatalog(testCatalog, readConfig(catalogOverridesConfig, { ...process.env, ...env })).find((m) => m.id === TEST_MODEL)!;
+const layout = benchLayout(spec.threads);
+
+interface Sample {
+  tokens: number;
+  wallMs: number;
+  /** CPU ms of the decoding process. */
+  decoderCpuMs: number;
+  /** CPU ms of every server-side process (the stack: all of it). */
+  serverCpuMs: number;
+  ttft: number[];
+  /** CPU ms of the decoding process's main thread (Node's JS thread; llama-server's first thread). */
+  mainThreadCpuMs: number;
+  /** Voluntary and involuntary context switches of the decoding process (from /proc). */
+  switches: number;
+}
+
+const selfCpuMs = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+
+/** Context switches of all threads of a process, from /proc/<pid>/task/<tid>/status. */
+function switches(pid: number): number {
+  let total = 0;
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const status = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
+      total += Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(status)?.[1] ?? 0) + Number(/nonvoluntary_ctxt_switches:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    }
+  } catch {
+    // gone
+  }
+  return total;
+}
+
+/** CPU ms of a process's main thread (the thread whose id is the process id). */
+function mainThreadCpuMs(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+  } catch {
+    return NaN;
+  }
+}
+
+/** A bare node-llama-cpp loop: the same model and context shape, sampling as the engine's, nothing else. */
+class BareLoop {
+  private context!: LlamaContext;
+  private sequence!: LlamaContextSequence;
+  private promptTokens!: Token[];
+
+  async load(): Promise<void> {
+    const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false });
+    const model = await llama.loadModel({ modelPath: spec.source });
+    this.context = await model.createContext({ sequences: slots, contextSize: spec.contextLength, threads: spec.threads, batchSize: spec.batchSize, failedCreationRemedy: false });
+    this.sequence = this.context.getSequence();
+    // The engine's own prompt for the same chat request, so that both evaluate the same tokens.
+    const engine = new LlamaEngine(spec, { modelPath: async () => spec.source, log: createLogger("bench") });
+    await engine.load();
+    const prepared = await engine.prepare(GenerateRequest.fromPartial({ requestId: "p", model: spec.id, messages: [{ role: "user", content: prompt }], sampling: { temperature: 0.8, maxTokens, n: 1 } }));
+    this.promptTokens = (prepared as unknown as { plan: { prompt: Token[] } }).plan.prompt;
+    await engine.dispose();
+  }
+
+  async one(): Promise<{ ttftMs: number; tokens: number }> {
+    const started = performance.now();
+    // As the engine does for unseeded requests: keep the cached prompt, evaluate its last token again.
+    const cached = this.sequence.nextTokenIndex > 0 ? this.promptTokens.length - 1 : 0;
+    await this.sequence.eraseContextTokenRanges([{ start: cached, end: this.sequence.nextTokenIndex }]);
+    let tokens = 0;
+    let ttftMs = NaN;
+    for await (const _token of this.sequence.evaluate(this.promptTokens.slice(cached), { temperature: 0.8, topP: 1, topK: 0, minP: 0, seed: (Math.random() * 2 ** 32) >>> 0 })) {
+      if (tokens === 0) ttftMs = performance.now() - started;
+      if (++tokens >= maxTokens) break;
+    }
+    return { ttftMs, tokens };
+  }
+}
+
+async function measure(decoderPid: number, serverPids: readonly number[], one: () => Promise<{ ttftMs: number; tokens: number }>): Promise<Sample> {
+  const cpu = () => serverPids.reduce((s, p) => s + (p === process.pid ? selfCpuMs() : cpuMs(p) || 0), 0);
+  const decoderCpu = () => (decoderPid === process.pid ? selfCpuMs() : cpuMs(decoderPid));
+  for (let i = 0; i < 3; i++) await one();
+  const sample: Sample = { tokens: 0, wallMs: 0, decoderCpuMs: 0, serverCpuMs: 0, mainThreadCpuMs: 0, ttft: [], switches: 0 };
+  const [c0, d0, m0, s0, t0] = [cpu(), decoderCpu(), mainThreadCpuMs(decoderPid), switches(decoderPid), performance.now()];
+  for (let i = 0; i < requests; i++) {
+    const r = await one();
+    sample.tokens += r.tokens;
+    sample.ttft.push(r.ttftMs);
+  }
+  sample.wallMs = performance.now() - t0;
+  sample.serverCpuMs = cpu() - c0;
+  sample.decoderCpuMs = decoderCpu() - d0;
+  sample.mainThreadCpuMs = mainThreadCpuMs(decoderPid) - m0;
+  sample.switches = switches(decoderPid) - s0;
+  return sample;
+}
+
+async function main(): Promise<void> {
+  const load = [loadavg()[0]!];
+  const started: { server?: LlamaServer; stack?: PlacedStack } = {};
+  const clients: Record<string, SseLoadClient> = {};
+  const runs: Record<string, () => Promise<Sample>> = {};
+  const chat = (client: SseLoadClient, model: string) => async () => {
+    const r = await client.streamChat({ model, messages: [{ role: "user", content: prompt }], max_tokens: maxTokens, temperature: 0.8 }, false);
+    if (!r.ok) throw new Error(r.error ?? "request failed");
+    return { ttftMs: r.ttftMs, tokens: r.completionTokens };
+  };
+  try {
+    if (modes.includes("server")) {
+      const built = ensureLlamaServer(readConfig(commonConfig).home);
+      if ("skip" in built) throw new Error(built.skip);
+      started.server = await startLlamaServer(built.path, spec.source, { slots, contextPerSlot: spec.contextLength / 1, threads: 1, cpus: layout.runner });
+      const pid = started.server.process.pid!;
+      // taskset execs the server: the child's pid is the server's.
+      clients.server = new SseLoadClient("127.0.0.1", started.server.port, TEST_KEY);
+      runs["llama-server -t 1"] = () => measure(pid, [pid], chat(clients.server!, "stories"));
+    }
+    if (modes.includes("bare")) {
+      const bare = new BareLoop();
+      await bare.load();
+      runs["bare node-llama-cpp loop"] = async () => {
+        placeSelf(layout.runner);
+        try {
+          return await measure(process.pid, [process.pid], () => bare.one());
+        } finally {
+          placeSelf(layout.services);
+        }
+      };
+    }
+    if (modes.includes("engine")) {
+      const engine = new InProcessEngine(spec);
+      await engine.load();
+      runs["LlamaEngine + Scheduler in process"] = async () => {
+        placeSelf(layout.runner);
+        try {
+          return await measure(process.pid, [process.pid], async () => {
+            const r = await engine.chat(prompt, maxTokens);
+            return { ttftMs: r.ttftMs, tokens: r.completionTokens };
+          });
+        } finally {
+          placeSelf(layout.services);
+        }
+      };
+    }
+    if (modes.includes("stack")) {
+      started.stack = await startPlacedStack(env, layout);
+      const s = started.stack;
+      clients.stack = new SseLoadClient("127.0.0.1", s.gateway.port, TEST_KEY);
+      const pids = [s.runner, s.gateway, s.actors, s.nats].map((p) => p.child.pid!);
+      runs["stack (gateway, NATS, runner)"] = () => measure(s.runner.child.pid!, pids, chat(clients.stack!, TEST_MODEL));
+    }
+    placeSelf(layout.services);
+
+    const samples = new Map<string, Sample[]>();
+    const labels = Object.keys(runs);
+    for (let round = 0; round < rounds; round++) {
+      const order = round % 2 === 0 ? labels : [...labels].reverse();
+      for (const label of order) {
+        process.stderr.write(`round ${round + 1}/${rounds}: ${label}\n`);
+        const s = await runs[label]!();
+        samples.set(label, [...(samples.get(label) ?? []), s]);
+      }
+    }
+    load.push(loadavg()[0]!);
+
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    const rows = labels.map((label) => {
+      const ss = samples.get(label)!;
+      const tokS = ss.map((s) => (s.tokens * 1000) / s.wallMs);
+      const ttft = ss.flatMap((s) => s.ttft);
+      return [
+        label,
+        fmt(median(tokS), 0),
+        tokS.map((x) => fmt(x, 0)).join(", "),
+        fmt(median(ss.map((s) => (s.wallMs * 1000) / s.tokens)), 0),
+        fmt(median(ss.map((s) => (s.decoderCpuMs * 1000) / s.tokens)), 0),
+        fmt(median(ss.map((s) => (s.mainThreadCpuMs * 1000) / s.tokens)), 0),
+        fmt(median(ss.map((s) => ((s.decoderCpuMs - s.mainThreadCpuMs) * 1000) / s.tokens)), 0),
+        fmt(median(ss.map((s) => (s.serverCpuMs * 1000) / s.tokens)), 0),
+        fmt(median(ss.map((s) => s.switches / s.tokens)), 1),
+        `${fmt(percentile(ttft, 50), 2)} / ${fmt(percentile(ttft, 99), 2)}`,
+      ];
+    });
+    const table = markdownTable(
+      ["path", "tok/s (median)", "tok/s per round", "wall µs/token", "decoding process CPU µs/token", "of it main thread", "of it other threads", "all server processes CPU µs/token", "context switches/token (decoding process)", "TTFT p50 / p99 ms"],
+      rows,
+    );
+    const file = writeResults(values.out!, "Per token at concurrency 1: llama-server, bare node-llama-cpp, engine, stack", [
+      `${machineLine()} Load average (1 min) at start and end: ${load.map((l) => l.toFixed(1)).join(", ")}.`,
+      `Model ${spec.id} (stories260K), ${slots} slots, max_tokens ${maxTokens}, temperature 0.8, one request at a time; per round ${requests} requests per path (after 3 warm-up requests), ${rounds} rounds in alternating order. Placement: ${layout.description}; the in-process paths move this process onto the runner's CPU while they run. CPU µs/token: user+system time of the processes over the round, per completion token (the in-process paths: this whole process, the load loop included).`,
+      table,
+      `Command: \`npm run build && node dist/bench/per-token.js --requests ${requests} --rounds ${rounds} --max-tokens ${maxTokens} --modes ${modes.join(",")}${values.out === "per-token.md" ? "" : ` --out ${values.out}`}\``,
+    ]);
+    process.stderr.write(`${table}\nwrote ${file}\n`);
+  } finally {
+    for (const c of Object.values(clients)) c.close();
+    await started.server?.stop();
+    await started.stack?.close();
+    process.exit(0);
+  }
+}
+
+void main();
