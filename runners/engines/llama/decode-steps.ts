@@ -22,7 +22,7 @@ export class DecodeSteps {
   private members = 0;
   /** Steps (one token of one member) queued or decoding. */
   private inFlight = 0;
-  private waiting: Array<() => void> = [];
+  private waiting: Array<{ order: number; resolve: () => void }> = [];
   private releaseScheduled = false;
 
   join(): void {
@@ -34,11 +34,18 @@ export class DecodeSteps {
     this.maybeRelease();
   }
 
-  /** Resolves when this member may queue its next token. */
-  ready(): Promise<void> | undefined {
+  /**
+   * Resolves when this member may queue its next token. `order` is the member's sequence id:
+   * members are released in its order, so that they queue their tokens in it. With a KV cache
+   * per sequence, llama.cpp splits a batch into micro-batches of consecutive increasing sequence
+   * ids (llama_batch_allocr::split_equal, sequential), so a batch of 8 sequences queued in a
+   * shuffled order ran as 3-5 matrix passes (with the single-column kernel for most of them),
+   * in id order as one.
+   */
+  ready(order: number): Promise<void> | undefined {
     if (this.members <= 1 && this.inFlight === 0 && this.waiting.length === 0) return undefined;
     return new Promise((resolve) => {
-      this.waiting.push(resolve);
+      this.waiting.push({ order, resolve });
       this.maybeRelease();
     });
   }
@@ -59,9 +66,9 @@ export class DecodeSteps {
     this.releaseScheduled = true;
     setImmediate(() => {
       this.releaseScheduled = false;
-      const released = this.waiting;
+      const released = this.waiting.sort((a, b) => a.order - b.order);
       this.waiting = [];
-      for (const resolve of released) resolve();
+      for (const { resolve } of released) resolve();
     });
   }
 }

@@ -60,7 +60,8 @@ export class LlamaEngine implements Engine {
     });
     const gate = new DecodeGate();
     const steps = new DecodeSteps();
-    this.sequences = Array.from({ length: this.slots }, () => new SlotSequence(this.context.getSequence(), gate, steps));
+    // Sequences are created in id order (0, 1, ...): the index is the id steps order by.
+    this.sequences = Array.from({ length: this.slots }, (_, id) => new SlotSequence(this.context.getSequence(), gate, steps, id));
     this.wrapper = chooseChatWrapper(this.model, this.spec.chatTemplate);
     this.callSyntax = callSyntaxOf(this.wrapper);
     this.grammars = new GrammarCache(this.llama);

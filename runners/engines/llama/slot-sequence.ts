@@ -14,7 +14,11 @@ export class SlotSequence {
   /** When a prompt was last put in this slot (a counter shared by the engine's slots; 0: never). */
   lastUsed = 0;
 
-  constructor(readonly sequence: LlamaContextSequence, private readonly gate: DecodeGate, private readonly steps?: DecodeSteps) {}
+  /**
+   * `order`: the sequence's id in its context (the index it was created at), by which steps
+   * release their members.
+   */
+  constructor(readonly sequence: LlamaContextSequence, private readonly gate: DecodeGate, private readonly steps?: DecodeSteps, private readonly order = 0) {}
 
   /** Tokens in the context plus the pending one: what the model has "said" so far. */
   get length(): number {
@@ -77,7 +81,7 @@ export class SlotSequence {
     try {
       for (;;) {
         if (member) {
-          await this.steps?.ready();
+          await this.steps?.ready(this.order);
           // Asking for the next token queues a decode: wait while a slot's cache is being edited.
           if (this.gate.closed) await this.gate.wait();
           this.steps?.started();
