@@ -32,9 +32,9 @@ const { values } = parseArgs({
     models: { type: "string", default: "tiny,100m,500m" },
     levels: { type: "string", default: "1,8,32,64" },
     seconds: { type: "string", default: "5;100m=10;500m=20" },
-    warmup: { type: "string", default: "2;500m=4" },
+    warmup: { type: "string", default: "2;100m=3;500m=5" },
     rounds: { type: "string", default: "2" },
-    "max-tokens": { type: "string", default: "128;500m=32" },
+    "max-tokens": { type: "string", default: "128;100m=64;500m=32" },
     variants: { type: "string", default: "" },
     /** Results go to bench/results/vs-llama-server-<out>.md (default: vs-llama-server.md). */
     out: { type: "string", default: "" },
