@@ -142,7 +142,7 @@ async function main(): Promise<void> {
     const warmup = numberOf(values.warmup!, name);
     const maxTokens = numberOf(values["max-tokens"]!, name);
     const slots = Math.max(...levels);
-    settings.push(`- ${name}: levels ${levels.join(", ")}; ${slots} slots of ${contextPerSlot} tokens; max_tokens ${maxTokens}; rounds of ${seconds} s after ${warmup} s of warm-up`);
+    settings.push(`- ${name}: levels ${levels.join(", ")}; ${slots} slots of ${contextPerSlot} tokens; max_tokens ${maxTokens}; windows of ${seconds} s, opened ${warmup} s after every client had its first token`);
     const path = name === "tiny" ? tokenizer : ensureRandomLlama(home, SHAPES[name as ShapeName], tokenizer);
     const id = `bench/${name}`;
     const body = { model: id, messages: [{ role: "user", content: prompt }], max_tokens: maxTokens, temperature: 0.8 };
@@ -178,7 +178,7 @@ async function main(): Promise<void> {
         const client = new SseLoadClient("127.0.0.1", port, key);
         try {
           const r = await closedLoop(client, { concurrency, warmupSeconds: warmup, seconds, body, serverPids: [pid] });
-          process.stderr.write(`  c=${concurrency}: ${fmt(r.tokens / r.seconds, 1)} tok/s, ${fmt(r.cpuMsPerToken, 2)} CPU ms/token, load ${load.toFixed(1)}\n`);
+          process.stderr.write(`  c=${concurrency}: ${fmt(r.tokens / r.seconds, 1)} tok/s, ${fmt(r.cpuMsPerToken, 2)} CPU ms/token, load ${load.toFixed(1)}, every client's first token after ${fmt(r.startSeconds, 1)} s\n`);
           results.get(concurrency)!.get(label)!.push({ ...r, load });
         } finally { client.close(); }
         await new Promise((r) => setTimeout(r, 1000));
@@ -226,11 +226,12 @@ async function main(): Promise<void> {
           .sort((a, b) => b.ms - a.ms).map((x) => `${x.role} ${fmt(x.ms, 2)}`).join(", ");
       };
       const loads = (label: string) => byLabel.get(label)!.map((r) => r.load.toFixed(1)).join(", ");
+      const starts = (label: string) => byLabel.get(label)!.map((r) => fmt(r.startSeconds, 1)).join(", ");
       const tokensPerDelta = (label: string) => fmt(median(byLabel.get(label)!.map((r) => r.tokensPerDelta)), 3);
       for (const c of configs) {
         const errors = byLabel.get(c.label)!.reduce((a, b) => a + b.errors, 0);
         rows.push([name, concurrency, c.label, fmt(rateOf(c.label), 1), fmt(rateOf(c.label) / best, 2), c.label === "stack default" ? perRound : "", ttft(c.label),
-          cpu(c.label), cpuByRole(c.label), tokensPerDelta(c.label), errors, loads(c.label)]);
+          cpu(c.label), cpuByRole(c.label), tokensPerDelta(c.label), errors, loads(c.label), starts(c.label)]);
       }
       // The targets, from the figures above.
       const verdict = (ok: boolean) => (ok ? "met" : "NOT met");
@@ -261,10 +262,10 @@ async function main(): Promise<void> {
     `Same GGUF, slots and context per slot for both servers, temperature 0.8, streamed chat completions from closed-loop clients (one client for all); each round starts every configuration afresh and runs the levels in turn, the configurations in alternating order by round (${rounds} rounds). ` +
       `A token counts when its delta arrives inside the measured window, whichever request it belongs to (a request cut off at the window's end counts what it streamed inside it), times the tokens per delta of the completed requests (their usage over their deltas). ` +
       `llama-server -t 1 on ${oneThread.runner ? `CPU ${oneThread.runner.join(",")}` : "every CPU"}, more threads unpinned. "stack default" is \`tributary start\` with the catalog's replicas and threads unset: the layout it picked is listed below. ` +
-      `"x best" is tokens/s over the best of ${llamaThreads.length > 0 ? llamaThreads.map((t) => `llama-server -t ${t}`).join(", ") : "stack default"} at that level; TTFT of the requests that began inside the window (their count in brackets); "CPU ms/token" counts every server process (for the stack: supervisor, nats-server, actor host, runners, gateway; the load client excluded), median over rounds, and by process; "load" is the 1-min load average as each round's level began. Models: tiny = stories260K, 100m/500m = random llama Q8_0 (bench/gguf).`,
+      `"x best" is tokens/s over the best of ${llamaThreads.length > 0 ? llamaThreads.map((t) => `llama-server -t ${t}`).join(", ") : "stack default"} at that level; TTFT of the requests that began inside the window (their count in brackets); "CPU ms/token" counts every server process (for the stack: supervisor, nats-server, actor host, runners, gateway; the load client excluded), median over rounds, and by process; "load" is the 1-min load average as each round's level began; "first tokens after" how long each round took until every client had its first token (the window opened the warm-up after that). Models: tiny = stories260K, 100m/500m = random llama Q8_0 (bench/gguf).`,
     "Per model:\n" + settings.join("\n"),
     "Layouts `tributary start` picked:\n" + layouts.join("\n"),
-    markdownTable(["model", "streams", "configuration", "tok/s", "x best llama-server", "per-round x best", "TTFT p50 / p99 ms (n)", "CPU ms/token", "CPU ms/token by process", "tokens/delta", "errors", "load"], rows),
+    markdownTable(["model", "streams", "configuration", "tok/s", "x best llama-server", "per-round x best", "TTFT p50 / p99 ms (n)", "CPU ms/token", "CPU ms/token by process", "tokens/delta", "errors", "load", "first tokens after s"], rows),
     "Targets:\n" + targets.join("\n"),
     `![stack default tok/s over the best baseline](${title}.svg)`,
     `Command: \`npm run build && node dist/bench/vs-llama-server.js --models ${values.models} --levels "${values.levels}" --seconds "${values.seconds}" --warmup "${values.warmup}" --rounds ${rounds} --max-tokens "${values["max-tokens"]}" --llama-threads "${values["llama-threads"]}"${values.variants ? ` --variants ${values.variants}` : ""}${values.out ? ` --out ${values.out}` : ""}\``,

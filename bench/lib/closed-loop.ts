@@ -89,12 +89,17 @@ export interface LevelResult {
   /** CPU ms per token over every server process, and per process role (summed over same-role processes). */
   cpuMsPerToken: number;
   cpuMsPerTokenByRole: Record<string, number>;
+  /** Seconds from the start until every client had its first token (the window opened the warm-up after). */
+  startSeconds: number;
 }
 
 export interface ClosedLoopOptions {
   concurrency: number;
+  /** Seconds from the moment every client has had its first token to the window's start. */
   warmupSeconds: number;
   seconds: number;
+  /** The window starts at the latest this long after the start, first tokens or not. */
+  maxStartSeconds?: number;
   /** The request body of every request (stream options are added by the client). */
   body: Record<string, unknown>;
   /** The server's root processes: they and their descendants are the CPU counted. */
@@ -102,40 +107,59 @@ export interface ClosedLoopOptions {
 }
 
 /**
- * `concurrency` clients, each sending its next request as soon as its last one ended, for the
- * warm-up plus `seconds`. At the window's end the client's sockets are closed: requests still
- * running count only the tokens that arrived inside the window.
+ * `concurrency` clients, each sending its next request as soon as its last one ended. The window
+ * opens `warmupSeconds` after every client has had its first token (the first prompts of all
+ * clients are evaluated together: with the ~500M model on a busy machine that took longer than
+ * a fixed warm-up, and the window saw no token at all) and lasts `seconds`. At its end the
+ * client's sockets are closed: requests still running count only the tokens that arrived inside
+ * the window.
  */
 export async function closedLoop(client: SseLoadClient, o: ClosedLoopOptions): Promise<LevelResult> {
   const pids = o.serverPids.flatMap(processTree);
   const roles = new Map(pids.map((p) => [p, processRole(p)]));
   const cpuByPid = () => new Map(pids.map((p) => [p, cpuMs(p) || 0]));
-  const from = performance.now() + o.warmupSeconds * 1000;
-  const to = from + o.seconds * 1000;
+  const started = performance.now();
+  let from = Infinity;
+  let to = Infinity;
   let cpuBefore = new Map<number, number>();
   let cpuAfter = new Map<number, number>();
-  const startCpu = setTimeout(() => (cpuBefore = cpuByPid()), from - performance.now());
-  const cut = setTimeout(() => {
-    cpuAfter = cpuByPid();
-    client.close();
-  }, to - performance.now());
+  const timers: NodeJS.Timeout[] = [];
+  const openWindow = () => {
+    if (from !== Infinity) return;
+    const now = performance.now();
+    from = now + o.warmupSeconds * 1000;
+    to = from + o.seconds * 1000;
+    timers.push(setTimeout(() => (cpuBefore = cpuByPid()), from - now));
+    timers.push(setTimeout(() => {
+      cpuAfter = cpuByPid();
+      client.close();
+    }, to - now));
+  };
+  timers.push(setTimeout(openWindow, (o.maxStartSeconds ?? 300) * 1000));
+  let clientsWithToken = 0;
   const tallies: RequestTally[] = [];
   const ttft: number[] = [];
   let requests = 0;
   let errors = 0;
   await Promise.all(Array.from({ length: o.concurrency }, async () => {
+    let first = true;
     while (performance.now() < to) {
       const began = performance.now();
       const arrivals: number[] = [];
-      const r = await client.streamChat(o.body, false, (at) => arrivals.push(at));
+      const r = await client.streamChat(o.body, false, (at) => {
+        arrivals.push(at);
+        if (first) {
+          first = false;
+          if (++clientsWithToken === o.concurrency) openWindow();
+        }
+      });
       tallies.push(tallyRequest(arrivals, { from, to }, r));
       if (!r.ok && performance.now() < to) errors++;
       if (began >= from && Number.isFinite(r.ttftMs)) ttft.push(r.ttftMs);
       if (r.ok && began >= from) requests++;
     }
   }));
-  clearTimeout(startCpu);
-  clearTimeout(cut);
+  for (const timer of timers) clearTimeout(timer);
   const { tokens, tokensPerDelta } = tokensInWindow(tallies);
   const cpuMsPerTokenByRole: Record<string, number> = {};
   let cpuTotal = 0;
@@ -145,5 +169,8 @@ export async function closedLoop(client: SseLoadClient, o: ClosedLoopOptions): P
     const role = roles.get(pid)!;
     cpuMsPerTokenByRole[role] = (cpuMsPerTokenByRole[role] ?? 0) + spent / tokens;
   }
-  return { tokens, tokensPerDelta, requests, errors, ttft, seconds: o.seconds, cpuMsPerToken: cpuTotal / tokens, cpuMsPerTokenByRole };
+  return {
+    tokens, tokensPerDelta, requests, errors, ttft, seconds: o.seconds, cpuMsPerToken: cpuTotal / tokens, cpuMsPerTokenByRole,
+    startSeconds: (from - o.warmupSeconds * 1000 - started) / 1000,
+  };
 }
