@@ -6,8 +6,13 @@
 // (e.g. "replicas2": two one-thread runners). Per level the configurations alternate in order over
 // the rounds. Besides tokens/s it counts the CPU time of every server process per token (the load
 // client's excluded), the steadier figure on a busy machine.
-//   node dist/bench/vs-llama-server.js [--models tiny,100m,500m] [--levels 1,8,32,64] [--seconds 5] [--rounds 2] [--variants replicas2,100m:threads1]
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+// Tokens count by the arrival of their deltas inside the measured window (bench/lib/closed-loop.ts),
+// so a request that outlasts the window (a 128-token answer from the ~500M model takes longer
+// than a round) counts the tokens it streamed inside it.
+//   node dist/bench/vs-llama-server.js [--models tiny,100m,500m] [--levels "1,8,32,64;500m=1,8"] [--seconds "5;500m=20"]
+//     [--max-tokens "128;500m=32"] [--rounds 2] [--variants replicas2,500m:threads1] [--out big]
+// --levels, --seconds, --warmup and --max-tokens take a default and per-model overrides, ";"-separated.
+import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -16,7 +21,8 @@ import { loadCatalog } from "../modules/catalog/mod.js";
 import { ensureRandomLlama, SHAPES, type ShapeName } from "./gguf/random-llama.js";
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
 import { ensureLlamaServer, startLlamaServer } from "./lib/llama-server.js";
-import { cpuMs, startTributary, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
+import { closedLoop, type LevelResult } from "./lib/closed-loop.js";
+import { startTributary, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, resultsDir, writeResults } from "./lib/table.js";
@@ -25,23 +31,35 @@ const { values } = parseArgs({
   options: {
     models: { type: "string", default: "tiny,100m,500m" },
     levels: { type: "string", default: "1,8,32,64" },
-    seconds: { type: "string", default: "5" },
-    warmup: { type: "string", default: "2" },
+    seconds: { type: "string", default: "5;100m=10;500m=20" },
+    warmup: { type: "string", default: "2;100m=3;500m=5" },
     rounds: { type: "string", default: "2" },
-    "max-tokens": { type: "string", default: "128" },
+    "max-tokens": { type: "string", default: "128;100m=64;500m=32" },
     variants: { type: "string", default: "" },
-    /** llama-server's thread counts; empty: the stack's layouts only (ratios then to the default layout). */
     /** Results go to bench/results/vs-llama-server-<out>.md (default: vs-llama-server.md). */
     out: { type: "string", default: "" },
+    /** llama-server's thread counts; empty: the stack's layouts only (ratios then to the default layout). */
     "llama-threads": { type: "string", default: "1,2" },
     "context-per-slot": { type: "string", default: "512" },
   },
 });
-const levels = values.levels!.split(",").map(Number);
-const seconds = Number(values.seconds);
-const warmup = Number(values.warmup);
+
+/** "<default>;<model>=<value>;..." -> the value for `model`. */
+function perModel(option: string, model: string): string {
+  const entries = option.split(";").map((e) => e.trim()).filter(Boolean);
+  const override = entries.find((e) => e.startsWith(`${model}=`));
+  const fallback = entries.find((e) => !e.includes("="));
+  const value = override ? override.slice(model.length + 1) : fallback;
+  if (value === undefined) throw new Error(`no value for ${model} in "${option}"`);
+  return value;
+}
+const levelsOf = (model: string) => perModel(values.levels!, model).split(",").map(Number);
+const numberOf = (option: string, model: string) => {
+  const n = Number(perModel(option, model));
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`"${option}": not a positive number for ${model}`);
+  return n;
+};
 const rounds = Number(values.rounds);
-const maxTokens = Number(values["max-tokens"]);
 /** Stack layouts besides the default, as overrides of the catalog fields the rule would pick. */
 const VARIANTS: Record<string, { label: string; env: Record<string, string> }> = {
   replicas2: { label: "stack, 2 runners of 1 thread", env: { TRIBUTARY_REPLICAS: "2", TRIBUTARY_THREADS: "1" } },
@@ -57,74 +75,19 @@ const variantSpecs = values.variants!.split(",").filter(Boolean).map((entry) => 
 });
 const variantsOf = (model: string) => variantSpecs.filter((s) => s.model === undefined || s.model === model).map((s) => s.variant);
 const contextPerSlot = Number(values["context-per-slot"]);
-const slots = Math.max(...levels);
 const prompt = "Once upon a time, in a small village by the river,";
 const unlimited = { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 };
 
-interface Level { tokens: number; requests: number; errors: number; ttft: number[]; seconds: number; cpuMsPerToken: number }
-
-/** Every process under `pid` (itself included), from /proc/<pid>/task/<tid>/children. */
-function processTree(pid: number): number[] {
-  const out = [pid];
-  try {
-    for (const tid of readdirSync(`/proc/${pid}/task`)) {
-      const file = `/proc/${pid}/task/${tid}/children`;
-      if (!existsSync(file)) continue;
-      for (const child of readFileSync(file, "utf8").split(" ").filter(Boolean)) out.push(...processTree(Number(child)));
-    }
-  } catch {
-    // gone
-  }
-  return out;
-}
-const treeCpuMs = (pids: readonly number[]) => pids.reduce((sum, p) => sum + (cpuMs(p) || 0), 0);
-
-/**
- * `concurrency` clients, each sending its next request as soon as the last ended, for warm-up plus
- * `seconds`. Tokens count when they arrive inside the measured window (a request spanning its
- * edges counts its share), so long requests at high concurrency are measured too; requests still
- * running at the end are cut off (the client's sockets are closed).
- */
-async function closedLoop(client: SseLoadClient, model: string, concurrency: number, serverPid: number): Promise<Level> {
-  const result: Level = { tokens: 0, requests: 0, errors: 0, ttft: [], seconds, cpuMsPerToken: NaN };
-  const pids = processTree(serverPid);
-  let cpuTokens = 0;
-  const measureFrom = performance.now() + warmup * 1000;
-  const end = measureFrom + seconds * 1000;
-  let cpuBefore = NaN;
-  const startCpu = setTimeout(() => (cpuBefore = treeCpuMs(pids)), warmup * 1000);
-  let cpuAfter = NaN;
-  const cut = setTimeout(() => {
-    cpuAfter = treeCpuMs(pids);
-    client.close();
-  }, end - performance.now());
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (performance.now() < end) {
-      const began = performance.now();
-      let inWindow = 0;
-      const r = await client.streamChat({ model, messages: [{ role: "user", content: prompt }], max_tokens: maxTokens, temperature: 0.8 }, false, (at) => {
-        if (at >= measureFrom && at <= end) inWindow++;
-      });
-      // A delta may carry several tokens (the stack coalesces for slow readers): the usage says how many.
-      const perDelta = r.ok && r.completionTokens > 0 && r.deltas > 0 ? r.completionTokens / r.deltas : 1;
-      result.tokens += inWindow * perDelta;
-      cpuTokens += inWindow * perDelta;
-      const cutOff = performance.now() >= end;
-      if (!r.ok && !cutOff) result.errors++;
-      if (began >= measureFrom && Number.isFinite(r.ttftMs)) result.ttft.push(r.ttftMs);
-      if (r.ok && began >= measureFrom) result.requests++;
-    }
-  }));
-  clearTimeout(startCpu);
-  clearTimeout(cut);
-  result.cpuMsPerToken = (cpuAfter - cpuBefore) / cpuTokens;
-  return result;
+interface Measured extends LevelResult {
+  /** 1-min load average when the level started. */
+  load: number;
 }
 
-function svgPlot(series: Array<{ model: string; ratios: number[] }>): string {
+function svgPlot(series: Array<{ model: string; points: Array<{ level: number; ratio: number }> }>): string {
+  const allLevels = [...new Set(series.flatMap((s) => s.points.map((p) => p.level)))].sort((a, b) => a - b);
   const w = 560, h = 320, left = 50, bottom = 40, top = 20, right = 130;
-  const max = Math.max(1.5, ...series.flatMap((s) => s.ratios.filter(Number.isFinite))) * 1.1;
-  const x = (i: number) => left + (i * (w - left - right)) / Math.max(1, levels.length - 1);
+  const max = Math.max(1.5, ...series.flatMap((s) => s.points.map((p) => p.ratio).filter(Number.isFinite))) * 1.1;
+  const x = (level: number) => left + (allLevels.indexOf(level) * (w - left - right)) / Math.max(1, allLevels.length - 1);
   const y = (v: number) => h - bottom - (v / max) * (h - top - bottom);
   const colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
   const parts = [`<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" font-family="sans-serif" font-size="12">`,
@@ -135,20 +98,26 @@ function svgPlot(series: Array<{ model: string; ratios: number[] }>): string {
     `<line x1="${left}" y1="${top}" x2="${left}" y2="${h - bottom}" stroke="black"/>`,
     `<text x="${(left + w - right) / 2}" y="${h - 5}" text-anchor="middle">concurrent streams</text>`,
     `<text x="12" y="${(top + h - bottom) / 2}" transform="rotate(-90 12 ${(top + h - bottom) / 2})" text-anchor="middle">stack default tok/s ÷ best baseline</text>`];
-  levels.forEach((c, i) => parts.push(`<text x="${x(i)}" y="${h - bottom + 15}" text-anchor="middle">${c}</text>`));
+  for (const c of allLevels) parts.push(`<text x="${x(c)}" y="${h - bottom + 15}" text-anchor="middle">${c}</text>`);
   for (let v = 0; v <= max; v += 0.5) parts.push(`<text x="${left - 5}" y="${y(v) + 4}" text-anchor="end">${v.toFixed(1)}</text>`);
   series.forEach((s, k) => {
     const color = colors[k % colors.length];
-    const points = s.ratios.map((r, i) => `${x(i)},${y(Number.isFinite(r) ? r : 0)}`).join(" ");
+    const points = s.points.map((p) => `${x(p.level)},${y(Number.isFinite(p.ratio) ? p.ratio : 0)}`).join(" ");
     parts.push(`<polyline points="${points}" fill="none" stroke="${color}" stroke-width="2"/>`);
-    s.ratios.forEach((r, i) => parts.push(`<circle cx="${x(i)}" cy="${y(Number.isFinite(r) ? r : 0)}" r="3" fill="${color}"/>`));
+    for (const p of s.points) parts.push(`<circle cx="${x(p.level)}" cy="${y(Number.isFinite(p.ratio) ? p.ratio : 0)}" r="3" fill="${color}"/>`);
     parts.push(`<text x="${w - right + 10}" y="${top + 15 + 16 * k}" fill="${color}">${s.model}</text>`);
   });
   parts.push("</svg>");
   return parts.join("\n");
 }
 
+const median = (xs: readonly number[]) => {
+  const sorted = xs.filter(Number.isFinite).sort((a, b) => a - b);
+  return sorted.length ? sorted[Math.floor(sorted.length / 2)]! : NaN;
+};
+
 async function main(): Promise<void> {
+  const began = Date.now();
   const { home } = readConfig(commonConfig);
   const llamaThreads = values["llama-threads"]!.split(",").filter(Boolean).map(Number);
   const server = llamaThreads.length > 0 ? ensureLlamaServer(home) : { path: "" };
@@ -164,10 +133,19 @@ async function main(): Promise<void> {
   const rows: Array<Array<string | number>> = [];
   const title = `vs-llama-server${values.out ? `-${values.out}` : ""}`;
   const layouts: string[] = [];
-  const series: Array<{ model: string; ratios: number[] }> = [];
+  const settings: string[] = [];
+  const targets: string[] = [];
+  const series: Array<{ model: string; points: Array<{ level: number; ratio: number }> }> = [];
   for (const name of values.models!.split(",")) {
+    const levels = levelsOf(name);
+    const seconds = numberOf(values.seconds!, name);
+    const warmup = numberOf(values.warmup!, name);
+    const maxTokens = numberOf(values["max-tokens"]!, name);
+    const slots = Math.max(...levels);
+    settings.push(`- ${name}: levels ${levels.join(", ")}; ${slots} slots of ${contextPerSlot} tokens; max_tokens ${maxTokens}; windows of ${seconds} s, opened ${warmup} s after every client had its first token`);
     const path = name === "tiny" ? tokenizer : ensureRandomLlama(home, SHAPES[name as ShapeName], tokenizer);
     const id = `bench/${name}`;
+    const body = { model: id, messages: [{ role: "user", content: prompt }], max_tokens: maxTokens, temperature: 0.8 };
     const catalog = join(home, "bench-catalogs", `${name}.yaml`);
     mkdirSync(join(home, "bench-catalogs"), { recursive: true });
     // No replicas or threads: `tributary start` picks them.
@@ -190,16 +168,20 @@ async function main(): Promise<void> {
     const configs = [...servers, ...stackConfigs.map((c) => ({ ...c, threads: 0 }))];
     const baselines = servers.length > 0 ? servers.map((c) => c.label) : ["stack default"];
     const seenLayouts = new Map<string, string>();
-    const ratios: number[] = [];
+    const points: Array<{ level: number; ratio: number }> = [];
     // Per round each configuration starts once and runs every level in turn (fresh clients per
     // level, a short pause for cut-off requests to be cancelled); the order alternates by round.
-    const results = new Map(levels.map((l) => [l, new Map(configs.map((c) => [c.label, [] as Level[]]))]));
+    const results = new Map(levels.map((l) => [l, new Map(configs.map((c) => [c.label, [] as Measured[]]))]));
     const runLevels = async (port: number, key: string, pid: number, label: string) => {
       for (const concurrency of levels) {
-        process.stderr.write(`  c=${concurrency}\n`);
+        const load = loadavg()[0]!;
         const client = new SseLoadClient("127.0.0.1", port, key);
-        try { results.get(concurrency)!.get(label)!.push(await closedLoop(client, id, concurrency, pid)); } finally { client.close(); }
-        await new Promise((r) => setTimeout(r, 500));
+        try {
+          const r = await closedLoop(client, { concurrency, warmupSeconds: warmup, seconds, body, serverPids: [pid] });
+          process.stderr.write(`  c=${concurrency}: ${fmt(r.tokens / r.seconds, 1)} tok/s, ${fmt(r.cpuMsPerToken, 2)} CPU ms/token, load ${load.toFixed(1)}, every client's first token after ${fmt(r.startSeconds, 1)} s\n`);
+          results.get(concurrency)!.get(label)!.push({ ...r, load });
+        } finally { client.close(); }
+        await new Promise((r) => setTimeout(r, 1000));
       }
     };
     for (let round = 0; round < rounds; round++) {
@@ -221,41 +203,73 @@ async function main(): Promise<void> {
         }
       }
     }
+    placeSelf(undefined);
     for (const concurrency of levels) {
       const byLabel = results.get(concurrency)!;
-      placeSelf(undefined);
-      const rate = (xs: Level[]) => xs.reduce((a, b) => a + b.tokens, 0) / xs.reduce((a, b) => a + b.seconds, 0);
+      const rate = (xs: Measured[]) => xs.reduce((a, b) => a + b.tokens, 0) / xs.reduce((a, b) => a + b.seconds, 0);
       const rateOf = (label: string) => rate(byLabel.get(label)!);
       const best = Math.max(...baselines.map(rateOf));
-      ratios.push(rateOf("stack default") / best);
+      const ratio = rateOf("stack default") / best;
+      points.push({ level: concurrency, ratio });
       // Per round: the default stack over the better llama-server of the same round.
       const perRound = Array.from({ length: rounds }, (_, r) => {
         const at = (label: string) => byLabel.get(label)![r]!;
-        const t = at("stack default").tokens / Math.max(...baselines.map((b) => at(b).tokens));
-        return fmt(t, 2);
+        return fmt(at("stack default").tokens / Math.max(...baselines.map((b) => at(b).tokens)), 2);
       }).join(", ");
-      const ttft = (label: string) => { const all = byLabel.get(label)!.flatMap((r) => r.ttft); return `${fmt(percentile(all, 50), 1)} / ${fmt(percentile(all, 99), 1)}`; };
-      const cpu = (label: string) => { const xs = byLabel.get(label)!.map((r) => r.cpuMsPerToken).filter(Number.isFinite).sort((a, b) => a - b); return xs.length ? fmt(xs[Math.floor(xs.length / 2)]!, 2) : "-"; };
-      const errors = configs.map((c) => byLabel.get(c.label)!.reduce((a, b) => a + b.errors, 0)).join(" / ");
-      for (const c of configs)
-        rows.push([name, concurrency, c.label, fmt(rateOf(c.label), 0), fmt(rateOf(c.label) / best, 2), c.label === "stack default" ? perRound : "", ttft(c.label), cpu(c.label)]);
-      rows.push([name, concurrency, "errors (in the order above)", "", "", "", errors, ""]);
+      const ttfts = (label: string) => byLabel.get(label)!.flatMap((r) => r.ttft);
+      const ttft = (label: string) => { const all = ttfts(label); return `${fmt(percentile(all, 50), 0)} / ${fmt(percentile(all, 99), 0)} (${all.length})`; };
+      const cpu = (label: string) => fmt(median(byLabel.get(label)!.map((r) => r.cpuMsPerToken)), 2);
+      const cpuByRole = (label: string) => {
+        const runs = byLabel.get(label)!;
+        const roles = [...new Set(runs.flatMap((r) => Object.keys(r.cpuMsPerTokenByRole)))];
+        return roles.map((role) => ({ role, ms: median(runs.map((r) => r.cpuMsPerTokenByRole[role] ?? NaN)) }))
+          .sort((a, b) => b.ms - a.ms).map((x) => `${x.role} ${fmt(x.ms, 2)}`).join(", ");
+      };
+      const loads = (label: string) => byLabel.get(label)!.map((r) => r.load.toFixed(1)).join(", ");
+      const starts = (label: string) => byLabel.get(label)!.map((r) => fmt(r.startSeconds, 1)).join(", ");
+      const tokensPerDelta = (label: string) => fmt(median(byLabel.get(label)!.map((r) => r.tokensPerDelta)), 3);
+      for (const c of configs) {
+        const errors = byLabel.get(c.label)!.reduce((a, b) => a + b.errors, 0);
+        rows.push([name, concurrency, c.label, fmt(rateOf(c.label), 1), fmt(rateOf(c.label) / best, 2), c.label === "stack default" ? perRound : "", ttft(c.label),
+          cpu(c.label), cpuByRole(c.label), tokensPerDelta(c.label), errors, loads(c.label), starts(c.label)]);
+      }
+      // The targets, from the figures above.
+      const verdict = (ok: boolean) => (ok ? "met" : "NOT met");
+      const p50 = (label: string) => percentile(ttfts(label), 50);
+      const lines = [`default ${fmt(ratio, 2)}x the better llama-server (>= 1.0: ${verdict(ratio >= 1)})`];
+      if (servers.length > 0) {
+        // A configuration with no TTFT sample (no request began and streamed inside the window) does not count.
+        const bestTtft = Math.min(...servers.map((s) => p50(s.label)).filter(Number.isFinite));
+        lines.push(`TTFT p50 ${fmt(p50("stack default"), 0)} ms against llama-server's best ${fmt(bestTtft, 0)} ms (no higher: ${verdict(p50("stack default") <= bestTtft)})`);
+      }
+      const one = VARIANTS.threads1!.label;
+      if (byLabel.has(one) && byLabel.has("llama-server -t 2")) {
+        const overOne = rateOf("stack default") / rateOf(one);
+        const overT2 = rateOf("stack default") / rateOf("llama-server -t 2");
+        const perRoundOne = Array.from({ length: rounds }, (_, r) => fmt(byLabel.get("stack default")![r]!.tokens / byLabel.get(one)![r]!.tokens, 2)).join(", ");
+        lines.push(`default (${seenLayouts.get("stack default") ?? "?"}) over 1 runner of 1 thread ${fmt(overOne, 2)}x (per round ${perRoundOne}; >= 1.6: ${verdict(overOne >= 1.6)}), over llama-server -t 2 ${fmt(overT2, 2)}x (>= 0.95: ${verdict(overT2 >= 0.95)})`);
+      }
+      targets.push(`- ${name}, ${concurrency} streams: ${lines.join("; ")}`);
     }
     for (const [label, text] of seenLayouts) layouts.push(`- ${name}, ${label}: ${text}`);
-    series.push({ model: name, ratios });
+    series.push({ model: name, points });
   }
   const loadEnd = loadavg()[0]!;
+  const minutes = (Date.now() - began) / 60_000;
   mkdirSync(resultsDir, { recursive: true });
   writeFileSync(join(resultsDir, `${title}.svg`), svgPlot(series));
   writeResults(`${title}.md`, "The stack against llama-server", [
-    `${machineLine()} Load average (1 min) at start and end: ${loadStart.toFixed(1)}, ${loadEnd.toFixed(1)}.`,
-    `Same GGUF, ${slots} slots of ${contextPerSlot} tokens, max_tokens ${maxTokens}, temperature 0.8, streamed chat completions from closed-loop clients; per level ${rounds} rounds of ${seconds} s (after ${warmup} s of warm-up) per configuration; each round starts every configuration afresh and runs the levels in turn, the configurations in alternating order by round. ` +
+    `${machineLine()} Load average (1 min) at start and end: ${loadStart.toFixed(1)}, ${loadEnd.toFixed(1)}. The run took ${minutes.toFixed(1)} min.`,
+    `Same GGUF, slots and context per slot for both servers, temperature 0.8, streamed chat completions from closed-loop clients (one client for all); each round starts every configuration afresh and runs the levels in turn, the configurations in alternating order by round (${rounds} rounds). ` +
+      `A token counts when its delta arrives inside the measured window, whichever request it belongs to (a request cut off at the window's end counts what it streamed inside it), times the tokens per delta of the completed requests (their usage over their deltas). ` +
       `llama-server -t 1 on ${oneThread.runner ? `CPU ${oneThread.runner.join(",")}` : "every CPU"}, more threads unpinned. "stack default" is \`tributary start\` with the catalog's replicas and threads unset: the layout it picked is listed below. ` +
-      `"x best" is tokens/s over the best of ${llamaThreads.length > 0 ? llamaThreads.map((t) => `llama-server -t ${t}`).join(", ") : "stack default"} at that level; "CPU ms/token" counts every server process (for the stack: supervisor, nats-server, actor host, runners, gateway), median over rounds. Models: tiny = stories260K, 100m/500m = random llama Q8_0 (bench/gguf).`,
+      `"x best" is tokens/s over the best of ${llamaThreads.length > 0 ? llamaThreads.map((t) => `llama-server -t ${t}`).join(", ") : "stack default"} at that level; TTFT of the requests that began inside the window (their count in brackets); "CPU ms/token" counts every server process (for the stack: supervisor, nats-server, actor host, runners, gateway; the load client excluded), median over rounds, and by process; "load" is the 1-min load average as each round's level began; "first tokens after" how long each round took until every client had its first token (the window opened the warm-up after that). Models: tiny = stories260K, 100m/500m = random llama Q8_0 (bench/gguf).`,
+    "Per model:\n" + settings.join("\n"),
     "Layouts `tributary start` picked:\n" + layouts.join("\n"),
-    markdownTable(["model", "concurrency", "configuration", "tok/s", "x best llama-server", "per-round x best", "TTFT p50 / p99 ms", "CPU ms/token"], rows),
+    markdownTable(["model", "streams", "configuration", "tok/s", "x best llama-server", "per-round x best", "TTFT p50 / p99 ms (n)", "CPU ms/token", "CPU ms/token by process", "tokens/delta", "errors", "load", "first tokens after s"], rows),
+    "Targets:\n" + targets.join("\n"),
     `![stack default tok/s over the best baseline](${title}.svg)`,
-    `Command: \`npm run build && node dist/bench/vs-llama-server.js --models ${values.models} --levels ${values.levels} --seconds ${seconds} --warmup ${warmup} --rounds ${rounds} --max-tokens ${maxTokens} --llama-threads "${values["llama-threads"]}"${values.variants ? ` --variants ${values.variants}` : ""}${values.out ? ` --out ${values.out}` : ""}\``,
+    `Command: \`npm run build && node dist/bench/vs-llama-server.js --models ${values.models} --levels "${values.levels}" --seconds "${values.seconds}" --warmup "${values.warmup}" --rounds ${rounds} --max-tokens "${values["max-tokens"]}" --llama-threads "${values["llama-threads"]}"${values.variants ? ` --variants ${values.variants}` : ""}${values.out ? ` --out ${values.out}` : ""}\``,
   ]);
 }
 

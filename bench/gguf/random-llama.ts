@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { readGgufHeader, TensorType, ValueType, writeGguf, type TensorToWrite, type Value } from "./gguf.js";
+import { readGgufHeader, TensorType, ValueType, writeGguf, type Scalar, type TensorToWrite, type Value } from "./gguf.js";
 
 // Llama-architecture GGUF models with random Q8_0 weights, for benchmarks where decode must be
 // dominated by matrix work (as with real models) rather than by per-token overhead (as with the
@@ -32,7 +32,11 @@ export const SHAPES = {
 export type ShapeName = keyof typeof SHAPES;
 
 /** Bump when the bytes written for a shape change, so that cached files are rewritten. */
-const WRITER_VERSION = 1;
+const WRITER_VERSION = 2;
+
+/** llama.cpp's token types (llama_token_type): NORMAL text pieces and BYTE fallback tokens. */
+const TOKEN_NORMAL = 1;
+const TOKEN_BYTE = 6;
 
 /** Parameters of a shape with a vocabulary of `vocab` tokens (embeddings and output untied). */
 export function parameterCount(s: LlamaShape, vocab: number): number {
@@ -152,7 +156,25 @@ export function llamaMetadata(shape: LlamaShape, tokenizerFrom: Map<string, Valu
   ]);
   for (const [key, value] of tokenizerFrom) if (key.startsWith("tokenizer.")) metadata.set(key, value);
   if (!metadata.has("tokenizer.ggml.tokens")) throw new Error("the tokenizer source has no tokenizer.ggml.tokens");
+  const types = metadata.get("tokenizer.ggml.token_type");
+  if (types?.type === ValueType.ARRAY) metadata.set("tokenizer.ggml.token_type", { ...types, items: textOnlyTokenTypes(metadata, types.items) });
   return metadata;
+}
+
+/**
+ * The token types with the byte-fallback tokens of bytes 0x80-0xFF made NORMAL tokens, whose text
+ * is their name ("<0x80>"). Random weights sample any token: a real model emits those bytes only
+ * in sequences that form UTF-8 characters, a random one emits them alone, and the invalid UTF-8
+ * made llama-server end half its streams with an error ("does not match the expected peg-native
+ * format") and servers hold incomplete characters back (fewer deltas than tokens).
+ */
+function textOnlyTokenTypes(metadata: Map<string, Value>, types: readonly Scalar[]): Scalar[] {
+  const tokens = metadata.get("tokenizer.ggml.tokens");
+  if (tokens?.type !== ValueType.ARRAY) throw new Error("tokenizer.ggml.tokens is missing");
+  return types.map((type, i) => {
+    const byte = /^<0x([0-9A-F]{2})>$/.exec(String(tokens.items[i]));
+    return type === TOKEN_BYTE && byte && parseInt(byte[1]!, 16) >= 0x80 ? TOKEN_NORMAL : type;
+  });
 }
 
 export function vocabularySize(metadata: Map<string, Value>): number {

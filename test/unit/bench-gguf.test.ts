@@ -81,4 +81,15 @@ t.test("the random llama model: layout, header, loads and generates", async (t) 
   }
   t.equal(generated.length, 16, "16 tokens generated");
   t.ok(generated.every((token) => token >= 0 && token < vocab), "every token is in the vocabulary");
+
+  // Random weights sample every token alone: each must be text on its own (valid UTF-8), or
+  // servers hold tokens back and llama-server ends streams with a parse error.
+  const types = header.metadata.get("tokenizer.ggml.token_type");
+  const tokens = header.metadata.get("tokenizer.ggml.tokens");
+  if (types?.type !== ValueType.ARRAY || tokens?.type !== ValueType.ARRAY) throw new Error("no vocabulary");
+  const byteTokens = tokens.items.filter((_, i) => types.items[i] === 6);
+  t.equal(byteTokens.length, 128, "byte fallback tokens kept for 0x00-0x7F only");
+  t.equal(byteTokens.at(-1), "<0x7F>");
+  const invalid = Array.from({ length: vocab }, (_, id) => id).filter((id) => model.detokenize([id as never]).includes("\uFFFD"));
+  t.same(invalid, [], "every token alone detokenizes to valid UTF-8");
 });

@@ -10,6 +10,7 @@ import { ChoiceDecoder, MAX_CALLS_PER_CHOICE, type DecodePlan, type ToolPlan } f
 import { GrammarCache } from "./grammar-cache.js";
 import { UnsupportedSchemaError } from "./json-schema-subset.js";
 import { DecodeGate } from "./decode-gate.js";
+import { DecodeSteps } from "./decode-steps.js";
 import { SlotSequence } from "./slot-sequence.js";
 
 interface LlamaPrepared extends PreparedRequest {
@@ -61,7 +62,9 @@ export class LlamaEngine implements Engine {
       failedCreationRemedy: false,
     });
     const gate = new DecodeGate();
-    this.sequences = Array.from({ length: this.slots }, () => new SlotSequence(this.context.getSequence(), gate));
+    const steps = new DecodeSteps();
+    // Sequences are created in id order (0, 1, ...): the index is the id steps order by.
+    this.sequences = Array.from({ length: this.slots }, (_, id) => new SlotSequence(this.context.getSequence(), gate, steps, id));
     this.wrapper = chooseChatWrapper(this.model, this.spec.chatTemplate);
     this.callSyntax = callSyntaxOf(this.wrapper);
     this.grammars = new GrammarCache(this.llama);

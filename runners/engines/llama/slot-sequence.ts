@@ -1,5 +1,6 @@
 import type { LlamaContextSequence, SequenceEvaluateOptions, Token } from "node-llama-cpp";
 import type { DecodeGate } from "./decode-gate.js";
+import type { DecodeSteps } from "./decode-steps.js";
 
 let useCounter = 0;
 
@@ -13,7 +14,11 @@ export class SlotSequence {
   /** When a prompt was last put in this slot (a counter shared by the engine's slots; 0: never). */
   lastUsed = 0;
 
-  constructor(readonly sequence: LlamaContextSequence, private readonly gate: DecodeGate) {}
+  /**
+   * `order`: the sequence's id in its context (the index it was created at), by which steps
+   * release their members.
+   */
+  constructor(readonly sequence: LlamaContextSequence, private readonly gate: DecodeGate, private readonly steps?: DecodeSteps, private readonly order = 0) {}
 
   /** Tokens in the context plus the pending one: what the model has "said" so far. */
   get length(): number {
@@ -69,12 +74,36 @@ export class SlotSequence {
     const tokens = this.pending.length > 0 ? [...this.pending, ...input] : [...input];
     this.pending = [];
     if (tokens.length === 0) return;
-    for await (const token of this.sequence.evaluate(tokens, options)) {
-      this.pending = [token];
-      yield token;
-      this.pending = [];
-      // Asking for the next token queues a decode: wait while a slot's cache is being edited.
-      if (this.gate.closed) await this.gate.wait();
+    const tokensOut = this.sequence.evaluate(tokens, options)[Symbol.asyncIterator]();
+    // The first call evaluates the input (a prompt may take several batches); every later one
+    // decodes one token, as a step with the other generating sequences.
+    let member = false;
+    try {
+      for (;;) {
+        if (member) {
+          await this.steps?.ready(this.order);
+          // Asking for the next token queues a decode: wait while a slot's cache is being edited.
+          if (this.gate.closed) await this.gate.wait();
+          this.steps?.started();
+        }
+        let next: IteratorResult<Token>;
+        try {
+          next = await tokensOut.next();
+        } finally {
+          if (member) this.steps?.finished();
+        }
+        if (next.done) return;
+        if (!member) {
+          member = true;
+          this.steps?.join();
+        }
+        this.pending = [next.value];
+        yield next.value;
+        this.pending = [];
+      }
+    } finally {
+      if (member) this.steps?.leave();
+      await tokensOut.return?.();
     }
   }
 }
