@@ -135,13 +135,12 @@ interface Measured {
 /** `clients` keep-alive loops of GET / (1 s warm-up, then `seconds` measured). */
 async function load(port: number, pids: Record<string, number>): Promise<Measured> {
   const loops = keepAliveLoops(port, clients);
-  const run = (ms: number) => loops.run(ms);
   const all = { ...pids, "load client": process.pid };
   const cpu = () => Object.fromEntries(Object.entries(all).map(([name, pid]) => [name, cpuMs(pid)]));
-  await run(1_000);
+  await loops.run(1_000);
   const before = cpu();
   const started = performance.now();
-  const { latencies, errors } = await run(seconds * 1_000);
+  const { latencies, errors } = await loops.run(seconds * 1_000);
   const wallMs = performance.now() - started;
   const after = cpu();
   loops.close();
