@@ -192,7 +192,7 @@ export class AccountStore {
       key: accountKeys.keyCount(orgId),
       max: this.maxKeysPerOrganization,
       written: async (keyId) => live(await this.kv.get(accountKeys.keyIndex(orgId, keyId))) !== undefined,
-      existing: async () => (await listKeys(this.kv, accountKeys.keyIndexesOf(orgId))).map(() => 0),
+      existing: async () => (await listKeys(this.kv, accountKeys.keyIndexesOf(orgId), `keyid.${orgId}.`)).map((id) => ({ id, at: 0 })),
     });
   }
 

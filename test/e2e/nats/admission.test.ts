@@ -18,7 +18,7 @@ const kv = await openKv(nc, buckets.jobs, { history: 1 });
 const DAY = 24 * 3600_000;
 const written = new Set<string>();
 const bound = (key: string, now: number, options: { windowMs?: number; existing?: number[] } = {}) =>
-  new Admission({ kv, key, max: 2, now: () => now, written: async (id) => written.has(id), existing: async () => options.existing ?? [], ...(options.windowMs !== undefined ? { windowMs: options.windowMs } : {}) });
+  new Admission({ kv, key, max: 2, now: () => now, written: async (id) => written.has(id), existing: async () => (options.existing ?? []).map((at, i) => ({ id: `present${i}`, at })), ...(options.windowMs !== undefined ? { windowMs: options.windowMs } : {}) });
 
 t.test("admissions lapse after the window, by the hour they were made in", async (t) => {
   const now = Date.now();
