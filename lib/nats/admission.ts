@@ -45,7 +45,7 @@ export interface AdmissionBound {
   max: number;
   /** Records count this long after their admission, then lapse (records that expire); absent: forever. */
   windowMs?: number;
-  /** Whether the record admitted as `id` exists (asked only of pending slots past the grace). */
+  /** Whether the record admitted as `id` exists (asked of pending slots past the grace, and after a write that threw). */
   written: (id: string) => Promise<boolean>;
   /**
    * The records present (id, creation time in ms): read when the counter is first made (records
