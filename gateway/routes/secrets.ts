@@ -12,7 +12,8 @@ export interface SecretRouteDeps {
 }
 
 /**
- * /v1/secrets: write-only values of a project. Create (409 when the name exists), rotate
+ * /v1/secrets: write-only values of a project. Create (409 when the name exists; 400 when the
+ * project holds TRIBUTARY_SECRETS_MAX_PER_PROJECT secrets, exact under parallel creates), rotate
  * (POST /{name}: a new value, version + 1), delete; list and get show metadata only. A value is
  * never in a response, an error or a log line.
  */
@@ -27,12 +28,11 @@ export function registerSecretRoutes(router: Router, deps: SecretRouteDeps): voi
 
   router.post("/v1/secrets", async (ex) => {
     const { name, value } = parseSecretCreate(await ex.readJson(bodyLimit), deps.maxValueBytes);
-    const count = await deps.secrets.count(project(ex));
-    if (count >= deps.maxPerProject)
-      throw errors.invalidParam("name", `This project has ${count} secrets, the limit is ${deps.maxPerProject}. Delete some first.`, "secret_limit_reached");
-    const created = await deps.secrets.create(project(ex), name, value);
-    if (!created) throw errors.conflict(`A secret named ${name} exists already: rotate it with POST /v1/secrets/${name}.`, "name", "secret_exists");
-    ex.json(200, created);
+    const result = await deps.secrets.create(project(ex), name, value, deps.maxPerProject);
+    if ("held" in result)
+      throw errors.invalidParam("name", `This project has ${result.held} secrets, the limit is ${deps.maxPerProject}. Delete some first.`, "secret_limit_reached");
+    if ("exists" in result) throw errors.conflict(`A secret named ${name} exists already: rotate it with POST /v1/secrets/${name}.`, "name", "secret_exists");
+    ex.json(200, result.created);
   });
 
   router.get("/v1/secrets", async (ex) => {

@@ -9,6 +9,13 @@ import { compareAndSet, kvRecord, valueSchema, type Mutable } from "./kv-records
 // record, then turns the slot into a count (settle). A process that dies in between leaves a
 // pending slot behind: past a grace period it is checked against the record (`written`) and
 // counted or dropped, when the bound is reached, so a crash never leaks a slot for good.
+//
+// Records that can be deleted (a project's secrets) are not uncounted when they go: a delete that
+// told the counter could die between the two writes and leave it wrong for good. Such a bound
+// (`recount`) counts its records again instead whenever the counter says the bound is reached, so
+// the counter may run high between deletes and the bound, never low at it, and a delete costs
+// nothing. Ids may repeat (a caller-chosen project id, a secret's name): each admission is a slot
+// of its own, and a create that finds its record there already settles as not written.
 
 const AdmissionSchema = Schema.Struct({
   /** Records written, by the start of the hour they were admitted in (0 for bounds without a window). */
@@ -25,6 +32,12 @@ export const ADMISSION_GRACE_MS = 120_000;
 /** Compare-and-set attempts on the counter: a burst of creates in one project all write it, twice each. */
 const CAS_ATTEMPTS = 100;
 
+export interface AdmittedRecord {
+  id: string;
+  /** When it was created (ms since the epoch; any number for bounds without a window). */
+  at: number;
+}
+
 export interface AdmissionBound {
   kv: KV;
   /** The counter's KV key (outside the listings of the records it counts). */
@@ -32,10 +45,19 @@ export interface AdmissionBound {
   max: number;
   /** Records count this long after their admission, then lapse (records that expire); absent: forever. */
   windowMs?: number;
-  /** Whether the record admitted as `id` exists (asked only of pending slots past the grace). */
+  /** Whether the record admitted as `id` exists (asked of pending slots past the grace, and after a write that threw). */
   written: (id: string) => Promise<boolean>;
-  /** Creation times (ms) of the records present when the counter is first made (written before it existed). */
-  existing: () => Promise<number[]>;
+  /**
+   * The records present (id, creation time in ms): read when the counter is first made (records
+   * written before it existed) and, with `recount`, whenever the counter says the bound is reached.
+   */
+  existing: () => Promise<AdmittedRecord[]>;
+  /**
+   * The records can be deleted without the counter being told, or ids can repeat: recount them at
+   * the bound (see the file's comment). Without it a stale slot is settled by `written(id)` alone,
+   * which only unique ids answer exactly.
+   */
+  recount?: boolean;
   now?: () => number;
 }
 
@@ -85,35 +107,54 @@ export class Admission {
   }
 
   /**
+   * Counts the records present again (`recount` bounds): pending creates whose records are among
+   * them are counted with them (their settle then finds no slot), stale ones whose records are not
+   * were lost. Records deleted while listing still count: high, never low. Whether it changed.
+   */
+  private async recount(record: AdmissionRecord, now: number): Promise<boolean> {
+    const canonical = (r: AdmissionRecord) => JSON.stringify([[...r.counts].sort((a, b) => a.at - b.at), r.pending]);
+    const before = canonical(record);
+    const present = await this.bound.existing();
+    const listed = new Set(present.map((r) => r.id));
+    record.pending = record.pending.filter((p) => !listed.has(p.id) && now - p.since <= ADMISSION_GRACE_MS);
+    record.counts = [];
+    for (const r of present) this.count(record, r.at);
+    this.held(record, now);
+    return canonical(record) !== before;
+  }
+
+  /**
    * Takes a slot for the record `id` unless the bound is reached (compare-and-set: of creates
    * racing for the last slot exactly one gets it). `held` is what the counter held when it refused
    * or admitted. An admitted create must `settle` once its record is written (or failed).
    */
   async admit(id: string): Promise<{ admitted: boolean; held: number }> {
     let held = 0;
+    let admitted = false;
     const result = await compareAndSet(this.target(), async (current) => {
+      admitted = false;
       const now = this.now();
       const record = current ?? (await this.initial());
       held = this.held(record, now);
       if (held >= this.bound.max) {
-        const resolved = await this.resolveStale(record, now);
+        const learned = this.bound.recount ? await this.recount(record, now) : await this.resolveStale(record, now);
         held = this.held(record, now);
-        // Refused; what was learned (a new counter, stale slots resolved) is stored all the same.
-        if (held >= this.bound.max) return current && !resolved ? undefined : record;
+        // Refused; what was learned (a new counter, stale slots resolved, a recount) is stored all the same.
+        if (held >= this.bound.max) return current && !learned ? undefined : record;
       }
-      if (record.pending.some((p) => p.id === id)) return undefined;
       record.pending.push({ id, since: now });
+      admitted = true;
       return record;
     }, this.upsert);
-    const admitted = result?.changed === true && result.value.pending.some((p) => p.id === id);
-    return { admitted, held };
+    return { admitted: admitted && result?.changed === true, held };
   }
 
   /** The admitted create of `id` ended: its record was `written` (counted), or not (the slot is freed). */
   async settle(id: string, written: boolean): Promise<void> {
     await compareAndSet(this.target(), (record) => {
+      // Of slots with the same id (creates of one caller-chosen id), any one: they are alike.
       const slot = record!.pending.find((p) => p.id === id);
-      // Gone: it was resolved as stale meanwhile (counted if its record was there).
+      // Gone: it was resolved as stale or recounted meanwhile (counted if its record was there).
       if (!slot) return undefined;
       record!.pending = record!.pending.filter((p) => p !== slot);
       if (written) this.count(record!, slot.since);
@@ -133,15 +174,17 @@ export class Admission {
 
   private async initial(): Promise<AdmissionRecord> {
     const record: AdmissionRecord = { counts: [], pending: [] };
-    for (const at of await this.bound.existing()) this.count(record, at);
+    for (const r of await this.bound.existing()) this.count(record, r.at);
     return record;
   }
 
   /**
    * Runs `write` (which writes the record `id`) inside an admission: `admitted: false` when the
    * bound is reached (`held` says how many the counter holds), else what `write` returned.
+   * `stored` tells from that whether the record was written (default: it was); a create-only write
+   * that found the record there already (a repeated id) returns "not written", and takes no place.
    */
-  async within<T>(id: string, write: () => Promise<T>): Promise<{ admitted: true; value: T } | { admitted: false; held: number }> {
+  async within<T>(id: string, write: () => Promise<T>, stored: (value: T) => boolean = () => true): Promise<{ admitted: true; value: T } | { admitted: false; held: number }> {
     const { admitted, held } = await this.admit(id);
     if (!admitted) return { admitted: false, held };
     let value: T;
@@ -153,7 +196,7 @@ export class Admission {
       throw err;
     }
     // A settle that fails leaves the slot pending: resolved against the record past the grace.
-    await this.settle(id, true).catch(() => undefined);
+    await this.settle(id, stored(value)).catch(() => undefined);
     return { admitted: true, value };
   }
 }

@@ -35,6 +35,11 @@ export const MAX_PROJECTS_PER_ORGANIZATION = 1000;
  */
 export const MAX_KEYS_PER_ORGANIZATION = 10_000;
 
+export interface AccountBounds {
+  maxKeysPerOrganization?: number;
+  maxProjectsPerOrganization?: number;
+}
+
 export interface ApiKeyView extends ApiKeyRecord {
   last_used_at: number | null;
 }
@@ -71,15 +76,21 @@ function checkId(value: string, field: string): string {
  * compare-and-set on the record's revision.
  */
 export class AccountStore {
-  /** `maxKeysPerOrganization`: MAX_KEYS_PER_ORGANIZATION but in tests of the bound itself. */
-  constructor(readonly kv: KV, readonly usage: KV, private readonly maxKeysPerOrganization = MAX_KEYS_PER_ORGANIZATION) {}
+  private readonly maxKeysPerOrganization: number;
+  private readonly maxProjectsPerOrganization: number;
 
-  static async open(nc: NatsConnection, options: { maxKeysPerOrganization?: number } = {}): Promise<AccountStore> {
+  /** The bounds are MAX_KEYS_PER_ORGANIZATION and MAX_PROJECTS_PER_ORGANIZATION but in tests of the bounds themselves. */
+  constructor(readonly kv: KV, readonly usage: KV, bounds: AccountBounds = {}) {
+    this.maxKeysPerOrganization = bounds.maxKeysPerOrganization ?? MAX_KEYS_PER_ORGANIZATION;
+    this.maxProjectsPerOrganization = bounds.maxProjectsPerOrganization ?? MAX_PROJECTS_PER_ORGANIZATION;
+  }
+
+  static async open(nc: NatsConnection, bounds: AccountBounds = {}): Promise<AccountStore> {
     const [kv, usage] = await Promise.all([
       openKv(nc, buckets.accounts, { history: 5, description: "Tributary organizations, projects, API keys (hashed) and invitations" }),
       openKv(nc, buckets.apiKeyUsage, { history: 1, description: "Tributary API keys: last-used times" }),
     ]);
-    return new AccountStore(kv, usage, options.maxKeysPerOrganization);
+    return new AccountStore(kv, usage, bounds);
   }
 
   // ---- organizations and projects ----
@@ -96,8 +107,7 @@ export class AccountStore {
     };
     const project: ProjectRecord = { id: organization.default_project_id, organization_id: organization.id, name: projectName, created_at };
     // The project first: an organization is never visible without its default project.
-    if (!(await createRecord(this.kv, accountKeys.project(organization.id, project.id), project)))
-      throw errors.conflict(`Project ${project.id} already exists.`, "project_id", "already_exists");
+    if (!(await this.registerProject(project))) throw errors.conflict(`Project ${project.id} already exists.`, "project_id", "already_exists");
     if (!(await createRecord(this.kv, accountKeys.org(organization.id), organization)))
       throw errors.conflict(`Organization ${organization.id} already exists.`, "organization_id", "already_exists");
     return { organization, project };
@@ -119,20 +129,53 @@ export class AccountStore {
     return records.map((r) => r.value).sort(byCreation);
   }
 
+  /**
+   * The organization's project bound: admission through its counter record (compare-and-set), so
+   * of creates racing for the last place exactly one gets it. Project ids may be chosen by the
+   * caller, so they can repeat: the bound recounts (lib/nats/admission.ts).
+   */
+  private projectBound(orgId: string): Admission {
+    return new Admission({
+      kv: this.kv,
+      key: accountKeys.projectCount(orgId),
+      max: this.maxProjectsPerOrganization,
+      recount: true,
+      written: async (projectId) => live(await this.kv.get(accountKeys.project(orgId, projectId))) !== undefined,
+      existing: async () => (await listKeys(this.kv, accountKeys.projectsOf(orgId), `project.${orgId}.`)).map((id) => ({ id, at: 0 })),
+    });
+  }
+
   async createProject(input: { organizationId: string; name: string; id?: string }): Promise<ProjectRecord> {
     const org = await this.requireOrganization(input.organizationId);
-    // A bound, not a quota: two creations racing at the limit may both pass.
-    if ((await listKeys(this.kv, accountKeys.projectsOf(org.id), "", { limit: MAX_PROJECTS_PER_ORGANIZATION })).length >= MAX_PROJECTS_PER_ORGANIZATION)
-      throw errors.invalidParam("name", `An organization has at most ${MAX_PROJECTS_PER_ORGANIZATION} projects.`);
     const project: ProjectRecord = {
       id: input.id ? checkId(input.id, "project_id") : newId("proj_"),
       organization_id: org.id,
       name: checkName(input.name, "name"),
       created_at: nowSeconds(),
     };
-    if (!(await createRecord(this.kv, accountKeys.project(org.id, project.id), project)))
-      throw errors.conflict(`Project ${project.id} already exists.`, "project_id", "already_exists");
+    const key = accountKeys.project(org.id, project.id);
+    const exists = async () => input.id !== undefined && live(await this.kv.get(key)) !== undefined;
+    const conflict = () => errors.conflict(`Project ${project.id} already exists.`, "project_id", "already_exists");
+    // A project that exists already is refused before admission: it takes no place.
+    if (await exists()) throw conflict();
+    const created = await this.projectBound(org.id).within(project.id, () => createRecord(this.kv, key, project), (revision) => revision !== undefined);
+    if (!created.admitted) {
+      // Made meanwhile by a create of the same id that took the last place: what it always was, a conflict.
+      if (await exists()) throw conflict();
+      throw errors.invalidParam("name", `An organization has at most ${this.maxProjectsPerOrganization} projects.`, "too_many_projects");
+    }
+    if (created.value === undefined) throw conflict();
     return project;
+  }
+
+  /**
+   * Creates `project` unless it exists (then false). Projects made outside `createProject` (an
+   * organization's first, an operator's configured ones) are not bound, but they count towards it.
+   */
+  async registerProject(project: ProjectRecord): Promise<boolean> {
+    if ((await createRecord(this.kv, accountKeys.project(project.organization_id, project.id), project)) === undefined) return false;
+    await this.projectBound(project.organization_id).add();
+    return true;
   }
 
   async getProject(orgId: string, projectId: string): Promise<ProjectRecord | undefined> {
@@ -192,7 +235,7 @@ export class AccountStore {
       key: accountKeys.keyCount(orgId),
       max: this.maxKeysPerOrganization,
       written: async (keyId) => live(await this.kv.get(accountKeys.keyIndex(orgId, keyId))) !== undefined,
-      existing: async () => (await listKeys(this.kv, accountKeys.keyIndexesOf(orgId))).map(() => 0),
+      existing: async () => (await listKeys(this.kv, accountKeys.keyIndexesOf(orgId), `keyid.${orgId}.`)).map((id) => ({ id, at: 0 })),
     });
   }
 

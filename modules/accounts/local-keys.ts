@@ -42,7 +42,7 @@ export async function registerConfiguredKeys(store: AccountStore, keys: readonly
   for (const k of keys) if (!projects.has(k.projectId)) projects.set(k.projectId, k.projectId);
   for (const [id, name] of projects) {
     const project: ProjectRecord = { id, organization_id: org.id, name, created_at };
-    await createRecord(store.kv, accountKeys.project(org.id, id), project);
+    await store.registerProject(project);
   }
   await createRecord(store.kv, accountKeys.org(org.id), org);
   for (const k of keys) {

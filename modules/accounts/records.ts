@@ -112,6 +112,8 @@ export const accountKeys = {
   keyIndexAnywhere: (keyId: string) => `keyid.*.${keyId}`,
   /** The organization's key counter (lib/nats/admission.ts): admits key creations at the bound. */
   keyCount: (orgId: string): AccountKey<AdmissionRecord> => `keycount.${orgId}`,
+  /** The organization's project counter (lib/nats/admission.ts): admits project creations at the bound. */
+  projectCount: (orgId: string): AccountKey<AdmissionRecord> => `projectcount.${orgId}`,
   invitation: (invitationId: string): AccountKey<InvitationRecord> => `invitation.${invitationId}`,
   invitations: "invitation.*",
 } as const;
@@ -130,6 +132,7 @@ export function accountRecordSchema(key: string): ValueSchema<unknown> | undefin
     case "invitation":
       return accountRecords.invitation;
     case "keycount":
+    case "projectcount":
       return admissionRecord;
     default:
       return undefined;

@@ -93,7 +93,7 @@ export class JobStore {
       max,
       windowMs: JOB_RECORD_LIFE_MS,
       written: async (id) => live(await this.kv.get(prefix + id)) !== undefined,
-      existing: async () => (await listKeys(this.kv, `${prefix}*`, prefix)).map((id) => sortableIdTime(id, "job_") ?? Date.now()),
+      existing: async () => (await listKeys(this.kv, `${prefix}*`, prefix)).map((id) => ({ id, at: sortableIdTime(id, "job_") ?? Date.now() })),
     });
   }
 

@@ -7,6 +7,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { createRecord, getRecord, live, modifyRecord, valueSchema, type Mutable } from "../../lib/nats/kv-records.js";
 import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
+import { Admission } from "../../lib/nats/admission.js";
 
 // Project secrets, envelope-encrypted at rest: each secret has its own data key (AES-256-GCM),
 // and that key is stored wrapped (AES-256-GCM) by the master key, which never enters JetStream.
@@ -143,15 +144,38 @@ export class SecretStore {
     return key;
   }
 
-  async count(project: string): Promise<number> {
-    return (await listKeys(this.kv, `${kvToken(project)}.*`)).length;
+  /**
+   * The project's secret bound: admission through a counter record beside the secrets
+   * (<project>.index.admitted: three tokens, outside the listings of <project>.*), so of creates
+   * racing for the last place exactly one gets it. Secrets are deleted without telling the
+   * counter and a name can be created again, so the bound recounts (lib/nats/admission.ts).
+   */
+  private bound(project: string, max: number): Admission {
+    const prefix = `${kvToken(project)}.`;
+    return new Admission({
+      kv: this.kv,
+      key: `${prefix}index.admitted`,
+      max,
+      recount: true,
+      written: async (name) => live(await this.kv.get(prefix + name)) !== undefined,
+      existing: async () => (await listKeys(this.kv, `${prefix}*`, prefix)).map((name) => ({ id: name, at: 0 })),
+    });
   }
 
-  /** Creates the secret; undefined when it exists already. */
-  async create(project: string, name: string, value: string): Promise<SecretObject | undefined> {
+  /**
+   * Creates the secret, unless the name is in use (`exists`: rotate it instead; it takes no place)
+   * or the project holds `maxPerProject` secrets (`held`: how many the counter holds).
+   */
+  async create(project: string, name: string, value: string, maxPerProject: number): Promise<{ created: SecretObject } | { exists: true } | { held: number }> {
+    const key = this.key(project, name);
+    const exists = async () => live(await this.kv.get(key)) !== undefined;
+    if (await exists()) return { exists: true };
     const now = Math.floor(Date.now() / 1000);
     const record: StoredSecret = { name, version: 1, created_at: now, updated_at: now, ...this.encrypt(project, name, value) };
-    return (await createRecord(this.kv, this.key(project, name), record)) === undefined ? undefined : toObject(record);
+    const result = await this.bound(project, maxPerProject).within(name, () => createRecord(this.kv, key, record), (revision) => revision !== undefined);
+    // Refused at the bound: a create of the same name that took the last place is what it always was, a name in use.
+    if (!result.admitted) return (await exists()) ? { exists: true } : { held: result.held };
+    return result.value === undefined ? { exists: true } : { created: toObject(record) };
   }
 
   /** A new value under a fresh data key, version + 1; undefined when there is no such secret. */

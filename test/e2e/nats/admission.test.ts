@@ -18,7 +18,7 @@ const kv = await openKv(nc, buckets.jobs, { history: 1 });
 const DAY = 24 * 3600_000;
 const written = new Set<string>();
 const bound = (key: string, now: number, options: { windowMs?: number; existing?: number[] } = {}) =>
-  new Admission({ kv, key, max: 2, now: () => now, written: async (id) => written.has(id), existing: async () => options.existing ?? [], ...(options.windowMs !== undefined ? { windowMs: options.windowMs } : {}) });
+  new Admission({ kv, key, max: 2, now: () => now, written: async (id) => written.has(id), existing: async () => (options.existing ?? []).map((at, i) => ({ id: `present${i}`, at })), ...(options.windowMs !== undefined ? { windowMs: options.windowMs } : {}) });
 
 t.test("admissions lapse after the window, by the hour they were made in", async (t) => {
   const now = Date.now();
@@ -71,4 +71,40 @@ t.test("a burst of 120 creates from 4 connections: no create gives up, exactly t
   t.equal(results.filter((r) => r.admitted).length, 50, "50 admitted, none failed");
   const again = await new Admission({ kv, key: "p6.index.admitted", max: 50, written: async () => true, existing: async () => [] }).admit("one more");
   t.same(again, { admitted: false, held: 50 }, "all settled as counts");
+});
+
+// Bounds whose records can be deleted without the counter being told, or whose ids can repeat
+// (secrets by name, projects by a caller-chosen id), recount their records at the bound.
+const recounting = (key: string, present: Set<string>, max = 2) =>
+  new Admission({ kv, key, max, recount: true, written: async (id) => present.has(id), existing: async () => [...present].map((id) => ({ id, at: 0 })) });
+const revisionOf = async (key: string) => (await kv.get(key))?.revision;
+
+t.test("a recount bound: deleted records free their places at the bound, and nothing is counted twice", async (t) => {
+  const present = new Set<string>();
+  const b = recounting("p7.index.admitted", present);
+  for (const id of ["a", "b"]) {
+    t.same(await b.within(id, async () => present.add(id)), { admitted: true, value: present }, `${id}: made`);
+  }
+  const full = await revisionOf("p7.index.admitted");
+  t.same(await b.admit("c"), { admitted: false, held: 2 }, "full");
+  t.equal(await revisionOf("p7.index.admitted"), full, "a refusal that learned nothing writes nothing");
+  present.delete("a");
+  t.same(await b.admit("c"), { admitted: true, held: 1 }, "a deleted, the counter not told: recounted at the bound, c admitted");
+  // c's record is written but c has not settled when the next create finds the bound reached:
+  // the recount counts c by its record and drops its slot, so c's settle counts nothing more.
+  present.add("c");
+  t.same(await b.admit("d"), { admitted: false, held: 2 }, "b and c: full");
+  await b.settle("c", true);
+  present.delete("b");
+  t.same(await b.admit("d"), { admitted: true, held: 1 }, "b deleted: c was counted once");
+});
+
+t.test("a repeated id: each admission a slot of its own, only the one that wrote counts", async (t) => {
+  const present = new Set<string>();
+  const b = recounting("p8.index.admitted", present, 3);
+  const writes = await Promise.all([1, 2].map(() => b.within("same", async () => (present.has("same") ? undefined : present.add("same")), (v) => v !== undefined)));
+  t.same(writes.map((w) => w.admitted), [true, true], "both admitted: there was room");
+  t.same(await b.admit("other"), { admitted: true, held: 1 }, "the repeat took no place");
+  t.same(await b.admit("more"), { admitted: true, held: 2 });
+  t.same(await b.admit("too many"), { admitted: false, held: 3 });
 });
