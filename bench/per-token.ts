@@ -1,7 +1,10 @@
 // Where a token's time goes at concurrency 1 on the tiny model: llama.cpp's llama-server, a bare
 // node-llama-cpp evaluate loop, the runner's LlamaEngine + Scheduler in process, and the whole
 // stack, side by side in alternating rounds, as wall time per token and CPU time per token.
-//   node dist/bench/per-token.js [--requests 20] [--rounds 3] [--max-tokens 128] [--modes server,bare,engine,stack]
+//   node dist/bench/per-token.js [--requests 20] [--rounds 3] [--max-tokens 128] [--modes server,bare,engine,stack] [--perf]
+// --perf: also counts instructions retired per token per thread (`perf stat --per-thread`, which
+// the machine's load does not move): the decoding process's main thread, its V8 helper threads,
+// its other threads (libuv's pool: decode and sample), and every other server process.
 // Every decoding process runs on the runner's CPU (as `tributary start` places a runner); the
 // bench's clients and the stack's other processes on the other CPU. CPU per token counts the
 // decoding process (llama-server, this process for the in-process modes, the runner) and, for
@@ -9,6 +12,7 @@
 import { parseArgs } from "node:util";
 import { loadavg } from "node:os";
 import { readdirSync, readFileSync } from "node:fs";
+import { spawn } from "node:child_process";
 import { getLlama, LlamaLogLevel, type LlamaContext, type LlamaContextSequence, type Token } from "node-llama-cpp";
 import { catalogOverridesConfig, commonConfig, readConfig } from "../lib/config.js";
 import { loadCatalog } from "../modules/catalog/mod.js";
@@ -31,6 +35,7 @@ const { values } = parseArgs({
     slots: { type: "string", default: "64" },
     modes: { type: "string", default: "server,bare,engine,stack" },
     out: { type: "string", default: "per-token.md" },
+    perf: { type: "boolean", default: false },
   },
 });
 const requests = Number(values.requests);
@@ -56,6 +61,50 @@ interface Sample {
   mainThreadCpuMs: number;
   /** Voluntary and involuntary context switches of the decoding process (from /proc). */
   switches: number;
+  /** With --perf: instructions retired over the round by thread group. */
+  instructions?: Instructions;
+}
+
+interface Instructions {
+  /** The decoding process's main thread, user + kernel. */
+  main: number;
+  /** The same, user mode only. */
+  mainUser: number;
+  /**
+   * The decoding process's other threads: libuv's pool (decode and sample, taking turns), V8's
+   * GC helpers (Node names neither), llama-server's HTTP threads.
+   */
+  other: number;
+  /** Every other server process. */
+  rest: number;
+}
+
+/**
+ * Counts instructions (user and kernel) per thread of `pids` until the returned stop function is
+ * called.
+ */
+function countInstructions(decoderPid: number, pids: readonly number[]): () => Promise<Instructions> {
+  const perf = spawn("perf", ["stat", "--per-thread", "-x", ",", "-e", "instructions:u,instructions:k", "-p", pids.join(",")], { stdio: ["ignore", "ignore", "pipe"] });
+  let output = "";
+  perf.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+  return async () => {
+    const decoderThreads = new Set(readdirSync(`/proc/${decoderPid}/task`).map(Number));
+    const exited = new Promise((resolve) => perf.once("exit", resolve));
+    perf.kill("SIGINT");
+    await exited;
+    const counts: Instructions = { main: 0, mainUser: 0, other: 0, rest: 0 };
+    for (const line of output.split("\n")) {
+      // "<comm>-<tid>,<count>,,instructions:u,..."
+      const m = /^.*-(\d+),(\d+),[^,]*,instructions:([uk])/.exec(line);
+      if (!m) continue;
+      const [tid, count, mode] = [Number(m[1]), Number(m[2]), m[3]];
+      if (tid === decoderPid && mode === "u") counts.mainUser += count;
+      if (tid === decoderPid) counts.main += count;
+      else if (!decoderThreads.has(tid)) counts.rest += count;
+      else counts.other += count;
+    }
+    return counts;
+  };
 }
 
 const selfCpuMs = () => {
@@ -126,6 +175,9 @@ async function measure(decoderPid: number, serverPids: readonly number[], one: (
   const decoderCpu = () => (decoderPid === process.pid ? selfCpuMs() : cpuMs(decoderPid));
   for (let i = 0; i < 3; i++) await one();
   const sample: Sample = { tokens: 0, wallMs: 0, decoderCpuMs: 0, serverCpuMs: 0, mainThreadCpuMs: 0, ttft: [], switches: 0 };
+  const stopCounting = values.perf ? countInstructions(decoderPid, serverPids) : undefined;
+  // perf attaches asynchronously: give it a moment before the measured requests.
+  if (stopCounting) await new Promise((r) => setTimeout(r, 200));
   const [c0, d0, m0, s0, t0] = [cpu(), decoderCpu(), mainThreadCpuMs(decoderPid), switches(decoderPid), performance.now()];
   for (let i = 0; i < requests; i++) {
     const r = await one();
@@ -137,6 +189,7 @@ async function measure(decoderPid: number, serverPids: readonly number[], one: (
   sample.decoderCpuMs = decoderCpu() - d0;
   sample.mainThreadCpuMs = mainThreadCpuMs(decoderPid) - m0;
   sample.switches = switches(decoderPid) - s0;
+  if (stopCounting) sample.instructions = await stopCounting();
   return sample;
 }
 
@@ -230,13 +283,31 @@ async function main(): Promise<void> {
       ["path", "tok/s (median)", "tok/s per round", "wall µs/token", "decoding process CPU µs/token", "of it main thread", "of it other threads", "all server processes CPU µs/token", "context switches/token (decoding process)", "TTFT p50 / p99 ms"],
       rows,
     );
+    const perThread = (pick: (i: Instructions) => number) => (ss: Sample[]) => fmt(median(ss.map((s) => pick(s.instructions!) / s.tokens / 1000)), 1);
+    const instructionTable = values.perf
+      ? markdownTable(
+          ["path", "main thread K instr/token (user + kernel)", "of it user", "other threads (decode + sample, GC; HTTP)", "decoding process", "other server processes"],
+          labels.map((label) => {
+            const ss = samples.get(label)!;
+            return [
+              label,
+              perThread((i) => i.main)(ss),
+              perThread((i) => i.mainUser)(ss),
+              perThread((i) => i.other)(ss),
+              perThread((i) => i.main + i.other)(ss),
+              perThread((i) => i.rest)(ss),
+            ];
+          }),
+        )
+      : "";
     const file = writeResults(values.out!, "Per token at concurrency 1: llama-server, bare node-llama-cpp, engine, stack", [
       `${machineLine()} Load average (1 min) at start and end: ${load.map((l) => l.toFixed(1)).join(", ")}.`,
       `Model ${spec.id} (stories260K), ${slots} slots, max_tokens ${maxTokens}, temperature 0.8, one request at a time; per round ${requests} requests per path (after 3 warm-up requests), ${rounds} rounds in alternating order. Placement: ${layout.description}; the in-process paths move this process onto the runner's CPU while they run. CPU µs/token: user+system time of the processes over the round, per completion token (the in-process paths: this whole process, the load loop included).`,
       table,
-      `Command: \`npm run build && node dist/bench/per-token.js --requests ${requests} --rounds ${rounds} --max-tokens ${maxTokens} --modes ${modes.join(",")}${values.out === "per-token.md" ? "" : ` --out ${values.out}`}\``,
+      ...(values.perf ? ["Instructions retired per token (`perf stat --per-thread`; median of the rounds). Counting per thread makes every context switch costlier on a VM, so take CPU times from a run without --perf:", instructionTable] : []),
+      `Command: \`npm run build && node dist/bench/per-token.js --requests ${requests} --rounds ${rounds} --max-tokens ${maxTokens} --modes ${modes.join(",")}${values.out === "per-token.md" ? "" : ` --out ${values.out}`}${values.perf ? " --perf" : ""}\``,
     ]);
-    process.stderr.write(`${table}\nwrote ${file}\n`);
+    process.stderr.write(`${table}\n${instructionTable}\nwrote ${file}\n`);
   } finally {
     for (const c of Object.values(clients)) c.close();
     await started.server?.stop();
