@@ -146,35 +146,30 @@ export class ChoiceDecoder {
     const options: SequenceEvaluateOptions = grammar
       ? { ...this.options, grammarEvaluationState: new LlamaGrammarEvaluationState({ model: this.model, grammar }) }
       : this.options;
-    const tokens = this.slot.generate(input, options);
-    try {
-      for (let token = await tokens.next(); token !== undefined; token = await tokens.next()) {
-        this.count(token);
-        if (this.plan.stopTokens.has(token)) break;
-        let text = detok.push(token);
-        if (json) {
-          const end = json.push(text);
-          if (end >= 0) text = text.slice(0, end);
-        }
-        const m = matcher.push(text);
-        this.emitText(m.emit);
-        content += m.emit;
-        if (m.hit?.kind === "stop") return FinishReason.FINISH_REASON_STOP;
-        if (m.hit?.kind === "call" && tools) {
-          // Rewrite the context as content + the canonical call prefix, then decode the call under grammars.
-          await this.slot.truncate(promptLength);
-          const prefix = this.tokenize(tools.syntax.prefix);
-          await this.callLoop(tools, content ? [...this.tokenize(content), ...prefix] : prefix, undefined);
-          return FinishReason.FINISH_REASON_TOOL_CALLS;
-        }
-        if (json?.complete) return FinishReason.FINISH_REASON_STOP;
-        if (!this.budgetLeft) {
-          this.emitText(matcher.flush());
-          return FinishReason.FINISH_REASON_LENGTH;
-        }
+    for await (const token of this.slot.generate(input, options)) {
+      this.count(token);
+      if (this.plan.stopTokens.has(token)) break;
+      let text = detok.push(token);
+      if (json) {
+        const end = json.push(text);
+        if (end >= 0) text = text.slice(0, end);
       }
-    } finally {
-      await tokens.close();
+      const m = matcher.push(text);
+      this.emitText(m.emit);
+      content += m.emit;
+      if (m.hit?.kind === "stop") return FinishReason.FINISH_REASON_STOP;
+      if (m.hit?.kind === "call" && tools) {
+        // Rewrite the context as content + the canonical call prefix, then decode the call under grammars.
+        await this.slot.truncate(promptLength);
+        const prefix = this.tokenize(tools.syntax.prefix);
+        await this.callLoop(tools, content ? [...this.tokenize(content), ...prefix] : prefix, undefined);
+        return FinishReason.FINISH_REASON_TOOL_CALLS;
+      }
+      if (json?.complete) return FinishReason.FINISH_REASON_STOP;
+      if (!this.budgetLeft) {
+        this.emitText(matcher.flush());
+        return FinishReason.FINISH_REASON_LENGTH;
+      }
     }
     this.emitText(matcher.push(detok.flush()).emit + matcher.flush());
     return FinishReason.FINISH_REASON_STOP;
@@ -208,15 +203,10 @@ export class ChoiceDecoder {
     const state = new LlamaGrammarEvaluationState({ model: this.model, grammar: tools.nameGrammar });
     const detok = new IncrementalDetokenizer(this.model, input);
     let name = "";
-    const tokens = this.slot.generate(input, { ...this.options, grammarEvaluationState: state });
-    try {
-      for (let token = await tokens.next(); token !== undefined; token = await tokens.next()) {
-        this.count(token);
-        name += detok.push(token);
-        if (!this.budgetLeft) throw new Finished(FinishReason.FINISH_REASON_LENGTH);
-      }
-    } finally {
-      await tokens.close();
+    for await (const token of this.slot.generate(input, { ...this.options, grammarEvaluationState: state })) {
+      this.count(token);
+      name += detok.push(token);
+      if (!this.budgetLeft) throw new Finished(FinishReason.FINISH_REASON_LENGTH);
     }
     name = (name + detok.flush()).trim();
     if (!tools.argumentGrammars.has(name)) throw new Error(`the name grammar produced an unknown function "${name}"`);
@@ -230,19 +220,14 @@ export class ChoiceDecoder {
     const state = new LlamaGrammarEvaluationState({ model: this.model, grammar });
     const detok = new IncrementalDetokenizer(this.model, input);
     const json = new JsonCompletionTracker();
-    const tokens = this.slot.generate(input, { ...this.options, grammarEvaluationState: state });
-    try {
-      for (let token = await tokens.next(); token !== undefined; token = await tokens.next()) {
-        this.count(token);
-        let text = detok.push(token);
-        const end = json.push(text);
-        if (end >= 0) text = text.slice(0, end);
-        if (text) this.sink.toolCall({ index, id: "", name: "", arguments: text });
-        if (json.complete) return;
-        if (!this.budgetLeft) throw new Finished(FinishReason.FINISH_REASON_LENGTH);
-      }
-    } finally {
-      await tokens.close();
+    for await (const token of this.slot.generate(input, { ...this.options, grammarEvaluationState: state })) {
+      this.count(token);
+      let text = detok.push(token);
+      const end = json.push(text);
+      if (end >= 0) text = text.slice(0, end);
+      if (text) this.sink.toolCall({ index, id: "", name: "", arguments: text });
+      if (json.complete) return;
+      if (!this.budgetLeft) throw new Finished(FinishReason.FINISH_REASON_LENGTH);
     }
   }
 
@@ -255,20 +240,15 @@ export class ChoiceDecoder {
     const matcher = new TriggerMatcher<Kind>(triggers);
     const detok = new IncrementalDetokenizer(this.model, suffix);
     let seen = 0;
-    const tokens = this.slot.generate(suffix, this.options);
-    try {
-      for (let token = await tokens.next(); token !== undefined; token = await tokens.next()) {
-        this.count(token);
-        if (this.plan.stopTokens.has(token)) return undefined;
-        const m = matcher.push(detok.push(token));
-        if (m.hit?.kind === "call") {
-          await this.slot.truncate(before);
-          return [...suffix, ...this.tokenize(tools.syntax.prefix)];
-        }
-        if (m.hit || m.emit.trim().length > 0 || ++seen >= CONTINUATION_LOOKAHEAD || !this.budgetLeft) return undefined;
+    for await (const token of this.slot.generate(suffix, this.options)) {
+      this.count(token);
+      if (this.plan.stopTokens.has(token)) return undefined;
+      const m = matcher.push(detok.push(token));
+      if (m.hit?.kind === "call") {
+        await this.slot.truncate(before);
+        return [...suffix, ...this.tokenize(tools.syntax.prefix)];
       }
-    } finally {
-      await tokens.close();
+      if (m.hit || m.emit.trim().length > 0 || ++seen >= CONTINUATION_LOOKAHEAD || !this.budgetLeft) return undefined;
     }
     return undefined;
   }

@@ -69,94 +69,41 @@ export class SlotSequence {
     return this.gate.during(() => this.sequence.eraseContextTokenRanges([{ start: from, end: this.sequence.nextTokenIndex }]));
   }
 
-  /**
-   * Evaluates `input` (after any pending token) and returns the stream of generated tokens. The
-   * caller reads it with `next()` until it returns undefined or it stops, and then calls `close()`
-   * (in a finally). A hand-written stream rather than an async generator, over node-llama-cpp's
-   * `evaluateWithMetadata` rather than `evaluate` (an async generator around it that only maps
-   * each item to its token): every layer of async generator costs a chain of promises and
-   * generator resumptions per token, on the thread that also prepares the next decode.
-   */
-  generate(input: readonly Token[], options: SequenceEvaluateOptions): TokenStream {
+  /** Evaluates `input` (after any pending token) and yields generated tokens. */
+  async *generate(input: readonly Token[], options: SequenceEvaluateOptions): AsyncGenerator<Token> {
     const tokens = this.pending.length > 0 ? [...this.pending, ...input] : [...input];
     this.pending = [];
-    return new TokenStream(this, tokens.length > 0 ? this.sequence.evaluateWithMetadata(tokens, {}, options) : undefined, this.gate, this.steps, this.order);
-  }
-
-  /** @internal The token a stream returned last, not fed back yet (see `pending`). */
-  holdPending(token: Token | undefined): void {
-    this.pending = token === undefined ? [] : [token];
-  }
-}
-
-type EvaluationOutput = ReturnType<LlamaContextSequence["evaluateWithMetadata"]>;
-
-/** Generated tokens of one `SlotSequence.generate` call. */
-export class TokenStream {
-  /** Past the first token: the sequence takes part in decode steps. */
-  private member = false;
-  private done = false;
-
-  constructor(
-    private readonly slot: SlotSequence,
-    private tokensOut: EvaluationOutput | undefined,
-    private readonly gate: DecodeGate,
-    private readonly steps: DecodeSteps | undefined,
-    private readonly order: number,
-  ) {
-    if (!tokensOut) this.done = true;
-  }
-
-  /**
-   * The next generated token, or undefined when generation ended. The first call evaluates the
-   * input (a prompt may take several batches); every later one decodes one token, as a step
-   * with the other generating sequences.
-   */
-  async next(): Promise<Token | undefined> {
-    if (this.done) return undefined;
-    // Coming back for another token: the last one is fed back by this evaluation.
-    this.slot.holdPending(undefined);
-    const member = this.member;
-    let item: Awaited<ReturnType<EvaluationOutput["next"]>>;
+    if (tokens.length === 0) return;
+    const tokensOut = this.sequence.evaluate(tokens, options)[Symbol.asyncIterator]();
+    // The first call evaluates the input (a prompt may take several batches); every later one
+    // decodes one token, as a step with the other generating sequences.
+    let member = false;
     try {
-      if (member) {
-        const ready = this.steps?.ready(this.order);
-        if (ready) await ready;
-        // Asking for the next token queues a decode: wait while a slot's cache is being edited.
-        if (this.gate.closed) await this.gate.wait();
-        this.steps?.started();
+      for (;;) {
+        if (member) {
+          await this.steps?.ready(this.order);
+          // Asking for the next token queues a decode: wait while a slot's cache is being edited.
+          if (this.gate.closed) await this.gate.wait();
+          this.steps?.started();
+        }
+        let next: IteratorResult<Token>;
+        try {
+          next = await tokensOut.next();
+        } finally {
+          if (member) this.steps?.finished();
+        }
+        if (next.done) return;
+        if (!member) {
+          member = true;
+          this.steps?.join();
+        }
+        this.pending = [next.value];
+        yield next.value;
+        this.pending = [];
       }
-      try {
-        item = await this.tokensOut!.next();
-      } finally {
-        if (member) this.steps?.finished();
-      }
-    } catch (err) {
-      await this.close();
-      throw err;
+    } finally {
+      if (member) this.steps?.leave();
+      await tokensOut.return?.();
     }
-    if (item.done) {
-      await this.close();
-      return undefined;
-    }
-    if (!member) {
-      this.member = true;
-      this.steps?.join();
-    }
-    // Kept as pending until the caller asks for more: a caller that stops here has it unfed.
-    this.slot.holdPending(item.value.token);
-    return item.value.token;
-  }
-
-  /** Ends the evaluation (idempotent); the last token returned stays pending in the slot. */
-  async close(): Promise<void> {
-    this.done = true;
-    if (this.member) {
-      this.member = false;
-      this.steps?.leave();
-    }
-    const tokensOut = this.tokensOut;
-    this.tokensOut = undefined;
-    await tokensOut?.return();
   }
 }
