@@ -2,6 +2,9 @@
 // node-llama-cpp evaluate loop, the runner's LlamaEngine + Scheduler in process, and the whole
 // stack, side by side in alternating rounds, as wall time per token and CPU time per token.
 //   node dist/bench/per-token.js [--requests 20] [--rounds 3] [--max-tokens 128] [--modes server,bare,engine,stack] [--perf]
+// --modes may add `addon`: the same decode and sampling through node-llama-cpp's native addon
+// directly (one batch, one decode and one sample call per token, the sampler configured once),
+// the floor for what a leaner per-token path than `sequence.evaluate` could reach.
 // --perf: also counts instructions retired per token per thread (`perf stat --per-thread`, which
 // the machine's load does not move): the decoding process's main thread, its V8 helper threads,
 // its other threads (libuv's pool: decode and sample), and every other server process.
@@ -13,6 +16,7 @@ import { parseArgs } from "node:util";
 import { loadavg } from "node:os";
 import { readdirSync, readFileSync } from "node:fs";
 import { spawn } from "node:child_process";
+import { join } from "node:path";
 import { getLlama, LlamaLogLevel, type LlamaContext, type LlamaContextSequence, type Token } from "node-llama-cpp";
 import { catalogOverridesConfig, commonConfig, readConfig } from "../lib/config.js";
 import { loadCatalog } from "../modules/catalog/mod.js";
@@ -22,7 +26,7 @@ import { createLogger } from "../lib/log.js";
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
 import { InProcessEngine } from "./lib/engine-baseline.js";
 import { ensureLlamaServer, startLlamaServer, type LlamaServer } from "./lib/llama-server.js";
-import { cpuMs, startPlacedStack, TEST_KEY, TEST_MODEL, testCatalog, type PlacedStack } from "./lib/processes.js";
+import { cpuMs, repoRoot, startPlacedStack, TEST_KEY, TEST_MODEL, testCatalog, type PlacedStack } from "./lib/processes.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
@@ -138,9 +142,16 @@ function mainThreadCpuMs(pid: number): number {
 
 /** A bare node-llama-cpp loop: the same model and context shape, sampling as the engine's, nothing else. */
 class BareLoop {
-  private context!: LlamaContext;
-  private sequence!: LlamaContextSequence;
-  private promptTokens!: Token[];
+  protected context!: LlamaContext;
+  protected sequence!: LlamaContextSequence;
+  protected promptTokens!: Token[];
+
+  /** node-llama-cpp's internals the addon loop drives (see AddonLoop). */
+  protected internals() {
+    type Addon = { initBatch(n: number): void; addToBatch(seq: number, first: number, tokens: Uint32Array, logits: Uint32Array): number[]; decodeBatch(): Promise<void>; sampleToken(index: number, sampler: unknown): Promise<number>; disposeSequence(seq: number): void };
+    const sequence = this.sequence as unknown as { _sequenceId: number; _resolveSamplerConfig(options: object): unknown };
+    return { ctx: (this.context as unknown as { _ctx: Addon })._ctx, sequence, model: this.context.model, prompt: this.promptTokens };
+  }
 
   async load(): Promise<void> {
     const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false });
@@ -165,6 +176,45 @@ class BareLoop {
     for await (const _token of this.sequence.evaluate(this.promptTokens.slice(cached), { temperature: 0.8, topP: 1, topK: 0, minP: 0, seed: (Math.random() * 2 ** 32) >>> 0 })) {
       if (tokens === 0) ttftMs = performance.now() - started;
       if (++tokens >= maxTokens) break;
+    }
+    return { ttftMs, tokens };
+  }
+}
+
+/**
+ * The bare loop's decode and sampling without the library's per-token JavaScript: its native
+ * addon called directly (`context._ctx`, `LlamaSampler`, `_resolveSamplerConfig`: internals of
+ * node-llama-cpp 3.21, used here only to measure). Same tokens as `evaluate` for a seed.
+ */
+class AddonLoop extends BareLoop {
+  private sampling = { temperature: 0.8, topP: 1, topK: 0, minP: 0 };
+
+  override async one(): Promise<{ ttftMs: number; tokens: number }> {
+    const { LlamaSampler } = (await import(join(repoRoot, "node_modules/node-llama-cpp/dist/evaluator/LlamaContext/LlamaSampler.js"))) as {
+      LlamaSampler: new (model: unknown) => { _sampler: unknown; applyConfig(config: unknown): void; dispose(): void };
+    };
+    const internals = this.internals();
+    const started = performance.now();
+    const sampler = new LlamaSampler(internals.model);
+    sampler.applyConfig(internals.sequence._resolveSamplerConfig({ ...this.sampling, seed: (Math.random() * 2 ** 32) >>> 0 }));
+    internals.ctx.disposeSequence(internals.sequence._sequenceId);
+    let input = Uint32Array.from(internals.prompt);
+    let position = 0;
+    let tokens = 0;
+    let ttftMs = NaN;
+    try {
+      for (;;) {
+        internals.ctx.initBatch(input.length);
+        const [logitIndex] = internals.ctx.addToBatch(internals.sequence._sequenceId, position, input, Uint32Array.of(input.length - 1));
+        await internals.ctx.decodeBatch();
+        position += input.length;
+        const token = await internals.ctx.sampleToken(logitIndex!, sampler._sampler);
+        if (tokens === 0) ttftMs = performance.now() - started;
+        if (++tokens >= maxTokens) break;
+        input = Uint32Array.of(token);
+      }
+    } finally {
+      sampler.dispose();
     }
     return { ttftMs, tokens };
   }
@@ -220,6 +270,18 @@ async function main(): Promise<void> {
         placeSelf(layout.runner);
         try {
           return await measure(process.pid, [process.pid], () => bare.one());
+        } finally {
+          placeSelf(layout.services);
+        }
+      };
+    }
+    if (modes.includes("addon")) {
+      const addon = new AddonLoop();
+      await addon.load();
+      runs["node-llama-cpp's addon called directly"] = async () => {
+        placeSelf(layout.runner);
+        try {
+          return await measure(process.pid, [process.pid], () => addon.one());
         } finally {
           placeSelf(layout.services);
         }
