@@ -1,7 +1,13 @@
 // Where a token's time goes at concurrency 1 on the tiny model: llama.cpp's llama-server, a bare
 // node-llama-cpp evaluate loop, the runner's LlamaEngine + Scheduler in process, and the whole
 // stack, side by side in alternating rounds, as wall time per token and CPU time per token.
-//   node dist/bench/per-token.js [--requests 20] [--rounds 3] [--max-tokens 128] [--modes server,bare,engine,stack]
+//   node dist/bench/per-token.js [--requests 20] [--rounds 3] [--max-tokens 128] [--modes server,bare,engine,stack] [--perf]
+// --modes may add `addon`: the same decode and sampling through node-llama-cpp's native addon
+// directly (one batch, one decode and one sample call per token, the sampler configured once),
+// the floor for what a leaner per-token path than `sequence.evaluate` could reach.
+// --perf: also counts instructions retired per token per thread (`perf stat --per-thread`, which
+// the machine's load does not move): the decoding process's main thread, its V8 helper threads,
+// its other threads (libuv's pool: decode and sample), and every other server process.
 // Every decoding process runs on the runner's CPU (as `tributary start` places a runner); the
 // bench's clients and the stack's other processes on the other CPU. CPU per token counts the
 // decoding process (llama-server, this process for the in-process modes, the runner) and, for
@@ -9,6 +15,8 @@
 import { parseArgs } from "node:util";
 import { loadavg } from "node:os";
 import { readdirSync, readFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { join } from "node:path";
 import { getLlama, LlamaLogLevel, type LlamaContext, type LlamaContextSequence, type Token } from "node-llama-cpp";
 import { catalogOverridesConfig, commonConfig, readConfig } from "../lib/config.js";
 import { loadCatalog } from "../modules/catalog/mod.js";
@@ -18,7 +26,7 @@ import { createLogger } from "../lib/log.js";
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
 import { InProcessEngine } from "./lib/engine-baseline.js";
 import { ensureLlamaServer, startLlamaServer, type LlamaServer } from "./lib/llama-server.js";
-import { cpuMs, startPlacedStack, TEST_KEY, TEST_MODEL, testCatalog, type PlacedStack } from "./lib/processes.js";
+import { cpuMs, repoRoot, startPlacedStack, TEST_KEY, TEST_MODEL, testCatalog, type PlacedStack } from "./lib/processes.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
@@ -31,6 +39,7 @@ const { values } = parseArgs({
     slots: { type: "string", default: "64" },
     modes: { type: "string", default: "server,bare,engine,stack" },
     out: { type: "string", default: "per-token.md" },
+    perf: { type: "boolean", default: false },
   },
 });
 const requests = Number(values.requests);
@@ -56,6 +65,50 @@ interface Sample {
   mainThreadCpuMs: number;
   /** Voluntary and involuntary context switches of the decoding process (from /proc). */
   switches: number;
+  /** With --perf: instructions retired over the round by thread group. */
+  instructions?: Instructions;
+}
+
+interface Instructions {
+  /** The decoding process's main thread, user + kernel. */
+  main: number;
+  /** The same, user mode only. */
+  mainUser: number;
+  /**
+   * The decoding process's other threads: libuv's pool (decode and sample, taking turns), V8's
+   * GC helpers (Node names neither), llama-server's HTTP threads.
+   */
+  other: number;
+  /** Every other server process. */
+  rest: number;
+}
+
+/**
+ * Counts instructions (user and kernel) per thread of `pids` until the returned stop function is
+ * called.
+ */
+function countInstructions(decoderPid: number, pids: readonly number[]): () => Promise<Instructions> {
+  const perf = spawn("perf", ["stat", "--per-thread", "-x", ",", "-e", "instructions:u,instructions:k", "-p", pids.join(",")], { stdio: ["ignore", "ignore", "pipe"] });
+  let output = "";
+  perf.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+  return async () => {
+    const decoderThreads = new Set(readdirSync(`/proc/${decoderPid}/task`).map(Number));
+    const exited = new Promise((resolve) => perf.once("exit", resolve));
+    perf.kill("SIGINT");
+    await exited;
+    const counts: Instructions = { main: 0, mainUser: 0, other: 0, rest: 0 };
+    for (const line of output.split("\n")) {
+      // "<comm>-<tid>,<count>,,instructions:u,..."
+      const m = /^.*-(\d+),(\d+),[^,]*,instructions:([uk])/.exec(line);
+      if (!m) continue;
+      const [tid, count, mode] = [Number(m[1]), Number(m[2]), m[3]];
+      if (tid === decoderPid && mode === "u") counts.mainUser += count;
+      if (tid === decoderPid) counts.main += count;
+      else if (!decoderThreads.has(tid)) counts.rest += count;
+      else counts.other += count;
+    }
+    return counts;
+  };
 }
 
 const selfCpuMs = () => {
@@ -89,9 +142,16 @@ function mainThreadCpuMs(pid: number): number {
 
 /** A bare node-llama-cpp loop: the same model and context shape, sampling as the engine's, nothing else. */
 class BareLoop {
-  private context!: LlamaContext;
-  private sequence!: LlamaContextSequence;
-  private promptTokens!: Token[];
+  protected context!: LlamaContext;
+  protected sequence!: LlamaContextSequence;
+  protected promptTokens!: Token[];
+
+  /** node-llama-cpp's internals the addon loop drives (see AddonLoop). */
+  protected internals() {
+    type Addon = { initBatch(n: number): void; addToBatch(seq: number, first: number, tokens: Uint32Array, logits: Uint32Array): number[]; decodeBatch(): Promise<void>; sampleToken(index: number, sampler: unknown): Promise<number>; disposeSequence(seq: number): void };
+    const sequence = this.sequence as unknown as { _sequenceId: number; _resolveSamplerConfig(options: object): unknown };
+    return { ctx: (this.context as unknown as { _ctx: Addon })._ctx, sequence, model: this.context.model, prompt: this.promptTokens };
+  }
 
   async load(): Promise<void> {
     const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false });
@@ -121,11 +181,53 @@ class BareLoop {
   }
 }
 
+/**
+ * The bare loop's decode and sampling without the library's per-token JavaScript: its native
+ * addon called directly (`context._ctx`, `LlamaSampler`, `_resolveSamplerConfig`: internals of
+ * node-llama-cpp 3.21, used here only to measure). Same tokens as `evaluate` for a seed.
+ */
+class AddonLoop extends BareLoop {
+  private sampling = { temperature: 0.8, topP: 1, topK: 0, minP: 0 };
+
+  override async one(): Promise<{ ttftMs: number; tokens: number }> {
+    const { LlamaSampler } = (await import(join(repoRoot, "node_modules/node-llama-cpp/dist/evaluator/LlamaContext/LlamaSampler.js"))) as {
+      LlamaSampler: new (model: unknown) => { _sampler: unknown; applyConfig(config: unknown): void; dispose(): void };
+    };
+    const internals = this.internals();
+    const started = performance.now();
+    const sampler = new LlamaSampler(internals.model);
+    sampler.applyConfig(internals.sequence._resolveSamplerConfig({ ...this.sampling, seed: (Math.random() * 2 ** 32) >>> 0 }));
+    internals.ctx.disposeSequence(internals.sequence._sequenceId);
+    let input = Uint32Array.from(internals.prompt);
+    let position = 0;
+    let tokens = 0;
+    let ttftMs = NaN;
+    try {
+      for (;;) {
+        internals.ctx.initBatch(input.length);
+        const [logitIndex] = internals.ctx.addToBatch(internals.sequence._sequenceId, position, input, Uint32Array.of(input.length - 1));
+        await internals.ctx.decodeBatch();
+        position += input.length;
+        const token = await internals.ctx.sampleToken(logitIndex!, sampler._sampler);
+        if (tokens === 0) ttftMs = performance.now() - started;
+        if (++tokens >= maxTokens) break;
+        input = Uint32Array.of(token);
+      }
+    } finally {
+      sampler.dispose();
+    }
+    return { ttftMs, tokens };
+  }
+}
+
 async function measure(decoderPid: number, serverPids: readonly number[], one: () => Promise<{ ttftMs: number; tokens: number }>): Promise<Sample> {
   const cpu = () => serverPids.reduce((s, p) => s + (p === process.pid ? selfCpuMs() : cpuMs(p) || 0), 0);
   const decoderCpu = () => (decoderPid === process.pid ? selfCpuMs() : cpuMs(decoderPid));
   for (let i = 0; i < 3; i++) await one();
   const sample: Sample = { tokens: 0, wallMs: 0, decoderCpuMs: 0, serverCpuMs: 0, mainThreadCpuMs: 0, ttft: [], switches: 0 };
+  const stopCounting = values.perf ? countInstructions(decoderPid, serverPids) : undefined;
+  // perf attaches asynchronously: give it a moment before the measured requests.
+  if (stopCounting) await new Promise((r) => setTimeout(r, 200));
   const [c0, d0, m0, s0, t0] = [cpu(), decoderCpu(), mainThreadCpuMs(decoderPid), switches(decoderPid), performance.now()];
   for (let i = 0; i < requests; i++) {
     const r = await one();
@@ -137,6 +239,7 @@ async function measure(decoderPid: number, serverPids: readonly number[], one: (
   sample.decoderCpuMs = decoderCpu() - d0;
   sample.mainThreadCpuMs = mainThreadCpuMs(decoderPid) - m0;
   sample.switches = switches(decoderPid) - s0;
+  if (stopCounting) sample.instructions = await stopCounting();
   return sample;
 }
 
@@ -167,6 +270,18 @@ async function main(): Promise<void> {
         placeSelf(layout.runner);
         try {
           return await measure(process.pid, [process.pid], () => bare.one());
+        } finally {
+          placeSelf(layout.services);
+        }
+      };
+    }
+    if (modes.includes("addon")) {
+      const addon = new AddonLoop();
+      await addon.load();
+      runs["node-llama-cpp's addon called directly"] = async () => {
+        placeSelf(layout.runner);
+        try {
+          return await measure(process.pid, [process.pid], () => addon.one());
         } finally {
           placeSelf(layout.services);
         }
@@ -230,13 +345,31 @@ async function main(): Promise<void> {
       ["path", "tok/s (median)", "tok/s per round", "wall µs/token", "decoding process CPU µs/token", "of it main thread", "of it other threads", "all server processes CPU µs/token", "context switches/token (decoding process)", "TTFT p50 / p99 ms"],
       rows,
     );
+    const perThread = (pick: (i: Instructions) => number) => (ss: Sample[]) => fmt(median(ss.map((s) => pick(s.instructions!) / s.tokens / 1000)), 1);
+    const instructionTable = values.perf
+      ? markdownTable(
+          ["path", "main thread K instr/token (user + kernel)", "of it user", "other threads (decode + sample, GC; HTTP)", "decoding process", "other server processes"],
+          labels.map((label) => {
+            const ss = samples.get(label)!;
+            return [
+              label,
+              perThread((i) => i.main)(ss),
+              perThread((i) => i.mainUser)(ss),
+              perThread((i) => i.other)(ss),
+              perThread((i) => i.main + i.other)(ss),
+              perThread((i) => i.rest)(ss),
+            ];
+          }),
+        )
+      : "";
     const file = writeResults(values.out!, "Per token at concurrency 1: llama-server, bare node-llama-cpp, engine, stack", [
       `${machineLine()} Load average (1 min) at start and end: ${load.map((l) => l.toFixed(1)).join(", ")}.`,
       `Model ${spec.id} (stories260K), ${slots} slots, max_tokens ${maxTokens}, temperature 0.8, one request at a time; per round ${requests} requests per path (after 3 warm-up requests), ${rounds} rounds in alternating order. Placement: ${layout.description}; the in-process paths move this process onto the runner's CPU while they run. CPU µs/token: user+system time of the processes over the round, per completion token (the in-process paths: this whole process, the load loop included).`,
       table,
-      `Command: \`npm run build && node dist/bench/per-token.js --requests ${requests} --rounds ${rounds} --max-tokens ${maxTokens} --modes ${modes.join(",")}${values.out === "per-token.md" ? "" : ` --out ${values.out}`}\``,
+      ...(values.perf ? ["Instructions retired per token (`perf stat --per-thread`; median of the rounds). Counting per thread makes every context switch costlier on a VM, so take CPU times from a run without --perf:", instructionTable] : []),
+      `Command: \`npm run build && node dist/bench/per-token.js --requests ${requests} --rounds ${rounds} --max-tokens ${maxTokens} --modes ${modes.join(",")}${values.out === "per-token.md" ? "" : ` --out ${values.out}`}${values.perf ? " --perf" : ""}\``,
     ]);
-    process.stderr.write(`${table}\nwrote ${file}\n`);
+    process.stderr.write(`${table}\n${instructionTable}\nwrote ${file}\n`);
   } finally {
     for (const c of Object.values(clients)) c.close();
     await started.server?.stop();

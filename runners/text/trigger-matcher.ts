@@ -54,13 +54,22 @@ export class TriggerMatcher<K> {
     return out;
   }
 
-  /** Length of the longest suffix of `buffer` that is a proper prefix of some trigger. */
+  /**
+   * Length of the longest suffix of `buffer` that is a proper prefix of some trigger. Compares
+   * in place (no substring per candidate length): it runs on every token.
+   */
   private partialSuffixLength(buffer: string): number {
     const limit = Math.min(buffer.length, this.maxLength - 1);
     for (let len = limit; len > 0; len--) {
-      const suffix = buffer.slice(buffer.length - len);
-      for (const trigger of this.triggers) if (trigger.text.length > len && trigger.text.startsWith(suffix)) return len;
+      const start = buffer.length - len;
+      for (const trigger of this.triggers) if (trigger.text.length > len && startsAt(buffer, start, trigger.text)) return len;
     }
     return 0;
   }
+}
+
+/** Whether `buffer` from `start` to its end equals the same length of `text`'s beginning. */
+function startsAt(buffer: string, start: number, text: string): boolean {
+  for (let i = start, j = 0; i < buffer.length; i++, j++) if (buffer.charCodeAt(i) !== text.charCodeAt(j)) return false;
+  return true;
 }

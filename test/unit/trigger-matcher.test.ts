@@ -36,3 +36,14 @@ t.test("flush returns what was held", async (t) => {
   t.equal(m.flush(), "</en");
   t.equal(m.pending, "");
 });
+
+t.test("the longest suffix that starts any trigger is held, whichever trigger it starts", async (t) => {
+  const m = new TriggerMatcher([{ text: "<|im_end|>", kind: "stop" }, { text: "\n\nUser:", kind: "stop" }]);
+  t.equal(m.push("one <|im").emit, "one ");
+  t.equal(m.pending, "<|im");
+  t.equal(m.push("_x\n\nUs").emit, "<|im_x");
+  t.equal(m.pending, "\n\nUs");
+  // "a" after "\n\nUs" breaks that prefix, and no shorter suffix starts a trigger.
+  t.equal(m.push("a").emit, "\n\nUsa");
+  t.equal(m.pending, "");
+});
