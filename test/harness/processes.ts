@@ -47,6 +47,10 @@ export function startProcess(command: string, args: string[], env: NodeJS.Proces
   // exits normally (stop(), not kill()): for profiling a bench.
   const profDir = process.env.BENCH_CPU_PROF_DIR;
   if (profDir && command === process.execPath) args = ["--cpu-prof", `--cpu-prof-dir=${join(profDir, name)}`, ...args];
+  // BENCH_NODE_ARGS_<NAME> (NAME: gateway, runner, actors, ...): extra Node/V8 flags for that
+  // process, space-separated, for profiling a bench (e.g. --log-deopt --logfile=...).
+  const extraArgs = process.env[`BENCH_NODE_ARGS_${name.toUpperCase().replace(/[^A-Z0-9]/g, "_")}`];
+  if (extraArgs && command === process.execPath) args = [...extraArgs.split(" ").filter(Boolean), ...args];
   const line = onCpus(command, args, cpus);
   const child = spawn(line.command, line.args, { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
   all.add(child);
