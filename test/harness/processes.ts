@@ -174,7 +174,9 @@ export async function startNats(cpus?: readonly number[], options: { auth?: bool
   };
 }
 
-const dist = (path: string) => join(repoRoot, "dist", path);
+// BENCH_STACK_DIST: the build whose processes are started (a baseline's dist, copied aside, for
+// a benchmark comparing it with this build under the same load generator); this build's dist when unset.
+const dist = (path: string) => join(process.env.BENCH_STACK_DIST ?? join(repoRoot, "dist"), path);
 
 export interface Runner extends Proc {
   runnerId: string;
