@@ -12,6 +12,8 @@ import { fitsContext, resolveOutputBudget } from "../output-budget.js";
 
 const WORDS = ("the river runs past old mills and quiet towns where children play by the water " +
   "while boats drift slowly toward the sea carrying stories from one bank to another").split(" ");
+/** Each word as it follows another (a leading space): no concatenation per token. */
+const SPACED_WORDS = WORDS.map((w) => ` ${w}`);
 const DEFAULT_LENGTH = 32;
 
 interface Ticking {
@@ -63,7 +65,9 @@ export class SimEngine implements Engine {
   runChoice(prepared: PreparedRequest, choiceIndex: number, _slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome> {
     const explicitMax = (prepared.request.sampling?.maxTokens ?? 0) > 0;
     const target = explicitMax ? prepared.maxTokens : Math.min(DEFAULT_LENGTH, prepared.maxTokens);
-    const stops = new TriggerMatcher((prepared.request.sampling?.stop ?? []).map((text) => ({ text, kind: "stop" as const })));
+    const stopTexts = prepared.request.sampling?.stop ?? [];
+    // Without stop sequences every piece goes out as it is (no matcher, nothing allocated per token).
+    const stops = stopTexts.length > 0 ? new TriggerMatcher(stopTexts.map((text) => ({ text, kind: "stop" as const }))) : undefined;
     let word = (Number(prepared.request.sampling?.seed ?? 0) + choiceIndex * 7) % WORDS.length;
     let produced = 0;
     return new Promise<ChoiceOutcome>((resolve) => {
@@ -71,6 +75,7 @@ export class SimEngine implements Engine {
         signal.removeEventListener("abort", onAbort);
         resolve({ finishReason, completionTokens: produced });
       };
+      // `cancelled` stands for the signal (set by its abort event), so a token costs no signal check.
       const onAbort = () => {
         ticking.cancelled = true;
         done(FinishReason.FINISH_REASON_CANCELLED);
@@ -79,15 +84,17 @@ export class SimEngine implements Engine {
         due: performance.now() + this.spec.sim.firstTokenLatencyMs,
         cancelled: false,
         fire: () => {
-          if (signal.aborted) return;
           produced++;
-          const piece = (produced === 1 ? "" : " ") + WORDS[word]!;
-          word = (word + 1) % WORDS.length;
-          const m = stops.push(piece);
-          if (m.emit) sink.text(m.emit, 1);
-          if (m.hit) return done(FinishReason.FINISH_REASON_STOP);
+          const piece = produced === 1 ? WORDS[word]! : SPACED_WORDS[word]!;
+          word = word + 1 === WORDS.length ? 0 : word + 1;
+          if (!stops) sink.text(piece, 1);
+          else {
+            const m = stops.push(piece);
+            if (m.emit) sink.text(m.emit, 1);
+            if (m.hit) return done(FinishReason.FINISH_REASON_STOP);
+          }
           if (produced >= target) {
-            const rest = stops.flush();
+            const rest = stops?.flush();
             if (rest) sink.text(rest, 0);
             return done(explicitMax || produced >= prepared.maxTokens ? FinishReason.FINISH_REASON_LENGTH : FinishReason.FINISH_REASON_STOP);
           }
@@ -95,6 +102,8 @@ export class SimEngine implements Engine {
           this.schedule(ticking);
         },
       };
+      // Aborted before it started (the abort event has been and gone): it ends at once.
+      if (signal.aborted) return done(FinishReason.FINISH_REASON_CANCELLED);
       signal.addEventListener("abort", onAbort, { once: true });
       this.schedule(ticking);
     });
