@@ -55,6 +55,13 @@ export class ChatChunkStream {
   delta(d: TokenDelta): void {
     const p = this.pending[d.choiceIndex];
     if (!p || this.writer.closed) return;
+    // The chunk of nearly every token: text for a choice that has its role out and nothing
+    // pending, to a client that keeps up. It goes out at once, as flush() would write it.
+    if (p.roleSent && d.toolCalls.length === 0 && d.text !== "" && p.text === "" && p.toolCalls.length === 0 && !p.finish && this.pendingBytes === 0 && this.writer.writable) {
+      const i = d.choiceIndex;
+      this.writer.write((this.contentPrefix[i] ??= `data: ${this.base},"choices":[{"index":${i},"delta":{"content":`) + JSON.stringify(d.text) + this.contentSuffix);
+      return;
+    }
     p.text += d.text;
     this.pendingBytes += d.text.length;
     for (const t of d.toolCalls) {

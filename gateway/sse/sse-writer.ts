@@ -108,6 +108,7 @@ export class SseWriter implements SseOutput {
 
   private account(): void {
     const now = this.closed ? 0 : this.held + this.unsent;
+    if (now === this.accounted) return; // a client that keeps up: nothing held, nothing to account
     this.budget.update(this.accounted, now);
     this.accounted = now;
   }
