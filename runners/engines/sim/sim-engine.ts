@@ -26,7 +26,12 @@ interface Ticking {
 export class SimEngine implements Engine {
   readonly kind = "sim" as const;
   readonly slots: number;
-  private readonly heap = new MinHeap<Ticking>((t) => t.due);
+  /**
+   * Tokens due, by the millisecond they are due in; and those milliseconds, ordered. A token costs
+   * an append to its bucket, not two operations on a heap of every stream (the sim runs thousands).
+   */
+  private readonly buckets = new Map<number, Ticking[]>();
+  private readonly dueMs = new MinHeap<number>((ms) => ms);
   private timer: NodeJS.Timeout | undefined;
   private armedFor = Infinity;
   private readonly intervalMs: number;
@@ -114,7 +119,13 @@ export class SimEngine implements Engine {
   }
 
   private schedule(t: Ticking): void {
-    this.heap.push(t);
+    const slot = Math.floor(t.due);
+    const bucket = this.buckets.get(slot);
+    if (bucket) bucket.push(t);
+    else {
+      this.buckets.set(slot, [t]);
+      this.dueMs.push(slot);
+    }
     if (t.due < this.armedFor) this.arm(t.due);
   }
 
@@ -128,13 +139,15 @@ export class SimEngine implements Engine {
     this.timer = undefined;
     this.armedFor = Infinity;
     const now = performance.now();
-    // Timers fire at whole milliseconds at best: tokens due within the next one go now, so a
-    // token is at most about a millisecond early or late, never a whole tick late.
-    for (let top = this.heap.peek(); top && top.due <= now + 1; top = this.heap.peek()) {
-      this.heap.pop();
-      if (!top.cancelled) top.fire();
+    // Timers fire at whole milliseconds at best: the tokens of every millisecond begun go now,
+    // so a token is at most about a millisecond early or late, never a whole tick late.
+    for (let slot = this.dueMs.peek(); slot !== undefined && slot <= now; slot = this.dueMs.peek()) {
+      this.dueMs.pop();
+      const bucket = this.buckets.get(slot)!;
+      this.buckets.delete(slot);
+      for (const t of bucket) if (!t.cancelled) t.fire();
     }
-    const next = this.heap.peek();
-    if (next) this.arm(next.due);
+    const next = this.dueMs.peek();
+    if (next !== undefined) this.arm(next);
   }
 }
