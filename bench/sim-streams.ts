@@ -2,9 +2,9 @@
 // cadence of 20 tokens/s, the gateway + NATS + runner (sim engine, no model) carry while the
 // p99 gap between tokens stays within 5 ms of the cadence (50 ms) and nothing fails; and the
 // gateway's memory at that load.
-//   node dist/bench/sim-streams.js [--levels 500,1000,1500,2000] [--hold 20] [--rate 20]
+//   node dist/bench/sim-streams.js [--levels 500,1000,1500,2000] [--hold 20] [--rate 20] [--out sim-streams.md]
 import { parseArgs } from "node:util";
-import { cpuMs, rssMiB, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
+import { cpuMs, cpuSplit, cpuSplitSince, rssMiB, type CpuSplit, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
 import { rawStreamChat, type TimedStreamResult } from "./lib/raw-sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
@@ -16,6 +16,8 @@ const { values } = parseArgs({
     rate: { type: "string", default: "20" },
     ramp: { type: "string", default: "2" },
     tolerance: { type: "string", default: "5" },
+    // Where the table goes, under bench/results/ (comparison drivers point it into raw/).
+    out: { type: "string", default: "sim-streams.md" },
   },
 });
 const levels = values.levels!.split(",").map(Number);
@@ -54,6 +56,7 @@ async function main(): Promise<void> {
     for (const streams of levels) {
       process.stderr.write(`${streams} streams...\n`);
       const cpuBefore = { gateway: cpuMs(pids.gateway), runner: cpuMs(pids.runner), nats: cpuMs(pids.nats), self: process.cpuUsage() };
+      const splitBefore = { gateway: cpuSplit(pids.gateway), runner: cpuSplit(pids.runner), nats: cpuSplit(pids.nats) };
       let peakRss = rssMiB(pids.gateway);
       const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMiB(pids.gateway))), 250);
       const started = performance.now();
@@ -69,11 +72,17 @@ async function main(): Promise<void> {
       clearInterval(sampler);
       const self = process.cpuUsage(cpuBefore.self);
       const cpuUsed = { gateway: cpuMs(pids.gateway) - cpuBefore.gateway, runner: cpuMs(pids.runner) - cpuBefore.runner, nats: cpuMs(pids.nats) - cpuBefore.nats };
+      // Where each process's time went, per delivered token: main thread user/system, other threads user/system.
+      const splitUsed = { gateway: cpuSplitSince(splitBefore.gateway, cpuSplit(pids.gateway)), runner: cpuSplitSince(splitBefore.runner, cpuSplit(pids.runner)), nats: cpuSplitSince(splitBefore.nats, cpuSplit(pids.nats)) };
+      const perToken = (d: CpuSplit) => [d.mainUser, d.mainSys, d.otherUser, d.otherSys].map((ms) => Math.round((ms * 10000) / delivered) / 10);
       const cpu = (used: number) => fmt((used / 1000 / wall) * 100, 0);
       // Steady state: once every stream has started, until the first one ends.
       const steadyFrom = started + (rampSeconds + 1) * 1000;
       const steadyTo = started + (holdSeconds - 1) * 1000;
       const gaps: number[] = [];
+      // The steady state's gaps by the second they ended in: a p99 set by one bad second (a start-up
+      // burst, a neighbour's build) shows as such.
+      const gapsBySecond: number[][] = [];
       let errors = 0;
       let delivered = 0;
       const errorKinds: Record<string, number> = {};
@@ -84,7 +93,10 @@ async function main(): Promise<void> {
           errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
         }
         delivered += r.deltas;
-        for (let g = 0; g < r.gapsMs.length; g++) if (r.gapEndsAt[g]! >= steadyFrom && r.gapEndsAt[g]! <= steadyTo) gaps.push(r.gapsMs[g]!);
+        for (let g = 0; g < r.gapsMs.length; g++) if (r.gapEndsAt[g]! >= steadyFrom && r.gapEndsAt[g]! <= steadyTo) {
+          gaps.push(r.gapsMs[g]!);
+          (gapsBySecond[Math.floor((r.gapEndsAt[g]! - steadyFrom) / 1000)] ??= []).push(r.gapsMs[g]!);
+        }
       }
       const p50 = percentile(gaps, 50);
       const p99 = percentile(gaps, 99);
@@ -105,7 +117,7 @@ async function main(): Promise<void> {
         pass ? "yes" : "no",
       ]);
       // One line per level for drivers that compare builds (bench/results/sim-streams.md says how).
-      process.stderr.write(`${JSON.stringify({ streams, delivered, wall, p50, p99, errors, errorKinds, cpuMs: cpuUsed, loadGeneratorCpuMs: (self.user + self.system) / 1000 })}\n`);
+      process.stderr.write(`${JSON.stringify({ streams, delivered, wall, p50, p99, p99BySecond: Array.from(gapsBySecond, (g) => Math.round(percentile(g ?? [], 99) * 10) / 10), errors, errorKinds, cpuMs: cpuUsed, loadGeneratorCpuMs: (self.user + self.system) / 1000, usPerTokenMainUserSysOtherUserSys: { gateway: perToken(splitUsed.gateway), runner: perToken(splitUsed.runner), nats: perToken(splitUsed.nats) } })}\n`);
       await new Promise((r) => setTimeout(r, 1000));
     }
   } finally {
@@ -114,7 +126,7 @@ async function main(): Promise<void> {
     await actors.stop();
     await nats.stop();
   }
-  writeResults("sim-streams.md", "Concurrent streams at a simulated cadence (sim engine)", [
+  writeResults(values.out!, "Concurrent streams at a simulated cadence (sim engine)", [
     machineLine(),
     `Sim engine at ${rate} tokens/s per stream (gap ${cadenceMs} ms), ${tokens} tokens per stream (${holdSeconds} s), streams started over ${rampSeconds} s. ` +
       `Processes: nats-server, the actor host, one runner process (sim), one gateway; the load generator is this process (one TCP connection per stream, HTTP/1.1 and SSE parsed by hand to keep its CPU low). ` +

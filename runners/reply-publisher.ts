@@ -49,7 +49,10 @@ export class ReplyPublisher implements RequestObserver {
     const first = this.firstDeltaAt === 0;
     if (first) this.firstDeltaAt = performance.now();
     // The first token is what a client waits for (time to first token): it goes out at once.
-    if (!this.coalesce) return this.emit(encodeTextDelta(++this.seq, choiceIndex, text, tokens), first);
+    if (!this.coalesce) {
+      const scratch = textDeltaScratch(text);
+      return this.emit(scratch, first, encodeTextDeltaInto(scratch, ++this.seq, choiceIndex, text, tokens));
+    }
     const held = this.hold(choiceIndex);
     held.text += text;
     held.tokens += tokens;
@@ -109,13 +112,23 @@ export class ReplyPublisher implements RequestObserver {
   }
 
   /** Sends one event given its fields other than the constant ones (protobuf fields may come in any order). */
-  private emit(rest: Uint8Array, urgent: boolean): void {
-    if (this.batchSubject) return this.outbox.publishPacked(this.batchSubject, this.head, rest, urgent);
-    const bytes = new Uint8Array(this.head.length + rest.length);
+  private emit(rest: Uint8Array, urgent: boolean, restLength = rest.length): void {
+    if (this.batchSubject) return this.outbox.publishPacked(this.batchSubject, this.head, rest, urgent, restLength);
+    const bytes = new Uint8Array(this.head.length + restLength);
     bytes.set(this.head);
-    bytes.set(rest, this.head.length);
+    bytes.set(restLength === rest.length ? rest : rest.subarray(0, restLength), this.head.length);
     this.outbox.publish(this.subject, bytes, urgent);
   }
+}
+
+/** Where text deltas are encoded before the outbox copies them (it grows for a long text). */
+let scratch = Buffer.allocUnsafe(16 * 1024);
+
+/** The scratch buffer, large enough for a text delta of `text` (at most 3 bytes a UTF-16 unit, plus 40 for the fields). */
+function textDeltaScratch(text: string): Buffer {
+  const worst = 40 + 3 * text.length;
+  if (worst > scratch.length) scratch = Buffer.allocUnsafe(Math.max(worst, 2 * scratch.length));
+  return scratch;
 }
 
 /**
@@ -124,11 +137,23 @@ export class ReplyPublisher implements RequestObserver {
  * `RunnerEvent.encode({ requestId: "", seq, runnerId: "", event: { $case: "delta", value: { choiceIndex, text, toolCalls: [], tokens } } })`.
  */
 export function encodeTextDelta(seq: number, choiceIndex: number, text: string, tokens: number): Uint8Array {
-  const textBytes = Buffer.byteLength(text, "utf8");
+  const out = textDeltaScratch(text);
+  return Uint8Array.prototype.slice.call(out, 0, encodeTextDeltaInto(out, seq, choiceIndex, text, tokens));
+}
+
+/** encodeTextDelta into `out` (large enough: textDeltaScratch); returns the length written. */
+function encodeTextDeltaInto(out: Buffer, seq: number, choiceIndex: number, text: string, tokens: number): number {
+  // Tokens are short and mostly ASCII: the text's bytes are its characters, copied in a loop
+  // without a call into the runtime; a character past ASCII starts over with the general encoder.
+  const ascii = encodeFields(out, seq, choiceIndex, text, text.length, tokens, true);
+  return ascii >= 0 ? ascii : encodeFields(out, seq, choiceIndex, text, Buffer.byteLength(text, "utf8"), tokens, false);
+}
+
+/** Writes the fields with `textBytes` as the text's length; -1 when `asciiOnly` and the text is not. */
+function encodeFields(out: Buffer, seq: number, choiceIndex: number, text: string, textBytes: number, tokens: number, asciiOnly: boolean): number {
   // TokenDelta: choice_index (1, varint), text (2, bytes), tokens (4, varint); defaults omitted.
   const deltaLength =
     (choiceIndex !== 0 ? 1 + varintSize(choiceIndex) : 0) + (textBytes !== 0 ? 1 + varintSize(textBytes) + textBytes : 0) + (tokens !== 0 ? 1 + varintSize(tokens) : 0);
-  const out = Buffer.allocUnsafe((seq !== 0 ? 1 + varintSize(seq) : 0) + 1 + varintSize(deltaLength) + deltaLength);
   let at = 0;
   if (seq !== 0) {
     out[at++] = 0x10; // seq: field 2, varint
@@ -143,13 +168,19 @@ export function encodeTextDelta(seq: number, choiceIndex: number, text: string, 
   if (textBytes !== 0) {
     out[at++] = 0x12;
     at = writeVarint(out, at, textBytes);
-    at += out.write(text, at, "utf8");
+    if (asciiOnly) {
+      for (let i = 0; i < text.length; i++) {
+        const c = text.charCodeAt(i);
+        if (c >= 0x80) return -1;
+        out[at++] = c;
+      }
+    } else at += out.write(text, at, "utf8");
   }
   if (tokens !== 0) {
     out[at++] = 0x20;
     at = writeVarint(out, at, tokens);
   }
-  return out;
+  return at;
 }
 
 /** Bytes of a non-negative integer (up to 2^53) as a protobuf varint. */

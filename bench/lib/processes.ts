@@ -61,6 +61,50 @@ export function cpuMs(pid: number): number {
   }
 }
 
+/**
+ * CPU time of a process in ms split by where it went (Linux /proc): user and system time of its
+ * main thread (for Node, the event loop: JS, uWS, syscalls) and of all its other threads
+ * together (for Node, V8's GC and compiler helpers and libuv's pool; for nats-server, Go's).
+ */
+export interface CpuSplit {
+  mainUser: number;
+  mainSys: number;
+  otherUser: number;
+  otherSys: number;
+}
+
+export function cpuSplit(pid: number): CpuSplit {
+  const split: CpuSplit = { mainUser: 0, mainSys: 0, otherUser: 0, otherSys: 0 };
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return split;
+  }
+  for (const tid of tids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8").split(") ")[1]!.split(" ");
+      const user = (Number(fields[11]) * 1000) / 100;
+      const sys = (Number(fields[12]) * 1000) / 100;
+      if (tid === String(pid)) {
+        split.mainUser += user;
+        split.mainSys += sys;
+      } else {
+        split.otherUser += user;
+        split.otherSys += sys;
+      }
+    } catch {
+      // The thread ended between the listing and the read: its time is in the process's total.
+    }
+  }
+  return split;
+}
+
+/** What was spent between two splits. */
+export function cpuSplitSince(before: CpuSplit, after: CpuSplit): CpuSplit {
+  return { mainUser: after.mainUser - before.mainUser, mainSys: after.mainSys - before.mainSys, otherUser: after.otherUser - before.otherUser, otherSys: after.otherSys - before.otherSys };
+}
+
 /** `tributary start` as a user runs it, with the layout it picks (runners, threads, CPU placement). */
 export interface StartedTributary {
   port: number;

@@ -1,6 +1,7 @@
 import type { ChoiceEnd, TokenDelta, Usage } from "../../proto/gen/tributary/v1/inference.js";
 import type { DomainError } from "../../modules/errors/mod.js";
 import { SSE_DONE, sseData, type SseOutput } from "./sse-writer.js";
+import { asciiContentFrame } from "./content-frame.js";
 import { applyToolCallDelta, usageObject, finishReasonName, openAIError, type OpenAIFinishReason } from "../../modules/openai/mod.js";
 
 const NO_CALLS: ReadonlyArray<{ index: number; c: { id: string; name: string; arguments: string } }> = [];
@@ -40,6 +41,9 @@ export class ChatChunkStream {
   /** The frame of a content chunk around its JSON-escaped text (the one chunk of nearly every token), per choice. */
   private readonly contentPrefix: string[] = [];
   private readonly contentSuffix: string;
+  /** The same, as UTF-8 bytes (encoded on first use). */
+  private readonly contentPrefixBytes: Uint8Array[] = [];
+  private contentSuffixBytes: Uint8Array | undefined;
   private pendingBytes = 0;
   private usage: Usage | undefined;
   private finished = false;
@@ -55,6 +59,15 @@ export class ChatChunkStream {
   delta(d: TokenDelta): void {
     const p = this.pending[d.choiceIndex];
     if (!p || this.writer.closed) return;
+    // The chunk of nearly every token: text for a choice that has its role out and nothing
+    // pending, to a client that keeps up. It goes out at once, as flush() would write it.
+    if (p.roleSent && d.toolCalls.length === 0 && d.text !== "" && p.text === "" && p.toolCalls.length === 0 && !p.finish && this.pendingBytes === 0 && this.writer.writable) {
+      const i = d.choiceIndex;
+      const prefix = (this.contentPrefix[i] ??= `data: ${this.base},"choices":[{"index":${i},"delta":{"content":`);
+      const bytes = asciiContentFrame((this.contentPrefixBytes[i] ??= Buffer.from(prefix)), d.text, (this.contentSuffixBytes ??= Buffer.from(this.contentSuffix)));
+      this.writer.write(bytes ?? prefix + JSON.stringify(d.text) + this.contentSuffix);
+      return;
+    }
     p.text += d.text;
     this.pendingBytes += d.text.length;
     for (const t of d.toolCalls) {

@@ -12,8 +12,8 @@ export interface SseOutput {
   readonly closed: boolean;
   /** `handler` runs when the client caught up. */
   onDrain(handler: () => void): void;
-  /** Writes framed events; returns `writable` after it. */
-  write(frames: string): boolean;
+  /** Writes framed events (text, or its UTF-8 bytes: copied before the call returns); returns `writable` after it. */
+  write(frames: string | Uint8Array): boolean;
   /** Writes the last frames and ends the response. */
   end(finalFrames?: string): void;
   /** The producer holds `bytes` of unwritten output (coalesced while the client is behind). */
@@ -79,7 +79,7 @@ export class SseWriter implements SseOutput {
   }
 
   /** Writes pre-framed event text ("data: ...\n\n", possibly several). Returns `writable` after it. */
-  write(frames: string): boolean {
+  write(frames: string | Uint8Array): boolean {
     if (this.closed) return false;
     if (this.ex.write(frames)) this.unsent = 0;
     else {
@@ -108,6 +108,7 @@ export class SseWriter implements SseOutput {
 
   private account(): void {
     const now = this.closed ? 0 : this.held + this.unsent;
+    if (now === this.accounted) return; // a client that keeps up: nothing held, nothing to account
     this.budget.update(this.accounted, now);
     this.accounted = now;
   }

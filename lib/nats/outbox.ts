@@ -3,11 +3,14 @@ import type { NatsConnection } from "@nats-io/transport-node";
 /** A packed message grows to at most this many bytes before another is started (far below NATS's max_payload). */
 const PACK_LIMIT_BYTES = 256 * 1024;
 
-/** Messages queued for one subject in packed form: protobuf frames of a repeated field 1. */
+/** Messages queued for one subject in packed form: protobuf frames of a repeated field 1, written as they come. */
 interface Pack {
-  frames: Array<{ head: Uint8Array; body: Uint8Array }>;
-  bytes: number;
+  bytes: Uint8Array;
+  length: number;
 }
+
+/** A pack's buffer to start with; it doubles as needed (up to about PACK_LIMIT_BYTES plus one element). */
+const PACK_START_BYTES = 16 * 1024;
 
 /**
  * Publishes in batches: messages queued during one event-loop turn go out together at the next
@@ -23,6 +26,9 @@ interface Pack {
 export class Outbox {
   private queue: Array<{ subject: string; data: Uint8Array }> = [];
   private readonly packs = new Map<string, Pack>();
+  private lastSubject: string | undefined;
+  private lastPack: Pack | undefined;
+  private readonly spareBytes: Uint8Array[] = [];
   private scheduled = false;
 
   constructor(private readonly nc: NatsConnection) {}
@@ -38,15 +44,39 @@ export class Outbox {
 
   /**
    * Queues one element of the packed message of `subject`: the element is the concatenation
-   * `head` + `body` (two parts, so a sender can keep a constant prefix encoded once).
+   * `head` + the first `bodyLength` bytes of `body` (two parts, so a sender can keep a constant
+   * prefix encoded once, and encode the rest into a scratch buffer it reuses: both are copied now).
    */
-  publishPacked(subject: string, head: Uint8Array, body: Uint8Array, urgent = false): void {
-    let pack = this.packs.get(subject);
-    if (!pack) this.packs.set(subject, (pack = { frames: [], bytes: 0 }));
-    const length = head.length + body.length;
-    pack.frames.push({ head, body });
-    pack.bytes += 1 + varintSize(length) + length;
-    if (pack.bytes >= PACK_LIMIT_BYTES) this.sendPack(subject, pack);
+  publishPacked(subject: string, head: Uint8Array, body: Uint8Array, urgent = false, bodyLength = body.length): void {
+    // Consecutive elements mostly go to one subject (one gateway): the last pack is looked up first.
+    let pack = subject === this.lastSubject ? this.lastPack : this.packs.get(subject);
+    if (!pack) this.packs.set(subject, (pack = { bytes: this.spareBytes.pop() ?? new Uint8Array(PACK_START_BYTES), length: 0 }));
+    this.lastSubject = subject;
+    this.lastPack = pack;
+    const length = head.length + bodyLength;
+    let at = pack.length;
+    const needed = at + 1 + varintSize(length) + length;
+    if (needed > pack.bytes.length) {
+      const grown = new Uint8Array(Math.max(needed, pack.bytes.length * 2));
+      grown.set(pack.bytes.subarray(0, at));
+      pack.bytes = grown;
+    }
+    const out = pack.bytes;
+    out[at++] = 0x0a; // field 1, length-delimited
+    for (let n = length; ; n >>>= 7) {
+      if (n < 0x80) {
+        out[at++] = n;
+        break;
+      }
+      out[at++] = (n & 0x7f) | 0x80;
+    }
+    out.set(head, at);
+    at += head.length;
+    // A token's body is a dozen bytes: a loop beats a view and a call into the runtime.
+    if (bodyLength <= 64) for (let i = 0; i < bodyLength; i++) out[at + i] = body[i]!;
+    else out.set(bodyLength === body.length ? body : body.subarray(0, bodyLength), at);
+    pack.length = at + bodyLength;
+    if (pack.length >= PACK_LIMIT_BYTES) this.sendPack(subject, pack);
     this.queued(urgent);
   }
 
@@ -63,32 +93,22 @@ export class Outbox {
     const batch = this.queue;
     this.queue = [];
     for (const m of batch) this.nc.publish(m.subject, m.data);
-    for (const [subject, pack] of this.packs) this.sendPack(subject, pack);
-    // Requesters come and go (each gateway start is a new one): keep none between turns.
+    for (const [subject, pack] of this.packs) {
+      this.sendPack(subject, pack);
+      // Buffers are kept for the next turn's packs (a few: one per gateway is the usual need).
+      if (this.spareBytes.length < 8 && pack.bytes.length <= 2 * PACK_LIMIT_BYTES) this.spareBytes.push(pack.bytes);
+    }
+    // Requesters come and go (each gateway start is a new one): keep no pack between turns.
     this.packs.clear();
+    this.lastSubject = undefined;
+    this.lastPack = undefined;
   };
 
   private sendPack(subject: string, pack: Pack): void {
-    if (pack.frames.length === 0) return;
-    const out = new Uint8Array(pack.bytes);
-    let at = 0;
-    for (const { head, body } of pack.frames) {
-      out[at++] = 0x0a; // field 1, length-delimited
-      for (let n = head.length + body.length; ; n >>>= 7) {
-        if (n < 0x80) {
-          out[at++] = n;
-          break;
-        }
-        out[at++] = (n & 0x7f) | 0x80;
-      }
-      out.set(head, at);
-      at += head.length;
-      out.set(body, at);
-      at += body.length;
-    }
-    pack.frames = [];
-    pack.bytes = 0;
-    this.nc.publish(subject, out);
+    if (pack.length === 0) return;
+    // A copy: the connection holds what it is given until its next flush, and the buffer is reused.
+    this.nc.publish(subject, pack.bytes.slice(0, pack.length));
+    pack.length = 0;
   }
 }
 

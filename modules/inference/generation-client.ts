@@ -1,5 +1,6 @@
 import { RequestError, TimeoutError, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
-import { Admission, Cancel, GenerateRequest, HeldQuery, HeldReply, RunnerEvent, RunnerEventBatch, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
+import { Admission, Cancel, GenerateRequest, HeldQuery, HeldReply, RunnerEvent, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
+import { MalformedBatch, readRunnerEventBatch, type RunnerEventSink } from "./event-batch-reader.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { Logger } from "../../lib/log.js";
 import { errors, NoRunner, RunnerLost, StreamInterrupted, type DomainError } from "../errors/mod.js";
@@ -80,13 +81,32 @@ export class GenerationClient {
   start(): void {
     this.subscription = this.subscribeDecoded(subjects.replyWildcard(this.options.gatewayId), RunnerEvent, "runner event", (event) => this.route(event, performance.now()));
     // Runners send the events of requests that named the batch subject packed, one message per step.
-    this.batchSubscription = this.subscribeDecoded(subjects.replyBatch(this.options.gatewayId), RunnerEventBatch, "runner event batch", (batch) => {
-      const now = performance.now();
-      for (const event of batch.events) this.route(event, now);
+    this.batchSubscription = this.nc.subscribe(subjects.replyBatch(this.options.gatewayId), {
+      callback: (err, msg) => {
+        if (err) return;
+        this.batchNow = performance.now();
+        try {
+          readRunnerEventBatch(msg.data, this.batchSink);
+        } catch (e) {
+          if (!(e instanceof MalformedBatch)) throw e;
+          this.log.warn("malformed runner event batch ignored", { subject: msg.subject });
+        }
+      },
     });
     this.watchdog = setInterval(() => this.watch(), this.watchPeriodMs);
     this.watchdog.unref();
   }
+
+  /** When the batch being read arrived: one clock read per batch, not per event. */
+  private batchNow = 0;
+
+  private readonly batchSink: RunnerEventSink = {
+    delta: (requestId, seq, runnerId, delta) => {
+      const stream = this.streams.get(requestId);
+      if (stream && !stream.ignores(runnerId)) stream.receiveDelta(seq, delta, this.onGap, this.batchNow);
+    },
+    event: (event) => this.route(event, this.batchNow),
+  };
 
   private route(event: RunnerEvent, now: number): void {
     const stream = this.streams.get(event.requestId);

@@ -91,6 +91,20 @@ export class GenerationStream {
     else this.buffered.push(event);
   }
 
+  /** `receive` for a text delta read without its RunnerEvent (the batch reader's common case). */
+  receiveDelta(seq: number, delta: TokenDelta, onGap: (stream: GenerationStream, expected: number, got: number) => void, now: number): void {
+    if (this.ended) return;
+    this.lastEventAt = now;
+    if (seq < this.expectedSeq) return; // duplicate
+    if (seq > this.expectedSeq) {
+      onGap(this, this.expectedSeq, seq);
+      return;
+    }
+    this.expectedSeq++;
+    if (this.listener) this.listener.delta(delta);
+    else this.buffered.push({ requestId: this.requestId, seq, runnerId: "", event: { $case: "delta", value: delta } });
+  }
+
   /** Ends the stream with an error (runner lost, gap, shutdown). */
   fail(error: DomainError): void {
     if (this.ended) return;

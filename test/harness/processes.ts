@@ -47,6 +47,10 @@ export function startProcess(command: string, args: string[], env: NodeJS.Proces
   // exits normally (stop(), not kill()): for profiling a bench.
   const profDir = process.env.BENCH_CPU_PROF_DIR;
   if (profDir && command === process.execPath) args = ["--cpu-prof", `--cpu-prof-dir=${join(profDir, name)}`, ...args];
+  // BENCH_NODE_ARGS_<NAME> (NAME: gateway, runner, actors, ...): extra Node/V8 flags for that
+  // process, space-separated, for profiling a bench (e.g. --log-deopt --logfile=...).
+  const extraArgs = process.env[`BENCH_NODE_ARGS_${name.toUpperCase().replace(/[^A-Z0-9]/g, "_")}`];
+  if (extraArgs && command === process.execPath) args = [...extraArgs.split(" ").filter(Boolean), ...args];
   const line = onCpus(command, args, cpus);
   const child = spawn(line.command, line.args, { env: { ...process.env, ...env }, stdio: ["ignore", "ignore", "pipe"] });
   all.add(child);
@@ -170,7 +174,9 @@ export async function startNats(cpus?: readonly number[], options: { auth?: bool
   };
 }
 
-const dist = (path: string) => join(repoRoot, "dist", path);
+// BENCH_STACK_DIST: the build whose processes are started (a baseline's dist, copied aside, for
+// a benchmark comparing it with this build under the same load generator); this build's dist when unset.
+const dist = (path: string) => join(process.env.BENCH_STACK_DIST ?? join(repoRoot, "dist"), path);
 
 export interface Runner extends Proc {
   runnerId: string;

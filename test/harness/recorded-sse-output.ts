@@ -39,9 +39,10 @@ export class RecordedSseOutput implements SseOutput {
   onDrain(handler: () => void): void {
     this.drain = handler;
   }
-  write(frames: string): boolean {
+  write(frames: string | Uint8Array): boolean {
     if (this.ended) throw new Error("write after end");
-    this.writes.push(frames);
+    // Bytes are copied now, as uWS does: the writer may reuse its buffer after the call.
+    this.writes.push(typeof frames === "string" ? frames : Buffer.from(frames).toString("utf8"));
     return this.writable;
   }
   end(finalFrames = ""): void {

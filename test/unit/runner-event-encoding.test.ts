@@ -55,3 +55,21 @@ t.test("a packed message is cut at its size bound; nothing is lost or reordered"
   const seqs = sent.flatMap((m) => RunnerEventBatch.decode(m).events.map((e) => e.seq));
   t.same(seqs, Array.from({ length: count }, (_, i) => i + 1));
 });
+
+t.test("an element given as the start of a reused buffer is copied when queued", async (t) => {
+  const sent: Uint8Array[] = [];
+  const nc = { publish: (_subject: string, data: Uint8Array) => void sent.push(data) } as unknown as NatsConnection;
+  const outbox = new Outbox(nc);
+  const head = RunnerEvent.encode({ requestId: "req", seq: 0, runnerId: "r1", event: undefined }).finish();
+  const scratch = new Uint8Array(64);
+  for (let seq = 1; seq <= 3; seq++) {
+    const body = encodeTextDelta(seq, 0, `t${seq}`, 1);
+    scratch.fill(0xff);
+    scratch.set(body);
+    outbox.publishPacked("batch.g1", head, scratch, false, body.length);
+  }
+  scratch.fill(0);
+  outbox.flush();
+  t.equal(sent.length, 1);
+  t.same(RunnerEventBatch.decode(sent[0]!).events.map((e) => [e.seq, e.event?.$case === "delta" ? e.event.value.text : ""]), [[1, "t1"], [2, "t2"], [3, "t3"]]);
+});

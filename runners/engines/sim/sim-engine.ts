@@ -12,6 +12,8 @@ import { fitsContext, resolveOutputBudget } from "../output-budget.js";
 
 const WORDS = ("the river runs past old mills and quiet towns where children play by the water " +
   "while boats drift slowly toward the sea carrying stories from one bank to another").split(" ");
+/** Each word as it follows another (a leading space): no concatenation per token. */
+const SPACED_WORDS = WORDS.map((w) => ` ${w}`);
 const DEFAULT_LENGTH = 32;
 
 interface Ticking {
@@ -24,7 +26,12 @@ interface Ticking {
 export class SimEngine implements Engine {
   readonly kind = "sim" as const;
   readonly slots: number;
-  private readonly heap = new MinHeap<Ticking>((t) => t.due);
+  /**
+   * Tokens due, by the millisecond they are due in; and those milliseconds, ordered. A token costs
+   * an append to its bucket, not two operations on a heap of every stream (the sim runs thousands).
+   */
+  private readonly buckets = new Map<number, Ticking[]>();
+  private readonly dueMs = new MinHeap<number>((ms) => ms);
   private timer: NodeJS.Timeout | undefined;
   private armedFor = Infinity;
   private readonly intervalMs: number;
@@ -63,7 +70,9 @@ export class SimEngine implements Engine {
   runChoice(prepared: PreparedRequest, choiceIndex: number, _slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome> {
     const explicitMax = (prepared.request.sampling?.maxTokens ?? 0) > 0;
     const target = explicitMax ? prepared.maxTokens : Math.min(DEFAULT_LENGTH, prepared.maxTokens);
-    const stops = new TriggerMatcher((prepared.request.sampling?.stop ?? []).map((text) => ({ text, kind: "stop" as const })));
+    const stopTexts = prepared.request.sampling?.stop ?? [];
+    // Without stop sequences every piece goes out as it is (no matcher, nothing allocated per token).
+    const stops = stopTexts.length > 0 ? new TriggerMatcher(stopTexts.map((text) => ({ text, kind: "stop" as const }))) : undefined;
     let word = (Number(prepared.request.sampling?.seed ?? 0) + choiceIndex * 7) % WORDS.length;
     let produced = 0;
     return new Promise<ChoiceOutcome>((resolve) => {
@@ -71,6 +80,7 @@ export class SimEngine implements Engine {
         signal.removeEventListener("abort", onAbort);
         resolve({ finishReason, completionTokens: produced });
       };
+      // `cancelled` stands for the signal (set by its abort event), so a token costs no signal check.
       const onAbort = () => {
         ticking.cancelled = true;
         done(FinishReason.FINISH_REASON_CANCELLED);
@@ -79,15 +89,17 @@ export class SimEngine implements Engine {
         due: performance.now() + this.spec.sim.firstTokenLatencyMs,
         cancelled: false,
         fire: () => {
-          if (signal.aborted) return;
           produced++;
-          const piece = (produced === 1 ? "" : " ") + WORDS[word]!;
-          word = (word + 1) % WORDS.length;
-          const m = stops.push(piece);
-          if (m.emit) sink.text(m.emit, 1);
-          if (m.hit) return done(FinishReason.FINISH_REASON_STOP);
+          const piece = produced === 1 ? WORDS[word]! : SPACED_WORDS[word]!;
+          word = word + 1 === WORDS.length ? 0 : word + 1;
+          if (!stops) sink.text(piece, 1);
+          else {
+            const m = stops.push(piece);
+            if (m.emit) sink.text(m.emit, 1);
+            if (m.hit) return done(FinishReason.FINISH_REASON_STOP);
+          }
           if (produced >= target) {
-            const rest = stops.flush();
+            const rest = stops?.flush();
             if (rest) sink.text(rest, 0);
             return done(explicitMax || produced >= prepared.maxTokens ? FinishReason.FINISH_REASON_LENGTH : FinishReason.FINISH_REASON_STOP);
           }
@@ -95,6 +107,8 @@ export class SimEngine implements Engine {
           this.schedule(ticking);
         },
       };
+      // Aborted before it started (the abort event has been and gone): it ends at once.
+      if (signal.aborted) return done(FinishReason.FINISH_REASON_CANCELLED);
       signal.addEventListener("abort", onAbort, { once: true });
       this.schedule(ticking);
     });
@@ -105,7 +119,13 @@ export class SimEngine implements Engine {
   }
 
   private schedule(t: Ticking): void {
-    this.heap.push(t);
+    const slot = Math.floor(t.due);
+    const bucket = this.buckets.get(slot);
+    if (bucket) bucket.push(t);
+    else {
+      this.buckets.set(slot, [t]);
+      this.dueMs.push(slot);
+    }
     if (t.due < this.armedFor) this.arm(t.due);
   }
 
@@ -119,13 +139,15 @@ export class SimEngine implements Engine {
     this.timer = undefined;
     this.armedFor = Infinity;
     const now = performance.now();
-    // Timers fire at whole milliseconds at best: tokens due within the next one go now, so a
-    // token is at most about a millisecond early or late, never a whole tick late.
-    for (let top = this.heap.peek(); top && top.due <= now + 1; top = this.heap.peek()) {
-      this.heap.pop();
-      if (!top.cancelled) top.fire();
+    // Timers fire at whole milliseconds at best: the tokens of every millisecond begun go now,
+    // so a token is at most about a millisecond early or late, never a whole tick late.
+    for (let slot = this.dueMs.peek(); slot !== undefined && slot <= now; slot = this.dueMs.peek()) {
+      this.dueMs.pop();
+      const bucket = this.buckets.get(slot)!;
+      this.buckets.delete(slot);
+      for (const t of bucket) if (!t.cancelled) t.fire();
     }
-    const next = this.heap.peek();
-    if (next) this.arm(next.due);
+    const next = this.dueMs.peek();
+    if (next !== undefined) this.arm(next);
   }
 }
