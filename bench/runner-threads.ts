@@ -7,7 +7,9 @@
 //     [--configs "1;2;2 OMP_WAIT_POLICY=passive;2 TRIBUTARY_RUNNER_CPUS=off"]
 // --configs (instead of --threads): configurations separated by ";", each a thread count and
 // KEY=VALUE settings for the runner's environment (TRIBUTARY_RUNNER_CPUS: that configuration's
-// placement); the first is the baseline of the ratios.
+// placement); the first is the baseline of the ratios. Each runner gets the environment
+// `tributary start` gives it (GOMP_SPINCOUNT for threads > 1, modules/runner-layout/decode-env.ts)
+// unless the configuration (or this process's environment) sets OMP_WAIT_POLICY or GOMP_SPINCOUNT.
 // Tokens count by the arrival of their deltas inside the window (bench/lib/closed-loop.ts), which
 // opens the warm-up after every client has had its first token.
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -15,7 +17,8 @@ import { loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { getLlama } from "node-llama-cpp";
-import { commonConfig, readConfig } from "../lib/config.js";
+import { commonConfig, optionToUndefined, readConfig, startConfig } from "../lib/config.js";
+import { decodeThreadEnv } from "../modules/runner-layout/mod.js";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { ensureRandomLlama, SHAPES, type ShapeName } from "./gguf/random-llama.js";
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
@@ -47,7 +50,9 @@ interface RunnerConfig {
 const configs: RunnerConfig[] = (values.configs ?? values.threads!.split(",").join(";")).split(";").map((text) => {
   const [threads, ...settings] = text.trim().split(/\s+/);
   const env = Object.fromEntries(settings.map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
-  return { name: text.trim(), threads: Number(threads), env };
+  const start = readConfig(startConfig);
+  const user = { waitPolicy: env.OMP_WAIT_POLICY ?? optionToUndefined(start.openMpWaitPolicy), spinCount: env.GOMP_SPINCOUNT ?? optionToUndefined(start.openMpSpinCount) };
+  return { name: text.trim(), threads: Number(threads), env: { ...decodeThreadEnv(Number(threads), true, user), ...env } };
 });
 const seconds = Number(values.seconds);
 const warmup = Number(values.warmup);

@@ -300,6 +300,9 @@ export const startConfig = Config.all({
   natsPort: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 65535 })), "TRIBUTARY_NATS_PORT").pipe(Config.withDefault(4222)),
   /** "on" starts one sandbox host next to the runners; "off" leaves sandboxes unavailable. */
   sandboxHost: Config.schema(Schema.Literals(["on", "off"]), "TRIBUTARY_START_SANDBOX_HOST").pipe(Config.withDefault("on" as const)),
+  /** libgomp's own settings, when the user set them: they replace the spin count `start` gives runners of threads > 1. */
+  openMpWaitPolicy: Config.option(Config.String("OMP_WAIT_POLICY")),
+  openMpSpinCount: Config.option(Config.String("GOMP_SPINCOUNT")),
 });
 
 export const runnerConfig = Config.all({
