@@ -307,6 +307,8 @@ export const startConfig = Config.all({
 
 export const runnerConfig = Config.all({
   heartbeatMs: int("TRIBUTARY_HEARTBEAT_MS", 500),
+  /** llama engine: after a decode step in which a request ended, how long (ms, at most) the next step waits for a new request's prompt to join it; 0: never. */
+  decodeLingerMaxMs: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1000 })), "TRIBUTARY_DECODE_LINGER_MAX_MS").pipe(Config.withDefault(10)),
   /** Restrict this runner process to these catalog models (comma separated); empty = all with replicas > 0. */
   models: str("TRIBUTARY_RUNNER_MODELS", ""),
   modelCache: Config.option(Config.String("TRIBUTARY_MODEL_CACHE")),
