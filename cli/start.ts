@@ -9,7 +9,7 @@ import { supervise, type ChildSpec } from "./child-process.js";
 import { embeddedIdentities, embeddedNats } from "./embedded-nats.js";
 import type { NatsIdentity } from "../lib/nats/permissions.js";
 import { localApiKey } from "./local-key.js";
-import { machineFacts, modelFacts, pickLayout } from "../modules/runner-layout/mod.js";
+import { decodeThreadEnv, machineFacts, modelFacts, pickLayout } from "../modules/runner-layout/mod.js";
 import { StartupReport } from "./startup-report.js";
 
 const log = createLogger("supervisor", { pid: process.pid });
@@ -77,6 +77,7 @@ export function startStack() {
     const envOf = (identity: NatsIdentity) => ({ ...base, ...identities?.env(identity) });
     const env = envOf("actors");
     const stopTimeoutMs = readConfig(timeoutsConfig).drainTimeoutMs + 5_000;
+    const openMp = { waitPolicy: optionToUndefined(start.openMpWaitPolicy), spinCount: optionToUndefined(start.openMpSpinCount) };
 
     const children: ChildSpec[] = [
       { name: "actor host", ...onCpus(process.execPath, [entry("../actors/main.js")], services), env, stopTimeoutMs },
@@ -88,7 +89,14 @@ export function startStack() {
           ...onCpus(process.execPath, [entry("../runners/main.js")], placement?.runners.get(runnerName(model, r)) ?? services),
           // The runner reads its model's threads from the catalog; the rule's choice reaches it as
           // an override (the process serves this one model only).
-          env: { ...envOf("runner"), TRIBUTARY_RUNNER_MODELS: model.id, ...(model.setInCatalog.threads ? {} : { TRIBUTARY_THREADS: String(model.threads) }) },
+          // Threads > 1: a short OpenMP spin (modules/runner-layout/decode-env.ts), set before the
+          // runner loads node-llama-cpp.
+          env: {
+            ...envOf("runner"),
+            ...decodeThreadEnv(model.threads, cpuDemand(model) > 0, openMp),
+            TRIBUTARY_RUNNER_MODELS: model.id,
+            ...(model.setInCatalog.threads ? {} : { TRIBUTARY_THREADS: String(model.threads) }),
+          },
           stopTimeoutMs,
         });
     // One sandbox host (bubblewrap); it exits at once with a clear error where namespaces are unavailable.

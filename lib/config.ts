@@ -300,10 +300,15 @@ export const startConfig = Config.all({
   natsPort: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 65535 })), "TRIBUTARY_NATS_PORT").pipe(Config.withDefault(4222)),
   /** "on" starts one sandbox host next to the runners; "off" leaves sandboxes unavailable. */
   sandboxHost: Config.schema(Schema.Literals(["on", "off"]), "TRIBUTARY_START_SANDBOX_HOST").pipe(Config.withDefault("on" as const)),
+  /** libgomp's own settings, when the user set them: they replace the spin count `start` gives runners of threads > 1. */
+  openMpWaitPolicy: Config.option(Config.String("OMP_WAIT_POLICY")),
+  openMpSpinCount: Config.option(Config.String("GOMP_SPINCOUNT")),
 });
 
 export const runnerConfig = Config.all({
   heartbeatMs: int("TRIBUTARY_HEARTBEAT_MS", 500),
+  /** llama engine: after a decode step in which a request ended, how long (ms, at most) the next step waits for a new request's prompt to join it; 0: never. */
+  decodeLingerMaxMs: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1000 })), "TRIBUTARY_DECODE_LINGER_MAX_MS").pipe(Config.withDefault(10)),
   /** Restrict this runner process to these catalog models (comma separated); empty = all with replicas > 0. */
   models: str("TRIBUTARY_RUNNER_MODELS", ""),
   modelCache: Config.option(Config.String("TRIBUTARY_MODEL_CACHE")),

@@ -29,6 +29,7 @@ async function main(): Promise<void> {
     modelCache: optionToUndefined(config.modelCache) ?? defaultModelCache(common.home),
     hfToken: optionToUndefined(config.hfToken),
     hfEndpoint: optionToUndefined(config.hfEndpoint),
+    decodeLingerMaxMs: config.decodeLingerMaxMs,
     log,
   };
   for (const spec of models)

@@ -12,9 +12,9 @@ export interface BenchLayout {
   description: string;
 }
 
-/** TRIBUTARY_RUNNER_CPUS applies here as in `tributary start` (default "auto"). */
-export function benchLayout(runnerThreads: number): BenchLayout {
-  const result = planCpus(process.env.TRIBUTARY_RUNNER_CPUS ?? "auto", startCpus, [{ name: "runner", cpus: runnerThreads }]);
+/** TRIBUTARY_RUNNER_CPUS (or `setting`) applies here as in `tributary start` (default "auto"). */
+export function benchLayout(runnerThreads: number, setting?: string): BenchLayout {
+  const result = planCpus(setting ?? process.env.TRIBUTARY_RUNNER_CPUS ?? "auto", startCpus, [{ name: "runner", cpus: runnerThreads }]);
   if (!result.plan) return { runner: undefined, services: undefined, description: `processes not pinned (${result.reason})` };
   const runner = result.plan.runners.get("runner")!;
   return {

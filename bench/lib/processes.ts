@@ -22,10 +22,10 @@ export interface PlacedStack {
 }
 
 /** Starts nats-server, the actor host, one runner and the gateway, placed as `tributary start` places them. */
-export async function startPlacedStack(env: NodeJS.ProcessEnv, layout: BenchLayout): Promise<PlacedStack> {
+export async function startPlacedStack(env: NodeJS.ProcessEnv, layout: BenchLayout, runnerEnv: NodeJS.ProcessEnv = {}): Promise<PlacedStack> {
   const nats = await startNats(layout.services);
   const actors = await startActorHost(nats.url, env, layout.services);
-  const runner = await startRunner(nats.url, env, layout.runner);
+  const runner = await startRunner(nats.url, { ...env, ...runnerEnv }, layout.runner);
   const gateway = await startGateway(nats.url, env, layout.services);
   return {
     nats,

@@ -10,6 +10,8 @@ export interface EngineEnvironment {
   modelCache: string;
   hfToken: string | undefined;
   hfEndpoint: string | undefined;
+  /** How long a decode step may wait for a new request after one ended (DecodeSteps). */
+  decodeLingerMaxMs?: number;
   log: Logger;
   /** What the model's load is doing now ("downloading 42% of 639 MB"), for heartbeats while loading. */
   onLoadProgress?: (detail: string) => void;
@@ -20,6 +22,7 @@ export function createEngine(spec: ModelSpec, env: EngineEnvironment): Engine {
   const log = env.log.child({ model: spec.id });
   return new LlamaEngine(spec, {
     log,
+    lingerMaxMs: env.decodeLingerMaxMs,
     modelPath: () =>
       resolveModelFile(spec.source, {
         cacheDir: env.modelCache,

@@ -1,5 +1,5 @@
 import t from "tap";
-import { pickLayout, servicesCpus, type LlamaLibrary, type ModelFacts } from "../../modules/runner-layout/mod.js";
+import { decodeThreadEnv, OPENMP_SPIN_COUNT, pickLayout, servicesCpus, type LlamaLibrary, type ModelFacts } from "../../modules/runner-layout/mod.js";
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
@@ -103,4 +103,17 @@ t.test("CPUs are shared among the CPU models; sim and GPU models take none", asy
 t.test("the services' share", async (t) => {
   t.same([1, 2, 8, 9, 16].map((c) => servicesCpus(c, true)), [0, 1, 1, 2, 2]);
   t.same([1, 2, 3, 4, 16, 17].map((c) => servicesCpus(c, false)), [0, 0, 0, 1, 1, 2]);
+});
+
+t.test("the OpenMP spin count a runner of threads > 1 gets, unless the user set OpenMP's own", async (t) => {
+  const none = { waitPolicy: undefined, spinCount: undefined };
+  t.same(decodeThreadEnv(2, true, none), { GOMP_SPINCOUNT: String(OPENMP_SPIN_COUNT) });
+  t.same(decodeThreadEnv(8, true, none), { GOMP_SPINCOUNT: String(OPENMP_SPIN_COUNT) });
+  // One thread has no team to spin; GPU and sim models decode elsewhere.
+  t.same(decodeThreadEnv(1, true, none), {});
+  t.same(decodeThreadEnv(4, false, none), {});
+  // The user's OMP_WAIT_POLICY or GOMP_SPINCOUNT decides (the variable reaches the runner as set).
+  t.same(decodeThreadEnv(2, true, { waitPolicy: "passive", spinCount: undefined }), {});
+  t.same(decodeThreadEnv(2, true, { waitPolicy: undefined, spinCount: "300000" }), {});
+  t.same(decodeThreadEnv(2, true, { waitPolicy: undefined, spinCount: "" }), {});
 });

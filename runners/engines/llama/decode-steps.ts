@@ -16,7 +16,25 @@
  * one turn, which node-llama-cpp dispatches as one batch. A sequence whose decoder is busy
  * elsewhere (awaiting a KV edit) is not waited for: it joins a later step. With at most one
  * sequence generating, nothing waits (the single-stream path keeps its latency).
+ *
+ * When a request ended in the last step, its slot stands empty and the next request for it
+ * (a client that sends its next request when the last one ends, a request queued at the
+ * gateway) is a few milliseconds away: without waiting, the next step starts at once without it,
+ * and the new request waits that whole step before its prompt is evaluated (its TTFT: ~2.3 steps
+ * where llama-server, whose HTTP path turns around between its own steps, took ~1.4). So after
+ * such a step the release waits up to LINGER_SHARE of the step's duration (at most
+ * LINGER_MAX_MS; not for steps shorter than LINGER_MIN_STEP_MS, where the step costs about
+ * what the wait would) and goes at once when a new sequence arrives with its prompt.
  */
+export const LINGER_SHARE = 0.1;
+export const LINGER_MAX_MS = 10;
+export const LINGER_MIN_STEP_MS = 10;
+
+/** How long the release after a step of `stepMs` that vacated a slot waits for a new request. */
+export function lingerMs(stepMs: number, maxMs = LINGER_MAX_MS): number {
+  return stepMs >= LINGER_MIN_STEP_MS ? Math.min(stepMs * LINGER_SHARE, maxMs) : 0;
+}
+
 export class DecodeSteps {
   /** generate() loops past their first token: the sequences that take part in steps. */
   private members = 0;
@@ -24,6 +42,17 @@ export class DecodeSteps {
   private inFlight = 0;
   private waiting: Array<{ order: number; resolve: () => void }> = [];
   private releaseScheduled = false;
+  /** A member left since the last release: its slot may get a new request any moment. */
+  private vacated = false;
+  private stepStartedAt = 0;
+  private lastStepMs = 0;
+  private linger: NodeJS.Timeout | undefined;
+
+  /** `now`: the clock steps are timed with (milliseconds); `lingerMaxMs`: the longest wait for a new request (0: none). */
+  constructor(
+    private readonly now: () => number = () => performance.now(),
+    private readonly lingerMaxMs = LINGER_MAX_MS,
+  ) {}
 
   join(): void {
     this.members++;
@@ -31,6 +60,16 @@ export class DecodeSteps {
 
   leave(): void {
     this.members--;
+    this.vacated = true;
+    this.maybeRelease();
+  }
+
+  /** A new sequence is about to queue its prompt: a release waiting for it goes now. */
+  arriving(): void {
+    if (!this.linger) return;
+    clearTimeout(this.linger);
+    this.linger = undefined;
+    this.releaseScheduled = false;
     this.maybeRelease();
   }
 
@@ -52,23 +91,34 @@ export class DecodeSteps {
 
   /** A member's token was queued. */
   started(): void {
-    this.inFlight++;
+    if (this.inFlight++ === 0) this.stepStartedAt = this.now();
   }
 
   /** A member's token came back (or its decode failed). */
   finished(): void {
-    this.inFlight--;
+    if (--this.inFlight === 0) this.lastStepMs = this.now() - this.stepStartedAt;
     this.maybeRelease();
   }
 
   private maybeRelease(): void {
     if (this.inFlight > 0 || this.waiting.length === 0 || this.releaseScheduled) return;
     this.releaseScheduled = true;
-    setImmediate(() => {
-      this.releaseScheduled = false;
-      const released = this.waiting.sort((a, b) => a.order - b.order);
-      this.waiting = [];
-      for (const { resolve } of released) resolve();
-    });
+    const wait = this.vacated ? lingerMs(this.lastStepMs, this.lingerMaxMs) : 0;
+    this.vacated = false;
+    if (wait > 0) {
+      this.linger = setTimeout(() => {
+        this.linger = undefined;
+        this.release();
+      }, wait);
+      return;
+    }
+    setImmediate(() => this.release());
+  }
+
+  private release(): void {
+    this.releaseScheduled = false;
+    const released = this.waiting.sort((a, b) => a.order - b.order);
+    this.waiting = [];
+    for (const { resolve } of released) resolve();
   }
 }

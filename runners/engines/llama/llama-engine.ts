@@ -1,4 +1,4 @@
-import { getLlama, LlamaLogLevel, LlamaText, SpecialToken, TokenBias, type ChatModelFunctions, type ChatWrapper, type Llama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
+import { getLlama, LlamaLogLevel, LlamaText, SpecialToken, TokenBias, type BatchItem, type ChatModelFunctions, type ChatWrapper, type Llama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
 import { ErrorCode, ResponseFormat_Type, ToolChoice_Mode, Truncation, type GenerateRequest } from "../../../proto/gen/tributary/v1/inference.js";
 import type { ModelSpec } from "../../../modules/catalog/mod.js";
 import type { Logger } from "../../../lib/log.js";
@@ -12,6 +12,7 @@ import { UnsupportedSchemaError } from "./json-schema-subset.js";
 import { DecodeGate } from "./decode-gate.js";
 import { DecodeSteps } from "./decode-steps.js";
 import { SlotSequence } from "./slot-sequence.js";
+import { sequenceOrder } from "./batch-order.js";
 
 interface LlamaPrepared extends PreparedRequest {
   plan: DecodePlan;
@@ -23,6 +24,8 @@ export interface LlamaEngineOptions {
   /** Resolves the catalog source to a local GGUF path (downloading it when needed). */
   modelPath: () => Promise<string>;
   log: Logger;
+  /** DecodeSteps' wait for a new request after a step in which one ended, at most (ms; default LINGER_MAX_MS). */
+  lingerMaxMs?: number;
 }
 
 /**
@@ -54,15 +57,32 @@ export class LlamaEngine implements Engine {
     // decode step: a promise and an allocation per token.
     this.llama = await getLlama({ gpu: gpu ? "auto" : false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false, maxThreads: 0 });
     this.model = await this.llama.loadModel({ modelPath: path, gpuLayers: this.spec.gpuLayers as number | "auto" | "max" });
+    // Batches in sequence id order (batch-order.ts). node-llama-cpp's strategy sees an item's
+    // tokens, not its sequence: the sequence comes from the context's queue of decodes (an
+    // internal field, checked at every use: without it the order stays node-llama-cpp's).
+    let queuedDecodes: () => unknown = () => undefined;
+    const sequenceOf = (item: BatchItem): number | undefined => {
+      const queue = queuedDecodes();
+      if (!Array.isArray(queue)) return undefined;
+      for (const entry of queue as unknown[]) {
+        if (typeof entry !== "object" || entry === null) continue;
+        const { tokens, sequenceId } = entry as { tokens?: unknown; sequenceId?: unknown };
+        if (tokens === item.tokens && typeof sequenceId === "number") return sequenceId;
+      }
+      return undefined;
+    };
     this.context = await this.model.createContext({
       sequences: this.slots,
       contextSize: this.spec.contextLength,
       threads: this.spec.threads,
       batchSize: this.spec.batchSize,
+      batching: { itemPrioritizationStrategy: sequenceOrder(sequenceOf) },
       failedCreationRemedy: false,
     });
+    const context = this.context as unknown as Record<string, unknown>;
+    queuedDecodes = () => context._queuedDecodes;
     const gate = new DecodeGate();
-    const steps = new DecodeSteps();
+    const steps = new DecodeSteps(undefined, this.options.lingerMaxMs);
     // Sequences are created in id order (0, 1, ...): the index is the id steps order by.
     this.sequences = Array.from({ length: this.slots }, (_, id) => new SlotSequence(this.context.getSequence(), gate, steps, id));
     this.wrapper = chooseChatWrapper(this.model, this.spec.chatTemplate);

@@ -78,6 +78,8 @@ export class SlotSequence {
     // The first call evaluates the input (a prompt may take several batches); every later one
     // decodes one token, as a step with the other generating sequences.
     let member = false;
+    // A release held for a new request (DecodeSteps) goes now: this prompt joins the step.
+    this.steps?.arriving();
     try {
       for (;;) {
         if (member) {

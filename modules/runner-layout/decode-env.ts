@@ -1,0 +1,34 @@
+// Environment `tributary start` gives a runner whose model decodes on more than one CPU thread.
+
+/**
+ * GOMP_SPINCOUNT for runners with `threads` > 1. With the OpenMP build (the source build; the
+ * prebuilt library has no OpenMP), libgomp lets a thread that reaches a barrier, or a worker whose
+ * parallel region ended, spin 300,000 times before it sleeps (when no more threads than CPUs).
+ * In a runner that spin competes for the CPUs with everything that runs between and during decode
+ * steps: the runner's JavaScript thread and sampling, the gateway, nats-server. And each of
+ * libuv's worker threads that happens to run a decode step (node-llama-cpp queues every step on
+ * libuv's pool) leads a thread team of its own: the team of the last step still spins while the
+ * next step's team starts on another worker (perf of a runner at 8 streams: three teams of two
+ * threads, each with thousands of involuntary context switches a second). 10,000 spins keep the
+ * barriers within a step fast (the threads of a running step meet within microseconds) and put
+ * an idle team to sleep soon. Measured through the whole stack on the ~500M model, 2 CPUs
+ * (bench/results/runner-threads-500m-omp.md).
+ */
+export const OPENMP_SPIN_COUNT = 10_000;
+
+/** The OpenMP settings of the environment `tributary start` runs in: the user's own win. */
+export interface OpenMpSettings {
+  waitPolicy: string | undefined;
+  spinCount: string | undefined;
+}
+
+/**
+ * Variables to add to the environment of a runner decoding with `threads` CPU threads (nothing
+ * for one thread, for models on a GPU or the sim engine, or when the user set OMP_WAIT_POLICY or
+ * GOMP_SPINCOUNT: either decides the spin count). They must be in the process's environment
+ * before it loads node-llama-cpp: libgomp reads them once, when it is loaded.
+ */
+export function decodeThreadEnv(threads: number, decodesOnCpu: boolean, user: OpenMpSettings): Record<string, string> {
+  if (threads <= 1 || !decodesOnCpu || user.waitPolicy !== undefined || user.spinCount !== undefined) return {};
+  return { GOMP_SPINCOUNT: String(OPENMP_SPIN_COUNT) };
+}
