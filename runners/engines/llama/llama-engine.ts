@@ -1,4 +1,4 @@
-import { getLlama, LlamaLogLevel, LlamaText, SpecialToken, TokenBias, type ChatModelFunctions, type ChatWrapper, type Llama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
+import { getLlama, LlamaLogLevel, LlamaText, SpecialToken, TokenBias, type ChatModelFunctions, type ChatWrapper, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import { ErrorCode, ResponseFormat_Type, ToolChoice_Mode, Truncation, type GenerateRequest } from "../../../proto/gen/tributary/v1/inference.js";
 import type { ModelSpec } from "../../../modules/catalog/mod.js";
 import type { Logger } from "../../../lib/log.js";
@@ -9,7 +9,7 @@ import { callSyntaxOf, chooseChatWrapper, renderPrompt, type CallSyntax } from "
 import { ChoiceDecoder, MAX_CALLS_PER_CHOICE, type DecodePlan, type ToolPlan } from "./choice-decoder.js";
 import { GrammarCache } from "./grammar-cache.js";
 import { UnsupportedSchemaError } from "./json-schema-subset.js";
-import { DecodeGate } from "./decode-gate.js";
+import { openNativeContext } from "./addon-context.js";
 import { DecodeSteps } from "./decode-steps.js";
 import { SlotSequence } from "./slot-sequence.js";
 
@@ -26,9 +26,10 @@ export interface LlamaEngineOptions {
 }
 
 /**
- * node-llama-cpp engine: one model, one context with a sequence per slot. node-llama-cpp
- * batches the pending evaluations of all sequences into one decode per event-loop cycle, so
- * every active choice advances together and a new one joins at the next step.
+ * node-llama-cpp engine: one model, one context with a sequence per slot. The engine decodes
+ * through node-llama-cpp's native addon itself (see addon-context.ts for why): DecodeSteps puts
+ * the queued input of all sequences into one batch per step, so every active choice advances
+ * together and a new one joins at the next step.
  */
 export class LlamaEngine implements Engine {
   readonly kind = "llama" as const;
@@ -37,6 +38,7 @@ export class LlamaEngine implements Engine {
   private model!: LlamaModel;
   private context!: LlamaContext;
   private sequences: SlotSequence[] = [];
+  private librarySequences: LlamaContextSequence[] = [];
   private wrapper!: ChatWrapper;
   private callSyntax!: CallSyntax;
   private grammars!: GrammarCache;
@@ -61,10 +63,19 @@ export class LlamaEngine implements Engine {
       batchSize: this.spec.batchSize,
       failedCreationRemedy: false,
     });
-    const gate = new DecodeGate();
-    const steps = new DecodeSteps();
-    // Sequences are created in id order (0, 1, ...): the index is the id steps order by.
-    this.sequences = Array.from({ length: this.slots }, (_, id) => new SlotSequence(this.context.getSequence(), gate, steps, id));
+    // The library's sequence objects only reserve the ids (and must stay referenced for that);
+    // they are never evaluated: the engine owns the context's batches and KV cells.
+    this.librarySequences = Array.from({ length: this.slots }, () => this.context.getSequence());
+    const opened = openNativeContext(this.llama, this.model, this.context, this.librarySequences);
+    const model = this.model;
+    const slotContext = {
+      native: opened.native,
+      steps: new DecodeSteps(opened.native, this.context.batchSize),
+      contextSize: this.context.contextSize,
+      createSampler: opened.createSampler,
+      isEogToken: (token: Token) => model.isEogToken(token),
+    };
+    this.sequences = opened.sequenceIds.map((id) => new SlotSequence(slotContext, id));
     this.wrapper = chooseChatWrapper(this.model, this.spec.chatTemplate);
     this.callSyntax = callSyntaxOf(this.wrapper);
     this.grammars = new GrammarCache(this.llama);
