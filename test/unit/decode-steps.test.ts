@@ -1,0 +1,131 @@
+import t from "tap";
+import type { NativeContext, NativeSampler } from "../../runners/engines/llama/addon-context.js";
+import { DecodeSteps } from "../../runners/engines/llama/decode-steps.js";
+
+// DecodeSteps owns a context's batches: the input all sequences queued goes into one batch per
+// step in sequence id order (the order llama.cpp needs to decode them as one micro-batch),
+// prompts split by the batch size join generating sequences, every sequence whose input ended
+// is sampled before the next decode, and KV edits wait for the step in flight.
+
+interface Added {
+  sequenceId: number;
+  position: number;
+  tokens: number[];
+  logits: number[];
+}
+
+/** A native context that records batches; each decode completes when the test says so. */
+class FakeNative implements NativeContext {
+  batches: Added[][] = [];
+  sizes: number[] = [];
+  log: string[] = [];
+  failNext = false;
+  private finishDecode: (() => void) | undefined;
+  private current: Added[] = [];
+
+  initBatch(tokens: number): void {
+    this.sizes.push(tokens);
+    this.current = [];
+  }
+  addToBatch(sequenceId: number, position: number, tokens: Uint32Array, logitIndexes: Uint32Array): Uint32Array {
+    const offset = this.current.reduce((n, a) => n + a.tokens.length, 0);
+    this.current.push({ sequenceId, position, tokens: [...tokens], logits: [...logitIndexes] });
+    return Uint32Array.from(logitIndexes, (i) => offset + i);
+  }
+  decodeBatch(): Promise<void> {
+    this.batches.push(this.current);
+    this.log.push("decode");
+    const fail = this.failNext;
+    this.failNext = false;
+    return new Promise((resolve, reject) => (this.finishDecode = () => (fail ? reject(new Error("decode failed")) : resolve())));
+  }
+  /** Samples token 1000 + the logit's batch index. */
+  sampleToken(batchLogitIndex: number, _sampler: NativeSampler): Promise<number> {
+    this.log.push(`sample ${batchLogitIndex}`);
+    return Promise.resolve(1000 + batchLogitIndex);
+  }
+  removeTokenCellsFromSequence(sequenceId: number, start: number): boolean {
+    this.log.push(`edit ${sequenceId} ${start}`);
+    return true;
+  }
+  /** Completes the decode in flight (waiting for the step to start first). */
+  async complete(): Promise<void> {
+    while (!this.finishDecode) await new Promise((r) => setImmediate(r));
+    const finish = this.finishDecode;
+    this.finishDecode = undefined;
+    finish();
+  }
+}
+
+const sampler: NativeSampler = { applyConfig() {}, dispose() {} };
+
+t.test("queued sequences decode as one batch in id order, each then sampled", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 16);
+  const results = [5, 2, 7].map((id) => steps.decode(id, 10 + id, Uint32Array.of(id), sampler));
+  await native.complete();
+  t.same(await Promise.all(results), [1001, 1000, 1002], "each sequence gets the token sampled from its own logits");
+  t.same(native.batches, [[2, 5, 7].map((id) => ({ sequenceId: id, position: 10 + id, tokens: [id], logits: [0] }))]);
+  t.same(native.sizes, [3]);
+});
+
+t.test("a prompt longer than the batch shares steps with generating sequences and is sampled after its last part", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 4);
+  let promptToken: number | undefined;
+  const prompt = steps.decode(3, 0, Uint32Array.of(1, 2, 3, 4, 5), sampler).then((token) => (promptToken = token));
+  const generating = steps.decode(1, 40, Uint32Array.of(9), sampler);
+  await native.complete();
+  t.equal(await generating, 1000);
+  t.same(native.batches[0], [
+    { sequenceId: 1, position: 40, tokens: [9], logits: [0] },
+    { sequenceId: 3, position: 0, tokens: [1, 2, 3], logits: [] },
+  ], "the first step: the generating sequence, then as much of the prompt as fits, without logits");
+  t.equal(promptToken, undefined, "the prompt is not sampled before its last part is decoded");
+  const next = steps.decode(1, 41, Uint32Array.of(1000), sampler);
+  await native.complete();
+  t.equal(await next, 1000);
+  t.equal(await prompt, 1002);
+  t.same(native.batches[1], [
+    { sequenceId: 1, position: 41, tokens: [1000], logits: [0] },
+    { sequenceId: 3, position: 3, tokens: [4, 5], logits: [1] },
+  ], "the rest of the prompt joins the next step at its positions");
+});
+
+t.test("decode-only input resolves without sampling", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 8);
+  const done = steps.decode(0, 0, Uint32Array.of(1, 2), undefined);
+  await native.complete();
+  t.equal(await done, -1);
+  t.same(native.batches[0]![0]!.logits, []);
+  t.notOk(native.log.some((l) => l.startsWith("sample")));
+});
+
+t.test("a KV edit asked for during a step runs after its decode and samples, before the next step", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 8);
+  const first = steps.decode(0, 0, Uint32Array.of(1), sampler);
+  while (native.batches.length === 0) await new Promise((r) => setImmediate(r));
+  const edited = steps.edit(() => native.removeTokenCellsFromSequence(1, 5));
+  const second = steps.decode(2, 0, Uint32Array.of(1), sampler);
+  await native.complete();
+  await first;
+  await edited;
+  await native.complete();
+  await second;
+  t.same(native.log, ["decode", "sample 0", "edit 1 5", "decode", "sample 0"]);
+  t.equal(await steps.edit(() => "now"), "now", "with no step in flight an edit runs at once");
+});
+
+t.test("a failed decode rejects its batch's sequences and later steps go on", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 2);
+  native.failNext = true;
+  const failed = steps.decode(0, 0, Uint32Array.of(1, 2), sampler);
+  const waiting = steps.decode(1, 0, Uint32Array.of(3), sampler);
+  await native.complete();
+  await t.rejects(failed, /decode failed/);
+  await native.complete();
+  t.equal(await waiting, 1000, "the sequence that did not fit the failed batch decodes in the next one");
+});
