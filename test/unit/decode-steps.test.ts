@@ -129,3 +129,20 @@ t.test("a failed decode rejects its batch's sequences and later steps go on", as
   await native.complete();
   t.equal(await waiting, 1000, "the sequence that did not fit the failed batch decodes in the next one");
 });
+
+t.test("close rejects queued input and waits for the step in flight", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 1);
+  const inFlight = steps.decode(0, 0, Uint32Array.of(1), sampler);
+  const queued = steps.decode(1, 0, Uint32Array.of(1), sampler);
+  while (native.batches.length === 0) await new Promise((r) => setImmediate(r));
+  let closed = false;
+  const closing = steps.close().then(() => (closed = true));
+  await t.rejects(queued, /closing/, "input that has not reached a batch is rejected");
+  t.notOk(closed, "close waits while a decode is in flight");
+  await native.complete();
+  await closing;
+  t.equal(await inFlight, 1000);
+  await t.rejects(steps.decode(2, 0, Uint32Array.of(1), sampler), /closing/, "nothing is accepted after close");
+  t.equal(native.batches.length, 1);
+});

@@ -35,7 +35,12 @@ export class DecodeSteps {
   private edits: Array<() => void> = [];
   private stepping = false;
   private scheduled = false;
-  private readonly step = () => void this.run();
+  private closed = false;
+  /** The step in flight, awaited by close(). */
+  private current: Promise<void> | undefined;
+  private readonly step = () => {
+    this.current = this.run();
+  };
 
   constructor(private readonly native: NativeContext, private readonly batchSize: number) {}
 
@@ -44,6 +49,7 @@ export class DecodeSteps {
    * token (-1 when the sampler returned none). Rejects when the decode fails.
    */
   decode(sequenceId: number, position: number, tokens: Uint32Array, sampler: NativeSampler | undefined): Promise<number> {
+    if (this.closed) return Promise.reject(new Error("the context is closing"));
     return new Promise((resolve, reject) => {
       this.queued.push({ sequenceId, position, tokens, done: 0, sampler, resolve, reject });
       this.schedule();
@@ -70,6 +76,15 @@ export class DecodeSteps {
     );
   }
 
+  /** Rejects queued input and waits for the step in flight: after this the context may be disposed. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const queued = this.queued;
+    this.queued = [];
+    for (const job of queued) job.reject(new Error("the context is closing"));
+    await this.current;
+  }
+
   private schedule(): void {
     if (this.stepping || this.scheduled) return;
     this.scheduled = true;
@@ -78,7 +93,7 @@ export class DecodeSteps {
 
   private async run(): Promise<void> {
     this.scheduled = false;
-    if (this.queued.length === 0) return;
+    if (this.queued.length === 0 || this.closed) return;
     this.stepping = true;
     const jobs = this.queued.sort((a, b) => a.sequenceId - b.sequenceId);
     this.queued = [];

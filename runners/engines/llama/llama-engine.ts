@@ -39,6 +39,7 @@ export class LlamaEngine implements Engine {
   private context!: LlamaContext;
   private sequences: SlotSequence[] = [];
   private librarySequences: LlamaContextSequence[] = [];
+  private steps: DecodeSteps | undefined;
   private wrapper!: ChatWrapper;
   private callSyntax!: CallSyntax;
   private grammars!: GrammarCache;
@@ -68,9 +69,10 @@ export class LlamaEngine implements Engine {
     this.librarySequences = Array.from({ length: this.slots }, () => this.context.getSequence());
     const opened = openNativeContext(this.llama, this.model, this.context, this.librarySequences);
     const model = this.model;
+    this.steps = new DecodeSteps(opened.native, this.context.batchSize);
     const slotContext = {
       native: opened.native,
-      steps: new DecodeSteps(opened.native, this.context.batchSize),
+      steps: this.steps,
       contextSize: this.context.contextSize,
       createSampler: opened.createSampler,
       isEogToken: (token: Token) => model.isEogToken(token),
@@ -192,6 +194,8 @@ export class LlamaEngine implements Engine {
   }
 
   async dispose(): Promise<void> {
+    // No decode may be in flight on the native context when it is freed.
+    await this.steps?.close();
     await this.context?.dispose();
     await this.model?.dispose();
     await this.llama?.dispose();
