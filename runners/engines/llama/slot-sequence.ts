@@ -8,6 +8,7 @@ let useCounter = 0;
 export class ContextFullError extends Error {
   constructor() {
     super("the slot's context is full");
+    this.name = "ContextFullError";
   }
 }
 
