@@ -3,10 +3,9 @@
 // loop streams whose next request comes `--turnaround-ms` (x 0.5-1.5) after the last one ended, as
 // through the stack. Figures in steps hold on a busy machine, where milliseconds do not.
 //   node dist/bench/decode-batches.js [--model 500m] [--threads 2] [--streams 8] [--max-tokens 32]
-//     [--seconds 50] [--turnaround-ms 3] [--order sequence|queue] [--linger-ms 10]
-// --order queue: node-llama-cpp's own order (before batch-order.ts); --linger-ms 0: no linger.
-// Reaches into node-llama-cpp's internals (the native context's batch calls, the batching
-// options) to observe and to switch the order: a measuring tool, not a pattern.
+//     [--seconds 50] [--turnaround-ms 3] [--linger-ms 10]
+// --linger-ms 0: no linger. Wraps the engine's native context (DecodeSteps' batch calls) to
+// observe each batch: a measuring tool, not a pattern.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
@@ -26,7 +25,6 @@ const { values } = parseArgs({
     "max-tokens": { type: "string", default: "32" },
     seconds: { type: "string", default: "50" },
     "turnaround-ms": { type: "string", default: "3" },
-    order: { type: "string", default: "sequence" },
     "linger-ms": { type: "string", default: "10" },
   },
 });
@@ -54,16 +52,15 @@ async function main(): Promise<void> {
   const spec = loadCatalog(catalog)[0]!;
   const loadStart = loadavg()[0]!;
   const engine = new InProcessEngine(spec);
-  const internals = engine as unknown as { engine: { options: { lingerMaxMs?: number }; context: Record<string, unknown> & { _ctx: Record<string, unknown>; _batchingOptions: Record<string, unknown> } } };
+  const internals = engine as unknown as { engine: { options: { lingerMaxMs?: number }; steps: { native: Record<string, unknown> } } };
   internals.engine.options.lingerMaxMs = Number(values["linger-ms"]);
   await engine.load();
-  const context = internals.engine.context;
-  if (values.order === "queue") context._batchingOptions.itemPrioritizationStrategy = "maximumParallelism";
+  const steps = internals.engine.steps;
 
   // Every batch: the sequences in the order they went to llama.cpp, and when it decoded.
   const batches: Batch[] = [];
   let current: Batch = { sequences: [], started: 0, ended: 0 };
-  const native = context._ctx;
+  const native = steps.native;
   const call = (name: string, args: unknown[]) => (native[name] as (...a: unknown[]) => unknown).apply(native, args);
   const observed: Record<string, (...args: unknown[]) => unknown> = {
     initBatch: (...args) => {
@@ -83,7 +80,7 @@ async function main(): Promise<void> {
       return result;
     },
   };
-  context._ctx = new Proxy(native, {
+  steps.native = new Proxy(native, {
     get: (target, key: string) => observed[key] ?? (typeof target[key] === "function" ? (target[key] as (...a: unknown[]) => unknown).bind(target) : target[key]),
   });
 
@@ -107,7 +104,7 @@ async function main(): Promise<void> {
   const fullStepMs = percentile(window.filter((b) => b.sequences.length === streams).map((b) => b.ended - b.started), 50);
   const tokens = window.reduce((a, b) => a + b.sequences.length, 0);
   const result = {
-    model: values.model, threads: Number(values.threads), streams, maxTokens, turnaroundMs, order: values.order, lingerMs: Number(values["linger-ms"]),
+    model: values.model, threads: Number(values.threads), streams, maxTokens, turnaroundMs, lingerMs: Number(values["linger-ms"]),
     batches: window.length, batchesInSequenceOrder: inOrder,
     sequencesPerBatch: Object.fromEntries([...sizes].sort((a, b) => b[0] - a[0])),
     tokensPerBatch: fmt(tokens / window.length, 2),

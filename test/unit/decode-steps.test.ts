@@ -1,129 +1,203 @@
 import t from "tap";
+import type { NativeContext, NativeSampler } from "../../runners/engines/llama/addon-context.js";
 import { DecodeSteps, LINGER_MAX_MS, LINGER_MIN_STEP_MS, lingerMs } from "../../runners/engines/llama/decode-steps.js";
 
-// Generating sequences step together: a sequence that wants its next token waits until no step
-// is in flight, and the waiting ones are released together, in sequence id order (the order
-// llama.cpp needs to decode them as one micro-batch).
+// DecodeSteps owns a context's batches: the input all sequences queued goes into one batch per
+// step in sequence id order (the order llama.cpp needs to decode them as one micro-batch),
+// prompts split by the batch size join generating sequences, every sequence whose input ended
+// is sampled before the next decode, and KV edits wait for the step in flight.
 
-const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+interface Added {
+  sequenceId: number;
+  position: number;
+  tokens: number[];
+  logits: number[];
+}
 
-t.test("a lone generating sequence never waits", async (t) => {
-  const steps = new DecodeSteps();
-  steps.join();
-  t.equal(steps.ready(0), undefined);
-  steps.started();
-  steps.finished();
-  t.equal(steps.ready(0), undefined);
-  steps.leave();
-});
+/** A native context that records batches; each decode completes when the test says so. */
+class FakeNative implements NativeContext {
+  batches: Added[][] = [];
+  sizes: number[] = [];
+  log: string[] = [];
+  failNext = false;
+  private finishDecode: (() => void) | undefined;
+  private current: Added[] = [];
 
-t.test("members wait for the step in flight, then go together in id order", async (t) => {
-  const steps = new DecodeSteps();
-  const released: number[] = [];
-  // Members 5, 2 and 7 generate; their tokens of this step are in flight.
-  for (const _ of [5, 2, 7]) {
-    steps.join();
-    steps.started();
+  initBatch(tokens: number): void {
+    this.sizes.push(tokens);
+    this.current = [];
   }
-  // 7's token comes back first and it asks for its next one: 5 and 2 are still in flight.
-  steps.finished();
-  void steps.ready(7)!.then(() => released.push(7));
-  await turn();
-  await turn();
-  t.same(released, [], "not released while tokens of the step are in flight");
-  steps.finished();
-  void steps.ready(5)!.then(() => released.push(5));
-  steps.finished();
-  void steps.ready(2)!.then(() => released.push(2));
-  for (let i = 0; i < 10; i++) await Promise.resolve();
-  t.same(released, [], "released on a later turn (after node-llama-cpp's loop has seen its queue empty), not within this one");
-  await turn();
-  await turn();
-  t.same(released, [2, 5, 7], "all released, in id order");
+  addToBatch(sequenceId: number, position: number, tokens: Uint32Array, logitIndexes: Uint32Array): Uint32Array {
+    const offset = this.current.reduce((n, a) => n + a.tokens.length, 0);
+    this.current.push({ sequenceId, position, tokens: [...tokens], logits: [...logitIndexes] });
+    return Uint32Array.from(logitIndexes, (i) => offset + i);
+  }
+  decodeBatch(): Promise<void> {
+    this.batches.push(this.current);
+    this.log.push("decode");
+    const fail = this.failNext;
+    this.failNext = false;
+    return new Promise((resolve, reject) => (this.finishDecode = () => (fail ? reject(new Error("decode failed")) : resolve())));
+  }
+  /** Samples token 1000 + the logit's batch index. */
+  sampleToken(batchLogitIndex: number, _sampler: NativeSampler): Promise<number> {
+    this.log.push(`sample ${batchLogitIndex}`);
+    return Promise.resolve(1000 + batchLogitIndex);
+  }
+  removeTokenCellsFromSequence(sequenceId: number, start: number): boolean {
+    this.log.push(`edit ${sequenceId} ${start}`);
+    return true;
+  }
+  /** Completes the decode in flight (waiting for the step to start first). */
+  async complete(): Promise<void> {
+    while (!this.finishDecode) await new Promise((r) => setImmediate(r));
+    const finish = this.finishDecode;
+    this.finishDecode = undefined;
+    finish();
+  }
+}
+
+const sampler: NativeSampler = { applyConfig() {}, dispose() {} };
+
+t.test("queued sequences decode as one batch in id order, each then sampled", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 16);
+  const results = [5, 2, 7].map((id) => steps.decode(id, 10 + id, Uint32Array.of(id), sampler));
+  await native.complete();
+  t.same(await Promise.all(results), [1001, 1000, 1002], "each sequence gets the token sampled from its own logits");
+  t.same(native.batches, [[2, 5, 7].map((id) => ({ sequenceId: id, position: 10 + id, tokens: [id], logits: [0] }))]);
+  t.same(native.sizes, [3]);
 });
 
-t.test("a member busy elsewhere is not waited for, nor one whose decode failed", async (t) => {
-  const steps = new DecodeSteps();
-  const released: number[] = [];
-  for (const _ of [0, 1, 2]) steps.join();
-  // 0 and 1 have a token in flight; 2 is busy (its decoder awaits a KV edit) and asks for nothing.
-  steps.started();
-  steps.started();
-  steps.finished();
-  void steps.ready(0)!.then(() => released.push(0));
-  steps.finished();
-  void steps.ready(1)!.then(() => released.push(1));
-  await turn();
-  await turn();
-  t.same(released, [0, 1], "member 2 is not waited for");
-
-  // 0 and 1 in flight again; 1's decode fails (its step ends) and it leaves: 0 goes on.
-  steps.started();
-  steps.started();
-  steps.finished();
-  void steps.ready(0)!.then(() => released.push(0));
-  steps.finished();
-  steps.leave();
-  await turn();
-  await turn();
-  t.same(released, [0, 1, 0]);
+t.test("a prompt longer than the batch shares steps with generating sequences and is sampled after its last part", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 4);
+  let promptToken: number | undefined;
+  const prompt = steps.decode(3, 0, Uint32Array.of(1, 2, 3, 4, 5), sampler).then((token) => (promptToken = token));
+  const generating = steps.decode(1, 40, Uint32Array.of(9), sampler);
+  await native.complete();
+  t.equal(await generating, 1000);
+  t.same(native.batches[0], [
+    { sequenceId: 1, position: 40, tokens: [9], logits: [0] },
+    { sequenceId: 3, position: 0, tokens: [1, 2, 3], logits: [] },
+  ], "the first step: the generating sequence, then as much of the prompt as fits, without logits");
+  t.equal(promptToken, undefined, "the prompt is not sampled before its last part is decoded");
+  const next = steps.decode(1, 41, Uint32Array.of(1000), sampler);
+  await native.complete();
+  t.equal(await next, 1000);
+  t.equal(await prompt, 1002);
+  t.same(native.batches[1], [
+    { sequenceId: 1, position: 41, tokens: [1000], logits: [0] },
+    { sequenceId: 3, position: 3, tokens: [4, 5], logits: [1] },
+  ], "the rest of the prompt joins the next step at its positions");
 });
 
-t.test("after a step that vacated a slot, the release waits for a new request a little", async (t) => {
+t.test("decode-only input resolves without sampling", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 8);
+  const done = steps.decode(0, 0, Uint32Array.of(1, 2), undefined);
+  await native.complete();
+  t.equal(await done, -1);
+  t.same(native.batches[0]![0]!.logits, []);
+  t.notOk(native.log.some((l) => l.startsWith("sample")));
+});
+
+t.test("a KV edit asked for during a step runs after its decode and samples, before the next step", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 8);
+  const first = steps.decode(0, 0, Uint32Array.of(1), sampler);
+  while (native.batches.length === 0) await new Promise((r) => setImmediate(r));
+  const edited = steps.edit(() => native.removeTokenCellsFromSequence(1, 5));
+  const second = steps.decode(2, 0, Uint32Array.of(1), sampler);
+  await native.complete();
+  await first;
+  await edited;
+  await native.complete();
+  await second;
+  t.same(native.log, ["decode", "sample 0", "edit 1 5", "decode", "sample 0"]);
+  t.equal(await steps.edit(() => "now"), "now", "with no step in flight an edit runs at once");
+});
+
+t.test("a failed decode rejects its batch's sequences and later steps go on", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 2);
+  native.failNext = true;
+  const failed = steps.decode(0, 0, Uint32Array.of(1, 2), sampler);
+  const waiting = steps.decode(1, 0, Uint32Array.of(3), sampler);
+  await native.complete();
+  await t.rejects(failed, /decode failed/);
+  await native.complete();
+  t.equal(await waiting, 1000, "the sequence that did not fit the failed batch decodes in the next one");
+});
+
+t.test("close rejects queued input and waits for the step in flight", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 1);
+  const inFlight = steps.decode(0, 0, Uint32Array.of(1), sampler);
+  const queued = steps.decode(1, 0, Uint32Array.of(1), sampler);
+  while (native.batches.length === 0) await new Promise((r) => setImmediate(r));
+  let closed = false;
+  const closing = steps.close().then(() => (closed = true));
+  await t.rejects(queued, /closing/, "input that has not reached a batch is rejected");
+  t.notOk(closed, "close waits while a decode is in flight");
+  await native.complete();
+  await closing;
+  t.equal(await inFlight, 1000);
+  await t.rejects(steps.decode(2, 0, Uint32Array.of(1), sampler), /closing/, "nothing is accepted after close");
+  t.equal(native.batches.length, 1);
+});
+
+t.test("after a step in which a sequence stopped, the next step waits a little for a new request", async (t) => {
   t.equal(lingerMs(LINGER_MIN_STEP_MS - 0.1), 0, "short steps never wait");
   t.equal(lingerMs(50), 5, "a tenth of the step");
   t.equal(lingerMs(1_000), LINGER_MAX_MS, "at most LINGER_MAX_MS");
+  t.equal(lingerMs(1_000, 0), 0, "0 turns it off");
 
+  // Steps of 100 ms on the test's clock: the linger is LINGER_MAX_MS of real time.
   let clock = 0;
-  const steps = new DecodeSteps(() => clock);
-  const released: number[] = [];
-  for (const _ of [0, 1, 2]) {
-    steps.join();
-    steps.started();
-  }
-  clock = 100;
-  // 1's request ends with this step (it leaves); 0 and 2 want their next token.
-  steps.finished();
-  steps.leave();
-  steps.finished();
-  void steps.ready(0)!.then(() => released.push(0));
-  steps.finished();
-  void steps.ready(2)!.then(() => released.push(2));
-  await turn();
-  await turn();
-  t.same(released, [], "held for the vacated slot");
-  // A new request's prompt arrives (for slot 1): the held release goes, and the prompt joins it.
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 8, LINGER_MAX_MS, () => clock);
+  const step = async (ids: number[]) => {
+    const results = ids.map((id) => steps.decode(id, 0, Uint32Array.of(id), sampler));
+    while (native.batches.length === 0 || native.log.at(-1) !== "decode") await new Promise((r) => setImmediate(r));
+    clock += 100;
+    await native.complete();
+    return Promise.all(results);
+  };
+  await step([0, 1]);
+  const decodes = () => native.log.filter((l) => l === "decode").length;
+
+  // Sequence 1 stopped; sequence 0 queues its next token: the step waits for a new request.
+  steps.vacated();
+  const lone = steps.decode(0, 1, Uint32Array.of(7), sampler);
+  for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+  t.equal(decodes(), 1, "no step while it waits");
+  // A new request arrives: the step goes at once, with its prompt.
   steps.arriving();
-  await turn();
-  await turn();
-  t.same(released, [0, 2], "released when the new sequence arrives");
+  const arrived = steps.decode(1, 0, Uint32Array.of(4, 5), sampler);
+  while (decodes() < 2) await new Promise((r) => setImmediate(r));
+  t.same(native.batches[1]!.map((b) => b.sequenceId), [0, 1], "the new prompt joined the step it waited for");
+  clock += 100;
+  await native.complete();
+  await Promise.all([lone, arrived]);
 
-  // The new sequence joins the steps after its prompt; its request ends in the next step and no
-  // new one comes: the release goes when the wait ends.
-  steps.join();
-  for (const _ of [0, 1, 2]) steps.started();
-  clock = 200;
-  steps.finished();
-  steps.leave();
-  steps.finished();
-  void steps.ready(0)!.then(() => released.push(0));
-  steps.finished();
-  void steps.ready(2)!.then(() => released.push(2));
-  await turn();
-  await turn();
-  t.same(released, [0, 2], "held");
-  await new Promise((resolve) => setTimeout(resolve, LINGER_MAX_MS * 3));
-  t.same(released, [0, 2, 0, 2], "released after the wait");
+  // Without an arrival the wait ends by itself.
+  steps.vacated();
+  const alone = steps.decode(0, 2, Uint32Array.of(8), sampler);
+  for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+  t.equal(decodes(), 2, "the step waits");
+  while (decodes() < 3) await new Promise((r) => setImmediate(r));
+  t.pass("and starts when the wait ends, without an arrival");
+  clock += 100;
+  await native.complete();
+  await alone;
 
-  // A step that vacated nothing is not held.
-  steps.started();
-  steps.started();
-  clock = 300;
-  steps.finished();
-  void steps.ready(0)!.then(() => released.push(0));
-  steps.finished();
-  void steps.ready(2)!.then(() => released.push(2));
-  await turn();
-  await turn();
-  t.same(released, [0, 2, 0, 2, 0, 2]);
+  // A new request whose own prompt makes the step never waits for another one.
+  steps.vacated();
+  steps.arriving();
+  const own = steps.decode(2, 0, Uint32Array.of(9), sampler);
+  for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+  t.equal(decodes(), 4, "a step with a newly arrived prompt starts at once");
+  await native.complete();
+  await own;
 });

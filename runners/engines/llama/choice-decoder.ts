@@ -6,7 +6,7 @@ import { TriggerMatcher } from "../../text/trigger-matcher.js";
 import type { ChoiceOutcome, ChoiceSink } from "../engine.js";
 import type { CallSyntax } from "./chat-prompt.js";
 import { IncrementalDetokenizer } from "./incremental-detokenizer.js";
-import type { SlotSequence } from "./slot-sequence.js";
+import { ContextFullError, type SlotSequence } from "./slot-sequence.js";
 
 /** Everything needed to decode the choices of one request, computed once at admission. */
 export interface DecodePlan {
@@ -103,6 +103,7 @@ export class ChoiceDecoder {
       return this.outcome(await this.textPhase(input, tools));
     } catch (err) {
       if (err instanceof Finished) return this.outcome(err.reason);
+      if (err instanceof ContextFullError) return this.outcome(FinishReason.FINISH_REASON_LENGTH);
       throw err;
     }
   }

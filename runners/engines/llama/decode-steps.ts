@@ -1,124 +1,215 @@
+import type { NativeContext, NativeSampler } from "./addon-context.js";
+
+/** A sequence's input waiting for (or part-way through) decoding. */
+interface Job {
+  sequenceId: number;
+  /** Position of tokens[0] in the sequence. */
+  position: number;
+  tokens: Uint32Array;
+  /** Tokens already decoded (a prompt longer than a batch takes several steps). */
+  done: number;
+  /** Samples the token after the last input one; undefined: decode only. */
+  sampler: NativeSampler | undefined;
+  resolve: (token: number) => void;
+  reject: (err: unknown) => void;
+}
+
 /**
- * Keeps the generating sequences of a context in one decode batch per step.
+ * The single owner of a context's batches: every step decodes, as one batch, the input every
+ * sequence has queued since the last step (one token for each generating sequence, prompts
+ * split by the batch size joining the same step), then samples the next token of each sequence
+ * whose input ended in the batch (samples run together on libuv's threads).
  *
- * node-llama-cpp decodes queued tokens in a loop that starts the next batch as soon as the last
- * one's tokens are sampled, with whatever is queued at that moment. Each sequence queues its next
- * token only after its sampled token has travelled through a chain of promises (the evaluate
- * generator, our decoder), and the samples of one batch complete at different times on libuv's
- * threads: so the loop starts the next batch with the sequences that happened to be back, and
- * the rest follow in a second one. Measured on the random ~100M model with 8 streams: batches of
- * 4 and 7 instead of 8, ~2 weight passes per step, 30% more CPU per token than llama-server
- * (which steps all slots in one batch).
+ * A step starts on the macrotask after input was queued: the sequences that got their token
+ * from the last step have queued their next one by then (their decoders continue through
+ * promise jobs only), so all generating sequences decode in one batch, which costs one pass
+ * over the weights (llama-server steps its slots the same way). Jobs go into the batch in
+ * sequence id order: with a KV cache per sequence, llama.cpp splits a batch into micro-batches
+ * of consecutive increasing sequence ids, so a shuffled order costs several matrix passes.
  *
- * Here a sequence that wants its next token waits until no generation step is in flight, and
- * the waiting sequences are released together on the next macrotask: by then node-llama-cpp's
- * loop has found its queue empty and stopped, and the released sequences queue their tokens in
- * one turn, which node-llama-cpp dispatches as one batch. A sequence whose decoder is busy
- * elsewhere (awaiting a KV edit) is not waited for: it joins a later step. With at most one
- * sequence generating, nothing waits (the single-stream path keeps its latency).
+ * KV-cache edits (dropping a slot's old tokens) must not run while a decode is in flight on
+ * the shared cache: they run between steps.
  *
- * When a request ended in the last step, its slot stands empty and the next request for it
- * (a client that sends its next request when the last one ends, a request queued at the
- * gateway) is a few milliseconds away: without waiting, the next step starts at once without it,
- * and the new request waits that whole step before its prompt is evaluated (its TTFT: ~2.3 steps
- * where llama-server, whose HTTP path turns around between its own steps, took ~1.4). So after
- * such a step the release waits up to LINGER_SHARE of the step's duration (at most
- * LINGER_MAX_MS; not for steps shorter than LINGER_MIN_STEP_MS, where the step costs about
- * what the wait would) and goes at once when a new sequence arrives with its prompt.
+ * When a sequence stopped generating in the last step, its slot stands empty and the next
+ * request for it (a client that sends its next request when the last one ends, a request queued
+ * at the gateway) is a few milliseconds away: a step started at once would run without it, and
+ * the new request would wait that whole step before its prompt ran (TTFT at 8 streams on ~500M:
+ * 2.0-2.4 steps, where llama-server took ~1.4 of its own). So such a step waits up to
+ * LINGER_SHARE of the last step's duration (at most `lingerMaxMs`; never after steps shorter than
+ * LINGER_MIN_STEP_MS, which cost about what the wait would), and starts as soon as a new
+ * sequence arrives with its prompt. When none comes, the other sequences lose that wait once per
+ * ended request.
  */
 export const LINGER_SHARE = 0.1;
 export const LINGER_MAX_MS = 10;
 export const LINGER_MIN_STEP_MS = 10;
 
-/** How long the release after a step of `stepMs` that vacated a slot waits for a new request. */
+/** How long the step after one of `stepMs` in which a sequence stopped waits for a new request. */
 export function lingerMs(stepMs: number, maxMs = LINGER_MAX_MS): number {
   return stepMs >= LINGER_MIN_STEP_MS ? Math.min(stepMs * LINGER_SHARE, maxMs) : 0;
 }
 
 export class DecodeSteps {
-  /** generate() loops past their first token: the sequences that take part in steps. */
-  private members = 0;
-  /** Steps (one token of one member) queued or decoding. */
-  private inFlight = 0;
-  private waiting: Array<{ order: number; resolve: () => void }> = [];
-  private releaseScheduled = false;
-  /** A member left since the last release: its slot may get a new request any moment. */
-  private vacated = false;
-  private stepStartedAt = 0;
+  private queued: Job[] = [];
+  private edits: Array<() => void> = [];
+  private stepping = false;
+  private scheduled = false;
+  private closed = false;
+  /** The step in flight, awaited by close(). */
+  private current: Promise<void> | undefined;
+  /** A sequence stopped generating since the last step started: its slot may get a new request any moment. */
+  private vacant = false;
   private lastStepMs = 0;
   private linger: NodeJS.Timeout | undefined;
+  private readonly runNow = () => {
+    this.linger = undefined;
+    this.current = this.run();
+  };
+  /** A new sequence queued its input since the last step started: nothing to wait for. */
+  private arrived = false;
+  private readonly step = () => {
+    const wait = this.vacant && !this.arrived ? lingerMs(this.lastStepMs, this.lingerMaxMs) : 0;
+    if (wait > 0 && !this.closed) this.linger = setTimeout(this.runNow, wait);
+    else this.runNow();
+  };
 
-  /** `now`: the clock steps are timed with (milliseconds); `lingerMaxMs`: the longest wait for a new request (0: none). */
+  /** `lingerMaxMs`: the longest wait for a new request after a sequence stopped (0: none); `now`: the clock steps are timed with (ms). */
   constructor(
-    private readonly now: () => number = () => performance.now(),
+    private readonly native: NativeContext,
+    private readonly batchSize: number,
     private readonly lingerMaxMs = LINGER_MAX_MS,
+    private readonly now: () => number = () => performance.now(),
   ) {}
 
-  join(): void {
-    this.members++;
+  /** A sequence stopped generating: the next step may wait a little for a new request (see the class comment). */
+  vacated(): void {
+    this.vacant = true;
   }
 
-  leave(): void {
-    this.members--;
-    this.vacated = true;
-    this.maybeRelease();
-  }
-
-  /** A new sequence is about to queue its prompt: a release waiting for it goes now. */
+  /** A new sequence is about to queue its prompt: a step waiting for one starts now, with it. */
   arriving(): void {
+    this.arrived = true;
     if (!this.linger) return;
     clearTimeout(this.linger);
     this.linger = undefined;
-    this.releaseScheduled = false;
-    this.maybeRelease();
+    // On the next macrotask: the caller queues its prompt synchronously right after this.
+    setImmediate(this.runNow);
   }
 
   /**
-   * Resolves when this member may queue its next token. `order` is the member's sequence id:
-   * members are released in its order, so that they queue their tokens in it. With a KV cache
-   * per sequence, llama.cpp splits a batch into micro-batches of consecutive increasing sequence
-   * ids (llama_batch_allocr::split_equal, sequential), so a batch of 8 sequences queued in a
-   * shuffled order ran as 3-5 matrix passes (with the single-column kernel for most of them),
-   * in id order as one.
+   * Decodes `tokens` at `position..` of the sequence and, with a sampler, samples the next
+   * token (-1 when the sampler returned none). Rejects when the decode fails.
    */
-  ready(order: number): Promise<void> | undefined {
-    if (this.members <= 1 && this.inFlight === 0 && this.waiting.length === 0) return undefined;
-    return new Promise((resolve) => {
-      this.waiting.push({ order, resolve });
-      this.maybeRelease();
+  decode(sequenceId: number, position: number, tokens: Uint32Array, sampler: NativeSampler | undefined): Promise<number> {
+    if (this.closed) return Promise.reject(new Error("the context is closing"));
+    return new Promise((resolve, reject) => {
+      this.queued.push({ sequenceId, position, tokens, done: 0, sampler, resolve, reject });
+      this.schedule();
     });
   }
 
-  /** A member's token was queued. */
-  started(): void {
-    if (this.inFlight++ === 0) this.stepStartedAt = this.now();
+  /** Runs `edit` when no decode is in flight (now, or right after the current step). */
+  edit<T>(edit: () => T): Promise<T> {
+    if (!this.stepping) {
+      try {
+        return Promise.resolve(edit());
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
+    return new Promise((resolve, reject) =>
+      this.edits.push(() => {
+        try {
+          resolve(edit());
+        } catch (err) {
+          reject(err);
+        }
+      }),
+    );
   }
 
-  /** A member's token came back (or its decode failed). */
-  finished(): void {
-    if (--this.inFlight === 0) this.lastStepMs = this.now() - this.stepStartedAt;
-    this.maybeRelease();
+  /** Rejects queued input and waits for the step in flight: after this the context may be disposed. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.linger) {
+      clearTimeout(this.linger);
+      this.linger = undefined;
+      this.scheduled = false;
+    }
+    const queued = this.queued;
+    this.queued = [];
+    for (const job of queued) job.reject(new Error("the context is closing"));
+    await this.current;
   }
 
-  private maybeRelease(): void {
-    if (this.inFlight > 0 || this.waiting.length === 0 || this.releaseScheduled) return;
-    this.releaseScheduled = true;
-    const wait = this.vacated ? lingerMs(this.lastStepMs, this.lingerMaxMs) : 0;
-    this.vacated = false;
-    if (wait > 0) {
-      this.linger = setTimeout(() => {
-        this.linger = undefined;
-        this.release();
-      }, wait);
+  private schedule(): void {
+    if (this.stepping || this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(this.step);
+  }
+
+  private async run(): Promise<void> {
+    this.scheduled = false;
+    this.vacant = false;
+    this.arrived = false;
+    if (this.queued.length === 0 || this.closed) return;
+    this.stepping = true;
+    const jobs = this.queued.sort((a, b) => a.sequenceId - b.sequenceId);
+    this.queued = [];
+    // Fill the batch in id order; what does not fit (the rest of a long prompt) waits for the next step.
+    let room = this.batchSize;
+    const members: Array<{ job: Job; count: number; logitIndex: number }> = [];
+    for (const job of jobs) {
+      if (room === 0) {
+        this.queued.push(job);
+        continue;
+      }
+      const count = Math.min(room, job.tokens.length - job.done);
+      members.push({ job, count, logitIndex: -1 });
+      room -= count;
+    }
+    const sampled: Array<Promise<number> | undefined> = [];
+    let stepStarted = 0;
+    try {
+      this.native.initBatch(this.batchSize - room);
+      for (const m of members) {
+        const { job, count } = m;
+        const last = job.done + count === job.tokens.length;
+        const logits = last && job.sampler ? LAST_OF[count] ?? Uint32Array.of(count - 1) : NO_LOGITS;
+        const indexes = this.native.addToBatch(job.sequenceId, job.position + job.done, job.tokens.subarray(job.done, job.done + count), logits);
+        if (logits !== NO_LOGITS) m.logitIndex = indexes[0]!;
+      }
+      stepStarted = this.now();
+      await this.native.decodeBatch();
+    } catch (err) {
+      this.finishStep();
+      for (const { job } of members) job.reject(err);
+      if (this.queued.length > 0) this.schedule();
       return;
     }
-    setImmediate(() => this.release());
+    // The logits of this batch stay valid until the next decode: all samples complete first.
+    for (const m of members) sampled.push(m.logitIndex >= 0 ? this.native.sampleToken(m.logitIndex, m.job.sampler!) : undefined);
+    const results = await Promise.allSettled(sampled);
+    this.lastStepMs = this.now() - stepStarted;
+    this.finishStep();
+    members.forEach(({ job, count }, i) => {
+      job.done += count;
+      const result = results[i]!;
+      if (result.status === "rejected") job.reject(result.reason);
+      else if (job.done < job.tokens.length) this.queued.push(job);
+      else job.resolve(job.sampler ? (result.value as number) : -1);
+    });
+    if (this.queued.length > 0) this.schedule();
   }
 
-  private release(): void {
-    this.releaseScheduled = false;
-    const released = this.waiting.sort((a, b) => a.order - b.order);
-    this.waiting = [];
-    for (const { resolve } of released) resolve();
+  private finishStep(): void {
+    this.stepping = false;
+    const edits = this.edits;
+    this.edits = [];
+    for (const edit of edits) edit();
   }
 }
+
+const NO_LOGITS = new Uint32Array(0);
+/** Logit index arrays for the last token of a chunk, shared (addToBatch only reads them). */
+const LAST_OF: Uint32Array[] = Array.from({ length: 64 }, (_, i) => Uint32Array.of(Math.max(0, i - 1)));

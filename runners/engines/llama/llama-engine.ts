@@ -1,4 +1,4 @@
-import { getLlama, LlamaLogLevel, LlamaText, SpecialToken, TokenBias, type BatchItem, type ChatModelFunctions, type ChatWrapper, type Llama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
+import { getLlama, LlamaLogLevel, LlamaText, SpecialToken, TokenBias, type ChatModelFunctions, type ChatWrapper, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import { ErrorCode, ResponseFormat_Type, ToolChoice_Mode, Truncation, type GenerateRequest } from "../../../proto/gen/tributary/v1/inference.js";
 import type { ModelSpec } from "../../../modules/catalog/mod.js";
 import type { Logger } from "../../../lib/log.js";
@@ -9,10 +9,9 @@ import { callSyntaxOf, chooseChatWrapper, renderPrompt, type CallSyntax } from "
 import { ChoiceDecoder, MAX_CALLS_PER_CHOICE, type DecodePlan, type ToolPlan } from "./choice-decoder.js";
 import { GrammarCache } from "./grammar-cache.js";
 import { UnsupportedSchemaError } from "./json-schema-subset.js";
-import { DecodeGate } from "./decode-gate.js";
+import { openNativeContext } from "./addon-context.js";
 import { DecodeSteps } from "./decode-steps.js";
 import { SlotSequence } from "./slot-sequence.js";
-import { sequenceOrder } from "./batch-order.js";
 
 interface LlamaPrepared extends PreparedRequest {
   plan: DecodePlan;
@@ -24,14 +23,15 @@ export interface LlamaEngineOptions {
   /** Resolves the catalog source to a local GGUF path (downloading it when needed). */
   modelPath: () => Promise<string>;
   log: Logger;
-  /** DecodeSteps' wait for a new request after a step in which one ended, at most (ms; default LINGER_MAX_MS). */
+  /** DecodeSteps' wait for a new request after a sequence stopped, at most (ms; default LINGER_MAX_MS). */
   lingerMaxMs?: number;
 }
 
 /**
- * node-llama-cpp engine: one model, one context with a sequence per slot. node-llama-cpp
- * batches the pending evaluations of all sequences into one decode per event-loop cycle, so
- * every active choice advances together and a new one joins at the next step.
+ * node-llama-cpp engine: one model, one context with a sequence per slot. The engine decodes
+ * through node-llama-cpp's native addon itself (see addon-context.ts for why): DecodeSteps puts
+ * the queued input of all sequences into one batch per step, so every active choice advances
+ * together and a new one joins at the next step.
  */
 export class LlamaEngine implements Engine {
   readonly kind = "llama" as const;
@@ -40,6 +40,8 @@ export class LlamaEngine implements Engine {
   private model!: LlamaModel;
   private context!: LlamaContext;
   private sequences: SlotSequence[] = [];
+  private librarySequences: LlamaContextSequence[] = [];
+  private steps: DecodeSteps | undefined;
   private wrapper!: ChatWrapper;
   private callSyntax!: CallSyntax;
   private grammars!: GrammarCache;
@@ -57,34 +59,27 @@ export class LlamaEngine implements Engine {
     // decode step: a promise and an allocation per token.
     this.llama = await getLlama({ gpu: gpu ? "auto" : false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false, maxThreads: 0 });
     this.model = await this.llama.loadModel({ modelPath: path, gpuLayers: this.spec.gpuLayers as number | "auto" | "max" });
-    // Batches in sequence id order (batch-order.ts). node-llama-cpp's strategy sees an item's
-    // tokens, not its sequence: the sequence comes from the context's queue of decodes (an
-    // internal field, checked at every use: without it the order stays node-llama-cpp's).
-    let queuedDecodes: () => unknown = () => undefined;
-    const sequenceOf = (item: BatchItem): number | undefined => {
-      const queue = queuedDecodes();
-      if (!Array.isArray(queue)) return undefined;
-      for (const entry of queue as unknown[]) {
-        if (typeof entry !== "object" || entry === null) continue;
-        const { tokens, sequenceId } = entry as { tokens?: unknown; sequenceId?: unknown };
-        if (tokens === item.tokens && typeof sequenceId === "number") return sequenceId;
-      }
-      return undefined;
-    };
     this.context = await this.model.createContext({
       sequences: this.slots,
       contextSize: this.spec.contextLength,
       threads: this.spec.threads,
       batchSize: this.spec.batchSize,
-      batching: { itemPrioritizationStrategy: sequenceOrder(sequenceOf) },
       failedCreationRemedy: false,
     });
-    const context = this.context as unknown as Record<string, unknown>;
-    queuedDecodes = () => context._queuedDecodes;
-    const gate = new DecodeGate();
-    const steps = new DecodeSteps(undefined, this.options.lingerMaxMs);
-    // Sequences are created in id order (0, 1, ...): the index is the id steps order by.
-    this.sequences = Array.from({ length: this.slots }, (_, id) => new SlotSequence(this.context.getSequence(), gate, steps, id));
+    // The library's sequence objects only reserve the ids (and must stay referenced for that);
+    // they are never evaluated: the engine owns the context's batches and KV cells.
+    this.librarySequences = Array.from({ length: this.slots }, () => this.context.getSequence());
+    const opened = openNativeContext(this.llama, this.model, this.context, this.librarySequences);
+    const model = this.model;
+    this.steps = new DecodeSteps(opened.native, this.context.batchSize, this.options.lingerMaxMs);
+    const slotContext = {
+      native: opened.native,
+      steps: this.steps,
+      contextSize: this.context.contextSize,
+      createSampler: opened.createSampler,
+      isEogToken: (token: Token) => model.isEogToken(token),
+    };
+    this.sequences = opened.sequenceIds.map((id) => new SlotSequence(slotContext, id));
     this.wrapper = chooseChatWrapper(this.model, this.spec.chatTemplate);
     this.callSyntax = callSyntaxOf(this.wrapper);
     this.grammars = new GrammarCache(this.llama);
@@ -201,6 +196,8 @@ export class LlamaEngine implements Engine {
   }
 
   async dispose(): Promise<void> {
+    // No decode may be in flight on the native context when it is freed.
+    await this.steps?.close();
     await this.context?.dispose();
     await this.model?.dispose();
     await this.llama?.dispose();

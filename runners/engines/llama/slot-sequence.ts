@@ -1,33 +1,49 @@
-import type { LlamaContextSequence, SequenceEvaluateOptions, Token } from "node-llama-cpp";
-import type { DecodeGate } from "./decode-gate.js";
+import type { SequenceEvaluateOptions, Token } from "node-llama-cpp";
+import type { NativeContext, NativeSampler } from "./addon-context.js";
 import type { DecodeSteps } from "./decode-steps.js";
 
 let useCounter = 0;
 
+/** The sequence has no room for the next input: the choice ends with `length`. */
+export class ContextFullError extends Error {
+  constructor() {
+    super("the slot's context is full");
+    this.name = "ContextFullError";
+  }
+}
+
+/** What a slot needs from its context: the step owner, KV edits, samplers, end-of-generation tokens. */
+export interface SlotContext {
+  native: NativeContext;
+  steps: DecodeSteps;
+  /** Tokens one sequence can hold. */
+  contextSize: number;
+  createSampler(options: SequenceEvaluateOptions): NativeSampler;
+  isEogToken(token: Token): boolean;
+}
+
 /**
- * One decoding slot: a context sequence plus the bookkeeping node-llama-cpp leaves to callers.
- * `evaluate` yields a token before feeding it back, so the last token a loop received and
- * stopped on is not in the context yet: it is kept as `pending` and fed first next time.
+ * One decoding slot: a sequence of the context and the tokens its KV cells hold. `generate`
+ * yields a token before feeding it back, so the last token a loop received and stopped on is
+ * not in the context yet: it is kept as `pending` and fed first next time.
  */
 export class SlotSequence {
+  /** Tokens whose KV cells the sequence holds, by position. */
+  private held: Token[] = [];
   private pending: Token[] = [];
   /** When a prompt was last put in this slot (a counter shared by the engine's slots; 0: never). */
   lastUsed = 0;
 
-  /**
-   * `order`: the sequence's id in its context (the index it was created at), by which steps
-   * release their members.
-   */
-  constructor(readonly sequence: LlamaContextSequence, private readonly gate: DecodeGate, private readonly steps?: DecodeSteps, private readonly order = 0) {}
+  constructor(private readonly context: SlotContext, readonly sequenceId: number) {}
 
   /** Tokens in the context plus the pending one: what the model has "said" so far. */
   get length(): number {
-    return this.sequence.nextTokenIndex + this.pending.length;
+    return this.held.length + this.pending.length;
   }
 
   /** How many leading tokens of `prompt` this slot's context holds already (what reset would keep). */
   sharedPrefix(prompt: readonly Token[]): number {
-    const held = this.sequence.contextTokens;
+    const held = this.held;
     const limit = Math.min(held.length, prompt.length);
     let common = 0;
     while (common < limit && held[common] === prompt[common]) common++;
@@ -44,68 +60,78 @@ export class SlotSequence {
   async reset(prompt: readonly Token[], reuseCache: boolean): Promise<Token[]> {
     this.pending = [];
     this.lastUsed = ++useCounter;
-    const held = this.sequence.contextTokens;
-    let common = 0;
-    const limit = reuseCache ? Math.min(held.length, prompt.length) : 0;
-    while (common < limit && held[common] === prompt[common]) common++;
+    let common = reuseCache ? this.sharedPrefix(prompt) : 0;
     // The last prompt token must be evaluated again to get logits for the first new token.
     if (common > 0 && common === prompt.length) common--;
-    if (common < this.sequence.nextTokenIndex) await this.erase(common);
+    if (common < this.held.length) common = await this.erase(common);
     return prompt.slice(common);
   }
 
   /** Drops everything after the first `length` tokens (pending included). */
   async truncate(length: number): Promise<void> {
-    const inContext = this.sequence.nextTokenIndex;
+    const inContext = this.held.length;
     if (length >= inContext) {
       this.pending = this.pending.slice(0, length - inContext);
       return;
     }
-    this.pending = [];
-    await this.erase(length);
+    const kept = this.held.slice(0, length);
+    const from = await this.erase(length);
+    // A memory that cannot drop a partial range was cleared: its kept tokens are evaluated again.
+    this.pending = kept.slice(from);
   }
 
-  private erase(from: number): Promise<void> {
-    return this.gate.during(() => this.sequence.eraseContextTokenRanges([{ start: from, end: this.sequence.nextTokenIndex }]));
+  /** Drops the KV cells from `from` on; returns how many tokens the sequence still holds. */
+  private erase(from: number): Promise<number> {
+    return this.context.steps.edit(() => {
+      if (!this.context.native.removeTokenCellsFromSequence(this.sequenceId, from, -1)) {
+        this.context.native.removeTokenCellsFromSequence(this.sequenceId, 0, -1);
+        from = 0;
+      }
+      this.held.length = from;
+      return from;
+    });
   }
 
-  /** Evaluates `input` (after any pending token) and yields generated tokens. */
+  /**
+   * Evaluates `input` (after any pending token) and yields generated tokens, until an
+   * end-of-generation token (not yielded) or the caller stops. Samples with a sampler of its
+   * own, configured once from `options` (seed, penalties over their window, grammar state).
+   * Throws ContextFullError when the next input does not fit the sequence.
+   */
   async *generate(input: readonly Token[], options: SequenceEvaluateOptions): AsyncGenerator<Token> {
-    const tokens = this.pending.length > 0 ? [...this.pending, ...input] : [...input];
+    let feed = this.pending.length > 0 ? [...this.pending, ...input] : [...input];
     this.pending = [];
-    if (tokens.length === 0) return;
-    const tokensOut = this.sequence.evaluate(tokens, options)[Symbol.asyncIterator]();
-    // The first call evaluates the input (a prompt may take several batches); every later one
-    // decodes one token, as a step with the other generating sequences.
-    let member = false;
-    // A release held for a new request (DecodeSteps) goes now: this prompt joins the step.
-    this.steps?.arriving();
+    if (feed.length === 0) return;
+    const context = this.context;
+    const sampler = context.createSampler(options);
+    // A step held for a new request (DecodeSteps' linger) goes now: this input joins it.
+    context.steps.arriving();
     try {
       for (;;) {
-        if (member) {
-          await this.steps?.ready(this.order);
-          // Asking for the next token queues a decode: wait while a slot's cache is being edited.
-          if (this.gate.closed) await this.gate.wait();
-          this.steps?.started();
+        const position = this.held.length;
+        if (position + feed.length > context.contextSize) {
+          this.pending = feed;
+          throw new ContextFullError();
         }
-        let next: IteratorResult<Token>;
+        let token: number;
         try {
-          next = await tokensOut.next();
-        } finally {
-          if (member) this.steps?.finished();
+          token = await context.steps.decode(this.sequenceId, position, Uint32Array.from(feed), sampler);
+        } catch (err) {
+          // Whatever part of the input reached the cache is dropped with it.
+          await this.erase(position);
+          throw err;
         }
-        if (next.done) return;
-        if (!member) {
-          member = true;
-          this.steps?.join();
-        }
-        this.pending = [next.value];
-        yield next.value;
+        for (const t of feed) this.held.push(t);
+        if (token < 0) throw new Error("Failed to sample next token");
+        if (context.isEogToken(token as Token)) return;
+        this.pending = [token as Token];
+        yield token as Token;
+        feed = this.pending;
         this.pending = [];
       }
     } finally {
-      if (member) this.steps?.leave();
-      await tokensOut.return?.();
+      sampler.dispose();
+      context.steps.vacated();
     }
   }
 }
