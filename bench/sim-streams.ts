@@ -4,6 +4,7 @@
 // gateway's memory at that load.
 //   node dist/bench/sim-streams.js [--levels 500,1000,1500,2000] [--hold 20] [--rate 20] [--out sim-streams.md]
 import { parseArgs } from "node:util";
+import { loadavg } from "node:os";
 import { cpuMs, cpuSplit, cpuSplitSince, rssMiB, type CpuSplit, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
 import { rawStreamChat, type TimedStreamResult } from "./lib/raw-sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
@@ -43,6 +44,7 @@ const env = {
 };
 
 async function main(): Promise<void> {
+  const loadStart = loadavg()[0]!;
   const nats = await startNats();
   // The whole stack: the actor host owns the rate-limit budgets (set far above this load).
   const actors = await startActorHost(nats.url, env);
@@ -134,7 +136,8 @@ async function main(): Promise<void> {
       `a level passes when no stream fails or loses a token and the p99 gap between tokens is within ${toleranceMs} ms of the cadence.`,
     markdownTable(["streams", "tokens/s delivered", "gap p50 / p99 / p99.9 ms", "failed streams", "gateway peak RSS MiB", "CPU % gateway / runner / nats / load generator", "CPU µs per token gateway / runner / nats / stack", "pass"], rows),
     `Largest passing level: **${best} streams** (target >= 1,000), gateway peak RSS there ${fmt(bestRss, 0)} MiB.`,
-    "Command: `npm run build && node dist/bench/sim-streams.js`",
+    `Command: \`npm run build && node dist/bench/sim-streams.js${process.argv.slice(2).map((a) => " " + a).join("")}\``,
+    `Load average (1 min) at start and end: ${loadStart.toFixed(1)}, ${loadavg()[0]!.toFixed(1)}.`,
   ]);
 }
 
