@@ -1,6 +1,7 @@
 import { Schema } from "effect";
 import type { KV } from "@nats-io/kv";
-import { compareAndSet, kvRecord, valueSchema, type Mutable } from "./kv-records.js";
+import { listKeys } from "./jetstream.js";
+import { compareAndSet, kvRecord, live, valueSchema, type Mutable } from "./kv-records.js";
 
 // A bound on how many records of a kind an owner (a project, an organization) may create, kept
 // exact under parallel creates by one small counter record per owner, changed only by
@@ -199,4 +200,26 @@ export class Admission {
     await this.settle(id, stored(value)).catch(() => undefined);
     return { admitted: true, value };
   }
+}
+
+/**
+ * The bound over the records `<prefix><id>` of one bucket (a project's jobs, its secrets), with
+ * its counter beside them at `<prefix>index.admitted` (one token more than the records, so
+ * outside the listing of `<prefix>*`). `createdAt` dates a listed record for bounds with a window.
+ */
+export function prefixAdmission(
+  kv: KV,
+  prefix: string,
+  max: number,
+  options: { windowMs?: number; recount?: boolean; createdAt?: (id: string) => number } = {},
+): Admission {
+  return new Admission({
+    kv,
+    key: `${prefix}index.admitted`,
+    max,
+    ...(options.windowMs === undefined ? {} : { windowMs: options.windowMs }),
+    ...(options.recount === undefined ? {} : { recount: options.recount }),
+    written: async (id) => live(await kv.get(prefix + id)) !== undefined,
+    existing: async () => (await listKeys(kv, `${prefix}*`, prefix)).map((id) => ({ id, at: options.createdAt?.(id) ?? 0 })),
+  });
 }

@@ -4,7 +4,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
 import { ensureStream, jetStreamHandles, listKeys, openKv, readStored, type JetStreamHandles } from "../../lib/nats/jetstream.js";
 import { createRecord, getRecord, live, modifyRecord, pageRecords, valueSchema, type Mutable, type PageQuery, type RecordPage, type Versioned } from "../../lib/nats/kv-records.js";
-import { Admission } from "../../lib/nats/admission.js";
+import { prefixAdmission, type Admission } from "../../lib/nats/admission.js";
 import { sortableIdTime } from "../../lib/ids.js";
 import { buckets, kvToken, streams, subjects } from "../../lib/nats/subjects.js";
 
@@ -86,14 +86,9 @@ export class JobStore {
    * the records present, dated by their ids.
    */
   private bound(project: string, max: number): Admission {
-    const prefix = `${kvToken(project)}.`;
-    return new Admission({
-      kv: this.kv,
-      key: `${prefix}index.admitted`,
-      max,
+    return prefixAdmission(this.kv, `${kvToken(project)}.`, max, {
       windowMs: JOB_RECORD_LIFE_MS,
-      written: async (id) => live(await this.kv.get(prefix + id)) !== undefined,
-      existing: async () => (await listKeys(this.kv, `${prefix}*`, prefix)).map((id) => ({ id, at: sortableIdTime(id, "job_") ?? Date.now() })),
+      createdAt: (id) => sortableIdTime(id, "job_") ?? Date.now(),
     });
   }
 

@@ -7,7 +7,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { createRecord, getRecord, live, modifyRecord, valueSchema, type Mutable } from "../../lib/nats/kv-records.js";
 import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
-import { Admission } from "../../lib/nats/admission.js";
+import { prefixAdmission, type Admission } from "../../lib/nats/admission.js";
 
 // Project secrets, envelope-encrypted at rest: each secret has its own data key (AES-256-GCM),
 // and that key is stored wrapped (AES-256-GCM) by the master key, which never enters JetStream.
@@ -151,15 +151,7 @@ export class SecretStore {
    * counter and a name can be created again, so the bound recounts (lib/nats/admission.ts).
    */
   private bound(project: string, max: number): Admission {
-    const prefix = `${kvToken(project)}.`;
-    return new Admission({
-      kv: this.kv,
-      key: `${prefix}index.admitted`,
-      max,
-      recount: true,
-      written: async (name) => live(await this.kv.get(prefix + name)) !== undefined,
-      existing: async () => (await listKeys(this.kv, `${prefix}*`, prefix)).map((name) => ({ id: name, at: 0 })),
-    });
+    return prefixAdmission(this.kv, `${kvToken(project)}.`, max, { recount: true });
   }
 
   /**
