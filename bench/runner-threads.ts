@@ -51,7 +51,11 @@ const configs: RunnerConfig[] = (values.configs ?? values.threads!.split(",").jo
   const [threads, ...settings] = text.trim().split(/\s+/);
   const env = Object.fromEntries(settings.map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
   const start = readConfig(startConfig);
-  const user = { waitPolicy: env.OMP_WAIT_POLICY ?? optionToUndefined(start.openMpWaitPolicy), spinCount: env.GOMP_SPINCOUNT ?? optionToUndefined(start.openMpSpinCount) };
+  const user = {
+    waitPolicy: env.OMP_WAIT_POLICY ?? optionToUndefined(start.openMpWaitPolicy),
+    spinCount: env.GOMP_SPINCOUNT ?? optionToUndefined(start.openMpSpinCount),
+    libuvPoolSize: env.UV_THREADPOOL_SIZE ?? optionToUndefined(start.libuvPoolSize),
+  };
   return { name: text.trim(), threads: Number(threads), env: { ...decodeThreadEnv(Number(threads), true, user), ...env } };
 });
 const seconds = Number(values.seconds);

@@ -65,6 +65,7 @@ const VARIANTS: Record<string, { label: string; env: Record<string, string> }> =
   replicas2: { label: "stack, 2 runners of 1 thread", env: { TRIBUTARY_REPLICAS: "2", TRIBUTARY_THREADS: "1" } },
   threads1: { label: "stack, 1 runner of 1 thread", env: { TRIBUTARY_REPLICAS: "1", TRIBUTARY_THREADS: "1" } },
   nolinger: { label: "stack, no decode linger", env: { TRIBUTARY_DECODE_LINGER_MAX_MS: "0" } },
+  pool4: { label: "stack, libuv's default pool (samples after the decode)", env: { UV_THREADPOOL_SIZE: "4" } },
   replicas2own: { label: "stack, 2 runners of 1 thread, each pinned to its own CPU, services floating", env: { TRIBUTARY_REPLICAS: "2", TRIBUTARY_THREADS: "1", TRIBUTARY_RUNNER_CPUS: "own" } },
   threads2: { label: "stack, 1 runner of 2 threads", env: { TRIBUTARY_REPLICAS: "1", TRIBUTARY_THREADS: "2" } },
 };

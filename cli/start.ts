@@ -77,7 +77,7 @@ export function startStack() {
     const envOf = (identity: NatsIdentity) => ({ ...base, ...identities?.env(identity) });
     const env = envOf("actors");
     const stopTimeoutMs = readConfig(timeoutsConfig).drainTimeoutMs + 5_000;
-    const openMp = { waitPolicy: optionToUndefined(start.openMpWaitPolicy), spinCount: optionToUndefined(start.openMpSpinCount) };
+    const openMp = { waitPolicy: optionToUndefined(start.openMpWaitPolicy), spinCount: optionToUndefined(start.openMpSpinCount), libuvPoolSize: optionToUndefined(start.libuvPoolSize) };
 
     const children: ChildSpec[] = [
       { name: "actor host", ...onCpus(process.execPath, [entry("../actors/main.js")], services), env, stopTimeoutMs },
@@ -89,8 +89,8 @@ export function startStack() {
           ...onCpus(process.execPath, [entry("../runners/main.js")], placement?.runners.get(runnerName(model, r)) ?? services),
           // The runner reads its model's threads from the catalog; the rule's choice reaches it as
           // an override (the process serves this one model only).
-          // Threads > 1: a short OpenMP spin (modules/runner-layout/decode-env.ts), set before the
-          // runner loads node-llama-cpp.
+          // Threads > 1: a short OpenMP spin; threads 1: one libuv pool thread
+          // (modules/runner-layout/decode-env.ts), set before the runner starts.
           env: {
             ...envOf("runner"),
             ...decodeThreadEnv(model.threads, cpuDemand(model) > 0, openMp),

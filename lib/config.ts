@@ -303,12 +303,16 @@ export const startConfig = Config.all({
   /** libgomp's own settings, when the user set them: they replace the spin count `start` gives runners of threads > 1. */
   openMpWaitPolicy: Config.option(Config.String("OMP_WAIT_POLICY")),
   openMpSpinCount: Config.option(Config.String("GOMP_SPINCOUNT")),
+  /** libuv's, when the user set it: it replaces the one-thread pool `start` gives runners of threads 1. */
+  libuvPoolSize: Config.option(Config.String("UV_THREADPOOL_SIZE")),
 });
 
 export const runnerConfig = Config.all({
   heartbeatMs: int("TRIBUTARY_HEARTBEAT_MS", 500),
   /** llama engine: after a decode step in which a request ended, how long (ms, at most) the next step waits for a new request's prompt to join it; 0: never. */
   decodeLingerMaxMs: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1000 })), "TRIBUTARY_DECODE_LINGER_MAX_MS").pipe(Config.withDefault(10)),
+  /** libuv's own: the size of the thread pool native work runs on (read by libuv at start; one thread lets a decode step queue its samples with its decode). */
+  libuvPoolSize: Config.option(Config.String("UV_THREADPOOL_SIZE")),
   /** Restrict this runner process to these catalog models (comma separated); empty = all with replicas > 0. */
   models: str("TRIBUTARY_RUNNER_MODELS", ""),
   modelCache: Config.option(Config.String("TRIBUTARY_MODEL_CACHE")),

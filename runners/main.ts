@@ -30,6 +30,7 @@ async function main(): Promise<void> {
     hfToken: optionToUndefined(config.hfToken),
     hfEndpoint: optionToUndefined(config.hfEndpoint),
     decodeLingerMaxMs: config.decodeLingerMaxMs,
+    libuvPoolSize: optionToUndefined(config.libuvPoolSize),
     log,
   };
   for (const spec of models)

@@ -2,6 +2,7 @@ import { GenerateRequest, Priority } from "../../proto/gen/tributary/v1/inferenc
 import type { ModelSpec } from "../../modules/catalog/mod.js";
 import { createLogger } from "../../lib/log.js";
 import { LlamaEngine } from "../../runners/engines/llama/llama-engine.js";
+import { libuvPoolThreads } from "../../runners/engines/create-engine.js";
 import { Scheduler } from "../../runners/scheduler/scheduler.js";
 
 // The engine called in-process, with the runner's own scheduler: the baseline the full stack
@@ -19,7 +20,9 @@ export class InProcessEngine {
   private nextId = 0;
 
   constructor(private readonly spec: ModelSpec) {
-    this.engine = new LlamaEngine(spec, { modelPath: async () => spec.source, log: createLogger("bench") });
+    // As a runner would with this process's libuv pool (UV_THREADPOOL_SIZE=1: samples follow the decode).
+    const samplesFollowDecode = libuvPoolThreads(process.env.UV_THREADPOOL_SIZE) === 1;
+    this.engine = new LlamaEngine(spec, { modelPath: async () => spec.source, log: createLogger("bench"), samplesFollowDecode });
   }
 
   async load(): Promise<void> {

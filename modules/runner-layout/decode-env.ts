@@ -1,4 +1,5 @@
-// Environment `tributary start` gives a runner whose model decodes on more than one CPU thread.
+// Environment `tributary start` gives a runner whose model decodes on the CPU: OpenMP's spin for
+// more than one decode thread, libuv's pool for one.
 
 /**
  * GOMP_SPINCOUNT for runners with `threads` > 1. With the OpenMP build (the source build; the
@@ -16,10 +17,12 @@
  */
 export const OPENMP_SPIN_COUNT = 10_000;
 
-/** The OpenMP settings of the environment `tributary start` runs in: the user's own win. */
+/** The OpenMP and libuv settings of the environment `tributary start` runs in: the user's own win. */
 export interface OpenMpSettings {
   waitPolicy: string | undefined;
   spinCount: string | undefined;
+  /** UV_THREADPOOL_SIZE. */
+  libuvPoolSize?: string | undefined;
 }
 
 /**
@@ -29,6 +32,22 @@ export interface OpenMpSettings {
  * before it loads node-llama-cpp: libgomp reads them once, when it is loaded.
  */
 export function decodeThreadEnv(threads: number, decodesOnCpu: boolean, user: OpenMpSettings): Record<string, string> {
+  return { ...samplePoolEnv(threads, decodesOnCpu, user), ...openMpEnv(threads, decodesOnCpu, user) };
+}
+
+function openMpEnv(threads: number, decodesOnCpu: boolean, user: OpenMpSettings): Record<string, string> {
   if (threads <= 1 || !decodesOnCpu || user.waitPolicy !== undefined || user.spinCount !== undefined) return {};
   return { GOMP_SPINCOUNT: String(OPENMP_SPIN_COUNT) };
+}
+
+/**
+ * UV_THREADPOOL_SIZE=1 for runners decoding on one CPU thread: libuv's pool then runs a step's
+ * samples right after its decode on the same worker, and the runner's JavaScript thread wakes
+ * once per step instead of twice (runners/engines/llama/decode-steps.ts, which chains only when
+ * the runner started with one pool thread). Nothing else of a runner uses the pool while it
+ * decodes. Not for threads > 1 until measured there, nor when the user set the variable.
+ */
+function samplePoolEnv(threads: number, decodesOnCpu: boolean, user: OpenMpSettings): Record<string, string> {
+  if (threads !== 1 || !decodesOnCpu || user.libuvPoolSize !== undefined) return {};
+  return { UV_THREADPOOL_SIZE: "1" };
 }

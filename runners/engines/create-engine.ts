@@ -12,9 +12,23 @@ export interface EngineEnvironment {
   hfEndpoint: string | undefined;
   /** How long a decode step may wait for a new request after one ended (DecodeSteps). */
   decodeLingerMaxMs?: number;
+  /** UV_THREADPOOL_SIZE as this process started with it (libuv's pool decides how a step queues its samples). */
+  libuvPoolSize?: string;
   log: Logger;
   /** What the model's load is doing now ("downloading 42% of 639 MB"), for heartbeats while loading. */
   onLoadProgress?: (detail: string) => void;
+}
+
+/**
+ * The threads of libuv's pool for a UV_THREADPOOL_SIZE value, read as libuv reads it: unset 4,
+ * otherwise atoi's number with 0 (empty, not a number) as 1, at most 1024 (a negative number
+ * leaves the pool without threads: 0 here).
+ */
+export function libuvPoolThreads(value: string | undefined): number {
+  if (value === undefined) return 4;
+  const n = Number.parseInt(value, 10);
+  if (!Number.isFinite(n) || n === 0) return 1;
+  return n < 0 ? 0 : Math.min(n, 1024);
 }
 
 export function createEngine(spec: ModelSpec, env: EngineEnvironment): Engine {
@@ -23,6 +37,7 @@ export function createEngine(spec: ModelSpec, env: EngineEnvironment): Engine {
   return new LlamaEngine(spec, {
     log,
     lingerMaxMs: env.decodeLingerMaxMs,
+    samplesFollowDecode: libuvPoolThreads(env.libuvPoolSize) === 1,
     modelPath: () =>
       resolveModelFile(spec.source, {
         cacheDir: env.modelCache,

@@ -182,8 +182,10 @@ export interface Runner extends Proc {
   runnerId: string;
 }
 
+/** A runner of the test catalog, with the one libuv pool thread `tributary start` gives runners of one decode thread. */
 export async function startRunner(natsUrl: string, env: NodeJS.ProcessEnv = {}, cpus?: readonly number[]): Promise<Runner> {
-  const proc = startProcess(process.execPath, [dist("runners/main.js")], { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, ...identityEnv(natsUrl, "runner"), ...env }, "runner", cpus);
+  const base = { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, UV_THREADPOOL_SIZE: "1", ...identityEnv(natsUrl, "runner") };
+  const proc = startProcess(process.execPath, [dist("runners/main.js")], { ...base, ...env }, "runner", cpus);
   const rec = await proc.waitForLog((r) => r.msg === "runner ready");
   return { ...proc, runnerId: rec.runnerId as string };
 }

@@ -21,6 +21,8 @@ class FakeNative implements NativeContext {
   log: string[] = [];
   failNext = false;
   private finishDecode: (() => void) | undefined;
+  /** Settles when the last decode has. */
+  private decoding: Promise<boolean> = Promise.resolve(true);
   private current: Added[] = [];
 
   initBatch(tokens: number): void {
@@ -37,12 +39,17 @@ class FakeNative implements NativeContext {
     this.log.push("decode");
     const fail = this.failNext;
     this.failNext = false;
-    return new Promise((resolve, reject) => (this.finishDecode = () => (fail ? reject(new Error("decode failed")) : resolve())));
+    const decoded = new Promise<void>((resolve, reject) => (this.finishDecode = () => (fail ? reject(new Error("decode failed")) : resolve())));
+    this.decoding = decoded.then(() => true, () => false);
+    return decoded;
   }
-  /** Samples token 1000 + the logit's batch index. */
+  /**
+   * Samples token 1000 + the logit's batch index. As on libuv's pool of one thread, a sample
+   * queued while a decode runs completes after it, and fails when that decode failed.
+   */
   sampleToken(batchLogitIndex: number, _sampler: NativeSampler): Promise<number> {
     this.log.push(`sample ${batchLogitIndex}`);
-    return Promise.resolve(1000 + batchLogitIndex);
+    return this.decoding.then((decoded) => (decoded ? 1000 + batchLogitIndex : Promise.reject(new Error("no logits"))));
   }
   removeTokenCellsFromSequence(sequenceId: number, start: number): boolean {
     this.log.push(`edit ${sequenceId} ${start}`);
@@ -130,6 +137,33 @@ t.test("a failed decode rejects its batch's sequences and later steps go on", as
   t.equal(await waiting, 1000, "the sequence that did not fit the failed batch decodes in the next one");
 });
 
+t.test("with samplesFollowDecode a step queues its samples with its decode, in the same order", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 16, { samplesFollowDecode: true });
+  const results = [4, 1].map((id) => steps.decode(id, 0, Uint32Array.of(id), sampler));
+  while (native.batches.length === 0) await new Promise((r) => setImmediate(r));
+  t.same(native.log, ["decode", "sample 0", "sample 1"], "the samples are queued before the decode completes");
+  await native.complete();
+  t.same(await Promise.all(results), [1001, 1000], "each sequence gets its own row's token");
+  const decodeOnly = steps.decode(2, 1, Uint32Array.of(5), undefined);
+  await native.complete();
+  t.equal(await decodeOnly, -1);
+  t.same(native.log.slice(3), ["decode"], "decode-only input queues no sample");
+});
+
+t.test("with samplesFollowDecode a failed decode rejects its sequences once its queued samples settle", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 2, { samplesFollowDecode: true });
+  native.failNext = true;
+  const failed = steps.decode(0, 0, Uint32Array.of(1, 2), sampler);
+  const waiting = steps.decode(1, 0, Uint32Array.of(3), sampler);
+  await native.complete();
+  await t.rejects(failed, /decode failed/, "the decode's error, not its queued sample's");
+  await native.complete();
+  t.equal(await waiting, 1000, "the next step decodes and samples");
+  t.same(native.log, ["decode", "sample 1", "decode", "sample 0"]);
+});
+
 t.test("close rejects queued input and waits for the step in flight", async (t) => {
   const native = new FakeNative();
   const steps = new DecodeSteps(native, 1);
@@ -156,7 +190,7 @@ t.test("after a step in which a sequence stopped, the next step waits a little f
   // Steps of 100 ms on the test's clock: the linger is LINGER_MAX_MS of real time.
   let clock = 0;
   const native = new FakeNative();
-  const steps = new DecodeSteps(native, 8, LINGER_MAX_MS, () => clock);
+  const steps = new DecodeSteps(native, 8, { now: () => clock });
   const step = async (ids: number[]) => {
     const results = ids.map((id) => steps.decode(id, 0, Uint32Array.of(id), sampler));
     while (native.batches.length === 0 || native.log.at(-1) !== "decode") await new Promise((r) => setImmediate(r));

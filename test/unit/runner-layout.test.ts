@@ -1,4 +1,5 @@
 import t from "tap";
+import { libuvPoolThreads } from "../../runners/engines/create-engine.js";
 import { decodeThreadEnv, OPENMP_SPIN_COUNT, pickLayout, servicesCpus, type LlamaLibrary, type ModelFacts } from "../../modules/runner-layout/mod.js";
 
 const MiB = 1024 * 1024;
@@ -109,11 +110,31 @@ t.test("the OpenMP spin count a runner of threads > 1 gets, unless the user set 
   const none = { waitPolicy: undefined, spinCount: undefined };
   t.same(decodeThreadEnv(2, true, none), { GOMP_SPINCOUNT: String(OPENMP_SPIN_COUNT) });
   t.same(decodeThreadEnv(8, true, none), { GOMP_SPINCOUNT: String(OPENMP_SPIN_COUNT) });
-  // One thread has no team to spin; GPU and sim models decode elsewhere.
-  t.same(decodeThreadEnv(1, true, none), {});
+  // One thread has no team to spin (it gets one libuv pool thread instead); GPU and sim models decode elsewhere.
+  t.same(decodeThreadEnv(1, true, none), { UV_THREADPOOL_SIZE: "1" });
   t.same(decodeThreadEnv(4, false, none), {});
+  t.same(decodeThreadEnv(1, false, none), {});
   // The user's OMP_WAIT_POLICY or GOMP_SPINCOUNT decides (the variable reaches the runner as set).
   t.same(decodeThreadEnv(2, true, { waitPolicy: "passive", spinCount: undefined }), {});
   t.same(decodeThreadEnv(2, true, { waitPolicy: undefined, spinCount: "300000" }), {});
   t.same(decodeThreadEnv(2, true, { waitPolicy: undefined, spinCount: "" }), {});
+});
+
+t.test("one libuv pool thread for a runner of threads 1, unless the user set UV_THREADPOOL_SIZE", async (t) => {
+  const none = { waitPolicy: undefined, spinCount: undefined };
+  t.same(decodeThreadEnv(1, true, { ...none, libuvPoolSize: "4" }), {}, "the user's pool size reaches the runner as set");
+  t.same(decodeThreadEnv(1, true, { ...none, libuvPoolSize: "" }), {});
+  t.same(decodeThreadEnv(1, true, { waitPolicy: "passive", spinCount: undefined }), { UV_THREADPOOL_SIZE: "1" }, "OpenMP's settings do not matter to one thread");
+});
+
+t.test("libuv's pool size as libuv reads UV_THREADPOOL_SIZE decides whether samples follow the decode", async (t) => {
+  t.equal(libuvPoolThreads(undefined), 4);
+  t.equal(libuvPoolThreads(""), 1);
+  t.equal(libuvPoolThreads(" 3x"), 3);
+  t.equal(libuvPoolThreads("-1"), 0);
+  t.equal(libuvPoolThreads("1"), 1);
+  t.equal(libuvPoolThreads("0"), 1);
+  t.equal(libuvPoolThreads("two"), 1);
+  t.equal(libuvPoolThreads("2"), 2);
+  t.equal(libuvPoolThreads("5000"), 1024);
 });

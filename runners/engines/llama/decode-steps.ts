@@ -39,6 +39,15 @@ interface Job {
  * LINGER_MIN_STEP_MS, which cost about what the wait would), and starts as soon as a new
  * sequence arrives with its prompt. When none comes, the other sequences lose that wait once per
  * ended request.
+ *
+ * Samples are queued on libuv's pool once the decode is done, from this thread: a round trip
+ * between the pool and the JS thread per step. With one pool thread (UV_THREADPOOL_SIZE=1, which
+ * `tributary start` gives runners), libuv runs queued work in order on that thread, so
+ * `samplesFollowDecode` queues the samples together with the decode: they run right after it on
+ * the same worker, and the step costs one wake-up of the JS thread instead of two (at one stream
+ * on the tiny model a token is ~0.5 ms, and each wake-up costs tens of microseconds). With more
+ * pool threads a sample could run beside the decode, on the logits of the last batch: only one
+ * thread may chain.
  */
 export const LINGER_SHARE = 0.1;
 export const LINGER_MAX_MS = 10;
@@ -47,6 +56,15 @@ export const LINGER_MIN_STEP_MS = 10;
 /** How long the step after one of `stepMs` in which a sequence stopped waits for a new request. */
 export function lingerMs(stepMs: number, maxMs = LINGER_MAX_MS): number {
   return stepMs >= LINGER_MIN_STEP_MS ? Math.min(stepMs * LINGER_SHARE, maxMs) : 0;
+}
+
+export interface DecodeStepsOptions {
+  /** The longest wait for a new request after a sequence stopped (0: none). */
+  lingerMaxMs?: number;
+  /** The clock steps are timed with (ms). */
+  now?: () => number;
+  /** Queue each step's samples with its decode: only with one libuv pool thread (see above). */
+  samplesFollowDecode?: boolean;
 }
 
 export class DecodeSteps {
@@ -73,13 +91,19 @@ export class DecodeSteps {
     else this.runNow();
   };
 
-  /** `lingerMaxMs`: the longest wait for a new request after a sequence stopped (0: none); `now`: the clock steps are timed with (ms). */
+  private readonly lingerMaxMs: number;
+  private readonly now: () => number;
+  private readonly samplesFollowDecode: boolean;
+
   constructor(
     private readonly native: NativeContext,
     private readonly batchSize: number,
-    private readonly lingerMaxMs = LINGER_MAX_MS,
-    private readonly now: () => number = () => performance.now(),
-  ) {}
+    options: DecodeStepsOptions = {},
+  ) {
+    this.lingerMaxMs = options.lingerMaxMs ?? LINGER_MAX_MS;
+    this.now = options.now ?? (() => performance.now());
+    this.samplesFollowDecode = options.samplesFollowDecode ?? false;
+  }
 
   /** A sequence stopped generating: the next step may wait a little for a new request (see the class comment). */
   vacated(): void {
@@ -180,15 +204,19 @@ export class DecodeSteps {
         if (logits !== NO_LOGITS) m.logitIndex = indexes[0]!;
       }
       stepStarted = this.now();
-      await this.native.decodeBatch();
+      const decoded = this.native.decodeBatch();
+      if (this.samplesFollowDecode) this.sampleMembers(members, sampled);
+      await decoded;
     } catch (err) {
+      // Samples queued behind a failed decode read no logits of this batch: their results go unused.
+      await Promise.allSettled(sampled);
       this.finishStep();
       for (const { job } of members) job.reject(err);
       if (this.queued.length > 0) this.schedule();
       return;
     }
     // The logits of this batch stay valid until the next decode: all samples complete first.
-    for (const m of members) sampled.push(m.logitIndex >= 0 ? this.native.sampleToken(m.logitIndex, m.job.sampler!) : undefined);
+    if (!this.samplesFollowDecode) this.sampleMembers(members, sampled);
     const results = await Promise.allSettled(sampled);
     this.lastStepMs = this.now() - stepStarted;
     this.finishStep();
@@ -200,6 +228,10 @@ export class DecodeSteps {
       else job.resolve(job.sampler ? (result.value as number) : -1);
     });
     if (this.queued.length > 0) this.schedule();
+  }
+
+  private sampleMembers(members: ReadonlyArray<{ job: Job; logitIndex: number }>, sampled: Array<Promise<number> | undefined>): void {
+    for (const m of members) sampled.push(m.logitIndex >= 0 ? this.native.sampleToken(m.logitIndex, m.job.sampler!) : undefined);
   }
 
   private finishStep(): void {

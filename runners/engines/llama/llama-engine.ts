@@ -25,6 +25,8 @@ export interface LlamaEngineOptions {
   log: Logger;
   /** DecodeSteps' wait for a new request after a sequence stopped, at most (ms; default LINGER_MAX_MS). */
   lingerMaxMs?: number;
+  /** Queue each step's samples with its decode: only when libuv's pool has one thread (DecodeSteps). */
+  samplesFollowDecode?: boolean;
 }
 
 /**
@@ -71,7 +73,10 @@ export class LlamaEngine implements Engine {
     this.librarySequences = Array.from({ length: this.slots }, () => this.context.getSequence());
     const opened = openNativeContext(this.llama, this.model, this.context, this.librarySequences);
     const model = this.model;
-    this.steps = new DecodeSteps(opened.native, this.context.batchSize, this.options.lingerMaxMs);
+    this.steps = new DecodeSteps(opened.native, this.context.batchSize, {
+      ...(this.options.lingerMaxMs === undefined ? {} : { lingerMaxMs: this.options.lingerMaxMs }),
+      samplesFollowDecode: this.options.samplesFollowDecode ?? false,
+    });
     const slotContext = {
       native: opened.native,
       steps: this.steps,
