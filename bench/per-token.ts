@@ -303,7 +303,9 @@ async function main(): Promise<void> {
       };
     }
     if (modes.includes("stack")) {
-      started.stack = await startPlacedStack(env, layout);
+      // The runner's libuv pool as this process was given it (UV_THREADPOOL_SIZE=4: samples after the decode), else as `tributary start` gives it.
+      const pool = process.env.UV_THREADPOOL_SIZE;
+      started.stack = await startPlacedStack(env, layout, pool === undefined ? {} : { UV_THREADPOOL_SIZE: pool });
       const s = started.stack;
       clients.stack = new SseLoadClient("127.0.0.1", s.gateway.port, TEST_KEY);
       const pids = [s.runner, s.gateway, s.actors, s.nats].map((p) => p.child.pid!);

@@ -96,6 +96,7 @@ export class LlamaEngine implements Engine {
       contextPerSlot: this.context.contextSize,
       slots: this.slots,
       threads: this.spec.threads,
+      samplesFollowDecode: this.options.samplesFollowDecode ?? false,
       gpu: this.llama.gpu,
       library: this.llama.buildType,
     });
