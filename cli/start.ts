@@ -77,7 +77,7 @@ export function startStack() {
     const envOf = (identity: NatsIdentity) => ({ ...base, ...identities?.env(identity) });
     const env = envOf("actors");
     const stopTimeoutMs = readConfig(timeoutsConfig).drainTimeoutMs + 5_000;
-    const openMp = { waitPolicy: optionToUndefined(start.openMpWaitPolicy), spinCount: optionToUndefined(start.openMpSpinCount), libuvPoolSize: optionToUndefined(start.libuvPoolSize) };
+    const userDecodeEnv = { waitPolicy: optionToUndefined(start.openMpWaitPolicy), spinCount: optionToUndefined(start.openMpSpinCount), libuvPoolSize: optionToUndefined(start.libuvPoolSize) };
 
     const children: ChildSpec[] = [
       { name: "actor host", ...onCpus(process.execPath, [entry("../actors/main.js")], services), env, stopTimeoutMs },
@@ -93,7 +93,7 @@ export function startStack() {
           // (modules/runner-layout/decode-env.ts), set before the runner starts.
           env: {
             ...envOf("runner"),
-            ...decodeThreadEnv(model.threads, cpuDemand(model) > 0, openMp),
+            ...decodeThreadEnv(model.threads, cpuDemand(model) > 0, userDecodeEnv),
             TRIBUTARY_RUNNER_MODELS: model.id,
             ...(model.setInCatalog.threads ? {} : { TRIBUTARY_THREADS: String(model.threads) }),
           },

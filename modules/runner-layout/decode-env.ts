@@ -18,7 +18,7 @@
 export const OPENMP_SPIN_COUNT = 10_000;
 
 /** The OpenMP and libuv settings of the environment `tributary start` runs in: the user's own win. */
-export interface OpenMpSettings {
+export interface DecodeEnvSettings {
   waitPolicy: string | undefined;
   spinCount: string | undefined;
   /** UV_THREADPOOL_SIZE. */
@@ -26,16 +26,17 @@ export interface OpenMpSettings {
 }
 
 /**
- * Variables to add to the environment of a runner decoding with `threads` CPU threads (nothing
- * for one thread, for models on a GPU or the sim engine, or when the user set OMP_WAIT_POLICY or
- * GOMP_SPINCOUNT: either decides the spin count). They must be in the process's environment
- * before it loads node-llama-cpp: libgomp reads them once, when it is loaded.
+ * Variables to add to the environment of a runner decoding with `threads` CPU threads: the
+ * OpenMP spin count for more than one thread, one libuv pool thread for one (nothing for models
+ * on a GPU or the sim engine, nor where the user set the variable's own settings). They must be
+ * in the process's environment when it starts: libgomp reads them once, when it is loaded, and
+ * libuv when its pool first runs work.
  */
-export function decodeThreadEnv(threads: number, decodesOnCpu: boolean, user: OpenMpSettings): Record<string, string> {
+export function decodeThreadEnv(threads: number, decodesOnCpu: boolean, user: DecodeEnvSettings): Record<string, string> {
   return { ...samplePoolEnv(threads, decodesOnCpu, user), ...openMpEnv(threads, decodesOnCpu, user) };
 }
 
-function openMpEnv(threads: number, decodesOnCpu: boolean, user: OpenMpSettings): Record<string, string> {
+function openMpEnv(threads: number, decodesOnCpu: boolean, user: DecodeEnvSettings): Record<string, string> {
   if (threads <= 1 || !decodesOnCpu || user.waitPolicy !== undefined || user.spinCount !== undefined) return {};
   return { GOMP_SPINCOUNT: String(OPENMP_SPIN_COUNT) };
 }
@@ -47,7 +48,7 @@ function openMpEnv(threads: number, decodesOnCpu: boolean, user: OpenMpSettings)
  * the runner started with one pool thread). Nothing else of a runner uses the pool while it
  * decodes. Not for threads > 1 until measured there, nor when the user set the variable.
  */
-function samplePoolEnv(threads: number, decodesOnCpu: boolean, user: OpenMpSettings): Record<string, string> {
+function samplePoolEnv(threads: number, decodesOnCpu: boolean, user: DecodeEnvSettings): Record<string, string> {
   if (threads !== 1 || !decodesOnCpu || user.libuvPoolSize !== undefined) return {};
   return { UV_THREADPOOL_SIZE: "1" };
 }

@@ -15,4 +15,4 @@ export {
   type ModelLayout,
 } from "./rule.js";
 export { llamaLibrary, machineFacts, modelFacts, usableCpus, usableMemoryBytes } from "./machine.js";
-export { decodeThreadEnv, OPENMP_SPIN_COUNT, type OpenMpSettings } from "./decode-env.js";
+export { decodeThreadEnv, OPENMP_SPIN_COUNT, type DecodeEnvSettings } from "./decode-env.js";
