@@ -5,7 +5,8 @@ import type { RunnerStatus } from "./runner-actor.js";
  * Probes and metrics of a runner process, for Kubernetes and Prometheus:
  *   GET /healthz  200 while the process serves requests (liveness)
  *   GET /readyz   200 when every model of the process is loaded (readiness, startup)
- *   GET /metrics  Prometheus text: slots, queue, admissions, generated tokens per model
+ *   GET /metrics  Prometheus text: slots, queue, admissions, generated tokens per model; decode
+ *                 threads by step width where they are tuned
  */
 export function startHealthServer(port: number, host: string, statuses: () => RunnerStatus[]): Promise<Server> {
   const server = createServer((req, res) => {
@@ -36,11 +37,25 @@ const METRICS: Array<[name: string, type: "gauge" | "counter", help: string, val
   ["tributary_runner_completion_tokens_total", "counter", "tokens generated", (s) => s.completionTokens],
 ];
 
+const labels = (s: RunnerStatus) => `model=${JSON.stringify(s.model)},runner=${JSON.stringify(s.runnerId)}`;
+
 export function renderMetrics(statuses: RunnerStatus[]): string {
   const lines: string[] = [];
   for (const [name, type, help, value] of METRICS) {
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-    for (const s of statuses) lines.push(`${name}{model=${JSON.stringify(s.model)},runner=${JSON.stringify(s.runnerId)}} ${value(s)}`);
+    for (const s of statuses) lines.push(`${name}{${labels(s)}} ${value(s)}`);
+  }
+  const tuned = statuses.filter((s) => s.decodeThreads);
+  if (tuned.length > 0) {
+    lines.push("# HELP tributary_runner_decode_threads CPU threads decode steps of step_tokens_from tokens and up run on, as chosen while serving", "# TYPE tributary_runner_decode_threads gauge");
+    for (const s of tuned) for (const w of s.decodeThreads!.byWidth) lines.push(`tributary_runner_decode_threads{${labels(s)},step_tokens_from="${w.fromTokens}"} ${w.threads}`);
+    for (const [name, help, key] of [
+      ["tributary_runner_decode_thread_probes_total", "short runs of decode steps on another thread count, to time it", "probes"],
+      ["tributary_runner_decode_thread_changes_total", "changes of a step width's decode threads", "changes"],
+    ] as const) {
+      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);
+      for (const s of tuned) lines.push(`${name}{${labels(s)}} ${s.decodeThreads![key]}`);
+    }
   }
   return lines.join("\n") + "\n";
 }

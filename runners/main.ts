@@ -31,6 +31,7 @@ async function main(): Promise<void> {
     hfEndpoint: optionToUndefined(config.hfEndpoint),
     decodeLingerMaxMs: config.decodeLingerMaxMs,
     libuvPoolSize: optionToUndefined(config.libuvPoolSize),
+    tuneDecodeThreads: config.decodeThreadsTune === "on",
     log,
   };
   for (const spec of models)

@@ -15,7 +15,7 @@ import { Outbox } from "../lib/nats/outbox.js";
 import type { ModelSpec } from "../modules/catalog/mod.js";
 import type { Actor, ActorContext } from "../modules/actor-runtime/mod.js";
 import { openMailbox } from "../modules/actor-runtime/mod.js";
-import { EngineRequestError, type Engine } from "./engines/engine.js";
+import { EngineRequestError, type DecodeThreadsStatus, type Engine } from "./engines/engine.js";
 import { AdmissionError, Scheduler } from "./scheduler/scheduler.js";
 import { ReplyPublisher } from "./reply-publisher.js";
 
@@ -36,6 +36,8 @@ export interface RunnerStatus {
   admitted: number;
   rejected: number;
   completionTokens: number;
+  /** CPU runners whose decode threads are tuned while serving. */
+  decodeThreads?: DecodeThreadsStatus;
 }
 
 export interface RunnerActorOptions {
@@ -103,6 +105,7 @@ export class RunnerActor implements Actor {
       queueLength: stats?.queueLength ?? 0,
       queueLimit: stats?.queueLimit ?? this.spec.queueLimit,
       ...this.counters,
+      ...(this.engine.decodeThreads?.() ? { decodeThreads: this.engine.decodeThreads()! } : {}),
     };
   }
 

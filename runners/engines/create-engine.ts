@@ -14,6 +14,8 @@ export interface EngineEnvironment {
   decodeLingerMaxMs?: number;
   /** UV_THREADPOOL_SIZE as this process started with it (libuv's pool decides how a step queues its samples). */
   libuvPoolSize?: string;
+  /** CPU runners of threads > 1 pick each step's threads from the steps they serve (ThreadTuner). */
+  tuneDecodeThreads?: boolean;
   log: Logger;
   /** What the model's load is doing now ("downloading 42% of 639 MB"), for heartbeats while loading. */
   onLoadProgress?: (detail: string) => void;
@@ -38,6 +40,7 @@ export function createEngine(spec: ModelSpec, env: EngineEnvironment): Engine {
     log,
     lingerMaxMs: env.decodeLingerMaxMs,
     samplesFollowDecode: libuvPoolThreads(env.libuvPoolSize) === 1,
+    tuneThreads: env.tuneDecodeThreads ?? false,
     modelPath: () =>
       resolveModelFile(spec.source, {
         cacheDir: env.modelCache,

@@ -39,6 +39,14 @@ export class EngineRequestError extends Error {
  * An engine turns prepared requests into tokens, many sequences at once. It owns `slots`
  * decoding sequences; the scheduler decides which choice runs in which slot and when.
  */
+/** The decode threads a CPU runner chose while serving (llama's ThreadTuner), for probes and metrics. */
+export interface DecodeThreadsStatus {
+  /** Threads by width class, for the classes seen: steps of `fromTokens` tokens and up (to the next class) decode on `threads`. */
+  byWidth: Array<{ fromTokens: number; threads: number }>;
+  probes: number;
+  changes: number;
+}
+
 export interface Engine {
   readonly kind: "llama" | "sim";
   readonly slots: number;
@@ -54,4 +62,6 @@ export interface Engine {
   /** Decodes one choice in slot `slot` until a finish condition or until `signal` aborts. */
   runChoice(prepared: PreparedRequest, choiceIndex: number, slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome>;
   dispose(): Promise<void>;
+  /** The decode threads chosen while serving (CPU runners of threads > 1 whose threads are tuned). */
+  decodeThreads?(): DecodeThreadsStatus | undefined;
 }

@@ -9,7 +9,7 @@ const fn = () => undefined;
 const complete = () => ({
   llama: { _bindings: { AddonSampler: class {} } },
   model: { _model: {} },
-  context: { _ctx: { initBatch: fn, addToBatch: fn, decodeBatch: fn, sampleToken: fn, removeTokenCellsFromSequence: fn } },
+  context: { _ctx: { initBatch: fn, addToBatch: fn, decodeBatch: fn, sampleToken: fn, removeTokenCellsFromSequence: fn, setThreads: fn } },
   sequences: [{ _sequenceId: 0, _resolveSamplerConfig: fn }, { _sequenceId: 1, _resolveSamplerConfig: fn }],
 });
 const open = (parts: ReturnType<typeof complete>) =>

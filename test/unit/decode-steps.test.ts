@@ -1,6 +1,6 @@
 import t from "tap";
 import type { NativeContext, NativeSampler } from "../../runners/engines/llama/addon-context.js";
-import { DecodeSteps, LINGER_MAX_MS, LINGER_MIN_STEP_MS, lingerMs } from "../../runners/engines/llama/decode-steps.js";
+import { DecodeSteps, type StepThreads, LINGER_MAX_MS, LINGER_MIN_STEP_MS, lingerMs } from "../../runners/engines/llama/decode-steps.js";
 
 // DecodeSteps owns a context's batches: the input all sequences queued goes into one batch per
 // step in sequence id order (the order llama.cpp needs to decode them as one micro-batch),
@@ -54,6 +54,9 @@ class FakeNative implements NativeContext {
   removeTokenCellsFromSequence(sequenceId: number, start: number): boolean {
     this.log.push(`edit ${sequenceId} ${start}`);
     return true;
+  }
+  setThreads(threads: number): void {
+    this.log.push(`threads ${threads}`);
   }
   /** Completes the decode in flight (waiting for the step to start first). */
   async complete(): Promise<void> {
@@ -234,4 +237,53 @@ t.test("after a step in which a sequence stopped, the next step waits a little f
   t.equal(decodes(), 4, "a step with a newly arrived prompt starts at once");
   await native.complete();
   await own;
+});
+
+t.test("a thread chooser sets each step's threads and hears the cycles of steady generation only", async (t) => {
+  const native = new FakeNative();
+  let clock = 0;
+  const asked: Array<[number, boolean]> = [];
+  const cycles: Array<[number, number, number]> = [];
+  // Two threads for steps with a prompt, one for generation.
+  const chooser: StepThreads = {
+    threadsFor: (tokens, generating) => (asked.push([tokens, generating]), generating ? 1 : 2),
+    cycle: (tokens, threads, ms) => cycles.push([tokens, threads, ms]),
+  };
+  const steps = new DecodeSteps(native, 16, { threads: chooser, now: () => clock, lingerMaxMs: 0 });
+  const step = async (inputs: Array<[id: number, tokens: number[]]>) => {
+    const done = inputs.map(([id, tokens]) => steps.decode(id, 0, Uint32Array.from(tokens), sampler));
+    await native.complete();
+    await Promise.all(done);
+    clock += 10;
+  };
+  await step([[0, [1, 2, 3]]]); // a prompt
+  await step([[0, [5]]]);
+  await step([[0, [5]]]);
+  await step([[0, [5]], [1, [7]]]); // sequence 1 joins with a one-token prompt: a different set
+  await step([[0, [5]], [1, [7]]]);
+  await step([[1, [7]], [0, [5]]]); // queued in another order: the same sequences
+  t.same(asked, [[3, false], [1, true], [1, true], [2, true], [2, true], [2, true]]);
+  t.same(cycles, [[1, 1, 10], [2, 1, 10], [2, 1, 10]], "only a step followed by the same generating sequences reports its cycle, with the threads it ran on");
+  t.same(native.log.filter((l) => l.startsWith("threads")), ["threads 2", "threads 1"], "the context's threads are set only when they change");
+});
+
+t.test("a step after a wait for a new request does not end a steady cycle", async (t) => {
+  const native = new FakeNative();
+  let clock = 0;
+  const cycles: number[] = [];
+  const steps = new DecodeSteps(native, 16, { now: () => clock, lingerMaxMs: 5, threads: { threadsFor: () => 1, cycle: (_t, _n, ms) => cycles.push(ms) } });
+  const step = async (ids: number[]) => {
+    const started = native.batches.length;
+    const done = ids.map((id) => steps.decode(id, 0, Uint32Array.of(1), sampler));
+    while (native.batches.length === started) await new Promise((r) => setImmediate(r));
+    clock += 20; // steps of 20 ms: the step after one in which a sequence ended waits 2 ms
+    await native.complete();
+    await Promise.all(done);
+  };
+  await step([0, 1]);
+  await step([0, 1]);
+  steps.vacated();
+  await step([0, 1]);
+  await step([0, 1]);
+  t.same(cycles, [20, 20], "the cycle that ran into the wait is not reported; the ones around it are");
 });

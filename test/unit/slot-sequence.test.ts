@@ -31,6 +31,7 @@ class ScriptedNative implements NativeContext {
     this.removed.push([start, end]);
     return true;
   }
+  setThreads(): void {}
 }
 
 function slotOver(native: ScriptedNative, contextSize = 100): SlotSequence {

@@ -26,6 +26,8 @@ export interface NativeContext {
   sampleToken(batchLogitIndex: number, sampler: NativeSampler): Promise<number>;
   /** Removes a sequence's KV cells in [start, end) (end < 0: to the end); false when the memory cannot do it partially. */
   removeTokenCellsFromSequence(sequenceId: number, start: number, end: number): boolean;
+  /** The CPU threads later decodes run on (never while a decode is in flight). */
+  setThreads(threads: number): void;
 }
 
 /** A native sampler chain (`AddonSampler`). Accepts each token it samples (penalty window, grammar state). */
@@ -47,7 +49,7 @@ interface SequenceInternals { _sequenceId?: unknown; _resolveSamplerConfig?: unk
 interface ModelInternals { _model?: unknown }
 interface LlamaInternals { _bindings?: { AddonSampler?: unknown } }
 
-const CONTEXT_METHODS = ["initBatch", "addToBatch", "decodeBatch", "sampleToken", "removeTokenCellsFromSequence"] as const;
+const CONTEXT_METHODS = ["initBatch", "addToBatch", "decodeBatch", "sampleToken", "removeTokenCellsFromSequence", "setThreads"] as const;
 
 /**
  * Takes over the context's decoding. `sequences` must stay referenced for the context's life

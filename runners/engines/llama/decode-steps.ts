@@ -65,6 +65,15 @@ export interface DecodeStepsOptions {
   now?: () => number;
   /** Queue each step's samples with its decode: only with one libuv pool thread (see above). */
   samplesFollowDecode?: boolean;
+  /** Chooses each step's decode threads from the cycles of steady steps (ThreadTuner); unset: the context's own threads, always. */
+  threads?: StepThreads;
+}
+
+/** What DecodeSteps asks of a thread chooser (ThreadTuner). */
+export interface StepThreads {
+  threadsFor(tokens: number, generating: boolean): number;
+  /** The start-to-start time of a step of steady generation: the same sequences as the next step, one token each, no wait between. */
+  cycle(tokens: number, threads: number, ms: number): void;
 }
 
 export class DecodeSteps {
@@ -87,13 +96,22 @@ export class DecodeSteps {
   private arrived = false;
   private readonly step = () => {
     const wait = this.vacant && !this.arrived ? lingerMs(this.lastStepMs, this.lingerMaxMs) : 0;
-    if (wait > 0 && !this.closed) this.linger = setTimeout(this.runNow, wait);
-    else this.runNow();
+    if (wait > 0 && !this.closed) {
+      this.lingered = true;
+      this.linger = setTimeout(this.runNow, wait);
+    } else this.runNow();
   };
+  /** The step waited for a new request before it started: its start does not end a steady cycle. */
+  private lingered = false;
+  /** The last step as the thread chooser sees it: its start, threads, and (when it generated) its sequences in order. */
+  private lastStep: { started: number; threads: number; generating: Int32Array | undefined } | undefined;
+  /** The decode threads last set on the context (0: not set here yet). */
+  private threads = 0;
 
   private readonly lingerMaxMs: number;
   private readonly now: () => number;
   private readonly samplesFollowDecode: boolean;
+  private readonly stepThreads: StepThreads | undefined;
 
   constructor(
     private readonly native: NativeContext,
@@ -103,6 +121,7 @@ export class DecodeSteps {
     this.lingerMaxMs = options.lingerMaxMs ?? LINGER_MAX_MS;
     this.now = options.now ?? (() => performance.now());
     this.samplesFollowDecode = options.samplesFollowDecode ?? false;
+    this.stepThreads = options.threads;
   }
 
   /** A sequence stopped generating: the next step may wait a little for a new request (see the class comment). */
@@ -195,6 +214,8 @@ export class DecodeSteps {
     const sampled: Array<Promise<number> | undefined> = [];
     let stepStarted = 0;
     try {
+      stepStarted = this.now();
+      if (this.stepThreads) this.chooseThreads(members, this.batchSize - room, stepStarted);
       this.native.initBatch(this.batchSize - room);
       for (const m of members) {
         const { job, count } = m;
@@ -203,7 +224,6 @@ export class DecodeSteps {
         const indexes = this.native.addToBatch(job.sequenceId, job.position + job.done, job.tokens.subarray(job.done, job.done + count), logits);
         if (logits !== NO_LOGITS) m.logitIndex = indexes[0]!;
       }
-      stepStarted = this.now();
       const decoded = this.native.decodeBatch();
       if (this.samplesFollowDecode) this.sampleMembers(members, sampled);
       await decoded;
@@ -230,6 +250,22 @@ export class DecodeSteps {
     if (this.queued.length > 0) this.schedule();
   }
 
+  /** Reports the last step's cycle when it was steady and sets this step's threads. */
+  private chooseThreads(members: ReadonlyArray<{ job: Job; count: number }>, tokens: number, started: number): void {
+    const chooser = this.stepThreads!;
+    const generating = members.every(({ job, count }) => count === 1 && job.tokens.length === 1 && job.sampler !== undefined);
+    const ids = generating ? Int32Array.from(members, (m) => m.job.sequenceId) : undefined;
+    const last = this.lastStep;
+    if (ids && last?.generating && !this.lingered && sameIds(last.generating, ids)) chooser.cycle(tokens, last.threads, started - last.started);
+    this.lingered = false;
+    const threads = chooser.threadsFor(tokens, generating);
+    if (threads !== this.threads) {
+      this.native.setThreads(threads);
+      this.threads = threads;
+    }
+    this.lastStep = { started, threads, generating: ids };
+  }
+
   private sampleMembers(members: ReadonlyArray<{ job: Job; logitIndex: number }>, sampled: Array<Promise<number> | undefined>): void {
     for (const m of members) sampled.push(m.logitIndex >= 0 ? this.native.sampleToken(m.logitIndex, m.job.sampler!) : undefined);
   }
@@ -240,6 +276,12 @@ export class DecodeSteps {
     this.edits = [];
     for (const edit of edits) edit();
   }
+}
+
+function sameIds(a: Int32Array, b: Int32Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 const NO_LOGITS = new Uint32Array(0);

@@ -2,7 +2,7 @@ import { getLlama, LlamaLogLevel, LlamaText, SpecialToken, TokenBias, type ChatM
 import { ErrorCode, ResponseFormat_Type, ToolChoice_Mode, Truncation, type GenerateRequest } from "../../../proto/gen/tributary/v1/inference.js";
 import type { ModelSpec } from "../../../modules/catalog/mod.js";
 import type { Logger } from "../../../lib/log.js";
-import { EngineRequestError, type ChoiceOutcome, type ChoiceSink, type Engine, type PreparedRequest } from "../engine.js";
+import { EngineRequestError, type DecodeThreadsStatus, type ChoiceOutcome, type ChoiceSink, type Engine, type PreparedRequest } from "../engine.js";
 import { dropOldestTurns } from "../context-fit.js";
 import { fitsContext, resolveOutputBudget } from "../output-budget.js";
 import { callSyntaxOf, chooseChatWrapper, renderPrompt, type CallSyntax } from "./chat-prompt.js";
@@ -12,6 +12,7 @@ import { UnsupportedSchemaError } from "./json-schema-subset.js";
 import { openNativeContext } from "./addon-context.js";
 import { DecodeSteps } from "./decode-steps.js";
 import { SlotSequence } from "./slot-sequence.js";
+import { ThreadTuner } from "./thread-tuner.js";
 
 interface LlamaPrepared extends PreparedRequest {
   plan: DecodePlan;
@@ -27,6 +28,8 @@ export interface LlamaEngineOptions {
   lingerMaxMs?: number;
   /** Queue each step's samples with its decode: only when libuv's pool has one thread (DecodeSteps). */
   samplesFollowDecode?: boolean;
+  /** On CPU with threads > 1: pick each step's threads from the steps served (ThreadTuner). */
+  tuneThreads?: boolean;
 }
 
 /**
@@ -44,6 +47,7 @@ export class LlamaEngine implements Engine {
   private sequences: SlotSequence[] = [];
   private librarySequences: LlamaContextSequence[] = [];
   private steps: DecodeSteps | undefined;
+  private tuner: ThreadTuner | undefined;
   private wrapper!: ChatWrapper;
   private callSyntax!: CallSyntax;
   private grammars!: GrammarCache;
@@ -73,9 +77,14 @@ export class LlamaEngine implements Engine {
     this.librarySequences = Array.from({ length: this.slots }, () => this.context.getSequence());
     const opened = openNativeContext(this.llama, this.model, this.context, this.librarySequences);
     const model = this.model;
+    const log = this.options.log;
+    const tuner = (this.tuner = !gpu && this.spec.threads > 1 && this.options.tuneThreads
+      ? new ThreadTuner(this.spec.threads, (change) => log.info("decode threads changed", { ...change, threadsByStepWidth: tuner!.describe() }))
+      : undefined);
     this.steps = new DecodeSteps(opened.native, this.context.batchSize, {
       ...(this.options.lingerMaxMs === undefined ? {} : { lingerMaxMs: this.options.lingerMaxMs }),
       samplesFollowDecode: this.options.samplesFollowDecode ?? false,
+      ...(tuner ? { threads: tuner } : {}),
     });
     const slotContext = {
       native: opened.native,
@@ -96,6 +105,7 @@ export class LlamaEngine implements Engine {
       contextPerSlot: this.context.contextSize,
       slots: this.slots,
       threads: this.spec.threads,
+      ...(tuner ? { threadsTuned: tuner.candidates.join("|") } : {}),
       samplesFollowDecode: this.options.samplesFollowDecode ?? false,
       gpu: this.llama.gpu,
       library: this.llama.buildType,
@@ -199,6 +209,10 @@ export class LlamaEngine implements Engine {
   runChoice(prepared: PreparedRequest, choiceIndex: number, slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome> {
     const plan = (prepared as LlamaPrepared).plan;
     return new ChoiceDecoder(this.model, this.sequences[slot]!, plan, choiceIndex, sink, signal).run();
+  }
+
+  decodeThreads(): DecodeThreadsStatus | undefined {
+    return this.tuner?.status();
   }
 
   async dispose(): Promise<void> {
