@@ -267,7 +267,7 @@ t.test("a thread chooser sets each step's threads and hears the cycles of steady
   t.same(native.log.filter((l) => l.startsWith("threads")), ["threads 2", "threads 1"], "the context's threads are set only when they change");
 });
 
-t.test("a step after a wait for a new request does not end a steady cycle", async (t) => {
+t.test("a sequence that stopped breaks the steady cycle, even when its slot continues at once with one token", async (t) => {
   const native = new FakeNative();
   let clock = 0;
   const cycles: number[] = [];
@@ -285,5 +285,21 @@ t.test("a step after a wait for a new request does not end a steady cycle", asyn
   steps.vacated();
   await step([0, 1]);
   await step([0, 1]);
-  t.same(cycles, [20, 20], "the cycle that ran into the wait is not reported; the ones around it are");
+  t.same(cycles, [20, 20], "the cycle in which a sequence stopped (and the next step waited) is not reported; the ones around it are");
+  // The steps are under LINGER_MIN_STEP_MS now: no wait, and the same slot's next request starts with one token.
+  cycles.length = 0;
+  const quick = new DecodeSteps(native, 16, { now: () => clock, threads: { threadsFor: () => 1, cycle: (_t, _n, ms) => cycles.push(ms) } });
+  const one = async () => {
+    const done = quick.decode(0, 0, Uint32Array.of(1), sampler);
+    await native.complete();
+    await done;
+    clock += 5;
+  };
+  await one();
+  await one();
+  quick.vacated();
+  clock += 100; // the client's next request
+  await one();
+  await one();
+  t.same(cycles, [5, 5], "the cycle holding the time between two requests is not reported");
 });

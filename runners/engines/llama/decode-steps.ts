@@ -96,13 +96,15 @@ export class DecodeSteps {
   private arrived = false;
   private readonly step = () => {
     const wait = this.vacant && !this.arrived ? lingerMs(this.lastStepMs, this.lingerMaxMs) : 0;
-    if (wait > 0 && !this.closed) {
-      this.lingered = true;
-      this.linger = setTimeout(this.runNow, wait);
-    } else this.runNow();
+    if (wait > 0 && !this.closed) this.linger = setTimeout(this.runNow, wait);
+    else this.runNow();
   };
-  /** The step waited for a new request before it started: its start does not end a steady cycle. */
-  private lingered = false;
+  /**
+   * A sequence stopped since the last step started: the next start does not end a steady cycle,
+   * even when a new request in the same slot continues from its cached prompt with one token (the
+   * time between the requests is in that cycle).
+   */
+  private unsteady = false;
   /** The last step as the thread chooser sees it: its start, threads, and (when it generated) its sequences in order. */
   private lastStep: { started: number; threads: number; generating: Int32Array | undefined } | undefined;
   /** The decode threads last set on the context (0: not set here yet). */
@@ -127,6 +129,7 @@ export class DecodeSteps {
   /** A sequence stopped generating: the next step may wait a little for a new request (see the class comment). */
   vacated(): void {
     this.vacant = true;
+    this.unsteady = true;
   }
 
   /** A new sequence is about to queue its prompt: a step waiting for one starts now, with it. */
@@ -256,8 +259,8 @@ export class DecodeSteps {
     const generating = members.every(({ job, count }) => count === 1 && job.tokens.length === 1 && job.sampler !== undefined);
     const ids = generating ? Int32Array.from(members, (m) => m.job.sequenceId) : undefined;
     const last = this.lastStep;
-    if (ids && last?.generating && !this.lingered && sameIds(last.generating, ids)) chooser.cycle(tokens, last.threads, started - last.started);
-    this.lingered = false;
+    if (ids && last?.generating && !this.unsteady && sameIds(last.generating, ids)) chooser.cycle(tokens, last.threads, started - last.started);
+    this.unsteady = false;
     const threads = chooser.threadsFor(tokens, generating);
     if (threads !== this.threads) {
       this.native.setThreads(threads);
