@@ -95,6 +95,7 @@ export class RunnerActor implements Actor {
 
   status(): RunnerStatus {
     const stats = this.scheduler?.stats;
+    const decodeThreads = this.engine.decodeThreads?.();
     return {
       model: this.spec.id,
       runnerId: this.runnerId,
@@ -105,7 +106,7 @@ export class RunnerActor implements Actor {
       queueLength: stats?.queueLength ?? 0,
       queueLimit: stats?.queueLimit ?? this.spec.queueLimit,
       ...this.counters,
-      ...(this.engine.decodeThreads?.() ? { decodeThreads: this.engine.decodeThreads()! } : {}),
+      ...(decodeThreads ? { decodeThreads } : {}),
     };
   }
 

@@ -35,10 +35,6 @@ export class EngineRequestError extends Error {
   }
 }
 
-/**
- * An engine turns prepared requests into tokens, many sequences at once. It owns `slots`
- * decoding sequences; the scheduler decides which choice runs in which slot and when.
- */
 /** The decode threads a CPU runner chose while serving (llama's ThreadTuner), for probes and metrics. */
 export interface DecodeThreadsStatus {
   /** Threads by width class, for the classes seen: steps of `fromTokens` tokens and up (to the next class) decode on `threads`. */
@@ -47,6 +43,10 @@ export interface DecodeThreadsStatus {
   changes: number;
 }
 
+/**
+ * An engine turns prepared requests into tokens, many sequences at once. It owns `slots`
+ * decoding sequences; the scheduler decides which choice runs in which slot and when.
+ */
 export interface Engine {
   readonly kind: "llama" | "sim";
   readonly slots: number;

@@ -47,6 +47,8 @@ export function widthClass(tokens: number): number {
 }
 
 interface WidthState {
+  /** The fewest tokens of a step in this class (1, 2, 4, ...). */
+  fromTokens: number;
   /** Index into candidates of the count steps of this width use. */
   current: number;
   /** The latest cycles (ms) on the current count. */
@@ -119,7 +121,7 @@ export class ThreadTuner {
 
   status(): DecodeThreadsStatus {
     const byWidth: DecodeThreadsStatus["byWidth"] = [];
-    this.widths.forEach((s, c) => byWidth.push({ fromTokens: 1 << c, threads: this.candidates[s.current]! }));
+    for (const s of this.widths) if (s) byWidth.push({ fromTokens: s.fromTokens, threads: this.candidates[s.current]! });
     return { byWidth, probes: this.probes, changes: this.changes };
   }
 
@@ -141,7 +143,7 @@ export class ThreadTuner {
         state.interval = FIRST_PROBE_AFTER;
         this.changes++;
         this.endProbe(state, FIRST_PROBE_AFTER);
-        this.onChange({ tokensFrom: 1 << this.widths.indexOf(state), from, to: this.candidates[candidate]!, ratio });
+        this.onChange({ tokensFrom: state.fromTokens, from, to: this.candidates[candidate]!, ratio });
         return;
       }
       // Confirm soon, against fresh cycles on the current count.
@@ -172,6 +174,7 @@ export class ThreadTuner {
   private widthState(tokens: number): WidthState {
     const c = widthClass(tokens);
     return (this.widths[c] ??= {
+      fromTokens: 1 << c,
       current: this.candidates.length - 1,
       baseline: [],
       stepsUntilProbe: FIRST_PROBE_AFTER,
