@@ -21,7 +21,7 @@ import { loadCatalog } from "../modules/catalog/mod.js";
 import { ensureRandomLlama, SHAPES, type ShapeName } from "./gguf/random-llama.js";
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
 import { ensureLlamaServer, startLlamaServer } from "./lib/llama-server.js";
-import { closedLoop, type LevelResult } from "./lib/closed-loop.js";
+import { closedLoop, sequentialTtfts, type LevelResult } from "./lib/closed-loop.js";
 import { startTributary, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
@@ -41,6 +41,8 @@ const { values } = parseArgs({
     /** llama-server's thread counts; empty: the stack's layouts only (ratios then to the default layout). */
     "llama-threads": { type: "string", default: "1,2" },
     "context-per-slot": { type: "string", default: "512" },
+    /** Sequential short requests per configuration and round after the levels, for a TTFT p50 at one stream that rests on enough samples. */
+    "ttft-requests": { type: "string", default: "40" },
   },
 });
 
@@ -81,6 +83,13 @@ const variantSpecs = values.variants!.split(",").filter(Boolean).map((entry) => 
 const variantsOf = (model: string) => variantSpecs.filter((s) => s.model === undefined || s.model === model).map((s) => s.variant);
 const contextPerSlot = Number(values["context-per-slot"]);
 const prompt = "Once upon a time, in a small village by the river,";
+const ttftRequests = Number(values["ttft-requests"]);
+/**
+ * Both servers render the chat as ChatML: the bench models carry no template of their own, and
+ * each server's fallback differs (llama-server's is ChatML, node-llama-cpp's its "General"), which
+ * gave prompts of 66 and 49 tokens. The prompt-tokens column shows what each server counted.
+ */
+const CHAT_TEMPLATE = { stack: "chatML", llamaServer: "chatml" };
 const unlimited = { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 };
 
 interface Measured extends LevelResult {
@@ -141,6 +150,7 @@ async function main(): Promise<void> {
   const settings: string[] = [];
   const targets: string[] = [];
   const series: Array<{ model: string; points: Array<{ level: number; ratio: number }> }> = [];
+  const ttftRows: Array<Array<string | number>> = [];
   for (const name of values.models!.split(",")) {
     const levels = levelsOf(name);
     const seconds = numberOf(values.seconds!, name);
@@ -158,6 +168,7 @@ async function main(): Promise<void> {
       "models:",
       `  - id: ${id}`,
       "    engine: llama",
+      `    chat_template: ${CHAT_TEMPLATE.stack}`,
       `    source: ${JSON.stringify(path)}`,
       `    context_length: ${contextPerSlot}`,
       `    max_output_tokens: ${maxTokens}`,
@@ -177,6 +188,7 @@ async function main(): Promise<void> {
     // Per round each configuration starts once and runs every level in turn (fresh clients per
     // level, a short pause for cut-off requests to be cancelled); the order alternates by round.
     const results = new Map(levels.map((l) => [l, new Map(configs.map((c) => [c.label, [] as Measured[]]))]));
+    const idleTtfts = new Map(configs.map((c) => [c.label, [] as number[]]));
     const runLevels = async (port: number, key: string, pid: number, label: string) => {
       for (const concurrency of levels) {
         const load = loadavg()[0]!;
@@ -188,6 +200,14 @@ async function main(): Promise<void> {
         } finally { client.close(); }
         await new Promise((r) => setTimeout(r, 1000));
       }
+      if (ttftRequests > 0) {
+        const client = new SseLoadClient("127.0.0.1", port, key);
+        try {
+          const ttfts = await sequentialTtfts(client, { ...body, max_tokens: 4 }, ttftRequests);
+          process.stderr.write(`  ${ttfts.length} sequential requests: TTFT p50 ${ms(percentile(ttfts, 50))} ms\n`);
+          idleTtfts.get(label)!.push(...ttfts);
+        } finally { client.close(); }
+      }
     };
     for (let round = 0; round < rounds; round++) {
       for (const c of round % 2 === 0 ? configs : [...configs].reverse()) {
@@ -195,7 +215,7 @@ async function main(): Promise<void> {
         if (c.threads > 0) {
           placeSelf(oneThread.services);
           // -t 1 on the CPU `tributary start` gives a one-thread runner; more threads on every CPU.
-          const s = await startLlamaServer(server.path, path, { slots, contextPerSlot, threads: c.threads, cpus: c.threads === 1 ? oneThread.runner : undefined });
+          const s = await startLlamaServer(server.path, path, { slots, contextPerSlot, threads: c.threads, cpus: c.threads === 1 ? oneThread.runner : undefined, chatTemplate: CHAT_TEMPLATE.llamaServer });
           try { await runLevels(s.port, "none", s.process.pid!, c.label); } finally { await s.stop(); }
         } else {
           // The supervisor must see every CPU to lay out the stack as a user's `npm start` would.
@@ -233,10 +253,11 @@ async function main(): Promise<void> {
       const loads = (label: string) => byLabel.get(label)!.map((r) => r.load.toFixed(1)).join(", ");
       const starts = (label: string) => byLabel.get(label)!.map((r) => fmt(r.startSeconds, 1)).join(", ");
       const tokensPerDelta = (label: string) => fmt(median(byLabel.get(label)!.map((r) => r.tokensPerDelta)), 3);
+      const promptTokens = (label: string) => fmt(median(byLabel.get(label)!.map((r) => r.promptTokens)), 0);
       for (const c of configs) {
         const errors = byLabel.get(c.label)!.reduce((a, b) => a + b.errors, 0);
         rows.push([name, concurrency, c.label, fmt(rateOf(c.label), 1), fmt(rateOf(c.label) / best, 2), c.label === "stack default" ? perRound : "", ttft(c.label),
-          cpu(c.label), cpuByRole(c.label), tokensPerDelta(c.label), errors, loads(c.label), starts(c.label)]);
+          cpu(c.label), cpuByRole(c.label), tokensPerDelta(c.label), promptTokens(c.label), errors, loads(c.label), starts(c.label)]);
       }
       // The targets, from the figures above.
       const verdict = (ok: boolean) => (ok ? "met" : "NOT met");
@@ -256,6 +277,18 @@ async function main(): Promise<void> {
       }
       targets.push(`- ${name}, ${concurrency} streams: ${lines.join("; ")}`);
     }
+    if (ttftRequests > 0) {
+      const p50 = (label: string) => percentile(idleTtfts.get(label)!, 50);
+      for (const c of configs) {
+        const all = idleTtfts.get(c.label)!;
+        ttftRows.push([name, c.label, `${ms(p50(c.label))} / ${ms(percentile(all, 90))} / ${ms(percentile(all, 99))}`, all.length]);
+      }
+      if (servers.length > 0) {
+        const bestTtft = Math.min(...servers.map((c) => p50(c.label)).filter(Number.isFinite));
+        const verdict = p50("stack default") <= bestTtft ? "met" : "NOT met";
+        targets.push(`- ${name}, one stream, ${ttftRequests} sequential requests per configuration and round: TTFT p50 ${ms(p50("stack default"))} ms against llama-server's best ${ms(bestTtft)} ms (no higher: ${verdict})`);
+      }
+    }
     for (const [label, text] of seenLayouts) layouts.push(`- ${name}, ${label}: ${text}`);
     series.push({ model: name, points });
   }
@@ -271,10 +304,12 @@ async function main(): Promise<void> {
       `"x best" is tokens/s over the best of ${llamaThreads.length > 0 ? llamaThreads.map((t) => `llama-server -t ${t}`).join(", ") : "stack default"} at that level; TTFT of the requests that began inside the window (their count in brackets); "CPU ms/token" counts every server process (for the stack: supervisor, nats-server, actor host, runners, gateway; the load client excluded), median over rounds, and by process; "load" is the 1-min load average as each round's level began; "first tokens after" how long each round took until every client had its first token (the window opened the warm-up after that). Models: tiny = stories260K, 100m/500m = random llama Q8_0 (bench/gguf).`,
     "Per model:\n" + settings.join("\n"),
     "Layouts `tributary start` picked:\n" + layouts.join("\n"),
-    markdownTable(["model", "streams", "configuration", "tok/s", "x best llama-server", "per-round x best", "TTFT p50 / p99 ms (n)", "CPU ms/token", "CPU ms/token by process", "tokens/delta", "errors", "load", "first tokens after s"], rows),
+    markdownTable(["model", "streams", "configuration", "tok/s", "x best llama-server", "per-round x best", "TTFT p50 / p99 ms (n)", "CPU ms/token", "CPU ms/token by process", "tokens/delta", "prompt tokens", "errors", "load", "first tokens after s"], rows),
+    ...(ttftRequests > 0 ? [`TTFT at one stream from ${ttftRequests} sequential requests (max_tokens 4, the same prompt) per configuration and round, after its levels:`,
+      markdownTable(["model", "configuration", "TTFT p50 / p90 / p99 ms", "requests"], ttftRows)] : []),
     "Targets:\n" + targets.join("\n"),
     `![stack default tok/s over the best baseline](${title}.svg)`,
-    `Command: \`npm run build && node dist/bench/vs-llama-server.js --models ${values.models} --levels "${values.levels}" --seconds "${values.seconds}" --warmup "${values.warmup}" --rounds ${rounds} --max-tokens "${values["max-tokens"]}" --llama-threads "${values["llama-threads"]}"${values.variants ? ` --variants ${values.variants}` : ""}${values.out ? ` --out ${values.out}` : ""}\``,
+    `Command: \`npm run build && node dist/bench/vs-llama-server.js --models ${values.models} --levels "${values.levels}" --seconds "${values.seconds}" --warmup "${values.warmup}" --rounds ${rounds} --max-tokens "${values["max-tokens"]}" --llama-threads "${values["llama-threads"]}" --ttft-requests ${ttftRequests}${values.variants ? ` --variants ${values.variants}` : ""}${values.out ? ` --out ${values.out}` : ""}\``,
   ]);
 }
 

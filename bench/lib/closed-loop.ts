@@ -91,6 +91,8 @@ export interface LevelResult {
   cpuMsPerTokenByRole: Record<string, number>;
   /** Seconds from the start until every client had its first token (the window opened the warm-up after). */
   startSeconds: number;
+  /** The median prompt tokens the server counted over the completed requests (NaN without usage). */
+  promptTokens: number;
 }
 
 export interface ClosedLoopOptions {
@@ -139,6 +141,7 @@ export async function closedLoop(client: SseLoadClient, o: ClosedLoopOptions): P
   let clientsWithToken = 0;
   const tallies: RequestTally[] = [];
   const ttft: number[] = [];
+  const promptTokens: number[] = [];
   let requests = 0;
   let errors = 0;
   await Promise.all(Array.from({ length: o.concurrency }, async () => {
@@ -157,6 +160,7 @@ export async function closedLoop(client: SseLoadClient, o: ClosedLoopOptions): P
       if (!r.ok && performance.now() < to) errors++;
       if (began >= from && Number.isFinite(r.ttftMs)) ttft.push(r.ttftMs);
       if (r.ok && began >= from) requests++;
+      if (r.ok && Number.isFinite(r.promptTokens)) promptTokens.push(r.promptTokens!);
     }
   }));
   for (const timer of timers) clearTimeout(timer);
@@ -172,5 +176,20 @@ export async function closedLoop(client: SseLoadClient, o: ClosedLoopOptions): P
   return {
     tokens, tokensPerDelta, requests, errors, ttft, seconds: o.seconds, cpuMsPerToken: cpuTotal / tokens, cpuMsPerTokenByRole,
     startSeconds: (from - o.warmupSeconds * 1000 - started) / 1000,
+    promptTokens: promptTokens.sort((a, b) => a - b)[Math.floor(promptTokens.length / 2)] ?? NaN,
   };
+}
+
+/**
+ * TTFTs of `requests` requests sent one after another, each as soon as the last one ended: what
+ * one stream's closed loop does, with short answers, so a p50 rests on enough samples (a window
+ * of one stream with long answers holds only a few). Failed requests are left out.
+ */
+export async function sequentialTtfts(client: SseLoadClient, body: Record<string, unknown>, requests: number): Promise<number[]> {
+  const ttfts: number[] = [];
+  for (let i = 0; i < requests; i++) {
+    const r = await client.streamChat(body, false);
+    if (r.ok && Number.isFinite(r.ttftMs)) ttfts.push(r.ttftMs);
+  }
+  return ttfts;
 }

@@ -104,10 +104,10 @@ export interface LlamaServer {
 }
 
 /** Starts llama-server on `model` with `slots` parallel sequences of `contextPerSlot` tokens each. */
-export async function startLlamaServer(binary: string, model: string, o: { slots: number; contextPerSlot: number; threads: number; cpus?: readonly number[] }): Promise<LlamaServer> {
+export async function startLlamaServer(binary: string, model: string, o: { slots: number; contextPerSlot: number; threads: number; cpus?: readonly number[]; chatTemplate?: string }): Promise<LlamaServer> {
   const port = await freePort();
   const args = ["-m", model, "--host", "127.0.0.1", "--port", String(port), "-np", String(o.slots), "-c", String(o.slots * o.contextPerSlot),
-    "-t", String(o.threads), "-tb", String(o.threads), "--no-webui", "--log-disable"];
+    "-t", String(o.threads), "-tb", String(o.threads), "--no-webui", "--log-disable", ...(o.chatTemplate ? ["--chat-template", o.chatTemplate] : [])];
   const [command, argv] = o.cpus ? ["taskset", ["-c", o.cpus.join(","), binary, ...args]] : [binary, args];
   const child = spawn(command as string, argv as string[], { stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";

@@ -15,6 +15,8 @@ export interface StreamResult {
   deltas: number;
   /** Completion tokens from the usage chunk (0 if absent). */
   completionTokens: number;
+  /** Prompt tokens from the usage chunk (NaN if absent): shows that servers compared render the same prompt. */
+  promptTokens?: number;
 }
 
 export class SseLoadClient {
@@ -70,8 +72,9 @@ export class SseLoadClient {
               } else if (data.startsWith('{"error"')) {
                 result.error = data;
               } else if (data.includes('"usage":{')) {
-                const usage = (JSON.parse(data) as { usage: { completion_tokens: number } }).usage;
+                const usage = (JSON.parse(data) as { usage: { completion_tokens: number; prompt_tokens?: number } }).usage;
                 result.completionTokens = usage.completion_tokens;
+                result.promptTokens = usage.prompt_tokens ?? NaN;
               }
             }
           });
