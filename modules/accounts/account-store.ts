@@ -106,10 +106,24 @@ export class AccountStore {
       default_project_id: input.projectId ? checkId(input.projectId, "project_id") : newId("proj_"),
     };
     const project: ProjectRecord = { id: organization.default_project_id, organization_id: organization.id, name: projectName, created_at };
+    const orgKey = accountKeys.org(organization.id);
+    const projectKey = accountKeys.project(organization.id, project.id);
+    const orgTaken = () => errors.conflict(`Organization ${organization.id} already exists.`, "organization_id", "already_exists");
+    // An organization that exists already is refused before anything is written: its projects and their bound stay as they are.
+    if (live(await this.kv.get(orgKey)) !== undefined) throw orgTaken();
     // The project first: an organization is never visible without its default project.
-    if (!(await this.registerProject(project))) throw errors.conflict(`Project ${project.id} already exists.`, "project_id", "already_exists");
-    if (!(await createRecord(this.kv, accountKeys.org(organization.id), organization)))
-      throw errors.conflict(`Organization ${organization.id} already exists.`, "organization_id", "already_exists");
+    if ((await createRecord(this.kv, projectKey, project)) === undefined) throw errors.conflict(`Project ${project.id} already exists.`, "project_id", "already_exists");
+    if ((await createRecord(this.kv, orgKey, organization)) === undefined) {
+      // A create of the same id won since the check: this project is not of its organization. It
+      // goes again; it was not counted yet, so the bound is as the winner left it. Deleted, not
+      // purged: a purge moves listings running meanwhile (the winner's count of its projects) past
+      // records it did not touch, on nats-server before 2.9.12 (nats-io/nats-server#3838).
+      await this.kv.delete(projectKey);
+      throw orgTaken();
+    }
+    // Counted only now that it belongs to a created organization (see registerProject). A counter
+    // made meanwhile (a first createProject) counted it from the listing already: high, never low.
+    await this.projectBound(organization.id).add();
     return { organization, project };
   }
 

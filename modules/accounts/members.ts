@@ -4,9 +4,10 @@ import { Schema } from "effect";
 import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { newId, randomToken } from "../../lib/ids.js";
-import { openKv } from "../../lib/nats/jetstream.js";
+import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { buckets } from "../../lib/nats/subjects.js";
-import { createRecord, getRecord, listRecords, modifyRecord, valueSchema } from "../../lib/nats/kv-records.js";
+import { createRecord, getRecord, listRecords, live, modifyRecord, valueSchema } from "../../lib/nats/kv-records.js";
+import { Admission } from "../../lib/nats/admission.js";
 import { errors } from "../errors/mod.js";
 import { sameDigest, sha256Hex } from "./secrets.js";
 
@@ -124,6 +125,8 @@ const keys = {
   session: (token: string) => `session.${sha256Hex(token)}`,
   invitation: (orgId: string, invitationId: string) => `invite.${orgId}.${invitationId}`,
   invitationsOf: (orgId: string) => `invite.${orgId}.*`,
+  /** The organization's invitation counter (lib/nats/admission.ts): admits invitations at the bound. */
+  invitationCount: (orgId: string) => `invitecount.${orgId}`,
 };
 
 export function normalizeEmail(email: string): string {
@@ -246,10 +249,13 @@ export class MemberStore {
     const now = Math.floor(Date.now() / 1000);
     const current = await this.listInvitations(input.organizationId);
     // Forget invitations long past pending, so the per-organization bound only counts what matters.
+    // Deleted, not purged: a purge moves listings running meanwhile (another invite's count of the
+    // invitations) past records it did not touch, on nats-server before 2.9.12 (nats-io/nats-server#3838).
     const stale = current.filter((i) => memberInvitationStatus(i, now) !== "pending" && Math.max(i.accepted_at ?? 0, i.revoked_at ?? 0, i.expires_at) + INVITATION_KEEP_SECONDS < now);
-    await Promise.all(stale.map((i) => this.members.purge(keys.invitation(i.organization_id, i.id))));
-    if (current.length - stale.length >= MAX_MEMBER_INVITATIONS)
-      throw errors.invalidParam("email", `This organization has ${MAX_MEMBER_INVITATIONS} invitations already: revoke some first.`);
+    await Promise.all(stale.map((i) => this.members.delete(keys.invitation(i.organization_id, i.id))));
+    const tooMany = () => errors.invalidParam("email", `This organization has ${MAX_MEMBER_INVITATIONS} invitations already: revoke some first.`);
+    // Full by the listing: refused before the duplicate check, as always, and without touching the counter.
+    if (current.length - stale.length >= MAX_MEMBER_INVITATIONS) throw tooMany();
     if (current.some((i) => i.email === email && memberInvitationStatus(i, now) === "pending"))
       throw errors.conflict("This email address has a pending invitation already: revoke it first.", "email", "invitation_pending");
     const id = newId("minv_");
@@ -266,8 +272,30 @@ export class MemberStore {
       accepted_at: null,
       revoked_at: null,
     };
-    if ((await createRecord(this.members, keys.invitation(input.organizationId, id), invitation)) === undefined) throw new Error("member invitation id collision");
+    // The listing only says there was room: the counter decides, so of invites racing for the last place exactly one gets it.
+    const key = keys.invitation(input.organizationId, id);
+    const created = await this.invitationBound(input.organizationId).within(id, () => createRecord(this.members, key, invitation), (revision) => revision !== undefined);
+    if (!created.admitted) throw tooMany();
+    if (created.value === undefined) throw new Error("member invitation id collision");
     return { invitation, code };
+  }
+
+  /**
+   * The organization's invitation bound: admission through its counter record (compare-and-set).
+   * Invitations of any status count, as long as they are kept: revoking or accepting one changes
+   * its record, not the count. Forgetting one (the deletion of stale ones in `invite`) does not tell
+   * the counter, so the bound recounts the invitations present when the counter says it is reached
+   * (lib/nats/admission.ts): a forgotten invitation's place is free again from then on.
+   */
+  private invitationBound(organizationId: string): Admission {
+    return new Admission({
+      kv: this.members,
+      key: keys.invitationCount(organizationId),
+      max: MAX_MEMBER_INVITATIONS,
+      recount: true,
+      written: async (id) => live(await this.members.get(keys.invitation(organizationId, id))) !== undefined,
+      existing: async () => (await listKeys(this.members, keys.invitationsOf(organizationId), `invite.${organizationId}.`)).map((id) => ({ id, at: 0 })),
+    });
   }
 
   /** The organization's invitations, newest first (at most MAX_MEMBER_INVITATIONS and the stale ones not yet forgotten). */

@@ -83,3 +83,33 @@ t.test("an organization's own projects count: the default and the configured one
   t.ok(await store.createProject({ organizationId: organization.id, name: "third" }));
   t.match(await store.createProject({ organizationId: organization.id, name: "fourth" }).catch(refusal), tooMany);
 });
+
+t.test("a create with an existing organization's id is refused and writes nothing", async (t) => {
+  const { organization } = await store.createOrganization({ name: "Existing", projectId: "proj_existing_default" });
+  await store.createProject({ organizationId: organization.id, name: "second" });
+  const before = { projects: await projectIds(organization.id), counter: await getRecord(store.kv, `projectcount.${organization.id}`, admissionRecord) };
+  const orgTaken = { status: 409, param: "organization_id", code: "already_exists", message: `Organization ${organization.id} already exists.` };
+  t.match(await store.createOrganization({ id: organization.id, name: "Again" }).catch(refusal), orgTaken, "a new default project: 409 already_exists");
+  t.match(await store.createOrganization({ id: organization.id, name: "Again", projectId: "proj_existing_again" }).catch(refusal), orgTaken, "a chosen project id: the same");
+  t.match(await store.createOrganization({ id: organization.id, name: "Again", projectId: "proj_existing_default" }).catch(refusal), orgTaken, "its own default project's id: the same");
+  t.same(await projectIds(organization.id), before.projects, "its projects are as they were");
+  t.notOk(await store.findProject("proj_existing_again"), "the refused default project exists nowhere");
+  t.same(await getRecord(store.kv, `projectcount.${organization.id}`, admissionRecord), before.counter, "its counter is untouched");
+  t.match(await store.getOrganization(organization.id), { name: "Existing", default_project_id: "proj_existing_default" });
+  t.match(await store.createProject({ organizationId: organization.id, name: "last" }), { name: "last" }, `the place of project ${BOUND} is still free`);
+  t.match(await store.createProject({ organizationId: organization.id, name: "over" }).catch(refusal), tooMany, "and then the bound is reached");
+});
+
+t.test("parallel creates of one organization id: one organization with one project", async (t) => {
+  const connections = await Promise.all(Array.from({ length: 5 }, () => nats.connect("admin")));
+  t.teardown(() => Promise.all(connections.map((c) => c.close())));
+  const stores = await Promise.all(connections.map((c) => AccountStore.open(c, { maxProjectsPerOrganization: BOUND })));
+  const id = "org-raced";
+  const results = await Promise.all(stores.map((s, i) => s.createOrganization({ id, name: `racer ${i}`, projectId: `proj_raced_${i}` }).catch(refusal)));
+  const made = results.filter((r): r is Awaited<ReturnType<AccountStore["createOrganization"]>> => "organization" in r);
+  t.equal(made.length, 1, "one create made the organization");
+  for (const r of results.filter((r) => !("organization" in r))) t.match(r, { status: 409, param: "organization_id", code: "already_exists" }, "the others: 409 already_exists");
+  t.same(await projectIds(id), [made[0]!.project.id], "it holds its default project only: the losers' projects went again");
+  for (let i = 2; i <= BOUND; i++) t.ok(await store.createProject({ organizationId: id, name: `p${i}` }), `project ${i}: made`);
+  t.match(await store.createProject({ organizationId: id, name: "over" }).catch(refusal), tooMany, `the bound (${BOUND}) holds`);
+});
