@@ -102,7 +102,7 @@ export class GatewayServer {
   }
 
   private admit(ex: HttpExchange): void {
-    if (ex.headViolation) return ex.error(ex.headViolation);
+    if (ex.headViolation) return ex.refuseHead();
     const refused = this.connections.acquire(ex.remoteAddress);
     if (refused) return ex.error(refused);
     let match: Match;

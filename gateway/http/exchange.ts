@@ -2,7 +2,7 @@ import { STATUS_CODES } from "node:http";
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
-import { Cancelled, errors, type DomainError } from "../../modules/errors/mod.js";
+import { Cancelled, errors, shown, type DomainError } from "../../modules/errors/mod.js";
 import { openAIError } from "../../modules/openai/mod.js";
 import { BodyReader } from "./body-reader.js";
 import type { RequestObservation } from "../../modules/traces/mod.js";
@@ -40,7 +40,54 @@ export interface ExchangeLimits {
 const LINGER_MS = 10_000;
 
 /** Errors whose request is not worth keeping the connection for: the answer closes it. */
-const CLOSING_ERRORS: ReadonlySet<DomainError["_tag"]> = new Set(["TooLarge", "RequestTimeout", "HeadersTooLarge", "TooManyConnections"]);
+const CLOSING_ERRORS: ReadonlySet<DomainError["_tag"]> = new Set(["TooLarge", "RequestTimeout", "HeadersTooLarge", "AmbiguousRequest", "TooManyConnections"]);
+
+/**
+ * Headers a request may carry once (RFC 9112 §3.2, §6.3), as they are named in messages. uWS
+ * frames the body by the first Content-Length (or any Transfer-Encoding) and reads the first
+ * Host, where `headers` keeps the last: a second one would let the two disagree.
+ */
+const SINGLE_HEADERS: ReadonlyMap<string, string> = new Map([["host", "Host"], ["content-length", "Content-Length"], ["transfer-encoding", "Transfer-Encoding"]]);
+
+/** The longest Content-Length uWS frames (it closes the connection on a longer one): 999,999,999 bytes. */
+const MAX_CONTENT_LENGTH_DIGITS = 9;
+
+/**
+ * Why the head can be read more than one way, or undefined (the common case: no allocation).
+ * `repeated` is a header of SINGLE_HEADERS the head holds more than once. uWS (20.30) drops
+ * some of these itself, unanswered: a head without Host and a Content-Length beside a non-empty
+ * Transfer-Encoding before calling the gateway, a Content-Length that is not 1 to 9 digits just
+ * after (closing the connection, and any answer written meanwhile with it). The checks here
+ * cover what it lets through (empty values, a repeated header, a Transfer-Encoding it frames as
+ * chunked whatever it says), keep the gateway from running a route for the rest, and stand in
+ * for uWS's own checks should those change.
+ */
+function ambiguity(headers: Record<string, string>, repeated: string | undefined): DomainError | undefined {
+  if (repeated !== undefined) return errors.ambiguousRequest(`The request has more than one ${SINGLE_HEADERS.get(repeated)} header.`);
+  if (headers.host === undefined) return errors.ambiguousRequest("The request has no Host header, which HTTP/1.1 requires.");
+  const contentLength = headers["content-length"];
+  const transferEncoding = headers["transfer-encoding"];
+  if (transferEncoding !== undefined) {
+    if (contentLength !== undefined) return errors.ambiguousRequest("The request has both a Content-Length and a Transfer-Encoding header.");
+    // Transfer codings are case-insensitive; uWS frames any value as chunked, so nothing else is taken.
+    if (transferEncoding !== "chunked" && transferEncoding.toLowerCase() !== "chunked")
+      return errors.ambiguousRequest(`The Transfer-Encoding header must be "chunked", not ${JSON.stringify(shown(transferEncoding))}.`);
+    return undefined;
+  }
+  if (contentLength !== undefined && !isDecimalLength(contentLength))
+    return errors.ambiguousRequest(`The Content-Length header must be a decimal number of 1 to ${MAX_CONTENT_LENGTH_DIGITS} digits, not ${JSON.stringify(shown(contentLength))}.`);
+  return undefined;
+}
+
+/** 1 to MAX_CONTENT_LENGTH_DIGITS ASCII digits (uWS has trimmed the spaces around a value). */
+function isDecimalLength(value: string): boolean {
+  if (value.length === 0 || value.length > MAX_CONTENT_LENGTH_DIGITS) return false;
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
+  }
+  return true;
+}
 
 /**
  * One HTTP request and its response over uWebSockets.js.
@@ -77,7 +124,10 @@ export class HttpExchange {
   private rawBody: Buffer | undefined;
   /** Headers added to whatever response goes out (request id, rate limits, ...). */
   readonly responseHeaders: Record<string, string> = {};
-  /** Set when the head is over the header limits: the server answers it with a 431. */
+  /**
+   * Set when the head is over the header limits (a 431) or can be read more than one way (a
+   * 400, AmbiguousRequest): the server refuses it (`refuseHead`) before any route runs.
+   */
   readonly headViolation: DomainError | undefined;
   private state: "open" | "ended" | "aborted" = "open";
   private respondedFlag = false;
@@ -97,18 +147,29 @@ export class HttpExchange {
     this.query = req.getQuery() ?? "";
     let count = 0;
     let bytes = this.method.length + url.length + this.query.length + 12; // "GET /?q HTTP/1.1\r\n"
+    let repeated: string | undefined;
+    const headers = this.headers;
     req.forEach((k, v) => {
       count++;
       bytes += k.length + v.length + 4; // ": " and CRLF
-      this.headers[k] = v;
+      // uWS gives names in lower case. Another repeated header keeps its last value. Only a name
+      // as long as "host", "content-length" or "transfer-encoding" is looked up (most are not:
+      // a few ns a head); one like "constructor" is found on the prototype, so the map decides.
+      const nameLength = k.length;
+      if ((nameLength === 4 || nameLength === 14 || nameLength === 17) && headers[k] !== undefined && SINGLE_HEADERS.has(k)) repeated ??= k;
+      headers[k] = v;
     });
     if (count > limits.maxHeaders)
       this.headViolation = errors.headersTooLarge(`Too many request headers: ${count}, the limit is ${limits.maxHeaders}.`);
     else if (bytes > limits.maxHeaderBytes)
       this.headViolation = errors.headersTooLarge(`The request head is too large: ${bytes} bytes, the limit is ${limits.maxHeaderBytes}.`);
+    else this.headViolation = ambiguity(headers, repeated);
     this.remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
-    if (this.method === "POST" || this.method === "PUT" || this.method === "PATCH") {
-      const declared = /^\d+$/.test(this.headers["content-length"] ?? "") ? Number(this.headers["content-length"]) : undefined;
+    // A refused head's body is never read (an ambiguous one's framing is what is in doubt).
+    if (!this.headViolation && (this.method === "POST" || this.method === "PUT" || this.method === "PATCH")) {
+      // ambiguity() let through no Content-Length (a chunked body, or none) or 1 to 9 digits.
+      const contentLength = headers["content-length"];
+      const declared = contentLength === undefined ? undefined : Number(contentLength);
       const body = new BodyReader({ pause: () => this.live && res.pause(), resume: () => this.live && res.resume() }, declared);
       this.body = body;
       res.onData((chunk, isLast) => this.guard("onData", () => body.push(chunk, isLast)));
@@ -191,6 +252,21 @@ export class HttpExchange {
 
   json(status: number, body: unknown, closeConnection = false): void {
     this.send(status, JSON.stringify(body), "application/json", closeConnection);
+  }
+
+  /**
+   * Refuses the head's violation (before any route runs). A head over the limits is answered at
+   * once. An ambiguous one is answered once uWS is done with the bytes it read along with it: an
+   * answer written inside uWS's request callback is only corked, and uWS goes on to frame the
+   * body by its own reading and to dispatch any request it finds after it on this connection
+   * before the connection closes; while this request is unanswered, uWS closes the connection
+   * on a following request instead. A microtask still runs inside the callback: hence setImmediate.
+   */
+  refuseHead(): void {
+    const violation = this.headViolation;
+    if (!violation) return;
+    if (violation._tag !== "AmbiguousRequest") return this.error(violation);
+    setImmediate(() => this.guard("refusing an ambiguous request", () => this.error(violation)));
   }
 
   /** Answers with the OpenAI error for `err`: the one place a domain error becomes HTTP. */

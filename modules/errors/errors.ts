@@ -31,6 +31,15 @@ export class TooLarge extends Data.TaggedError("TooLarge")<{ readonly message: s
 /** The request head (its header lines) is beyond the gateway's limits. */
 export class HeadersTooLarge extends Data.TaggedError("HeadersTooLarge")<{ readonly message: string }> {}
 
+/**
+ * The request head can be read more than one way (RFC 9112 §3.2, §6.3): a repeated or invalid
+ * Content-Length, a Content-Length beside a Transfer-Encoding, a Transfer-Encoding other than
+ * chunked, a missing or repeated Host. uWS and a proxy in front may each have framed (or routed)
+ * it their own way, so nothing after it on the connection can be trusted. The message names the
+ * header at fault.
+ */
+export class AmbiguousRequest extends Data.TaggedError("AmbiguousRequest")<{ readonly message: string }> {}
+
 /** The client took too long to send its request body. */
 export class RequestTimeout extends Data.TaggedError("RequestTimeout")<{ readonly message: string }> {}
 
@@ -186,6 +195,7 @@ export type DomainError =
   | ContextLengthExceeded
   | TooLarge
   | HeadersTooLarge
+  | AmbiguousRequest
   | RequestTimeout
   | TooManyConnections
   | UnsupportedMediaType
@@ -211,7 +221,7 @@ export type DomainError =
   | Internal;
 
 const TAGS: ReadonlySet<string> = new Set<DomainError["_tag"]>([
-  "InvalidParam", "InvalidJson", "ContextLengthExceeded", "TooLarge", "HeadersTooLarge", "RequestTimeout", "TooManyConnections", "UnsupportedMediaType", "NotFound", "ModelNotFound",
+  "InvalidParam", "InvalidJson", "ContextLengthExceeded", "TooLarge", "HeadersTooLarge", "AmbiguousRequest", "RequestTimeout", "TooManyConnections", "UnsupportedMediaType", "NotFound", "ModelNotFound",
   "Conflict", "Gone", "Unauthenticated", "Forbidden", "RateLimited", "UnknownRoute", "MethodNotAllowed", "NoRunner",
   "QueueFull", "RunnerLost", "AppUnavailable", "AppOverloaded", "StreamInterrupted", "DeadlineExceeded", "Cancelled", "ShuttingDown", "Unavailable", "Internal",
 ]);
@@ -282,6 +292,7 @@ export const errors = {
   tooLarge: (message: string, param: string | null = null) => new TooLarge({ message, param }),
   bodyTooLarge: (limit: number) => new TooLarge({ message: `Request body too large: the limit is ${limit} bytes.`, param: null }),
   headersTooLarge: (message: string) => new HeadersTooLarge({ message }),
+  ambiguousRequest: (message: string) => new AmbiguousRequest({ message }),
   requestTimeout: (message: string) => new RequestTimeout({ message }),
   tooManyConnections: (scope: "address" | "server", limit: number) => new TooManyConnections({ scope, limit }),
   notFound: (message: string, param: string | null = null, code: string | null = null) => new NotFound({ message, param, code }),

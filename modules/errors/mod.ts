@@ -1,5 +1,6 @@
 // The public surface of the errors module: the domain errors every module throws, as tagged values.
 export {
+  AmbiguousRequest,
   AppOverloaded,
   AppUnavailable,
   asDomainError,

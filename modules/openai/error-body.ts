@@ -38,6 +38,8 @@ export function openAIError(err: DomainError, requestId: string): OpenAIError {
       return of(413, err.message, INVALID, "request_too_large", err.param);
     case "HeadersTooLarge":
       return of(431, err.message, INVALID, "request_header_fields_too_large");
+    case "AmbiguousRequest":
+      return of(400, err.message, INVALID, "ambiguous_request");
     case "RequestTimeout":
       return of(408, err.message, INVALID, "request_timeout");
     case "TooManyConnections":

@@ -25,6 +25,7 @@ const cases: { [Tag in DomainError["_tag"]]: Expected } = {
   ContextLengthExceeded: { error: new ContextLengthExceeded({ message: "too long", param: "input" }), status: 400, type: "invalid_request_error", code: "context_length_exceeded", param: "input" },
   TooLarge: { error: errors.tooLarge("too big", "file"), status: 413, type: "invalid_request_error", code: "request_too_large", param: "file" },
   HeadersTooLarge: { error: errors.headersTooLarge("Too many headers."), status: 431, type: "invalid_request_error", code: "request_header_fields_too_large" },
+  AmbiguousRequest: { error: errors.ambiguousRequest("The request has more than one Content-Length header."), status: 400, type: "invalid_request_error", code: "ambiguous_request", param: null },
   RequestTimeout: { error: errors.requestTimeout("The body did not arrive in time."), status: 408, type: "invalid_request_error", code: "request_timeout" },
   TooManyConnections: { error: errors.tooManyConnections("address", 64), status: 429, type: "requests", code: "too_many_connections", headers: { "retry-after": "1" } },
   UnsupportedMediaType: { error: new UnsupportedMediaType({ contentType: "text/plain" }), status: 415, type: "invalid_request_error", code: "unsupported_media_type" },
