@@ -13,6 +13,7 @@ import {
 import { Bucket, Kvm, type KV, type KvOptions } from "@nats-io/kv";
 import { Objm, type ObjectStore, type ObjectStoreOptions } from "@nats-io/obj";
 import { jetStreamConfig, readConfig } from "../config.js";
+import { subjectPurgeSparesOtherConsumers } from "./server-version.js";
 
 // Opening JetStream state the same way everywhere: create-or-bind, with the replica count of
 // the deployment (1 on one machine, 3 on a JetStream cluster: TRIBUTARY_JS_REPLICAS).
@@ -278,17 +279,31 @@ export function readStored(
  * records), read up to the newest write as a key listing is (see listKeys), and consistent with
  * the stream's leader. `decode` turns a message into a value, or undefined to leave the subject out
  * (a deleted object): a subject whose newest message decodes to undefined is not listed.
+ *
+ * Before nats-server 2.9.12 a purge of one subject moved the read past the messages of others
+ * (see SUBJECT_PURGE_FIXED_IN), and every Object Store write purges: its record rolls up the
+ * record before. There the subjects the stream holds and the read did not see are read after
+ * it, one by one.
  */
-export async function latestPerSubject<T>(handles: JetStreamHandles, stream: string, filter: string, decode: (m: JsMsg) => T | undefined): Promise<T[]> {
-  const latest = new Map<string, T>();
+export async function latestPerSubject<T>(handles: JetStreamHandles, stream: string, filter: string, decode: (m: StoredMessage) => T | undefined): Promise<T[]> {
+  // Undefined for a subject seen whose newest message is left out.
+  const latest = new Map<string, T | undefined>();
   const messages = readUpToNewest(handles, stream, filter, { start: { deliver_policy: DeliverPolicy.All }, headersOnly: false, batch: LIST_BATCH, catchUps: LIST_CATCH_UPS });
-  for await (const m of messages) {
-    const value = decode(m);
-    if (value === undefined) latest.delete(m.subject);
-    else latest.set(m.subject, value);
+  for await (const m of messages) latest.set(m.subject, decode(m));
+  if (!subjectPurgeSparesOtherConsumers(handles.jsm)) {
+    const held = (await handles.jsm.streams.info(stream, { subjects_filter: filter })).state.subjects ?? {};
+    for (const subject of Object.keys(held)) {
+      if (latest.has(subject)) continue;
+      // Gone since (removed meanwhile): not listed.
+      const m = await handles.jsm.streams.getMessage(stream, { last_by_subj: subject });
+      if (m) latest.set(subject, decode(m));
+    }
   }
-  return [...latest.values()];
+  return [...latest.values()].filter((value): value is T => value !== undefined);
 }
+
+/** What `latestPerSubject` decodes: a message as a consumer delivers it or a stored-message get returns it. */
+export type StoredMessage = Pick<JsMsg, "subject" | "seq" | "data">;
 
 /**
  * Binds to the KV bucket `name` for reading only: no stream lookup or creation (an identity that

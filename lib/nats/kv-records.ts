@@ -1,7 +1,8 @@
 import { Schema } from "effect";
-import type { KV, KvEntry } from "@nats-io/kv";
+import { Bucket, type KV, type KvEntry } from "@nats-io/kv";
 import { firstIssue } from "../schema-errors.js";
 import { listKeys } from "./jetstream.js";
+import { subjectPurgeSparesOtherConsumers } from "./server-version.js";
 import { sortableIdTime } from "../ids.js";
 
 // Values in JetStream (KV records, stream messages) are JSON written by this code and read back
@@ -309,10 +310,24 @@ export async function pageRecords<T>(
   return { data, has_more: false };
 }
 
-/** Purges a live record; false when there was none (absent, deleted or purged). */
-export async function purgeLive(kv: KV, key: string): Promise<boolean> {
+/**
+ * Removes a key's record: every single-key removal goes through here. A purge where the server
+ * has the fix: nothing of the key stays. Before nats-server 2.9.12 a purge moved every listing and
+ * watcher of the bucket whose filter covers the key past the records it had not read yet
+ * (nats-io/nats-server#3838, see SUBJECT_PURGE_FIXED_IN): a file listing during another file's
+ * deletion came back without files. There it deletes instead: a delete marker is an ordinary
+ * write, which moves no one. With history 1 (every bucket removed from here) the marker replaces
+ * the value; only it stays, a few dozen bytes, and no old value.
+ */
+export async function removeKey(kv: KV, key: string): Promise<void> {
+  if (kv instanceof Bucket && subjectPurgeSparesOtherConsumers(kv.js)) await kv.purge(key);
+  else await kv.delete(key);
+}
+
+/** Removes a live record (see `removeKey`); false when there was none (absent, deleted or purged). */
+export async function removeLive(kv: KV, key: string): Promise<boolean> {
   const entry = await kv.get(key);
   if (!entry || entry.operation !== "PUT") return false;
-  await kv.purge(key);
+  await removeKey(kv, key);
   return true;
 }

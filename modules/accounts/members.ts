@@ -6,7 +6,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { newId, randomToken } from "../../lib/ids.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { buckets } from "../../lib/nats/subjects.js";
-import { createRecord, getRecord, listRecords, live, modifyRecord, valueSchema } from "../../lib/nats/kv-records.js";
+import { createRecord, getRecord, listRecords, live, modifyRecord, removeKey, valueSchema } from "../../lib/nats/kv-records.js";
 import { Admission } from "../../lib/nats/admission.js";
 import { errors } from "../errors/mod.js";
 import { sameDigest, sha256Hex } from "./secrets.js";
@@ -237,7 +237,7 @@ export class MemberStore {
   }
 
   async endSession(token: string): Promise<void> {
-    if (/^[A-Za-z0-9]{20,64}$/.test(token)) await this.sessions.purge(keys.session(token));
+    if (/^[A-Za-z0-9]{20,64}$/.test(token)) await removeKey(this.sessions, keys.session(token));
   }
 
   // ---- invitations of members ----

@@ -4,7 +4,7 @@ import type { KV } from "@nats-io/kv";
 import { newSortableId, randomToken } from "../../lib/ids.js";
 import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
-import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema, type PageQuery, type RecordPage } from "../../lib/nats/kv-records.js";
+import { getRecord, InvalidValue, modifyRecord, pageRecords, removeKey, removeLive, valueSchema, type PageQuery, type RecordPage } from "../../lib/nats/kv-records.js";
 import { ObjectContents, type StoredObject } from "../../lib/nats/object-contents.js";
 import { errors, shown } from "../errors/mod.js";
 
@@ -190,7 +190,7 @@ export class ArtifactStore {
   /** Deletes an artifact (ready or uploading): its record, then its bytes and parts. False when there was none. */
   async delete(project: string, id: string): Promise<boolean> {
     const stored = await this.stored(project, id);
-    if (!stored || !(await purgeLive(this.meta, this.key(project, id)))) return false;
+    if (!stored || !(await removeLive(this.meta, this.key(project, id)))) return false;
     await this.removeBytes(project, stored);
     return true;
   }
@@ -347,7 +347,7 @@ export class ArtifactStore {
         continue;
       }
       if (!record || !isExpired(record.artifact, now)) continue;
-      await this.meta.purge(key);
+      await removeKey(this.meta, key);
       await this.removeBytes(kvTokenDecode(key.slice(0, key.indexOf("."))), record);
       expired++;
     }
@@ -355,7 +355,7 @@ export class ArtifactStore {
     for (const key of await listKeys(this.meta, "*.*.*")) {
       const recordKey = key.slice(0, key.lastIndexOf("."));
       const record = await getRecord(this.meta, recordKey, storedArtifact).catch(() => undefined);
-      if (record?.value.artifact.status !== "uploading") await this.meta.purge(key);
+      if (record?.value.artifact.status !== "uploading") await removeKey(this.meta, key);
     }
     for (const o of await this.contents.list()) {
       const project = o.metadata.project;
@@ -391,7 +391,7 @@ export class ArtifactStore {
   private async removeParts(project: string, id: string): Promise<void> {
     for (const part of await this.indexedParts(project, id)) {
       await this.contents.remove(partName(id, part.part_number));
-      await this.meta.purge(this.partKey(project, id, part.part_number));
+      await removeKey(this.meta, this.partKey(project, id, part.part_number));
     }
   }
 

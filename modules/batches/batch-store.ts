@@ -1,6 +1,6 @@
 import { Schema } from "effect";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { getRecord, modifyRecord, valueSchema, type ValueSchema } from "../../lib/nats/kv-records.js";
+import { getRecord, modifyRecord, removeKey, valueSchema, type ValueSchema } from "../../lib/nats/kv-records.js";
 import { tokenUsage, TokenUsageSchema, type TokenUsage } from "../openai/mod.js";
 import type { KV } from "@nats-io/kv";
 import { RetentionPolicy, type JetStreamClient } from "@nats-io/jetstream";
@@ -160,7 +160,7 @@ export class BatchStore {
   }
 
   async delete(project: string, id: string): Promise<void> {
-    await this.kv.purge(this.key(project, id));
+    await removeKey(this.kv, this.key(project, id));
   }
 
   /** A project's batches, newest first (ids sort by creation time). */

@@ -5,7 +5,7 @@ import { newSortableId } from "../../lib/ids.js";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { ObjectContents, type StoredObject } from "../../lib/nats/object-contents.js";
-import { getRecord, InvalidValue, modifyRecord, pageRecords, purgeLive, valueSchema, type PageQuery, type RecordPage } from "../../lib/nats/kv-records.js";
+import { getRecord, InvalidValue, modifyRecord, pageRecords, removeKey, removeLive, valueSchema, type PageQuery, type RecordPage } from "../../lib/nats/kv-records.js";
 
 // Files: contents in a JetStream Object Store (streamed in and out in chunks, never whole in
 // memory), metadata (the OpenAI file object) in a KV bucket keyed by project and file id. The
@@ -165,7 +165,7 @@ export class FileStore {
   /** Deletes a file's metadata, then its contents. False when there was no such file. */
   async delete(project: string, id: string): Promise<boolean> {
     if (!validId(id)) return false;
-    if (!(await purgeLive(this.meta, this.key(project, id)))) return false;
+    if (!(await removeLive(this.meta, this.key(project, id)))) return false;
     await this.deleteContents(id);
     return true;
   }
@@ -211,7 +211,7 @@ export class FileStore {
         continue;
       }
       if (!file || !isExpired(file, now)) continue;
-      await this.meta.purge(key);
+      await removeKey(this.meta, key);
       await this.deleteContents(file.id);
       expired++;
     }
