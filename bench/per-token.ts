@@ -1,7 +1,7 @@
-// Where a token's time goes at concurrency 1 on the tiny model: llama.cpp's llama-server, a bare
+// Where a token's time goes at concurrency 1 (the tiny model, or --model 100m/500m): llama.cpp's llama-server, a bare
 // node-llama-cpp evaluate loop, the runner's LlamaEngine + Scheduler in process, and the whole
 // stack, side by side in alternating rounds, as wall time per token and CPU time per token.
-//   node dist/bench/per-token.js [--requests 20] [--rounds 3] [--max-tokens 128] [--modes server,bare,engine,stack] [--perf]
+//   node dist/bench/per-token.js [--requests 20] [--rounds 3] [--max-tokens 128] [--slots 64] [--model tiny] [--modes server,bare,engine,stack] [--perf]
 // --modes may add `addon`: the same decode and sampling through node-llama-cpp's native addon
 // directly (one batch, one decode and one sample call per token, the sampler configured once),
 // the floor for what a leaner per-token path than `sequence.evaluate` could reach.
@@ -16,9 +16,11 @@ import { parseArgs } from "node:util";
 import { loadavg } from "node:os";
 import { readdirSync, readFileSync } from "node:fs";
 import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { getLlama, LlamaLogLevel, type LlamaContext, type LlamaContextSequence, type Token } from "node-llama-cpp";
 import { catalogOverridesConfig, commonConfig, readConfig } from "../lib/config.js";
+import { ensureRandomLlama, SHAPES, type ShapeName } from "./gguf/random-llama.js";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { GenerateRequest } from "../proto/gen/tributary/v1/inference.js";
 import { LlamaEngine } from "../runners/engines/llama/llama-engine.js";
@@ -40,6 +42,8 @@ const { values } = parseArgs({
     modes: { type: "string", default: "server,bare,engine,stack" },
     out: { type: "string", default: "per-token.md" },
     perf: { type: "boolean", default: false },
+    /** tiny (stories260K), or a random llama of bench/gguf (100m, 500m: compute-bound, cached under $TRIBUTARY_HOME). */
+    model: { type: "string", default: "tiny" },
   },
 });
 const requests = Number(values.requests);
@@ -49,7 +53,12 @@ const slots = Number(values.slots);
 const modes = values.modes!.split(",");
 const prompt = "Once upon a time, in a small village by the river,";
 const unlimited = { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 };
-const env = { TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { slots, queue_limit: 1024, rate_limits: unlimited } }) };
+const modelName = values.model!;
+if (modelName !== "tiny" && !(modelName in SHAPES)) throw new Error(`--model: "${modelName}" is not tiny or one of ${Object.keys(SHAPES).join(", ")}`);
+/** The random models borrow the tiny model's tokenizer; they run under the test model's id. */
+const source = modelName === "tiny" ? undefined : ensureRandomLlama(readConfig(commonConfig).home, SHAPES[modelName as ShapeName], loadCatalog(testCatalog).find((m) => m.id === TEST_MODEL)!.source);
+// Both servers render ChatML (llama-server's fallback; the tiny and random models carry no template of their own).
+const env = { TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { slots, queue_limit: 1024, rate_limits: unlimited, chat_template: "chatML", ...(source ? { source, sha256: createHash("sha256").update(readFileSync(source)).digest("hex") } : {}) } }) };
 const spec = loadCatalog(testCatalog, readConfig(catalogOverridesConfig, { ...process.env, ...env })).find((m) => m.id === TEST_MODEL)!;
 const layout = benchLayout(spec.threads);
 
@@ -257,7 +266,7 @@ async function main(): Promise<void> {
     if (modes.includes("server")) {
       const built = ensureLlamaServer(readConfig(commonConfig).home);
       if ("skip" in built) throw new Error(built.skip);
-      started.server = await startLlamaServer(built.path, spec.source, { slots, contextPerSlot: spec.contextLength / 1, threads: 1, cpus: layout.runner });
+      started.server = await startLlamaServer(built.path, spec.source, { slots, contextPerSlot: spec.contextLength / 1, threads: 1, cpus: layout.runner, chatTemplate: "chatml" });
       const pid = started.server.process.pid!;
       // taskset execs the server: the child's pid is the server's.
       clients.server = new SseLoadClient("127.0.0.1", started.server.port, TEST_KEY);
@@ -366,10 +375,10 @@ async function main(): Promise<void> {
       : "";
     const file = writeResults(values.out!, "Per token at concurrency 1: llama-server, bare node-llama-cpp, engine, stack", [
       `${machineLine()} Load average (1 min) at start and end: ${load.map((l) => l.toFixed(1)).join(", ")}.`,
-      `Model ${spec.id} (stories260K), ${slots} slots, max_tokens ${maxTokens}, temperature 0.8, one request at a time; per round ${requests} requests per path (after 3 warm-up requests), ${rounds} rounds in alternating order. Placement: ${layout.description}; the in-process paths move this process onto the runner's CPU while they run. CPU µs/token: user+system time of the processes over the round, per completion token (the in-process paths: this whole process, the load loop included).`,
+      `Model ${spec.id} (${modelName === "tiny" ? "stories260K" : `random llama ${modelName}, bench/gguf`}; chat rendered as ChatML by both servers), ${slots} slots, max_tokens ${maxTokens}, temperature 0.8, one request at a time; per round ${requests} requests per path (after 3 warm-up requests), ${rounds} rounds in alternating order. Placement: ${layout.description}; the in-process paths move this process onto the runner's CPU while they run. CPU µs/token: user+system time of the processes over the round, per completion token (the in-process paths: this whole process, the load loop included).`,
       table,
       ...(values.perf ? ["Instructions retired per token (`perf stat --per-thread`; median of the rounds). Counting per thread makes every context switch costlier on a VM, so take CPU times from a run without --perf:", instructionTable] : []),
-      `Command: \`npm run build && node dist/bench/per-token.js --requests ${requests} --rounds ${rounds} --max-tokens ${maxTokens} --modes ${modes.join(",")}${values.out === "per-token.md" ? "" : ` --out ${values.out}`}${values.perf ? " --perf" : ""}\``,
+      `Command: \`npm run build && node dist/bench/per-token.js --requests ${requests} --rounds ${rounds} --max-tokens ${maxTokens} --slots ${slots}${modelName === "tiny" ? "" : ` --model ${modelName}`} --modes ${modes.join(",")}${values.out === "per-token.md" ? "" : ` --out ${values.out}`}${values.perf ? " --perf" : ""}\``,
     ]);
     process.stderr.write(`${table}\n${instructionTable}\nwrote ${file}\n`);
   } finally {
