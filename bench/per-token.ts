@@ -16,11 +16,11 @@ import { parseArgs } from "node:util";
 import { loadavg } from "node:os";
 import { readdirSync, readFileSync } from "node:fs";
 import { spawn } from "node:child_process";
-import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { getLlama, LlamaLogLevel, type LlamaContext, type LlamaContextSequence, type Token } from "node-llama-cpp";
 import { catalogOverridesConfig, commonConfig, readConfig } from "../lib/config.js";
 import { ensureRandomLlama, SHAPES, type ShapeName } from "./gguf/random-llama.js";
+import { sha256File } from "../runners/engines/llama/model-source.js";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { GenerateRequest } from "../proto/gen/tributary/v1/inference.js";
 import { LlamaEngine } from "../runners/engines/llama/llama-engine.js";
@@ -58,7 +58,7 @@ if (modelName !== "tiny" && !(modelName in SHAPES)) throw new Error(`--model: "$
 /** The random models borrow the tiny model's tokenizer; they run under the test model's id. */
 const source = modelName === "tiny" ? undefined : ensureRandomLlama(readConfig(commonConfig).home, SHAPES[modelName as ShapeName], loadCatalog(testCatalog).find((m) => m.id === TEST_MODEL)!.source);
 // Both servers render ChatML (llama-server's fallback; the tiny and random models carry no template of their own).
-const env = { TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { slots, queue_limit: 1024, rate_limits: unlimited, chat_template: "chatML", ...(source ? { source, sha256: createHash("sha256").update(readFileSync(source)).digest("hex") } : {}) } }) };
+const env = { TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { slots, queue_limit: 1024, rate_limits: unlimited, chat_template: "chatML", ...(source ? { source, sha256: await sha256File(source) } : {}) } }) };
 const spec = loadCatalog(testCatalog, readConfig(catalogOverridesConfig, { ...process.env, ...env })).find((m) => m.id === TEST_MODEL)!;
 const layout = benchLayout(spec.threads);
 

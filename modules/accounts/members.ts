@@ -248,11 +248,10 @@ export class MemberStore {
     if (await getRecord(this.members, keys.email(email), emailSchema)) throw errors.conflict("This email address has an account already.", "email", "email_taken");
     const now = Math.floor(Date.now() / 1000);
     const current = await this.listInvitations(input.organizationId);
-    // Forget invitations long past pending, so the per-organization bound only counts what matters.
-    // Deleted, not purged: a purge moves listings running meanwhile (another invite's count of the
-    // invitations) past records it did not touch, on nats-server before 2.9.12 (nats-io/nats-server#3838).
+    // Forget invitations long past pending, so the per-organization bound only counts what matters
+    // (removeKey: a removal that does not blind another invite's count running meanwhile).
     const stale = current.filter((i) => memberInvitationStatus(i, now) !== "pending" && Math.max(i.accepted_at ?? 0, i.revoked_at ?? 0, i.expires_at) + INVITATION_KEEP_SECONDS < now);
-    await Promise.all(stale.map((i) => this.members.delete(keys.invitation(i.organization_id, i.id))));
+    await Promise.all(stale.map((i) => removeKey(this.members, keys.invitation(i.organization_id, i.id))));
     const tooMany = () => errors.invalidParam("email", `This organization has ${MAX_MEMBER_INVITATIONS} invitations already: revoke some first.`);
     // Full by the listing: refused before the duplicate check, as always, and without touching the counter.
     if (current.length - stale.length >= MAX_MEMBER_INVITATIONS) throw tooMany();
