@@ -102,6 +102,8 @@ export class GatewayServer {
   }
 
   private admit(ex: HttpExchange): void {
+    // Both refusals close the connection: their answers go out once uWS is done with this read,
+    // so a request pipelined behind one is never dispatched (HttpExchange.writeClosing).
     if (ex.headViolation) return ex.refuseHead();
     const refused = this.connections.acquire(ex.remoteAddress);
     if (refused) return ex.error(refused);

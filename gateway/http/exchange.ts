@@ -255,18 +255,12 @@ export class HttpExchange {
   }
 
   /**
-   * Refuses the head's violation (before any route runs). A head over the limits is answered at
-   * once. An ambiguous one is answered once uWS is done with the bytes it read along with it: an
-   * answer written inside uWS's request callback is only corked, and uWS goes on to frame the
-   * body by its own reading and to dispatch any request it finds after it on this connection
-   * before the connection closes; while this request is unanswered, uWS closes the connection
-   * on a following request instead. A microtask still runs inside the callback: hence setImmediate.
+   * Refuses the head's violation (before any route runs): a 431 or a 400 ambiguous_request, each
+   * an answer that closes the connection, so it goes out once uWS is done with the bytes it read
+   * along with the head (`writeClosing`), and nothing behind it on the connection is dispatched.
    */
   refuseHead(): void {
-    const violation = this.headViolation;
-    if (!violation) return;
-    if (violation._tag !== "AmbiguousRequest") return this.error(violation);
-    setImmediate(() => this.guard("refusing an ambiguous request", () => this.error(violation)));
+    if (this.headViolation) this.error(this.headViolation);
   }
 
   /** Answers with the OpenAI error for `err`: the one place a domain error becomes HTTP. */
@@ -286,7 +280,27 @@ export class HttpExchange {
     this.statusCode = status;
     const ending = this.settleBody(closeConnection, lingerOnClose);
     if (ending === "linger") return this.sendOnceBodyEnds(status, body, contentType);
+    if (ending === "close") return this.writeClosing(status, body, contentType);
     this.writeWhole(status, body, contentType, ending);
+  }
+
+  /**
+   * Writes an answer that closes the connection once uWS is done with the bytes it read along
+   * with the request. Written inside uWS's callbacks (the request's, a body chunk's, or a
+   * microtask after either, which still runs inside them), the answer would only be corked, and
+   * uWS would go on to dispatch any request it finds behind it in the same read, running its
+   * route and answering it on a connection meant to close. While this request is unanswered,
+   * uWS instead closes the connection on such a request, without either answer (uWS 20.30
+   * drops what is corked for a connection it closes, so no answer can go out first). The answer
+   * goes out from setImmediate, the first moment outside; from elsewhere (a timer, after an
+   * await), a tick late. Only closing answers pay for this: a closure and an immediate.
+   */
+  private writeClosing(status: number, body: string | Buffer, contentType: string): void {
+    setImmediate(() =>
+      this.guard("writing a closing answer", () => {
+        if (this.live) this.writeWhole(status, body, contentType, "close");
+      }),
+    );
   }
 
   /**
@@ -298,7 +312,8 @@ export class HttpExchange {
   private sendOnceBodyEnds(status: number, body: string | Buffer, contentType: string): void {
     const answer = () => {
       clearTimeout(timer);
-      if (this.live) this.writeWhole(status, body, contentType, "close");
+      // Usually inside uWS's body callback, which may have read a request behind the body.
+      this.writeClosing(status, body, contentType);
     };
     const timer = setTimeout(answer, this.limits.bodyTimeoutMs > 0 ? this.limits.bodyTimeoutMs : LINGER_MS);
     this.body!.onComplete(answer);
