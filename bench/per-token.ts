@@ -385,8 +385,15 @@ async function main(): Promise<void> {
     for (const c of Object.values(clients)) c.close();
     await started.server?.stop();
     await started.stack?.close();
-    process.exit(0);
   }
 }
 
-void main();
+// Exit when done (clients' keep-alive sockets and the stack's handles would hold the loop), with
+// 1 and the error when the run failed: a failure inside main must not pass for a finished run.
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

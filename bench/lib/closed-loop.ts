@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import type { SseLoadClient, StreamResult } from "./sse-client.js";
 import { cpuMs } from "./processes.js";
+import { median } from "./stats.js";
 
 // A closed-loop streaming load (each client sends its next request as soon as its last one ended)
 // measured over a window, counting tokens by when they arrive. With a model that decodes a few
@@ -176,7 +177,7 @@ export async function closedLoop(client: SseLoadClient, o: ClosedLoopOptions): P
   return {
     tokens, tokensPerDelta, requests, errors, ttft, seconds: o.seconds, cpuMsPerToken: cpuTotal / tokens, cpuMsPerTokenByRole,
     startSeconds: (from - o.warmupSeconds * 1000 - started) / 1000,
-    promptTokens: promptTokens.sort((a, b) => a - b)[Math.floor(promptTokens.length / 2)] ?? NaN,
+    promptTokens: median(promptTokens),
   };
 }
 

@@ -21,8 +21,13 @@ export interface Proc {
   child: ChildProcess;
   /** Log records (parsed JSON lines of stderr) seen so far. */
   logs: Array<Record<string, unknown>>;
-  /** Resolves with the first log record matching `pred` (already seen or future). */
+  /**
+   * Resolves with the first log record matching `pred` (already seen or future); rejects, with
+   * the last lines of output, when the process exits first or after `timeoutMs` (default 30 s).
+   */
   waitForLog(pred: (rec: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  /** The last `lines` lines of its stderr (default 20). */
+  output(lines?: number): string;
   /** SIGTERM and wait for exit. */
   stop(timeoutMs?: number): Promise<number | null>;
   /** SIGKILL and wait for exit. */
@@ -77,21 +82,41 @@ export function startProcess(command: string, args: string[], env: NodeJS.Proces
     all.delete(child);
     resolve(code);
   }));
+  // A child's "exit" can come before the last of its stderr has been read: a failure waits for
+  // the end of its output (briefly: a descendant may hold the pipe open) to report its last lines.
+  const outputEnded = new Promise<void>((resolve) => child.stderr!.once("close", () => resolve()));
+  const output = (lines = 20) => raw.slice(-lines).join("\n");
   return {
     child,
     logs,
     exited,
+    output,
     waitForLog(pred, timeoutMs = 30_000) {
       const seen = logs.find(pred);
       if (seen) return Promise.resolve(seen);
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`${name}: timed out waiting for a log line; last output:\n${raw.slice(-20).join("\n")}`)), timeoutMs);
-        const onExit = () => reject(new Error(`${name} exited while waiting for a log line; last output:\n${raw.slice(-20).join("\n")}`));
-        void exited.then(onExit);
-        waiters.push({ pred, resolve: (r) => {
+        let settled = false;
+        const settle = () => {
+          settled = true;
           clearTimeout(timer);
+          const i = waiters.indexOf(waiter);
+          if (i >= 0) waiters.splice(i, 1);
+        };
+        const fail = (what: string) => {
+          if (settled) return;
+          settle();
+          reject(new Error(`${name} ${what}; last output:\n${output()}`));
+        };
+        const timer = setTimeout(() => fail(`timed out after ${timeoutMs} ms waiting for a log line`), timeoutMs);
+        const waiter = { pred, resolve: (r: Record<string, unknown>) => {
+          if (settled) return;
+          settle();
           resolve(r);
-        } });
+        } };
+        waiters.push(waiter);
+        void exited
+          .then(() => Promise.race([outputEnded, new Promise((r) => setTimeout(r, 1_000).unref())]))
+          .then(() => fail(`exited (${child.signalCode ?? `code ${child.exitCode}`}) while waiting for a log line`));
       });
     },
     async stop(timeoutMs = 30_000) {
@@ -108,6 +133,27 @@ export function startProcess(command: string, args: string[], env: NodeJS.Proces
       await exited;
     },
   };
+}
+
+type LogPredicate = (rec: Record<string, unknown>) => boolean;
+
+/**
+ * Waits for `proc`'s record saying it is ready (`name`: the process, for the error). Fails with
+ * its last output, the process killed, when it exits first, when it logs a record `failed`
+ * matches (a failure it would only retry), or after `timeoutMs` (default 30 s).
+ */
+export async function untilReady(proc: Proc, name: string, ready: LogPredicate, options: { timeoutMs?: number; failed?: LogPredicate } = {}): Promise<Record<string, unknown>> {
+  const { failed } = options;
+  try {
+    const rec = await proc.waitForLog((r) => ready(r) || failed?.(r) === true, options.timeoutMs ?? 30_000);
+    if (ready(rec)) return rec;
+    const err = rec.err as { message?: unknown } | string | undefined;
+    const why = typeof err === "object" && err !== null ? err.message : err;
+    throw new Error(`${name} did not start: "${String(rec.msg)}"${why === undefined ? "" : ` (${String(why)})`}; last output:\n${proc.output()}`);
+  } catch (err) {
+    await proc.kill();
+    throw err;
+  }
 }
 
 export interface NatsServer extends Proc {
@@ -153,7 +199,7 @@ export async function startNats(cpus?: readonly number[], options: { auth?: bool
   const identities = options.auth === false ? undefined : testIdentities(storeDir);
   writeFileSync(config, natsServerConfig(-1, join(storeDir, "jetstream"), { authorization: identities?.authorization }));
   const proc = startProcess("nats-server", ["-c", config], {}, "nats", cpus);
-  const rec = await proc.waitForLog((r) => typeof r.msg === "string" && r.msg.includes("Listening for client connections on"));
+  const rec = await untilReady(proc, "nats-server", (r) => typeof r.msg === "string" && r.msg.includes("Listening for client connections on"));
   const port = /:(\d+)\s*$/.exec(rec.msg as string)![1];
   const stop = proc.stop;
   const url = `nats://127.0.0.1:${port}`;
@@ -182,11 +228,26 @@ export interface Runner extends Proc {
   runnerId: string;
 }
 
-/** A runner of the test catalog, with the one libuv pool thread `tributary start` gives runners of one decode thread. */
-export async function startRunner(natsUrl: string, env: NodeJS.ProcessEnv = {}, cpus?: readonly number[]): Promise<Runner> {
+/**
+ * How long startRunner waits for its model by default: loading a ~500 MB model (its sha256
+ * first) on a slow, busy machine can take minutes. Under tap's timeout of a test file (240 s), so
+ * that a test fails with the runner's output rather than at tap's timeout.
+ */
+export const RUNNER_READY_TIMEOUT_MS = 180_000;
+
+/**
+ * A runner of the test catalog, with the one libuv pool thread `tributary start` gives runners of
+ * one decode thread. Fails (the runner killed, its last output in the error) when it exits before
+ * it is ready, at its first failed model load (a missing file, a wrong sha256: the runner would
+ * retry it forever), or after `readyTimeoutMs` (default RUNNER_READY_TIMEOUT_MS).
+ */
+export async function startRunner(natsUrl: string, env: NodeJS.ProcessEnv = {}, cpus?: readonly number[], options: { readyTimeoutMs?: number } = {}): Promise<Runner> {
   const base = { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, UV_THREADPOOL_SIZE: "1", ...identityEnv(natsUrl, "runner") };
   const proc = startProcess(process.execPath, [dist("runners/main.js")], { ...base, ...env }, "runner", cpus);
-  const rec = await proc.waitForLog((r) => r.msg === "runner ready");
+  const rec = await untilReady(proc, "runner", (r) => r.msg === "runner ready", {
+    timeoutMs: options.readyTimeoutMs ?? RUNNER_READY_TIMEOUT_MS,
+    failed: (r) => r.msg === "model load failed; retrying",
+  });
   return { ...proc, runnerId: rec.runnerId as string };
 }
 
@@ -204,7 +265,7 @@ export async function startActorHost(natsUrl: string, env: NodeJS.ProcessEnv = {
     "actors",
     cpus,
   );
-  await proc.waitForLog((r) => r.msg === "actor host ready");
+  await untilReady(proc, "actor host", (r) => r.msg === "actor host ready");
   const admin = proc.logs.find((r) => r.msg === "admin service listening");
   return { ...proc, adminAddr: (admin?.address as string | undefined) ?? "" };
 }
@@ -223,7 +284,7 @@ export async function startGateway(natsUrl: string, env: NodeJS.ProcessEnv = {},
     "gateway",
     cpus,
   );
-  const rec = await proc.waitForLog((r) => r.msg === "gateway listening");
+  const rec = await untilReady(proc, "gateway", (r) => r.msg === "gateway listening");
   const port = rec.port as number;
   return { ...proc, port, url: `http://127.0.0.1:${port}`, baseURL: `http://127.0.0.1:${port}/v1` };
 }
@@ -240,7 +301,7 @@ export async function startSandboxHost(natsUrl: string, env: NodeJS.ProcessEnv =
     { NATS_URL: natsUrl, TRIBUTARY_SANDBOX_HEARTBEAT_MS: "250", TRIBUTARY_SANDBOX_CPU_MHZ: "4000", TRIBUTARY_SANDBOX_MEMORY_MB: "4096", TRIBUTARY_SANDBOX_CGROUP: `tributary-test-${process.pid}`, ...identityEnv(natsUrl, "sandbox-host"), ...env },
     "sandbox-host",
   );
-  const rec = await proc.waitForLog((r) => r.msg === "sandbox host ready");
+  const rec = await untilReady(proc, "sandbox host", (r) => r.msg === "sandbox host ready");
   return { ...proc, hostId: rec.hostId as string };
 }
 
