@@ -89,7 +89,7 @@ export function startStack() {
           ...onCpus(process.execPath, [entry("../runners/main.js")], placement?.runners.get(runnerName(model, r)) ?? services),
           // The runner reads its model's threads from the catalog; the rule's choice reaches it as
           // an override (the process serves this one model only).
-          // Threads > 1: a short OpenMP spin; threads 1: one libuv pool thread
+          // One libuv pool thread, and for threads > 1 a short OpenMP spin
           // (modules/runner-layout/decode-env.ts), set before the runner starts.
           env: {
             ...envOf("runner"),

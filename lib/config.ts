@@ -303,7 +303,7 @@ export const startConfig = Config.all({
   /** libgomp's own settings, when the user set them: they replace the spin count `start` gives runners of threads > 1. */
   openMpWaitPolicy: Config.option(Config.String("OMP_WAIT_POLICY")),
   openMpSpinCount: Config.option(Config.String("GOMP_SPINCOUNT")),
-  /** libuv's, when the user set it: it replaces the one-thread pool `start` gives runners of threads 1. */
+  /** libuv's, when the user set it: it replaces the one-thread pool `start` gives runners decoding on the CPU. */
   libuvPoolSize: Config.option(Config.String("UV_THREADPOOL_SIZE")),
 });
 

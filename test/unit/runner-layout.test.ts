@@ -108,22 +108,24 @@ t.test("the services' share", async (t) => {
 
 t.test("the OpenMP spin count a runner of threads > 1 gets, unless the user set OpenMP's own", async (t) => {
   const none = { waitPolicy: undefined, spinCount: undefined };
-  t.same(decodeThreadEnv(2, true, none), { GOMP_SPINCOUNT: String(OPENMP_SPIN_COUNT) });
-  t.same(decodeThreadEnv(8, true, none), { GOMP_SPINCOUNT: String(OPENMP_SPIN_COUNT) });
-  // One thread has no team to spin (it gets one libuv pool thread instead); GPU and sim models decode elsewhere.
+  // With one libuv pool thread: one OpenMP team leads every step.
+  t.same(decodeThreadEnv(2, true, none), { UV_THREADPOOL_SIZE: "1", GOMP_SPINCOUNT: String(OPENMP_SPIN_COUNT) });
+  t.same(decodeThreadEnv(8, true, none), { UV_THREADPOOL_SIZE: "1", GOMP_SPINCOUNT: String(OPENMP_SPIN_COUNT) });
+  // One thread has no team to spin; GPU and sim models decode elsewhere.
   t.same(decodeThreadEnv(1, true, none), { UV_THREADPOOL_SIZE: "1" });
   t.same(decodeThreadEnv(4, false, none), {});
   t.same(decodeThreadEnv(1, false, none), {});
   // The user's OMP_WAIT_POLICY or GOMP_SPINCOUNT decides (the variable reaches the runner as set).
-  t.same(decodeThreadEnv(2, true, { waitPolicy: "passive", spinCount: undefined }), {});
-  t.same(decodeThreadEnv(2, true, { waitPolicy: undefined, spinCount: "300000" }), {});
-  t.same(decodeThreadEnv(2, true, { waitPolicy: undefined, spinCount: "" }), {});
+  t.same(decodeThreadEnv(2, true, { waitPolicy: "passive", spinCount: undefined }), { UV_THREADPOOL_SIZE: "1" });
+  t.same(decodeThreadEnv(2, true, { waitPolicy: undefined, spinCount: "300000" }), { UV_THREADPOOL_SIZE: "1" });
+  t.same(decodeThreadEnv(2, true, { waitPolicy: undefined, spinCount: "" }), { UV_THREADPOOL_SIZE: "1" });
 });
 
-t.test("one libuv pool thread for a runner of threads 1, unless the user set UV_THREADPOOL_SIZE", async (t) => {
+t.test("one libuv pool thread for a runner decoding on the CPU, unless the user set UV_THREADPOOL_SIZE", async (t) => {
   const none = { waitPolicy: undefined, spinCount: undefined };
   t.same(decodeThreadEnv(1, true, { ...none, libuvPoolSize: "4" }), {}, "the user's pool size reaches the runner as set");
   t.same(decodeThreadEnv(1, true, { ...none, libuvPoolSize: "" }), {});
+  t.same(decodeThreadEnv(2, true, { ...none, libuvPoolSize: "4" }), { GOMP_SPINCOUNT: String(OPENMP_SPIN_COUNT) }, "with more threads too");
   t.same(decodeThreadEnv(1, true, { waitPolicy: "passive", spinCount: undefined }), { UV_THREADPOOL_SIZE: "1" }, "OpenMP's settings do not matter to one thread");
 });
 
