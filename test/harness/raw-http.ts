@@ -147,3 +147,25 @@ export function parseResponse(raw: Buffer): RawResponse | undefined {
 
 /** Resolves with `value` after `ms`. */
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** What came back for bytes sent in one write on a fresh connection (sendInOneWrite). */
+export interface OneWriteResult {
+  /** The first complete response. */
+  res: RawResponse | undefined;
+  /** How the connection ended, or "open" when it was still open a second after the write. */
+  ended: "closed" | "reset" | "destroyed" | "open";
+  /** Everything the server sent, as text. */
+  received: string;
+}
+
+/** Sends `raw` in one write on a fresh connection, and reads what comes back for up to a second. */
+export async function sendInOneWrite(raw: string | Buffer, options: RawOpen): Promise<OneWriteResult> {
+  const conn = await rawConnect(options);
+  let received = "";
+  conn.socket.on("data", (d: Buffer) => (received += d.toString("latin1")));
+  await rawWrite(conn, raw);
+  const ended = await Promise.race([conn.ended, sleep(1_000).then(() => "open" as const)]);
+  const res = await Promise.race([conn.response, sleep(100).then(() => undefined)]);
+  conn.destroy();
+  return { res, ended, received };
+}

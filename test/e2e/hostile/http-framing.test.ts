@@ -3,7 +3,7 @@ import { promisify } from "node:util";
 import t, { type Test } from "tap";
 import { hostileCase, startHostileStack } from "../../harness/hostile.js";
 import { TEST_MODEL } from "../../harness/processes.js";
-import { rawConnect, rawWrite, sleep, type RawResponse } from "../../harness/raw-http.js";
+import { sendInOneWrite, sleep, type RawResponse } from "../../harness/raw-http.js";
 
 // Heads whose framing or target can be read more than one way (RFC 9112 §3.2, §6.3): repeated
 // or invalid Content-Length, Content-Length beside Transfer-Encoding, a Transfer-Encoding other
@@ -23,25 +23,8 @@ const key = `authorization: Bearer ${a.key}\r\n`;
 const chatBody = JSON.stringify({ model: TEST_MODEL, messages: [{ role: "user", content: "Once" }], max_tokens: 2 });
 const chunked = (body: string) => `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
 
-interface Sent {
-  res: RawResponse | undefined;
-  /** How the connection ended, or "open" when it was still open a second after the request. */
-  ended: "closed" | "reset" | "destroyed" | "open";
-  /** Everything the gateway sent, as text. */
-  received: string;
-}
-
 /** Sends `raw` in one write on a fresh connection. */
-async function send(raw: string): Promise<Sent> {
-  const conn = await rawConnect({ port });
-  let received = "";
-  conn.socket.on("data", (d: Buffer) => (received += d.toString("latin1")));
-  await rawWrite(conn, raw);
-  const ended = await Promise.race([conn.ended, sleep(1_000).then(() => "open" as const)]);
-  const res = await Promise.race([conn.response, sleep(100).then(() => undefined)]);
-  conn.destroy();
-  return { res, ended, received };
-}
+const send = (raw: string) => sendInOneWrite(raw, { port });
 
 function errorOf(res: RawResponse | undefined): { message?: unknown; type?: unknown; param?: unknown; code?: unknown } {
   try {

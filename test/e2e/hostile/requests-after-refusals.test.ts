@@ -1,6 +1,6 @@
 import t, { type Test } from "tap";
 import { BYSTANDER_MODEL, hostileCase, startHostileStack } from "../../harness/hostile.js";
-import { rawConnect, rawRequest, rawWrite, sleep, type RawConnection, type RawResponse } from "../../harness/raw-http.js";
+import { rawRequest, sendInOneWrite, sleep, type OneWriteResult, type RawConnection, type RawResponse } from "../../harness/raw-http.js";
 
 // Refusals that close the connection, decided while uWS is still reading what came with the
 // request: a 431 for a head over the header limits, a 429 or 503 from the connection limits, a
@@ -35,26 +35,15 @@ const PIPELINED = {
   "an unknown path": "GET /v1/no/such/route HTTP/1.1\r\nhost: tributary.test\r\n\r\n",
 };
 
-interface Sent {
-  /** The first complete response. */
-  res: RawResponse | undefined;
+interface Sent extends OneWriteResult {
   /** The status of every response that began to arrive, in order. */
   statuses: number[];
-  /** How the connection ended, or "open" when it was still open a second after the write. */
-  ended: "closed" | "reset" | "destroyed" | "open";
-  received: string;
 }
 
 /** Sends `raw` in one write on a fresh connection from `localAddress`. */
 async function send(raw: string | Buffer, localAddress: string): Promise<Sent> {
-  const conn = await rawConnect({ port, localAddress });
-  let received = "";
-  conn.socket.on("data", (d: Buffer) => (received += d.toString("latin1")));
-  await rawWrite(conn, raw);
-  const ended = await Promise.race([conn.ended, sleep(1_000).then(() => "open" as const)]);
-  const res = await Promise.race([conn.response, sleep(100).then(() => undefined)]);
-  conn.destroy();
-  return { res, statuses: [...received.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1])), ended, received };
+  const sent = await sendInOneWrite(raw, { port, localAddress });
+  return { ...sent, statuses: [...sent.received.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1])) };
 }
 
 function errorOf(res: RawResponse | undefined): { type?: unknown; code?: unknown; message?: unknown } {
