@@ -236,8 +236,8 @@ export interface Runner extends Proc {
 export const RUNNER_READY_TIMEOUT_MS = 180_000;
 
 /**
- * A runner of the test catalog, with the one libuv pool thread `tributary start` gives runners of
- * one decode thread. Fails (the runner killed, its last output in the error) when it exits before
+ * A runner of the test catalog, with the one libuv pool thread `tributary start` gives runners
+ * decoding on the CPU. Fails (the runner killed, its last output in the error) when it exits before
  * it is ready, at its first failed model load (a missing file, a wrong sha256: the runner would
  * retry it forever), or after `readyTimeoutMs` (default RUNNER_READY_TIMEOUT_MS).
  */
