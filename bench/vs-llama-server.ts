@@ -19,7 +19,7 @@ import { parseArgs } from "node:util";
 import { commonConfig, readConfig } from "../lib/config.js";
 import { loadCatalog } from "../modules/catalog/mod.js";
 import { ensureRandomLlama, SHAPES, type ShapeName } from "./gguf/random-llama.js";
-import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
+import { benchLayout, cpusOf, everyCpu, placeSelf } from "./lib/cpu-layout.js";
 import { ensureLlamaServer, startLlamaServer } from "./lib/llama-server.js";
 import { closedLoop, sequentialTtfts, type LevelResult } from "./lib/closed-loop.js";
 import { startTributary, TEST_KEY, TEST_MODEL, testCatalog } from "./lib/processes.js";
@@ -221,8 +221,10 @@ async function main(): Promise<void> {
         process.stderr.write(`${name} round ${round + 1}/${rounds}: ${c.label}\n`);
         if (c.threads > 0) {
           placeSelf(oneThread.services);
-          // -t 1 on the CPU `tributary start` gives a one-thread runner; more threads on every CPU.
-          const s = await startLlamaServer(server.path, path, { slots, contextPerSlot, threads: c.threads, cpus: c.threads === 1 ? oneThread.runner : undefined, chatTemplate: CHAT_TEMPLATE.llamaServer });
+          // -t 1 on the CPU `tributary start` gives a one-thread runner; more threads on every CPU,
+          // named explicitly: a child inherits this process's CPUs, narrowed just above to the services'.
+          const s = await startLlamaServer(server.path, path, { slots, contextPerSlot, threads: c.threads, cpus: c.threads === 1 ? oneThread.runner : everyCpu(), chatTemplate: CHAT_TEMPLATE.llamaServer });
+          seenLayouts.set(c.label, `on CPU ${cpusOf(s.process.pid!)}`);
           try { await runLevels(s.port, "none", s.process.pid!, c.label); } finally { await s.stop(); }
         } else {
           // The supervisor must see every CPU to lay out the stack as a user's `npm start` would.
@@ -307,10 +309,10 @@ async function main(): Promise<void> {
     `${machineLine()} Load average (1 min) at start and end: ${loadStart.toFixed(1)}, ${loadEnd.toFixed(1)}. The run took ${minutes.toFixed(1)} min.`,
     `Same GGUF, slots and context per slot for both servers, temperature 0.8, streamed chat completions from closed-loop clients (one client for all); each round starts every configuration afresh and runs the levels in turn, the configurations in alternating order by round (${rounds} rounds). ` +
       `A token counts when its delta arrives inside the measured window, whichever request it belongs to (a request cut off at the window's end counts what it streamed inside it), times the tokens per delta of the completed requests (their usage over their deltas). ` +
-      `llama-server -t 1 on ${oneThread.runner ? `CPU ${oneThread.runner.join(",")}` : "every CPU"}, more threads unpinned. "stack default" is \`tributary start\` with the catalog's replicas and threads unset: the layout it picked is listed below. ` +
+      `llama-server -t 1 on ${oneThread.runner ? `CPU ${oneThread.runner.join(",")}` : "every CPU"}, more threads on every CPU (until this was fixed on 2026-11-29, -t 2 inherited the load client's one CPU: results before then understate it). "stack default" is \`tributary start\` with the catalog's replicas and threads unset: the layout it picked is listed below. ` +
       `"x best" is tokens/s over the best of ${llamaThreads.length > 0 ? llamaThreads.map((t) => `llama-server -t ${t}`).join(", ") : "stack default"} at that level; TTFT of the requests that began inside the window (their count in brackets); "CPU ms/token" counts every server process (for the stack: supervisor, nats-server, actor host, runners, gateway; the load client excluded), median over rounds, and by process; "load" is the 1-min load average as each round's level began; "first tokens after" how long each round took until every client had its first token (the window opened the warm-up after that). Models: tiny = stories260K, 100m/500m = random llama Q8_0 (bench/gguf).`,
     "Per model:\n" + settings.join("\n"),
-    "Layouts `tributary start` picked:\n" + layouts.join("\n"),
+    "Where each configuration ran (the stack: the layout `tributary start` picked; llama-server: the CPUs it was allowed):\n" + layouts.join("\n"),
     markdownTable(["model", "streams", "configuration", "tok/s", "x best llama-server", "per-round x best", "TTFT p50 / p99 ms (n)", "CPU ms/token", "CPU ms/token by process", "tokens/delta", "prompt tokens", "errors", "load", "first tokens after s"], rows),
     ...(ttftRequests > 0 ? [`TTFT at one stream from ${ttftRequests} sequential requests (max_tokens 4, the same prompt) per configuration and round, after its levels:`,
       markdownTable(["model", "configuration", "TTFT p50 / p90 / p99 ms", "requests"], ttftRows)] : []),

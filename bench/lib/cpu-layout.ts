@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { allowedCpus, formatCpuList, planCpus, taskset } from "../../lib/process/cpu-affinity.js";
 
 /** The CPUs this process was started with (placeSelf narrows them for a while). */
@@ -22,6 +23,20 @@ export function benchLayout(runnerThreads: number, setting?: string): BenchLayou
     services: result.plan.services,
     description: `runner on CPU ${formatCpuList(runner)}, gateway, actor host and nats-server on CPU ${formatCpuList(result.plan.services)} (as \`tributary start\` places them; TRIBUTARY_RUNNER_CPUS=off to float)`,
   };
+}
+
+/** Every CPU this process was started with: where a child that may use them all must be placed explicitly while placeSelf has narrowed this process (a child inherits its parent's CPUs). */
+export function everyCpu(): readonly number[] {
+  return startCpus;
+}
+
+/** The CPUs a process may run on, as Linux lists them ("0-1"); "?" where that cannot be read. */
+export function cpusOf(pid: number): string {
+  try {
+    return /Cpus_allowed_list:\s*(\S+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? "?";
+  } catch {
+    return "?";
+  }
 }
 
 /**
