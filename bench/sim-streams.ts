@@ -6,7 +6,7 @@
 import { parseArgs } from "node:util";
 import { loadavg } from "node:os";
 import { cpuMs, cpuSplit, cpuSplitSince, rssMiB, type CpuSplit, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
-import { rawStreamChat, type TimedStreamResult } from "./lib/raw-sse-client.js";
+import { driveSimLoad } from "./lib/sim-load.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
 
@@ -61,16 +61,7 @@ async function main(): Promise<void> {
       const splitBefore = { gateway: cpuSplit(pids.gateway), runner: cpuSplit(pids.runner), nats: cpuSplit(pids.nats) };
       let peakRss = rssMiB(pids.gateway);
       const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMiB(pids.gateway))), 250);
-      const started = performance.now();
-      // Streams start spread over the ramp, as independent clients would.
-      const results: TimedStreamResult[] = await Promise.all(
-        Array.from({ length: streams }, (_, i) =>
-          new Promise<TimedStreamResult>((resolve) =>
-            setTimeout(() => resolve(rawStreamChat(gateway.port, TEST_KEY, { model: TEST_MODEL, messages: [{ role: "user", content: "go" }], max_tokens: tokens, seed: i })), (i / streams) * rampSeconds * 1000),
-          ),
-        ),
-      );
-      const wall = (performance.now() - started) / 1000;
+      const { wall, delivered, errors, errorKinds, gaps, gapsBySecond } = await driveSimLoad(gateway.port, TEST_KEY, TEST_MODEL, { streams, tokens, rampSeconds, holdSeconds });
       clearInterval(sampler);
       const self = process.cpuUsage(cpuBefore.self);
       const cpuUsed = { gateway: cpuMs(pids.gateway) - cpuBefore.gateway, runner: cpuMs(pids.runner) - cpuBefore.runner, nats: cpuMs(pids.nats) - cpuBefore.nats };
@@ -78,28 +69,6 @@ async function main(): Promise<void> {
       const splitUsed = { gateway: cpuSplitSince(splitBefore.gateway, cpuSplit(pids.gateway)), runner: cpuSplitSince(splitBefore.runner, cpuSplit(pids.runner)), nats: cpuSplitSince(splitBefore.nats, cpuSplit(pids.nats)) };
       const perToken = (d: CpuSplit) => [d.mainUser, d.mainSys, d.otherUser, d.otherSys].map((ms) => Math.round((ms * 10000) / delivered) / 10);
       const cpu = (used: number) => fmt((used / 1000 / wall) * 100, 0);
-      // Steady state: once every stream has started, until the first one ends.
-      const steadyFrom = started + (rampSeconds + 1) * 1000;
-      const steadyTo = started + (holdSeconds - 1) * 1000;
-      const gaps: number[] = [];
-      // The steady state's gaps by the second they ended in: a p99 set by one bad second (a start-up
-      // burst, a neighbour's build) shows as such.
-      const gapsBySecond: number[][] = [];
-      let errors = 0;
-      let delivered = 0;
-      const errorKinds: Record<string, number> = {};
-      for (const r of results) {
-        if (!r.ok || r.deltas !== tokens) {
-          errors++;
-          const kind = r.error ? r.error.slice(0, 120) : r.ok ? `${r.deltas} of ${tokens} tokens` : "no [DONE]";
-          errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
-        }
-        delivered += r.deltas;
-        for (let g = 0; g < r.gapsMs.length; g++) if (r.gapEndsAt[g]! >= steadyFrom && r.gapEndsAt[g]! <= steadyTo) {
-          gaps.push(r.gapsMs[g]!);
-          (gapsBySecond[Math.floor((r.gapEndsAt[g]! - steadyFrom) / 1000)] ??= []).push(r.gapsMs[g]!);
-        }
-      }
       const p50 = percentile(gaps, 50);
       const p99 = percentile(gaps, 99);
       const pass = errors === 0 && p99 <= cadenceMs + toleranceMs;

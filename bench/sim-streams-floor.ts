@@ -1,0 +1,330 @@
+// The floor under bench/sim-streams: what this machine gives the same load (N streams at 20
+// tokens/s each, one TCP connection per stream, the same hand-parsing load generator in this
+// process) when none of Tributary's code serves it. Alternating rounds of:
+//
+//   uws        a bare uWebSockets.js server that times the tokens itself and writes each as one
+//              corked write of a chunk of the gateway's shape and size (an SSE front's floor)
+//   uws+nats   the same front, with the tokens timed in a second process (a runner's floor) that
+//              publishes the ids of the streams due each millisecond as one NATS message, as the
+//              runner packs a step's events for a gateway
+//   stack      the real stack of sim-streams: gateway, actor host, runner (sim engine), nats-server
+//
+// No authorization, rate limits, flow control, tracing or usage accounting in the floors: each is
+// a lower bound for what the stack can cost at that load. A level passes as in sim-streams: no
+// stream fails or loses a token, and the p99 gap between tokens is within 5 ms of the cadence.
+//
+//   node dist/bench/sim-streams-floor.js [--levels 1000,2000] [--rounds 2] [--hold 12] [--out sim-streams-floor.md]
+import { spawn, type ChildProcess } from "node:child_process";
+import { loadavg } from "node:os";
+import { parseArgs } from "node:util";
+import { freePort } from "../test/harness/cluster.js";
+import { cpuMs, repoRoot, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
+import { driveSimLoad } from "./lib/sim-load.js";
+import { fmt, median, percentile } from "./lib/stats.js";
+import { machineLine, markdownTable, writeResults } from "./lib/table.js";
+
+const { values } = parseArgs({
+  options: {
+    levels: { type: "string", default: "1000,2000" },
+    rounds: { type: "string", default: "2" },
+    hold: { type: "string", default: "12" },
+    rate: { type: "string", default: "20" },
+    ramp: { type: "string", default: "2" },
+    tolerance: { type: "string", default: "5" },
+    configs: { type: "string", default: "uws,uws+nats,stack" },
+    out: { type: "string", default: "sim-streams-floor.md" },
+  },
+});
+const levels = values.levels!.split(",").map(Number);
+const rounds = Number(values.rounds);
+const holdSeconds = Number(values.hold);
+const rate = Number(values.rate);
+const rampSeconds = Number(values.ramp);
+const toleranceMs = Number(values.tolerance);
+const configs = values.configs!.split(",") as Config[];
+const cadenceMs = 1000 / rate;
+const tokens = Math.round(rate * holdSeconds);
+const FIRST_TOKEN_MS = 50;
+
+type Config = "uws" | "uws+nats" | "stack";
+
+/**
+ * Tokens due, by the millisecond they are due in (the sim engine's scheme): `due(id)` returns
+ * whether the stream wants another token, one cadence later. `onTick` runs after each tick's tokens.
+ */
+const TICKER = `
+function ticker(intervalMs, due, onTick = () => {}) {
+  const buckets = new Map();
+  let timer, armedFor = Infinity;
+  const put = (id, at) => {
+    const ms = Math.floor(at);
+    const b = buckets.get(ms);
+    if (b) b.push(id, at); else buckets.set(ms, [id, at]);
+    if (at < armedFor) arm(at);
+  };
+  const arm = (at) => {
+    if (timer) clearTimeout(timer);
+    armedFor = at;
+    timer = setTimeout(tick, Math.max(0, at - performance.now()));
+  };
+  const tick = () => {
+    timer = undefined; armedFor = Infinity;
+    const now = performance.now();
+    let next = Infinity;
+    for (const [ms, b] of buckets) {
+      if (ms > now) { if (ms < next) next = ms; continue; }
+      buckets.delete(ms);
+      for (let i = 0; i < b.length; i += 2) if (due(b[i])) put(b[i], b[i + 1] + intervalMs);
+    }
+    onTick();
+    for (const ms of buckets.keys()) if (ms < next) next = ms;
+    if (next !== Infinity && next < armedFor) arm(next);
+  };
+  return { start: (id, firstMs) => put(id, performance.now() + firstMs) };
+}
+`;
+
+/** The SSE front: answers every POST with a stream of chunks shaped like the gateway's. */
+const FRONT = `
+import uWS from "uWebSockets.js";
+import { connect } from "@nats-io/transport-node";
+${TICKER}
+const [port, tokens, intervalMs, firstMs, natsUrl] = process.argv.slice(1);
+const T = Number(tokens);
+const WORDS = "the river runs past old mills and quiet towns where children play by the water".split(" ");
+const SPACED = WORDS.map((w) => " " + w);
+const SUFFIX = '"},"logprobs":null,"finish_reason":null}]}\\n\\n';
+const streams = new Map();
+let nextId = 1;
+const token = (id) => {
+  const s = streams.get(id);
+  if (!s) return false;
+  if (s.aborted) { streams.delete(id); return false; }
+  const word = s.sent === 0 ? WORDS[id % WORDS.length] : SPACED[(id + s.sent) % WORDS.length];
+  s.sent++;
+  let frame = s.prefix + word + SUFFIX;
+  const last = s.sent === T;
+  if (last) frame += s.head + '{},"logprobs":null,"finish_reason":"length"}]}\\n\\ndata: [DONE]\\n\\n';
+  s.res.cork(() => { if (last) s.res.end(frame); else s.res.write(frame); });
+  if (last) streams.delete(id);
+  return !last;
+};
+const nc = natsUrl ? await connect({ servers: natsUrl }) : undefined;
+const local = nc ? undefined : ticker(Number(intervalMs), token);
+if (nc) nc.subscribe("floor.due", { callback: (err, msg) => {
+  if (err) return;
+  const ids = new Uint32Array(msg.data.buffer.slice(msg.data.byteOffset, msg.data.byteOffset + msg.data.length));
+  for (const id of ids) token(id);
+} });
+const startBytes = new Uint8Array(4);
+uWS.App().post("/v1/chat/completions", (res) => {
+  const id = nextId++;
+  const chatId = "chatcmpl-" + id.toString(36).padStart(24, "0");
+  const head = 'data: {"id":"' + chatId + '","object":"chat.completion.chunk","created":' + Math.floor(Date.now() / 1000) +
+    ',"model":"test/stories-260k","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":';
+  const s = { res, head, prefix: head + '{"content":"', sent: 0, aborted: false };
+  res.onAborted(() => { s.aborted = true; });
+  res.onData((_chunk, isLast) => {
+    if (!isLast || s.aborted) return;
+    streams.set(id, s);
+    res.cork(() => {
+      res.writeStatus("200 OK").writeHeader("content-type", "text/event-stream; charset=utf-8").writeHeader("cache-control", "no-cache");
+      res.write(": ok\\n\\n" + head + '{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]}\\n\\n');
+    });
+    if (local) local.start(id, Number(firstMs));
+    else { new DataView(startBytes.buffer).setUint32(0, id, true); nc.publish("floor.start", startBytes); }
+  });
+}).listen("127.0.0.1", Number(port), (ok) => { if (!ok) process.exit(1); if (nc) nc.flush().then(() => process.stdout.write("ready\\n")); else process.stdout.write("ready\\n"); });
+`;
+
+/** The runner's floor: times every stream's tokens and publishes each millisecond's due ids as one message. */
+const PRODUCER = `
+import { connect } from "@nats-io/transport-node";
+${TICKER}
+const [natsUrl, tokens, intervalMs, firstMs] = process.argv.slice(1);
+const T = Number(tokens);
+const nc = await connect({ servers: natsUrl });
+const left = new Map();
+let due = [];
+const t = ticker(Number(intervalMs), (id) => {
+  due.push(id);
+  const n = left.get(id) - 1;
+  if (n === 0) { left.delete(id); return false; }
+  left.set(id, n);
+  return true;
+}, () => {
+  if (due.length === 0) return;
+  nc.publish("floor.due", new Uint8Array(Uint32Array.from(due).buffer));
+  due = [];
+});
+nc.subscribe("floor.start", { callback: (err, msg) => {
+  if (err) return;
+  const id = new DataView(msg.data.buffer, msg.data.byteOffset, 4).getUint32(0, true);
+  left.set(id, T);
+  t.start(id, Number(firstMs));
+} });
+await nc.flush();
+process.stdout.write("ready\\n");
+`;
+
+function startNode(source: string, args: string[]): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ["--input-type=module", "-e", source, ...args], { cwd: repoRoot, stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    child.stdout!.once("data", () => resolve(child));
+    child.once("exit", (code) => reject(new Error(`exited ${code}`)));
+  });
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once("exit", r));
+  child.kill("SIGKILL");
+  await exited;
+}
+
+/** The processes serving one configuration: the port to load, and the pids whose CPU is counted (front, producer, nats). */
+interface Served {
+  port: number;
+  pids: { front: number; producer?: number; nats?: number };
+  close(): Promise<void>;
+}
+
+async function serve(config: Config, maxStreams: number): Promise<Served> {
+  const interval = String(cadenceMs);
+  if (config === "uws") {
+    const port = await freePort();
+    const front = await startNode(FRONT, [String(port), String(tokens), interval, String(FIRST_TOKEN_MS)]);
+    return { port, pids: { front: front.pid! }, close: () => stopChild(front) };
+  }
+  // The floors' nats-server takes no credentials (the stack's checks them once per connection, not per message).
+  const nats = await startNats(undefined, { auth: config !== "uws+nats" });
+  if (config === "uws+nats") {
+    const producer = await startNode(PRODUCER, [nats.url, String(tokens), interval, String(FIRST_TOKEN_MS)]);
+    const port = await freePort();
+    const front = await startNode(FRONT, [String(port), String(tokens), interval, String(FIRST_TOKEN_MS), nats.url]);
+    return {
+      port,
+      pids: { front: front.pid!, producer: producer.pid!, nats: nats.child.pid! },
+      async close() {
+        await stopChild(front);
+        await stopChild(producer);
+        await nats.stop();
+      },
+    };
+  }
+  // sim-streams' stack and settings.
+  const env = {
+    TRIBUTARY_ENGINE: "sim",
+    TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
+      [TEST_MODEL]: {
+        slots: maxStreams, queue_limit: maxStreams, context_length: 100_000, max_output_tokens: 100_000,
+        sim: { tokens_per_second: rate, first_token_latency_ms: FIRST_TOKEN_MS },
+        rate_limits: { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 },
+      },
+    }),
+    TRIBUTARY_MAX_CONNECTIONS_PER_ADDRESS: "0",
+  };
+  const actors = await startActorHost(nats.url, env);
+  const runner = await startRunner(nats.url, env);
+  const gateway = await startGateway(nats.url, env);
+  return {
+    port: gateway.port,
+    pids: { front: gateway.child.pid!, producer: runner.child.pid!, nats: nats.child.pid! },
+    async close() {
+      await gateway.kill();
+      await runner.kill();
+      await actors.kill();
+      await nats.stop();
+    },
+  };
+}
+
+interface Round {
+  config: Config;
+  streams: number;
+  p99: number;
+  p50: number;
+  errors: number;
+  /** CPU µs per delivered token: front, producer, nats-server, load generator. */
+  usPerToken: [number, number, number, number];
+  /** CPU % of one core: front, producer, nats-server, load generator. */
+  percent: [number, number, number, number];
+}
+
+async function measure(config: Config, streams: number): Promise<Round> {
+  const served = await serve(config, streams);
+  try {
+    const cpu = (pid?: number) => (pid === undefined ? 0 : cpuMs(pid));
+    const before = [cpu(served.pids.front), cpu(served.pids.producer), cpu(served.pids.nats)];
+    const selfBefore = process.cpuUsage();
+    const load = await driveSimLoad(served.port, TEST_KEY, TEST_MODEL, { streams, tokens, rampSeconds, holdSeconds });
+    const self = process.cpuUsage(selfBefore);
+    const used = [cpu(served.pids.front) - before[0]!, cpu(served.pids.producer) - before[1]!, cpu(served.pids.nats) - before[2]!, (self.user + self.system) / 1000];
+    const round: Round = {
+      config,
+      streams,
+      p50: percentile(load.gaps, 50),
+      p99: percentile(load.gaps, 99),
+      errors: load.errors,
+      usPerToken: used.map((ms) => (ms * 1000) / load.delivered) as Round["usPerToken"],
+      percent: used.map((ms) => (ms / 1000 / load.wall) * 100) as Round["percent"],
+    };
+    process.stderr.write(`${JSON.stringify({ ...round, errorKinds: load.errorKinds })}\n`);
+    return round;
+  } finally {
+    await served.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const loadStart = loadavg()[0]!;
+  const all: Round[] = [];
+  for (let round = 0; round < rounds; round++)
+    for (const streams of levels)
+      // Alternating order, so neither side always runs first on a warmer (or busier) machine.
+      for (const config of round % 2 === 0 ? configs : [...configs].reverse()) {
+        process.stderr.write(`round ${round + 1}: ${config} at ${streams} streams...\n`);
+        all.push(await measure(config, streams));
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+  const rows: Array<Array<string | number>> = [];
+  for (const streams of levels)
+    for (const config of configs) {
+      const mine = all.filter((r) => r.config === config && r.streams === streams);
+      const med = (pick: (r: Round) => number) => median(mine.map(pick));
+      const p99 = med((r) => r.p99);
+      const errors = Math.max(...mine.map((r) => r.errors));
+      const part = (i: number, digits: number, pick: (r: Round) => number[]) => (config === "uws" && (i === 1 || i === 2) ? "-" : fmt(med((r) => pick(r)[i]!), digits));
+      rows.push([
+        config,
+        streams,
+        `${fmt(med((r) => r.p50), 1)} / ${fmt(p99, 1)}`,
+        mine.map((r) => fmt(r.p99, 1)).join(", "),
+        errors,
+        [0, 1, 2, 3].map((i) => part(i, 0, (r) => r.percent)).join(" / "),
+        [0, 1, 2, 3].map((i) => part(i, 1, (r) => r.usPerToken)).join(" / "),
+        fmt(med((r) => r.usPerToken[0] + r.usPerToken[1] + r.usPerToken[2]), 1),
+        errors === 0 && p99 <= cadenceMs + toleranceMs ? "yes" : "no",
+      ]);
+    }
+  writeResults(values.out!, "The floor under sim-streams: the same load without Tributary's code", [
+    machineLine(),
+    `${tokens} tokens per stream at ${rate} tokens/s (gap ${cadenceMs} ms), first token after ${FIRST_TOKEN_MS} ms, streams started over ${rampSeconds} s; ` +
+      `gaps in the steady state (from 1 s after the last stream started until 1 s before the first one ended). ${rounds} rounds, alternating order; medians over rounds. ` +
+      "uws: a bare uWebSockets.js server timing the tokens itself, one corked write per token of a chunk of the gateway's shape. " +
+      "uws+nats: the same front; a second process times the tokens and publishes each millisecond's due stream ids as one NATS message. " +
+      "stack: sim-streams' stack (gateway, actor host, runner with the sim engine, nats-server). " +
+      "Front is the uWS server or the gateway, producer the token-timing process or the runner. The load generator is this process in every configuration.",
+    markdownTable(
+      ["config", "streams", "gap p50 / p99 ms", "p99 per round", "failed streams (worst round)", "CPU % front / producer / nats / load generator", "CPU µs per token front / producer / nats / load generator", "serving CPU µs per token", "pass"],
+      rows,
+    ),
+    `Command: \`npm run build && node dist/bench/sim-streams-floor.js${process.argv.slice(2).map((a) => " " + a).join("")}\``,
+    `Load average (1 min) at start and end: ${loadStart.toFixed(1)}, ${loadavg()[0]!.toFixed(1)}.`,
+  ]);
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
