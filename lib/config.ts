@@ -313,8 +313,13 @@ export const runnerConfig = Config.all({
   decodeLingerMaxMs: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 1000 })), "TRIBUTARY_DECODE_LINGER_MAX_MS").pipe(Config.withDefault(10)),
   /** libuv's own: the size of the thread pool native work runs on (read by libuv at start; one thread lets a decode step queue its samples with its decode). */
   libuvPoolSize: Config.option(Config.String("UV_THREADPOOL_SIZE")),
-  /** llama engine, CPU runners of threads > 1: "on" picks each step's decode threads (1 up to `threads`) from the steps it serves (ThreadTuner); "off" always decodes on `threads`. */
-  decodeThreadsTune: Config.schema(Schema.Literals(["on", "off"]), "TRIBUTARY_DECODE_THREADS_TUNE").pipe(Config.withDefault("on" as const)),
+  /**
+   * llama engine, CPU runners of threads > 1: "on" picks each step's decode threads (1 up to
+   * `threads`) from the steps it serves (ThreadTuner); "off" (the default) always decodes on
+   * `threads`. Off since one OpenMP team leads every step: tuning then lost 13-15% of tokens/s on
+   * ~500M (bench/results/vs-llama-server-fixed-500m-tune.md).
+   */
+  decodeThreadsTune: Config.schema(Schema.Literals(["on", "off"]), "TRIBUTARY_DECODE_THREADS_TUNE").pipe(Config.withDefault("off" as const)),
   /** Restrict this runner process to these catalog models (comma separated); empty = all with replicas > 0. */
   models: str("TRIBUTARY_RUNNER_MODELS", ""),
   modelCache: Config.option(Config.String("TRIBUTARY_MODEL_CACHE")),

@@ -7,7 +7,7 @@ import { startStack } from "../../harness/stack.js";
 import { TEST_MODEL, testCatalog } from "../../harness/processes.js";
 import { freePort } from "../../harness/cluster.js";
 
-// A CPU runner of threads > 1 picks each step's decode threads while it serves (ThreadTuner):
+// A CPU runner of threads > 1 with TRIBUTARY_DECODE_THREADS_TUNE=on picks each step's decode threads while it serves (ThreadTuner):
 // it probes the other count every few steps through the real addon's setThreads, mid-stream.
 // Switching must not change what is generated: greedy output on 2 tuned threads equals the same
 // model's on 1 thread, token for token.
@@ -22,7 +22,8 @@ writeFileSync(catalogPath, stringify(catalog));
 const healthPort = await freePort();
 const stack = await startStack(t, {
   env: { TRIBUTARY_CATALOG: catalogPath },
-  runnerEnv: { TRIBUTARY_RUNNER_HEALTH_PORT: String(healthPort), TRIBUTARY_RUNNER_HEALTH_HOST: "127.0.0.1" },
+  // Tuning is off by default (README, "Threads per step, chosen while serving"): this test turns it on.
+  runnerEnv: { TRIBUTARY_RUNNER_HEALTH_PORT: String(healthPort), TRIBUTARY_RUNNER_HEALTH_HOST: "127.0.0.1", TRIBUTARY_DECODE_THREADS_TUNE: "on" },
 });
 
 const TOKENS = 300;
