@@ -22,7 +22,7 @@ import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { freePort } from "../test/harness/cluster.js";
-import { cpuMs, repoRoot, startNats } from "./lib/processes.js";
+import { cpuMs, startNats, startNodeSource as startNode } from "./lib/processes.js";
 import { JSON_APP, JSON_APP_BODY, keepAliveLoops } from "./lib/json-app.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
@@ -103,14 +103,6 @@ nc.subscribe("floor", {
 await nc.flush();
 process.stdout.write("ready\\n");
 `;
-
-function startNode(source: string, args: string[]): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ["--input-type=module", "-e", source, ...args], { cwd: repoRoot, stdio: ["ignore", "pipe", "inherit"] });
-  return new Promise((resolve, reject) => {
-    child.stdout!.once("data", () => resolve(child));
-    child.once("exit", (code) => reject(new Error(`exited ${code}`)));
-  });
-}
 
 async function waitForHttp(port: number): Promise<void> {
   for (let i = 0; i < 200; i++) {

@@ -14,11 +14,11 @@
 // stream fails or loses a token, and the p99 gap between tokens is within 5 ms of the cadence.
 //
 //   node dist/bench/sim-streams-floor.js [--levels 1000,2000] [--rounds 2] [--hold 12] [--out sim-streams-floor.md]
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { freePort } from "../test/harness/cluster.js";
-import { cpuMs, repoRoot, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
+import { cpuMs, startActorHost, startGateway, startNats, startNodeSource as startNode, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
 import { driveSimLoad } from "./lib/sim-load.js";
 import { fmt, median, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
@@ -166,14 +166,6 @@ nc.subscribe("floor.start", { callback: (err, msg) => {
 await nc.flush();
 process.stdout.write("ready\\n");
 `;
-
-function startNode(source: string, args: string[]): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ["--input-type=module", "-e", source, ...args], { cwd: repoRoot, stdio: ["ignore", "pipe", "inherit"] });
-  return new Promise((resolve, reject) => {
-    child.stdout!.once("data", () => resolve(child));
-    child.once("exit", (code) => reject(new Error(`exited ${code}`)));
-  });
-}
 
 async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return;

@@ -1,7 +1,7 @@
 // Benchmarks start the same real processes as the end-to-end tests.
 export { startNats, startRunner, startGateway, startActorHost, TEST_KEY, TEST_MODEL, testCatalog, repoRoot } from "../../test/harness/processes.js";
 
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -37,6 +37,15 @@ export async function startPlacedStack(env: NodeJS.ProcessEnv, layout: BenchLayo
       await nats.stop();
     },
   };
+}
+
+/** Runs `source` as an ES module in a new Node process (from the repository root, so its imports resolve); resolves once it writes its first line to stdout ("ready"). */
+export function startNodeSource(source: string, args: string[]): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ["--input-type=module", "-e", source, ...args], { cwd: repoRoot, stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    child.stdout!.once("data", () => resolve(child));
+    child.once("exit", (code) => reject(new Error(`exited ${code}`)));
+  });
 }
 
 /** Resident memory of a process in MiB (Linux /proc). */
