@@ -320,6 +320,12 @@ export const runnerConfig = Config.all({
    * ~500M (bench/results/vs-llama-server-fixed-500m-tune.md).
    */
   decodeThreadsTune: Config.schema(Schema.Literals(["on", "off"]), "TRIBUTARY_DECODE_THREADS_TUNE").pipe(Config.withDefault("off" as const)),
+  /**
+   * llama engine: flash attention (attention as one fused graph node). "auto": on for models
+   * decoding on the CPU, as llama.cpp's own default enables it where the backend supports it
+   * (llama-server's -fa auto), node-llama-cpp's default (off) on a GPU; "on"/"off" everywhere.
+   */
+  flashAttention: Config.schema(Schema.Literals(["auto", "on", "off"]), "TRIBUTARY_FLASH_ATTENTION").pipe(Config.withDefault("auto" as const)),
   /** Restrict this runner process to these catalog models (comma separated); empty = all with replicas > 0. */
   models: str("TRIBUTARY_RUNNER_MODELS", ""),
   modelCache: Config.option(Config.String("TRIBUTARY_MODEL_CACHE")),

@@ -32,6 +32,7 @@ async function main(): Promise<void> {
     decodeLingerMaxMs: config.decodeLingerMaxMs,
     libuvPoolSize: optionToUndefined(config.libuvPoolSize),
     tuneDecodeThreads: config.decodeThreadsTune === "on",
+    flashAttention: config.flashAttention,
     log,
   };
   for (const spec of models)

@@ -16,6 +16,8 @@ export interface EngineEnvironment {
   libuvPoolSize?: string;
   /** CPU runners of threads > 1 pick each step's threads from the steps they serve (ThreadTuner). */
   tuneDecodeThreads?: boolean;
+  /** Flash attention: "auto" on for CPU decoding (llama.cpp's own default there), the library's default on a GPU. */
+  flashAttention?: "auto" | "on" | "off";
   log: Logger;
   /** What the model's load is doing now ("downloading 42% of 639 MB"), for heartbeats while loading. */
   onLoadProgress?: (detail: string) => void;
@@ -41,6 +43,7 @@ export function createEngine(spec: ModelSpec, env: EngineEnvironment): Engine {
     lingerMaxMs: env.decodeLingerMaxMs,
     samplesFollowDecode: libuvPoolThreads(env.libuvPoolSize) === 1,
     tuneThreads: env.tuneDecodeThreads ?? false,
+    flashAttention: env.flashAttention ?? "auto",
     modelPath: () =>
       resolveModelFile(spec.source, {
         cacheDir: env.modelCache,

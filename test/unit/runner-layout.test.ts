@@ -1,5 +1,6 @@
 import t from "tap";
 import { libuvPoolThreads } from "../../runners/engines/create-engine.js";
+import { flashAttentionOption } from "../../runners/engines/llama/llama-engine.js";
 import { decodeThreadEnv, OPENMP_SPIN_COUNT, pickLayout, servicesCpus, type LlamaLibrary, type ModelFacts } from "../../modules/runner-layout/mod.js";
 
 const MiB = 1024 * 1024;
@@ -139,4 +140,11 @@ t.test("libuv's pool size as libuv reads UV_THREADPOOL_SIZE decides whether samp
   t.equal(libuvPoolThreads("two"), 1);
   t.equal(libuvPoolThreads("2"), 2);
   t.equal(libuvPoolThreads("5000"), 1024);
+});
+
+t.test("flash attention: auto turns it on for CPU decoding and leaves a GPU to the library's default", async (t) => {
+  t.same(flashAttentionOption("auto", false), { flashAttention: true }, "CPU: on, as llama.cpp's -fa auto");
+  t.same(flashAttentionOption("auto", true), {}, "GPU: node-llama-cpp's default");
+  t.same(flashAttentionOption("on", true), { flashAttention: true });
+  t.same(flashAttentionOption("off", false), { flashAttention: false });
 });
