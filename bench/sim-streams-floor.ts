@@ -18,8 +18,8 @@ import type { ChildProcess } from "node:child_process";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { freePort } from "../test/harness/cluster.js";
-import { cpuMs, startActorHost, startGateway, startNats, startNodeSource as startNode, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
-import { driveSimLoad } from "./lib/sim-load.js";
+import { cpuMs, startNats, startNodeSource as startNode, startPlacedStack, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
+import { driveSimLoad, simStackEnv } from "./lib/sim-load.js";
 import { fmt, median, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
 
@@ -188,9 +188,9 @@ async function serve(config: Config, maxStreams: number): Promise<Served> {
     const front = await startNode(FRONT, [String(port), String(tokens), interval, String(FIRST_TOKEN_MS)]);
     return { port, pids: { front: front.pid! }, close: () => stopChild(front) };
   }
-  // The floors' nats-server takes no credentials (the stack's checks them once per connection, not per message).
-  const nats = await startNats(undefined, { auth: config !== "uws+nats" });
   if (config === "uws+nats") {
+    // The floor's nats-server takes no credentials (the stack's checks them once per connection, not per message).
+    const nats = await startNats(undefined, { auth: false });
     const producer = await startNode(PRODUCER, [nats.url, String(tokens), interval, String(FIRST_TOKEN_MS)]);
     const port = await freePort();
     const front = await startNode(FRONT, [String(port), String(tokens), interval, String(FIRST_TOKEN_MS), nats.url]);
@@ -204,30 +204,12 @@ async function serve(config: Config, maxStreams: number): Promise<Served> {
       },
     };
   }
-  // sim-streams' stack and settings.
-  const env = {
-    TRIBUTARY_ENGINE: "sim",
-    TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
-      [TEST_MODEL]: {
-        slots: maxStreams, queue_limit: maxStreams, context_length: 100_000, max_output_tokens: 100_000,
-        sim: { tokens_per_second: rate, first_token_latency_ms: FIRST_TOKEN_MS },
-        rate_limits: { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 },
-      },
-    }),
-    TRIBUTARY_MAX_CONNECTIONS_PER_ADDRESS: "0",
-  };
-  const actors = await startActorHost(nats.url, env);
-  const runner = await startRunner(nats.url, env);
-  const gateway = await startGateway(nats.url, env);
+  // sim-streams' stack and settings, nothing pinned (as sim-streams runs it).
+  const stack = await startPlacedStack(simStackEnv(maxStreams, rate, FIRST_TOKEN_MS), { runner: undefined, services: undefined, description: "not pinned" });
   return {
-    port: gateway.port,
-    pids: { front: gateway.child.pid!, producer: runner.child.pid!, nats: nats.child.pid! },
-    async close() {
-      await gateway.kill();
-      await runner.kill();
-      await actors.kill();
-      await nats.stop();
-    },
+    port: stack.gateway.port,
+    pids: { front: stack.gateway.child.pid!, producer: stack.runner.child.pid!, nats: stack.nats.child.pid! },
+    close: () => stack.close(),
   };
 }
 

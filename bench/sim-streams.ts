@@ -6,7 +6,7 @@
 import { parseArgs } from "node:util";
 import { loadavg } from "node:os";
 import { cpuMs, cpuSplit, cpuSplitSince, rssMiB, type CpuSplit, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
-import { driveSimLoad } from "./lib/sim-load.js";
+import { driveSimLoad, simStackEnv } from "./lib/sim-load.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
 
@@ -29,19 +29,7 @@ const toleranceMs = Number(values.tolerance);
 const cadenceMs = 1000 / rate;
 const tokens = Math.round(rate * holdSeconds);
 const maxLevel = Math.max(...levels);
-const env = {
-  TRIBUTARY_ENGINE: "sim",
-  TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
-    [TEST_MODEL]: {
-      slots: maxLevel, queue_limit: maxLevel, context_length: 100_000, max_output_tokens: 100_000,
-      sim: { tokens_per_second: rate, first_token_latency_ms: 50 },
-      rate_limits: { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 },
-    },
-  }),
-  // The load generator is one address standing for many clients: the per-address cap (256 by
-  // default, a bound against one client's flood) would refuse all but its first streams.
-  TRIBUTARY_MAX_CONNECTIONS_PER_ADDRESS: "0",
-};
+const env = simStackEnv(maxLevel, rate, 50);
 
 async function main(): Promise<void> {
   const loadStart = loadavg()[0]!;

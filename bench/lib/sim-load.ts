@@ -1,9 +1,27 @@
+import { TEST_MODEL } from "./processes.js";
 import { rawStreamChat, type TimedStreamResult } from "./raw-sse-client.js";
 
 // The load of the simulated-cadence benchmarks (sim-streams, sim-streams-floor): `streams`
 // streamed chat completions started evenly over a ramp, each on its own connection, and the gaps
 // between their tokens in the steady state (from 1 s after the last stream started until 1 s
 // before the first one ends), the window in which every stream is live.
+
+/** The stack's environment for this load: the test model on the sim engine at `rate` tokens/s with room for `streams`, limits far above it. */
+export function simStackEnv(streams: number, rate: number, firstTokenMs: number): Record<string, string> {
+  return {
+    TRIBUTARY_ENGINE: "sim",
+    TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
+      [TEST_MODEL]: {
+        slots: streams, queue_limit: streams, context_length: 100_000, max_output_tokens: 100_000,
+        sim: { tokens_per_second: rate, first_token_latency_ms: firstTokenMs },
+        rate_limits: { requests_per_minute: 10_000_000, tokens_per_minute: 1_000_000_000 },
+      },
+    }),
+    // The load generator is one address standing for many clients: the per-address cap (256 by
+    // default, a bound against one client's flood) would refuse all but its first streams.
+    TRIBUTARY_MAX_CONNECTIONS_PER_ADDRESS: "0",
+  };
+}
 
 export interface SimLoad {
   streams: number;
