@@ -1,7 +1,7 @@
 import type { ModelSpec } from "../../modules/catalog/mod.js";
 import type { Logger } from "../../lib/log.js";
 import type { Engine } from "./engine.js";
-import { LlamaEngine } from "./llama/llama-engine.js";
+import { LlamaEngine, type FlashAttentionSetting } from "./llama/llama-engine.js";
 import { resolveModelFile } from "./llama/model-source.js";
 import { SimEngine } from "./sim/sim-engine.js";
 
@@ -16,8 +16,8 @@ export interface EngineEnvironment {
   libuvPoolSize?: string;
   /** CPU runners of threads > 1 pick each step's threads from the steps they serve (ThreadTuner). */
   tuneDecodeThreads?: boolean;
-  /** Flash attention: "auto" on for CPU decoding (llama.cpp's own default there), the library's default on a GPU. */
-  flashAttention?: "auto" | "on" | "off";
+  /** TRIBUTARY_FLASH_ATTENTION (unset: auto). */
+  flashAttention?: FlashAttentionSetting;
   log: Logger;
   /** What the model's load is doing now ("downloading 42% of 639 MB"), for heartbeats while loading. */
   onLoadProgress?: (detail: string) => void;
@@ -43,7 +43,7 @@ export function createEngine(spec: ModelSpec, env: EngineEnvironment): Engine {
     lingerMaxMs: env.decodeLingerMaxMs,
     samplesFollowDecode: libuvPoolThreads(env.libuvPoolSize) === 1,
     tuneThreads: env.tuneDecodeThreads ?? false,
-    flashAttention: env.flashAttention ?? "auto",
+    flashAttention: env.flashAttention,
     modelPath: () =>
       resolveModelFile(spec.source, {
         cacheDir: env.modelCache,

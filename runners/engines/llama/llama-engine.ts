@@ -30,8 +30,8 @@ export interface LlamaEngineOptions {
   samplesFollowDecode?: boolean;
   /** On CPU with threads > 1: pick each step's threads from the steps served (ThreadTuner). */
   tuneThreads?: boolean;
-  /** "auto": on when decoding on the CPU, node-llama-cpp's default on a GPU. */
-  flashAttention?: "auto" | "on" | "off";
+  /** TRIBUTARY_FLASH_ATTENTION (unset: "auto"). */
+  flashAttention?: FlashAttentionSetting;
 }
 
 /**
@@ -302,8 +302,11 @@ export class LlamaEngine implements Engine {
   }
 }
 
-/** The context's flash attention for a TRIBUTARY_FLASH_ATTENTION setting (nothing: the library's default). */
-export function flashAttentionOption(setting: "auto" | "on" | "off", gpu: boolean): { flashAttention?: boolean } {
+/** TRIBUTARY_FLASH_ATTENTION: "auto" is on when decoding on the CPU, node-llama-cpp's default on a GPU. */
+export type FlashAttentionSetting = "auto" | "on" | "off";
+
+/** The context's flash attention for a setting (nothing: the library's default). */
+export function flashAttentionOption(setting: FlashAttentionSetting, gpu: boolean): { flashAttention?: boolean } {
   if (setting === "auto") return gpu ? {} : { flashAttention: true };
   return { flashAttention: setting === "on" };
 }
