@@ -76,6 +76,7 @@ const VARIANTS: Record<string, { label: string; env: Record<string, string> }> =
   threads2: { label: "stack, 1 runner of 2 threads", env: { TRIBUTARY_REPLICAS: "1", TRIBUTARY_THREADS: "2" } },
   fixedthreads: { label: "stack, decode threads fixed (not tuned while serving)", env: { TRIBUTARY_DECODE_THREADS_TUNE: "off" } },
   noflash: { label: "stack, no flash attention", env: { TRIBUTARY_FLASH_ATTENTION: "off" } },
+  float: { label: "stack, nothing pinned", env: { TRIBUTARY_RUNNER_CPUS: "off" } },
   /** The default before 2026-11-29 (fixed since). */
   tunedthreads: { label: "stack, decode threads tuned while serving", env: { TRIBUTARY_DECODE_THREADS_TUNE: "on" } },
   fixedspin300k: { label: "stack, decode threads fixed and libgomp's default spin", env: { TRIBUTARY_DECODE_THREADS_TUNE: "off", GOMP_SPINCOUNT: "300000" } },
