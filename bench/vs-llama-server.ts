@@ -74,6 +74,7 @@ const VARIANTS: Record<string, { label: string; env: Record<string, string> }> =
   spin300k: { label: "stack, libgomp's default spin (GOMP_SPINCOUNT=300000)", env: { GOMP_SPINCOUNT: "300000" } },
   replicas2own: { label: "stack, 2 runners of 1 thread, each pinned to its own CPU, services floating", env: { TRIBUTARY_REPLICAS: "2", TRIBUTARY_THREADS: "1", TRIBUTARY_RUNNER_CPUS: "own" } },
   threads2: { label: "stack, 1 runner of 2 threads", env: { TRIBUTARY_REPLICAS: "1", TRIBUTARY_THREADS: "2" } },
+  threads2tuned: { label: "stack, 1 runner of 2 threads, tuned while serving", env: { TRIBUTARY_REPLICAS: "1", TRIBUTARY_THREADS: "2", TRIBUTARY_DECODE_THREADS_TUNE: "on" } },
   fixedthreads: { label: "stack, decode threads fixed (not tuned while serving)", env: { TRIBUTARY_DECODE_THREADS_TUNE: "off" } },
   noflash: { label: "stack, no flash attention", env: { TRIBUTARY_FLASH_ATTENTION: "off" } },
   float: { label: "stack, nothing pinned", env: { TRIBUTARY_RUNNER_CPUS: "off" } },
