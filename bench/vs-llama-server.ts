@@ -162,6 +162,8 @@ async function main(): Promise<void> {
   const layouts: string[] = [];
   const settings: string[] = [];
   const targets: string[] = [];
+  /** What failed requests said, by configuration and level (the errors column counts them). */
+  const failures: string[] = [];
   const series: Array<{ model: string; points: Array<{ level: number; ratio: number }> }> = [];
   const ttftRows: Array<Array<string | number>> = [];
   for (const name of values.models!.split(",")) {
@@ -271,6 +273,8 @@ async function main(): Promise<void> {
       const promptTokens = (label: string) => fmt(median(byLabel.get(label)!.map((r) => r.promptTokens)), 0);
       for (const c of configs) {
         const errors = byLabel.get(c.label)!.reduce((a, b) => a + b.errors, 0);
+        const said = [...new Set(byLabel.get(c.label)!.flatMap((r) => r.errorSamples))];
+        if (said.length > 0) failures.push(`- ${name}, ${concurrency} streams, ${c.label}: ${said.map((s) => `\`${s.replaceAll("`", "'")}\``).join("; ")}`);
         rows.push([name, concurrency, c.label, fmt(rateOf(c.label), 1), fmt(rateOf(c.label) / best, 2), c.label === "stack default" ? perRound : "", ttft(c.label),
           cpu(c.label), cpuByRole(c.label), tokensPerDelta(c.label), promptTokens(c.label), errors, loads(c.label), starts(c.label)]);
       }
@@ -320,6 +324,7 @@ async function main(): Promise<void> {
     "Per model:\n" + settings.join("\n"),
     "Where each configuration ran (the stack: the layout `tributary start` picked; llama-server: the CPUs it was allowed):\n" + layouts.join("\n"),
     markdownTable(["model", "streams", "configuration", "tok/s", "x best llama-server", "per-round x best", "TTFT p50 / p99 ms (n)", "CPU ms/token", "CPU ms/token by process", "tokens/delta", "prompt tokens", "errors", "load", "first tokens after s"], rows),
+    ...(failures.length > 0 ? ["What the failed requests said (the first distinct messages of each configuration and level):\n" + failures.join("\n")] : []),
     ...(ttftRequests > 0 ? [`TTFT at one stream from ${ttftRequests} sequential requests (max_tokens 4, the same prompt) per configuration and round, after its levels:`,
       markdownTable(["model", "configuration", "TTFT p50 / p90 / p99 ms", "requests"], ttftRows)] : []),
     "Targets:\n" + targets.join("\n"),

@@ -76,6 +76,9 @@ export function processRole(pid: number): string {
   return cmdline.split(" ")[0] ?? "?";
 }
 
+/** Distinct failure messages a level keeps. */
+const MAX_ERROR_SAMPLES = 3;
+
 export interface LevelResult {
   tokens: number;
   /** Tokens per content delta over the completed requests (1: one token per delta). */
@@ -84,6 +87,8 @@ export interface LevelResult {
   requests: number;
   /** Failed requests (not those cut off at the window's end). */
   errors: number;
+  /** What the first few distinct failures said (status and message), so a result file names them. */
+  errorSamples: string[];
   /** TTFT of the requests that began inside the window. */
   ttft: number[];
   seconds: number;
@@ -145,6 +150,7 @@ export async function closedLoop(client: SseLoadClient, o: ClosedLoopOptions): P
   const promptTokens: number[] = [];
   let requests = 0;
   let errors = 0;
+  const errorSamples: string[] = [];
   await Promise.all(Array.from({ length: o.concurrency }, async () => {
     let first = true;
     while (performance.now() < to) {
@@ -158,7 +164,11 @@ export async function closedLoop(client: SseLoadClient, o: ClosedLoopOptions): P
         }
       });
       tallies.push(tallyRequest(arrivals, { from, to }, r));
-      if (!r.ok && performance.now() < to) errors++;
+      if (!r.ok && performance.now() < to) {
+        errors++;
+        const said = (r.error ?? `HTTP ${r.status}`).slice(0, 200);
+        if (errorSamples.length < MAX_ERROR_SAMPLES && !errorSamples.includes(said)) errorSamples.push(said);
+      }
       if (began >= from && Number.isFinite(r.ttftMs)) ttft.push(r.ttftMs);
       if (r.ok && began >= from) requests++;
       if (r.ok && Number.isFinite(r.promptTokens)) promptTokens.push(r.promptTokens!);
@@ -175,7 +185,7 @@ export async function closedLoop(client: SseLoadClient, o: ClosedLoopOptions): P
     cpuMsPerTokenByRole[role] = (cpuMsPerTokenByRole[role] ?? 0) + spent / tokens;
   }
   return {
-    tokens, tokensPerDelta, requests, errors, ttft, seconds: o.seconds, cpuMsPerToken: cpuTotal / tokens, cpuMsPerTokenByRole,
+    tokens, tokensPerDelta, requests, errors, errorSamples, ttft, seconds: o.seconds, cpuMsPerToken: cpuTotal / tokens, cpuMsPerTokenByRole,
     startSeconds: (from - o.warmupSeconds * 1000 - started) / 1000,
     promptTokens: median(promptTokens),
   };

@@ -80,6 +80,8 @@ export class SseLoadClient {
           });
           res.on("end", () => {
             if (result.status !== 200 && !result.error) result.error = `HTTP ${result.status}: ${buffer.slice(0, 200)}`;
+            // A 200 stream the server ended without its [DONE] (a failure it could not report in-stream).
+            else if (!result.ok && !result.error) result.error = `the stream ended without [DONE] after ${result.deltas} content deltas`;
             resolve(result);
           });
           res.on("error", (err) => {

@@ -35,6 +35,8 @@ const scenarios: Record<string, { pieces: string[]; finish: "end" | "destroy" }>
   split: { pieces: [chunk({ content: "x" }).slice(0, 3), chunk({ content: "x" }).slice(3, 20), chunk({ content: "x" }).slice(20) + chunk({ content: "y" }).slice(0, 30), chunk({ content: "y" }).slice(30), usage(2), "data: [DONE]\n\n"], finish: "end" },
   // llama-server ends a stream with an error event (it did on invalid UTF-8 from a random model).
   error: { pieces: [chunk({ content: "a" }), chunk({ content: "b" }), `data: ${JSON.stringify({ error: { code: 500, message: "boom", type: "server_error" } })}\n\n`], finish: "end" },
+  // A 200 stream the server ends cleanly without [DONE] (a failure it did not report in-stream).
+  truncated: { pieces: [chunk({ content: "a" }), chunk({ content: "b" })], finish: "end" },
   // The connection drops mid-stream (the client's own cut at the window's end looks the same).
   cut: { pieces: [chunk({ content: "a" }), chunk({ content: "b" }), chunk({ content: "c" })], finish: "destroy" },
 };
@@ -93,10 +95,15 @@ t.test("the load client counts content deltas, reads usage and tells complete fr
   t.match(error.error, /boom/);
   t.equal(error.completionTokens, 0);
 
+  const truncated = await run("truncated");
+  t.equal(truncated.ok, false);
+  t.equal(truncated.error, "the stream ended without [DONE] after 2 content deltas", "a failure that says what happened, for the result file");
+
   const cut = await run("cut");
   t.equal(cut.ok, false);
   t.equal(cut.deltas, 3);
   t.equal(cut.completionTokens, 0);
+  t.ok(cut.error, `a dropped connection says so too (${cut.error})`);
 });
 
 t.test("a request counts the deltas that arrived inside the window, its edges included", async (t) => {
