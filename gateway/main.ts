@@ -113,6 +113,7 @@ async function main(): Promise<void> {
   const metrics = new GatewayMetrics({
     inFlight: () => server?.inFlight ?? 0,
     activeStreams: () => HttpExchange.openStreams,
+    heldConnections: () => HttpExchange.heldConnections,
     ssePendingBytes: () => streamBudget.used,
     runners: directory,
     models: [...catalog.keys()],
@@ -241,6 +242,7 @@ async function main(): Promise<void> {
     bodyTimeoutMs: config.bodyTimeoutMs,
     // A body just over the limit (the honest mistake) is still taken, so its 413 arrives whole.
     drainBodyBytes: config.maxBodyBytes + 1024 * 1024,
+    maxHeldConnections: config.maxHeldConnections,
     maxConnections: config.maxConnections,
     maxConnectionsPerAddress: config.maxConnectionsPerAddress,
   }, log);

@@ -96,6 +96,8 @@ export const gatewayConfig = Config.all({
   maxHeaders: int("TRIBUTARY_MAX_HEADERS", 32),
   /** A JSON request body must have fully arrived this long after its head (408 and close); uploads are exempt. */
   bodyTimeoutMs: int("TRIBUTARY_BODY_TIMEOUT_MS", 30_000),
+  /** Connections answered while a body too large to drain still arrives, held unread at once: past it, closed at once. */
+  maxHeldConnections: int("TRIBUTARY_MAX_HELD_CONNECTIONS", 64),
   /** Connections with a request in progress, in total: past it, 503 and close. */
   maxConnections: int("TRIBUTARY_MAX_CONNECTIONS", 8192),
   /** Connections with a request in progress from one client address: past it, 429 and close (0: no limit). */

@@ -30,14 +30,29 @@ export interface ExchangeLimits {
    * After an answer sent before the body was read (a 401, a 404, an early error, a 413 for a
    * declared length), a rest of at most this many bytes is read and dropped before the
    * connection ends (the answer says `Connection: close`, or is sent once the rest is in when it
-   * closes the connection), so the client is never reset while it still sends; a larger or
-   * unknown rest closes the connection once the answer is written.
+   * closes the connection), so the client is never reset while it still sends. A larger or
+   * unknown rest is not read at all: reading stops, the answer goes out with `Connection: close`,
+   * and the connection ends when the client closes it or at uWS's 10 s timeout, whichever comes
+   * first (`holdUnread`).
    */
   drainBodyBytes: number;
+  /**
+   * Connections held unread at once; past it, such an answer closes its connection at once (and a
+   * client still sending may lose it to the reset). Each held connection keeps up to its socket's
+   * receive buffer of unread input in the kernel, which nothing else bounds.
+   */
+  maxHeldConnections: number;
 }
 
 /** How long an answer that closes the connection waits for a rest it may drain (no body timeout set). */
 const LINGER_MS = 10_000;
+
+/**
+ * How long a held connection is counted: uWS closes it at its 10 s timeout, whose timers tick
+ * every 4 s (so 8-12 s after the answer), and a paused socket does not notice its client leave
+ * sooner. Counting a little longer keeps the count an upper bound.
+ */
+const HELD_COUNTED_MS = 13_000;
 
 /** Errors whose request is not worth keeping the connection for: the answer closes it. */
 const CLOSING_ERRORS: ReadonlySet<DomainError["_tag"]> = new Set(["TooLarge", "RequestTimeout", "HeadersTooLarge", "AmbiguousRequest", "TooManyConnections"]);
@@ -113,6 +128,8 @@ export class HttpExchange {
   principal: Principal | undefined;
   /** Streamed responses in progress in this process (a metric). */
   static openStreams = 0;
+  /** Connections answered with their request body still arriving, held unread until uWS closes them (an upper bound). */
+  static heldConnections = 0;
   private streaming = false;
   /** The HTTP status sent (200 for a stream), 0 before an answer. */
   statusCode = 0;
@@ -280,8 +297,31 @@ export class HttpExchange {
     this.statusCode = status;
     const ending = this.settleBody(closeConnection, lingerOnClose);
     if (ending === "linger") return this.sendOnceBodyEnds(status, body, contentType);
+    if (ending === "hold") return this.holdUnread(status, body, contentType);
     if (ending === "close") return this.writeClosing(status, body, contentType);
     this.writeWhole(status, body, contentType, ending);
+  }
+
+  /**
+   * An answer while a rest too large to drain (or of unknown length) is still arriving. Closing
+   * now would reset a client that is still writing, and the reset can destroy the answer before
+   * the client reads it (Node's net, for one, drops a socket whose write fails, unread input and
+   * all). Draining could go on for as long as the client sends. So reading stops instead: the
+   * client's writes stall on TCP flow control while it can still read; the answer says
+   * `Connection: close`; uWS closes the connection at its 10 s timeout (armed by the answer) unless
+   * the client closed it first. A held connection costs a descriptor and what its kernel receive
+   * buffer holds, for at most 12 s, and no reading; maxHeldConnections bounds how many there are.
+   * The answer goes out outside uWS's callbacks, as writeClosing's does.
+   */
+  private holdUnread(status: number, body: string | Buffer, contentType: string): void {
+    this.res.pause();
+    HttpExchange.heldConnections++;
+    setTimeout(() => HttpExchange.heldConnections--, HELD_COUNTED_MS).unref();
+    setImmediate(() =>
+      this.guard("writing an answer that holds the rest unread", () => {
+        if (this.live) this.writeWhole(status, body, contentType, "drain");
+      }),
+    );
   }
 
   /**
@@ -440,14 +480,15 @@ export class HttpExchange {
    * Before an answer: what to do with a body still arriving. Nobody will read it now, so what
    * comes is dropped; a rest small enough is drained (the client finishes sending and reads the
    * answer, which says `Connection: close`; an answer that closes the connection waits for the
-   * rest), a larger or unknown one closes the connection once the answer is written.
+   * rest), a larger or unknown one is held unread (holdUnread), or past maxHeldConnections
+   * closes the connection once the answer is written.
    */
-  private settleBody(closeConnection: boolean, lingerOnClose: boolean): "keep" | "drain" | "linger" | "close" {
+  private settleBody(closeConnection: boolean, lingerOnClose: boolean): "keep" | "drain" | "linger" | "hold" | "close" {
     clearTimeout(this.bodyTimer);
     const body = this.body;
     if (!body || body.complete) return closeConnection ? "close" : "keep";
     body.discard(new Cancelled({ reason: "cancelled" }));
-    if (body.remaining > this.limits.drainBodyBytes) return "close";
+    if (body.remaining > this.limits.drainBodyBytes) return HttpExchange.heldConnections < this.limits.maxHeldConnections ? "hold" : "close";
     if (!closeConnection) return "drain";
     return lingerOnClose ? "linger" : "close";
   }

@@ -25,7 +25,7 @@ export class GatewayMetrics {
   readonly queueWait: Histogram;
   readonly outputTokens: Histogram;
 
-  constructor(sources: { inFlight: () => number; activeStreams: () => number; ssePendingBytes: () => number; runners: RunnerDirectory; models: readonly string[]; traces: TraceWriter; usage: UsageRecorder }) {
+  constructor(sources: { inFlight: () => number; activeStreams: () => number; heldConnections: () => number; ssePendingBytes: () => number; runners: RunnerDirectory; models: readonly string[]; traces: TraceWriter; usage: UsageRecorder }) {
     const r = this.registry;
     this.httpRequests = r.counter("tributary_http_requests_total", "HTTP requests answered, by route pattern, method and status code", ["route", "method", "status"]);
     this.generations = r.counter("tributary_generation_requests_total", "inference requests (chat completions, responses, templates) by how they ended", ["model", "endpoint", "status"]);
@@ -38,6 +38,7 @@ export class GatewayMetrics {
     this.outputTokens = r.histogram("tributary_output_tokens_per_request", "output tokens per inference request", ["model"], TOKEN_BUCKETS);
     r.collected("tributary_requests_in_flight", "HTTP requests in progress (streams included)", "gauge", [], () => [{ labels: {}, value: sources.inFlight() }]);
     r.collected("tributary_active_streams", "SSE streams open", "gauge", [], () => [{ labels: {}, value: sources.activeStreams() }]);
+    r.collected("tributary_held_connections", "connections answered while their request body still arrived, held unread until closed (counted for 13 s: an upper bound)", "gauge", [], () => [{ labels: {}, value: sources.heldConnections() }]);
     r.collected("tributary_sse_pending_bytes", "bytes written to SSE streams that their clients have not taken yet", "gauge", [], () => [{ labels: {}, value: sources.ssePendingBytes() }]);
     r.collected("tributary_runners", "runners this gateway knows from heartbeats, by model and state", "gauge", ["model", "state"], () => {
       const out: Array<{ labels: Record<string, string>; value: number }> = [];

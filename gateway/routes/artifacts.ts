@@ -81,7 +81,7 @@ export function registerArtifactRoutes(router: Router, deps: ArtifactRouteDeps):
     ex.json(200, { object: "list", data, has_more: false });
   });
 
-  // A refused part may still be arriving: the exchange drains a small rest or closes the connection.
+  // A refused part may still be arriving: the exchange drains a small rest and holds a larger one unread.
   router.post("/v1/multipart/:id/part", async (ex, { id }) => {
     const partNumber = parsePartNumber(ex.searchParams().get("part_number"), limits);
     ex.json(200, await store.putPart(project(ex), id!, partNumber, ex.bodyChunks(limits.maxPartBytes), limits));

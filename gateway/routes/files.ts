@@ -30,7 +30,7 @@ export function registerFileRoutes(router: Router, deps: FileRouteDeps): void {
   const project = (ex: HttpExchange) => ex.principal!.projectId;
   const notFound = (id: string) => errors.notFound(`No such File object: ${shown(id)}`, "id");
 
-  // A refused upload may still be arriving: the exchange drains a small rest or closes the connection.
+  // A refused upload may still be arriving: the exchange drains a small rest and holds a larger one unread.
   router.post("/v1/files", async (ex) => ex.json(200, await upload(ex, deps, project(ex))));
 
   router.get("/v1/files", async (ex) => {

@@ -11,13 +11,14 @@ import { rawConnect, rawRequest, rawWrite, requestHead, sleep, type RawConnectio
 
 const BODY_TIMEOUT_MS = 2000;
 const PENDING_STREAM_BYTES = 4096;
+const MAX_HELD = 3;
 /** uWebSockets.js 20.30's fixed HTTP_IDLE_TIMEOUT_S (its timers tick every 4 s, so 8-12 s). */
 const UWS_IDLE_CUTOFF_MS = 10_000;
 /** A sim model that produces far faster than a socket that is not read can absorb. */
 const FIREHOSE_MODEL = "test/sim-firehose";
 const hostile = await startHostileStack(t, {
   extraModels: [{ id: FIREHOSE_MODEL, engine: "sim", context_length: 200_000, max_output_tokens: 100_000, slots: 16, queue_limit: 16, sim: { tokens_per_second: 5_000, first_token_latency_ms: 0 }, rate_limits: { requests_per_minute: 10_000, tokens_per_minute: 100_000_000 } }],
-  gatewayEnv: { TRIBUTARY_BODY_TIMEOUT_MS: String(BODY_TIMEOUT_MS), TRIBUTARY_MAX_PENDING_STREAM_BYTES: String(PENDING_STREAM_BYTES) },
+  gatewayEnv: { TRIBUTARY_BODY_TIMEOUT_MS: String(BODY_TIMEOUT_MS), TRIBUTARY_MAX_PENDING_STREAM_BYTES: String(PENDING_STREAM_BYTES), TRIBUTARY_MAX_HELD_CONNECTIONS: String(MAX_HELD) },
 });
 const { a, b } = hostile;
 const port = hostile.stack.gateway.port;
@@ -73,6 +74,58 @@ hostileCase("a JSON body that does not arrive within the body timeout is a 408, 
   t.equal(res?.headers.connection, "close");
   t.ok(elapsed >= BODY_TIMEOUT_MS && elapsed < BODY_TIMEOUT_MS + 2000, `answered after ${elapsed.toFixed(0)} ms`);
   t.equal(await conn.ended, "closed", "the gateway closed the connection");
+});
+
+hostileCase("a client that goes on sending after its 413 is read no further, then closed within uWS's 10 s", 17, async (t) => {
+  const MB = 1024 * 1024;
+  const chunked = (data: Buffer) => Buffer.concat([Buffer.from(`${data.length.toString(16)}\r\n`), data, Buffer.from("\r\n")]);
+  const block = chunked(Buffer.alloc(MB, "w"));
+  const conn = await rawConnect({ port });
+  await rawWrite(conn, requestHead("POST", "/v1/chat/completions", { ...auth, "transfer-encoding": "chunked" }));
+  // Past the 8 MiB body limit (TRIBUTARY_MAX_BODY_BYTES' default) within 12 blocks.
+  for (let i = 0; i < 12 && (await Promise.race([conn.response.then(() => "answered"), rawWrite(conn, block).then(() => "sent")])) === "sent"; i++);
+  const res = await conn.response;
+  const answeredAt = performance.now();
+  t.equal(res?.status, 413);
+  t.equal(res?.headers.connection, "close");
+  // 64 MiB more: a gateway still reading would take it in well under a second on loopback; held
+  // unread, only what the two sockets' kernel buffers hold goes.
+  const more = 64 * MB;
+  const queued = conn.socket.writableLength + more;
+  conn.socket.write(Buffer.concat(Array.from({ length: more / MB }, () => block)));
+  await sleep(1500);
+  const taken = Math.max(0, queued - conn.socket.writableLength);
+  t.ok(taken < more / 2, `the gateway stopped reading (${(taken / MB).toFixed(1)} of 64 MiB left the client)`);
+  const ended = await conn.ended;
+  const elapsed = performance.now() - answeredAt;
+  t.not(ended, "destroyed", `the gateway ended the connection (${ended})`);
+  t.ok(elapsed < UWS_IDLE_CUTOFF_MS + 5000, `within ${(elapsed / 1000).toFixed(1)} s of the answer`);
+});
+
+/** The gateway's tributary_held_connections gauge. */
+async function heldConnections(): Promise<number> {
+  const text = await (await fetch(`${hostile.stack.gateway.url}/metrics`)).text();
+  return Number(/^tributary_held_connections (\d+)$/m.exec(text)?.[1] ?? NaN);
+}
+
+hostileCase(`at most TRIBUTARY_MAX_HELD_CONNECTIONS (${MAX_HELD}) connections are held unread; past it, the answer closes its connection`, 10, async (t) => {
+  // The case before left a held connection, counted for 13 s after its answer.
+  for (let i = 0; i < 40 && (await heldConnections()) > 0; i++) await sleep(250);
+  t.equal(await heldConnections(), 0, "nothing held to begin with");
+  // Chunked bodies without a key: each is a 401 before its body is read, its rest unknown.
+  const refused: RawConnection[] = [];
+  for (let i = 0; i <= MAX_HELD; i++) {
+    const conn = await rawConnect({ port });
+    await rawWrite(conn, requestHead("POST", "/v1/chat/completions", { "content-type": "application/json", "transfer-encoding": "chunked" }) + "2\r\n{}\r\n");
+    t.equal((await conn.response)?.status, 401, `request ${i + 1}: 401`);
+    refused.push(conn);
+  }
+  const stillOpen = (conn: RawConnection) => Promise.race([conn.ended.then((how) => how), sleep(1000).then(() => "open")]);
+  const last = refused.pop()!;
+  t.not(await Promise.race([last.ended, sleep(3000).then(() => "open")]), "open", `request ${MAX_HELD + 1}: its connection closed at once`);
+  t.same(await Promise.all(refused.map(stillOpen)), refused.map(() => "open"), `the first ${MAX_HELD} are held open`);
+  t.equal(await heldConnections(), MAX_HELD, "the gauge counts them");
+  for (const conn of refused) conn.destroy();
 });
 
 hostileCase("an upload is exempt from the body timeout: a 3 s upload at 40 KB/s is stored", 5, async (t) => {
