@@ -14,6 +14,7 @@ import {
   startProcess,
   startRunner,
   testIdentities,
+  untilReady,
   TEST_KEY,
   type ActorHost,
   type Gateway,
@@ -77,7 +78,8 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
     registerCredentials(nodeUrl, identities.env);
     const start = async () => {
       const proc = startProcess("nats-server", ["-c", config], {}, `nats ${name}`);
-      await proc.waitForLog((r) => typeof r.msg === "string" && r.msg.includes("Server is ready"));
+      // A node that does not come up is killed, and its output says why (untilReady).
+      await untilReady(proc, `nats-server ${name}`, (r) => typeof r.msg === "string" && r.msg.includes("Server is ready"));
       return proc;
     };
     const node = { name, url: nodeUrl } as NatsNode;
