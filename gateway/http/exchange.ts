@@ -314,14 +314,19 @@ export class HttpExchange {
    * The answer goes out outside uWS's callbacks, as writeClosing's does.
    */
   private holdUnread(status: number, body: string | Buffer, contentType: string): void {
-    this.res.pause();
-    HttpExchange.heldConnections++;
-    setTimeout(() => HttpExchange.heldConnections--, HELD_COUNTED_MS).unref();
+    this.holdConnection();
     setImmediate(() =>
       this.guard("writing an answer that holds the rest unread", () => {
         if (this.live) this.writeWhole(status, body, contentType, "drain");
       }),
     );
+  }
+
+  /** Stops reading the connection for good; uWS closes it at the timeout the answer arms. */
+  private holdConnection(): void {
+    this.res.pause();
+    HttpExchange.heldConnections++;
+    setTimeout(() => HttpExchange.heldConnections--, HELD_COUNTED_MS).unref();
   }
 
   /**
@@ -414,11 +419,13 @@ export class HttpExchange {
     if (!this.live || this.respondedFlag) return;
     this.respondedFlag = true;
     this.statusCode = status;
+    const rest = this.settleRelayedRest();
     this.res.cork(() => {
       this.res.writeStatus(`${status} ${STATUS_CODES[status] ?? "Status"}`);
       for (const [name, value] of headers) this.res.writeHeader(name, value);
       this.writeResponseHeaders();
-      this.res.end(body);
+      if (rest !== "keep") this.res.writeHeader("connection", "close");
+      this.res.end(body, rest === "close");
     });
     this.ended();
   }
@@ -466,8 +473,27 @@ export class HttpExchange {
   /** Ends a streamed response with its last bytes. */
   endStream(last: string): void {
     if (!this.live) return;
-    this.res.cork(() => this.res.end(last));
+    const rest = this.settleRelayedRest();
+    this.res.cork(() => this.res.end(last, rest === "close"));
     this.ended();
+  }
+
+  /**
+   * A relayed response (a hosted app's) that ends while its request body still arrives: the app
+   * answered without reading all of it, and nothing will. Buffering what comes would grow
+   * without bound once the response is over (nothing may pause the socket then), so the rest
+   * is dropped as it comes when it is small enough to drain, held unread when larger or of
+   * unknown length (holdUnread's reasons), and past maxHeldConnections the connection closes
+   * with the answer. Not called from uWS's callbacks (relayed frames arrive from NATS).
+   */
+  private settleRelayedRest(): "keep" | "hold" | "close" {
+    const body = this.body;
+    if (!body || body.complete) return "keep";
+    body.discard(new Cancelled({ reason: "cancelled" }));
+    if (body.remaining <= this.limits.drainBodyBytes) return "keep";
+    if (HttpExchange.heldConnections >= this.limits.maxHeldConnections) return "close";
+    this.holdConnection();
+    return "hold";
   }
 
   /** Drops the connection at once: a stream that cannot be finished properly, shutdown after the drain timeout. */

@@ -34,10 +34,14 @@ const json = (value: unknown) => JSON.stringify(value);
 const ADDRESS = "default-project.local.apps.localhost";
 const MANIFEST = { entrypoint: "app:app", organization_slug: "local", project: "Default project", project_slug: "default-project", cpu_mhz: 200, gpu_count: 0, memory_size_mb: 96 };
 const yaml = (fields: Record<string, unknown>) => Object.entries(fields).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join("\n") + "\n";
-/** Answers with the number of body bytes it received, and the Host it was asked for. */
+/** Answers with the number of body bytes it received; on /early, 401 at once, its body unread (as an app checking a header would). */
 const ECHO_APP = `
 async def app(scope, receive, send):
     if scope["type"] != "http":
+        return
+    if scope["path"] == "/early":
+        await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"no"})
         return
     n = 0
     while True:
@@ -253,6 +257,31 @@ t.test("hosted addresses: hostile Host headers, header counts and body framings"
     t.ok(typeof outcome === "string" ? /closed/.test(outcome) : outcome >= 400 && outcome < 500, `${framing.join(", ")}: ${outcome}`);
   }
   t.equal(await get(ADDRESS), 200, "the app still answers");
+});
+
+t.test("an app that answers before reading a body the client goes on sending", async (t) => {
+  const MB = 1024 * 1024;
+  const chunked = (data: Buffer) => Buffer.concat([Buffer.from(`${data.length.toString(16)}\r\n`), data, Buffer.from("\r\n")]);
+  const block = chunked(Buffer.alloc(MB, "e"));
+  const conn = await rawConnect({ port: stack.gateway.port });
+  await rawWrite(conn, `POST /early HTTP/1.1\r\nhost: ${ADDRESS}\r\nauthorization: Bearer ${TEST_KEY}\r\ntransfer-encoding: chunked\r\n\r\n`);
+  // A first chunk well under the body reader's high-water mark: the socket is still read when the answer comes.
+  await rawWrite(conn, chunked(Buffer.from("hello")));
+  const res = await Promise.race([conn.response, sleep(10_000).then(() => undefined)]);
+  t.equal(res?.status, 401, "the app's answer arrives");
+  t.equal(res?.body, "no");
+  t.equal(res?.headers.connection, "close");
+  // The app is done with the request: what the client sends after is not the gateway's to keep.
+  // 64 MiB more (4x TRIBUTARY_APPS_MAX_BODY_BYTES): held unread, only the sockets' buffers take any.
+  const more = 64 * MB;
+  const queued = conn.socket.writableLength + more;
+  conn.socket.write(Buffer.concat(Array.from({ length: more / MB }, () => block)));
+  await sleep(1500);
+  const taken = Math.max(0, queued - conn.socket.writableLength);
+  t.ok(taken < more / 2, `the gateway stopped reading (${(taken / MB).toFixed(1)} of 64 MiB left the client)`);
+  t.equal(conn.writeError(), undefined, "the client was not reset");
+  conn.destroy();
+  t.equal((await hosted(stack.gateway.port, ADDRESS, "/", { method: "POST", key: TEST_KEY, body: "abc" })).body, "3", "the app still answers");
 });
 
 t.test("traces, secrets, sandboxes and jobs: hostile ids, query values and bodies", async (t) => {
