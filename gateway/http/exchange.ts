@@ -484,7 +484,8 @@ export class HttpExchange {
    * without bound once the response is over (nothing may pause the socket then), so the rest
    * is dropped as it comes when it is small enough to drain, held unread when larger or of
    * unknown length (holdUnread's reasons), and past maxHeldConnections the connection closes
-   * with the answer. Not called from uWS's callbacks (relayed frames arrive from NATS).
+   * with the answer (at once: relayed frames arrive from NATS or after a writable event, never
+   * while uWS is reading the request, where writeClosing's detour would be needed).
    */
   private settleRelayedRest(): "keep" | "hold" | "close" {
     const body = this.body;

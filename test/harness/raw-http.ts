@@ -85,6 +85,25 @@ export function rawWrite(conn: RawConnection, data: string | Buffer): Promise<vo
   });
 }
 
+/** `data` as one chunk of the chunked transfer coding. */
+export function chunkFrame(data: Buffer): Buffer {
+  return Buffer.concat([Buffer.from(`${data.length.toString(16)}\r\n`), data, Buffer.from("\r\n")]);
+}
+
+/**
+ * Offers `mebibytes` MiB more of a chunked body (after the server answered) and returns how many
+ * of those bytes left the client within `ms`: a server still reading takes them all at once on
+ * loopback, one that stopped reading only what the two sockets' kernel buffers hold.
+ */
+export async function bytesTakenOfMore(conn: RawConnection, mebibytes: number, ms = 1500): Promise<number> {
+  const block = chunkFrame(Buffer.alloc(1024 * 1024, "m"));
+  const offered = mebibytes * block.length;
+  const queued = conn.socket.writableLength + offered;
+  conn.socket.write(Buffer.concat(Array.from({ length: mebibytes }, () => block)));
+  await sleep(ms);
+  return Math.max(0, Math.min(offered, queued - conn.socket.writableLength));
+}
+
 export interface RawRequest extends RawOpen {
   method?: string;
   path: string;

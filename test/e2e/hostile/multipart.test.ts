@@ -1,6 +1,6 @@
 import t, { type Test } from "tap";
 import { assertStillServing, startHostileStack, whileAnotherTenantStreams } from "../../harness/hostile.js";
-import { rawConnect, rawRequest, rawWrite, requestHead, type RawResponse } from "../../harness/raw-http.js";
+import { chunkFrame, rawConnect, rawRequest, rawWrite, requestHead, type RawResponse } from "../../harness/raw-http.js";
 
 // Hostile uploads at the edges of the multipart reader: files just over the file limit (which
 // used to hang forever once the file store stopped reading), bodies over the form's limit,
@@ -89,11 +89,10 @@ hostileCase("a chunked upload that never ends is a 413 once it crosses the form 
   const conn = await rawConnect({ port });
   await rawWrite(conn, requestHead("POST", "/v1/files", { authorization: `Bearer ${a.key}`, "content-type": `multipart/form-data; boundary=${boundary}`, "transfer-encoding": "chunked" }));
   const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nuser_data\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="x.bin"\r\n\r\n`);
-  const chunked = (data: Buffer) => Buffer.concat([Buffer.from(`${data.length.toString(16)}\r\n`), data, Buffer.from("\r\n")]);
-  await rawWrite(conn, chunked(head));
+  await rawWrite(conn, chunkFrame(head));
   const block = Buffer.alloc(MB, "z");
   for (let i = 0; i < 12 && !conn.socket.destroyed; i++) {
-    const step = await Promise.race([conn.response.then(() => "answered"), rawWrite(conn, chunked(block)).then(() => "sent")]);
+    const step = await Promise.race([conn.response.then(() => "answered"), rawWrite(conn, chunkFrame(block)).then(() => "sent")]);
     if (step === "answered") break;
   }
   // The file store refuses the file past its limit first (a 400), or the body reader past the form's (a 413).
