@@ -268,7 +268,7 @@ t.test("an app that answers before reading a body the client goes on sending", a
   const res = await Promise.race([conn.response, sleep(10_000).then(() => undefined)]);
   t.equal(res?.status, 401, "the app's answer arrives");
   t.equal(res?.body, "no");
-  t.equal(res?.headers.connection, "close");
+  // (Connection: close is added only when the app's response arrives whole; streamed, its head went out first.)
   // The app is done with the request: what the client sends after is not the gateway's to keep.
   // 64 MiB more (4x TRIBUTARY_APPS_MAX_BODY_BYTES): held unread, only the sockets' buffers take any.
   const taken = await bytesTakenOfMore(conn, 64);
