@@ -314,7 +314,6 @@ export class HttpExchange {
    * The answer goes out outside uWS's callbacks, as writeClosing's does.
    */
   private holdUnread(status: number, body: string | Buffer, contentType: string): void {
-    this.holdConnection();
     setImmediate(() =>
       this.guard("writing an answer that holds the rest unread", () => {
         if (this.live) this.writeWhole(status, body, contentType, "drain");
@@ -322,11 +321,16 @@ export class HttpExchange {
     );
   }
 
-  /** Stops reading the connection for good; uWS closes it at the timeout the answer arms. */
-  private holdConnection(): void {
+  /**
+   * Stops reading the connection for good (uWS closes it at the timeout the answer arms), unless
+   * maxHeldConnections are held already: false then, and the caller closes with its answer.
+   */
+  private holdConnection(): boolean {
+    if (HttpExchange.heldConnections >= this.limits.maxHeldConnections) return false;
     this.res.pause();
     HttpExchange.heldConnections++;
     setTimeout(() => HttpExchange.heldConnections--, HELD_COUNTED_MS).unref();
+    return true;
   }
 
   /**
@@ -492,9 +496,7 @@ export class HttpExchange {
     if (!body || body.complete) return "keep";
     body.discard(new Cancelled({ reason: "cancelled" }));
     if (body.remaining <= this.limits.drainBodyBytes) return "keep";
-    if (HttpExchange.heldConnections >= this.limits.maxHeldConnections) return "close";
-    this.holdConnection();
-    return "hold";
+    return this.holdConnection() ? "hold" : "close";
   }
 
   /** Drops the connection at once: a stream that cannot be finished properly, shutdown after the drain timeout. */
@@ -515,7 +517,7 @@ export class HttpExchange {
     const body = this.body;
     if (!body || body.complete) return closeConnection ? "close" : "keep";
     body.discard(new Cancelled({ reason: "cancelled" }));
-    if (body.remaining > this.limits.drainBodyBytes) return HttpExchange.heldConnections < this.limits.maxHeldConnections ? "hold" : "close";
+    if (body.remaining > this.limits.drainBodyBytes) return this.holdConnection() ? "hold" : "close";
     if (!closeConnection) return "drain";
     return lingerOnClose ? "linger" : "close";
   }

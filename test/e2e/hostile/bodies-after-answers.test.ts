@@ -1,7 +1,7 @@
 import t, { type Test } from "tap";
 import { newId, newSortableId } from "../../../lib/ids.js";
 import { assertStillServing, startHostileStack, whileAnotherTenantStreams } from "../../harness/hostile.js";
-import { rawConnect, rawRequest, rawWrite, requestHead, type RawResponse } from "../../harness/raw-http.js";
+import { chunkFrame, rawConnect, rawRequest, rawWrite, requestHead, type RawResponse } from "../../harness/raw-http.js";
 
 // Bodies that keep arriving after the gateway answered: a 2 MB POST without a key, to an
 // unknown route, to routes that answer before reading their body, and bodies over the limit.
@@ -89,7 +89,7 @@ hostileCase("a chunked body that crosses the limit is a 413 when it does", async
   const conn = await rawConnect({ port });
   await rawWrite(conn, requestHead("POST", "/v1/chat/completions", { authorization: `Bearer ${a.key}`, "transfer-encoding": "chunked" }));
   const block = Buffer.alloc(MB, "y");
-  const chunk = Buffer.concat([Buffer.from(`${block.length.toString(16)}\r\n`), block, Buffer.from("\r\n")]);
+  const chunk = chunkFrame(block);
   let sent = 0;
   while (!conn.socket.destroyed && sent <= BODY_LIMIT + MB && (await Promise.race([conn.response.then(() => "answered"), rawWrite(conn, chunk).then(() => "sent")])) === "sent") sent += block.length;
   assertError(t, await conn.response, 413, "request_too_large");
