@@ -1,8 +1,7 @@
 import { parseArgs } from "node:util";
 import { join } from "node:path";
-import { credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
-import { AdminServiceClient, type ApiKey, type Invitation, type Organization, type Project } from "../proto/gen/tributary/v1/admin.js";
-import { resolveAdminToken } from "../modules/accounts/mod.js";
+import type { ApiKey, Invitation, Organization, Project } from "../proto/gen/tributary/v1/admin.js";
+import { adminClient, adminStatusName, isAdminCallError, resolveAdminToken } from "../modules/accounts/mod.js";
 import { accountsConfig, commonConfig, optionToUndefined, readConfig, secretsConfig } from "../lib/config.js";
 import { connect } from "@nats-io/transport-node";
 import { DEFAULT_NATS_URL, natsClientOptions } from "../lib/nats/connection.js";
@@ -37,16 +36,6 @@ TRIBUTARY_ADMIN_TOKEN, else the one the actor host made in $TRIBUTARY_HOME/admin
 `;
 
 class UsageError extends Error {}
-
-type Call<Req, Res> = (req: Req, md: Metadata, opts: { deadline: Date }, cb: (err: ServiceError | null, res: Res) => void) => unknown;
-
-function call<Req, Res>(client: AdminServiceClient, method: Call<Req, Res>, req: Req, token: string): Promise<Res> {
-  const md = new Metadata();
-  md.set("authorization", `Bearer ${token}`);
-  return new Promise((resolve, reject) =>
-    method.call(client, req, md, { deadline: new Date(Date.now() + 15_000) }, (err, res) => (err ? reject(err) : resolve(res))),
-  );
-}
 
 /** "14d", "12h", "30m", "90s" or plain seconds. */
 export function parseDurationSeconds(text: string): number {
@@ -115,7 +104,7 @@ export async function runAdmin(argv: string[], out: NodeJS.WritableStream = proc
     process.stderr.write(`no admin token: set TRIBUTARY_ADMIN_TOKEN (or run where the actor host keeps ${common.home}/admin-token)\n`);
     return 2;
   }
-  const client = new AdminServiceClient(addr, credentials.createInsecure());
+  const client = adminClient(addr, token);
   const print = (json: unknown, human: string) => out.write(o.json ? JSON.stringify(json, null, 2) + "\n" : human);
   const need = (value: string | undefined, what: string): string => {
     if (!value) throw new UsageError(`${resource} ${action}: ${what} is required`);
@@ -125,78 +114,68 @@ export async function runAdmin(argv: string[], out: NodeJS.WritableStream = proc
   try {
     switch (`${resource} ${action ?? ""}`.trim()) {
       case "org create": {
-        const r = await call(client, client.createOrganization, { name: need(o.name, "--name"), projectName: o["project-name"] ?? "" }, token);
+        const r = await client.createOrganization({ name: need(o.name, "--name"), projectName: o["project-name"] ?? "" });
         print(r, `organization ${r.organization!.id} (${r.organization!.name}), default project ${r.project!.id} (${r.project!.name})\n`);
         break;
       }
       case "org list": {
-        const r = await call(client, client.listOrganizations, {}, token);
+        const r = await client.listOrganizations({});
         print(r, orgRows(r.organizations));
         break;
       }
       case "project create": {
-        const r = await call(client, client.createProject, { organizationId: need(o.org, "--org"), name: need(o.name, "--name") }, token);
+        const r = await client.createProject({ organizationId: need(o.org, "--org"), name: need(o.name, "--name") });
         print(r, `project ${r.id} (${r.name}) in ${r.organizationId}\n`);
         break;
       }
       case "project list": {
-        const r = await call(client, client.listProjects, { organizationId: need(o.org, "--org") }, token);
+        const r = await client.listProjects({ organizationId: need(o.org, "--org") });
         print(r, projectRows(r.projects));
         break;
       }
       case "key create": {
         if (!o.project === !o.org) throw new UsageError("key create: give --project (a project key) or --org (an organization key)");
-        const r = await call(client, client.createApiKey, { projectId: o.project ?? "", organizationId: o.org ?? "", name: o.name ?? "" }, token);
+        const r = await client.createApiKey({ projectId: o.project ?? "", organizationId: o.org ?? "", name: o.name ?? "" });
         const scope = r.key!.projectId ? `project ${r.key!.projectId}` : `organization ${r.key!.organizationId} (all its projects)`;
         print(r, `key ${r.key!.id} for ${scope}. Copy it now: it is not stored and will not be shown again.\n\n  ${r.secret}\n\n`);
         break;
       }
       case "key list": {
         if (!o.project && !o.org) throw new UsageError("key list: give --org or --project");
-        const r = await call(client, client.listApiKeys, { organizationId: o.org ?? "", projectId: o.project ?? "", includeRevoked: o.all ?? false }, token);
+        const r = await client.listApiKeys({ organizationId: o.org ?? "", projectId: o.project ?? "", includeRevoked: o.all ?? false });
         print(r, keyRows(r.keys));
         break;
       }
       case "key revoke": {
-        const r = await call(client, client.revokeApiKey, { keyId: need(arg, "KEY_ID") }, token);
+        const r = await client.revokeApiKey({ keyId: need(arg, "KEY_ID") });
         print(r, `key ${r.id} (${r.prefix}...) revoked at ${when(r.revokedAt)}\n`);
         break;
       }
       case "invitation create": {
-        const r = await call(
-          client,
-          client.createInvitation,
-          { note: o.note ?? "", expiresInSeconds: o["expires-in"] ? parseDurationSeconds(o["expires-in"]) : 0 },
-          token,
-        );
+        const r = await client.createInvitation({ note: o.note ?? "", expiresInSeconds: o["expires-in"] ? parseDurationSeconds(o["expires-in"]) : 0 });
         print(r, `invitation ${r.invitation!.id}, valid until ${when(r.invitation!.expiresAt)}. Send this code (it will not be shown again):\n\n  ${r.code}\n\n`);
         break;
       }
       case "invitation list": {
-        const r = await call(client, client.listInvitations, {}, token);
+        const r = await client.listInvitations({});
         print(r, invitationRows(r.invitations));
         break;
       }
       case "invitation revoke": {
-        const r = await call(client, client.revokeInvitation, { invitationId: need(arg, "INVITATION_ID") }, token);
+        const r = await client.revokeInvitation({ invitationId: need(arg, "INVITATION_ID") });
         print(r, `invitation ${r.id} revoked\n`);
         break;
       }
       case "invitation redeem": {
-        const r = await call(
-          client,
-          client.redeemInvitation,
-          {
-            code: need(arg, "CODE"),
-            organizationName: need(o["org-name"], "--org-name"),
-            projectName: o["project-name"] ?? "",
-            keyName: o["key-name"] ?? "",
-            ownerEmail: o["owner-email"] ?? "",
-            // The owner's password comes on stdin (one line), never on the command line where other users could see it.
-            ownerPassword: o["owner-email"] ? await readLine(process.stdin) : "",
-          },
-          token,
-        );
+        const r = await client.redeemInvitation({
+          code: need(arg, "CODE"),
+          organizationName: need(o["org-name"], "--org-name"),
+          projectName: o["project-name"] ?? "",
+          keyName: o["key-name"] ?? "",
+          ownerEmail: o["owner-email"] ?? "",
+          // The owner's password comes on stdin (one line), never on the command line where other users could see it.
+          ownerPassword: o["owner-email"] ? await readLine(process.stdin) : "",
+        });
         print(r, `organization ${r.organization!.id} (${r.organization!.name}), project ${r.project!.id}${r.ownerId ? `, owner ${r.ownerId}` : ""}, key ${r.key!.id}:\n\n  ${r.secret}\n\n`);
         break;
       }
@@ -209,20 +188,14 @@ export async function runAdmin(argv: string[], out: NodeJS.WritableStream = proc
       process.stderr.write(`${err.message}\n\n${adminUsage}`);
       return 2;
     }
-    const e = err as ServiceError;
-    if (typeof e.code === "number") {
-      process.stderr.write(`error: ${e.details || e.message} (${statusName(e.code)})\n`);
+    if (isAdminCallError(err)) {
+      process.stderr.write(`error: ${err.details || err.message} (${adminStatusName(err.code)})\n`);
       return 1;
     }
     throw err;
   } finally {
     client.close();
   }
-}
-
-function statusName(code: number): string {
-  const names = ["OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"];
-  return names[code] ?? `code ${code}`;
 }
 
 /** The first line of a stream (a password piped in), without its line end. */

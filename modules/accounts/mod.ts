@@ -1,4 +1,5 @@
 // The public surface of the accounts module: other modules and processes import from here only.
+export { adminClient, type AdminApi, adminStatusName, isAdminCallError } from "./admin-client.js";
 export { AccountAuthenticator } from "./account-authenticator.js";
 export { AccountDirectory } from "./account-directory.js";
 export { AccountStore, type ApiKeyView, MAX_KEYS_PER_ORGANIZATION } from "./account-store.js";
