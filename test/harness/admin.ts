@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
-import { repoRoot, TEST_ADMIN_TOKEN, type ActorHost } from "./processes.js";
+import { childEnv, repoRoot, TEST_ADMIN_TOKEN, type ActorHost } from "./processes.js";
 
 export interface AdminResult {
   code: number;
@@ -14,7 +14,7 @@ export interface AdminResult {
 export function admin(host: ActorHost, args: string[], options: { token?: string; json?: boolean; input?: string } = {}): Promise<AdminResult> {
   const argv = [join(repoRoot, "bin", "tributary"), "admin", ...(options.json === false ? [] : ["--json"]), "--addr", host.adminAddr, "--token", options.token ?? TEST_ADMIN_TOKEN, ...args];
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, argv, { env: { ...process.env, TRIBUTARY_ADMIN_TOKEN: "" } }, (err, stdout, stderr) => {
+    const child = execFile(process.execPath, argv, { env: childEnv({ TRIBUTARY_ADMIN_TOKEN: "" }) }, (err, stdout, stderr) => {
       const code = err ? ((err as { code?: number }).code ?? 1) : 0;
       let json: unknown;
       try {
