@@ -1,14 +1,14 @@
 import t from "tap";
 import { NotFoundError } from "openai";
-import { startStack } from "../harness/stack.js";
+import { sharedStack } from "../harness/shared-stack.js";
 import { TEST_MODEL } from "../harness/processes.js";
 
-const stack = await startStack(t);
+const stack = await sharedStack(t);
 
 t.test("GET /v1/models lists the catalog in OpenAI's list shape", async (t) => {
   const page = await stack.client.models.list();
-  t.same(page.data.map((m) => m.id), [TEST_MODEL]);
-  const m = page.data[0]!;
+  t.same(page.data.map((m) => m.id), stack.models);
+  const m = page.data.find((m) => m.id === TEST_MODEL)!;
   t.equal(m.object, "model");
   t.equal(m.owned_by, "tributary");
   t.type(m.created, "number");

@@ -1,11 +1,11 @@
-import type { ActorHost, Gateway } from "./processes.js";
-import { adminOk } from "./admin.js";
+import type { AdminApi } from "../../modules/accounts/mod.js";
 
 // Dashboard helpers: an organization with its first owner (an invitation redeemed with an email
 // and a password), and a cookie-keeping HTTP client that signs in through the form as a browser would.
 
-export async function ownerOrganization(actors: ActorHost, gateway: Gateway, email: string, password: string) {
-  const { code } = await adminOk(actors, ["invitation", "create", "--note", email]);
+export async function ownerOrganization(stack: { admin: AdminApi; gateway: { url: string } }, email: string, password: string) {
+  const { gateway } = stack;
+  const { code } = await stack.admin.createInvitation({ note: email, expiresInSeconds: 0 });
   const res = await fetch(gateway.url + "/v1/invitations/redeem", {
     method: "POST",
     headers: { "content-type": "application/json" },

@@ -1,29 +1,13 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import OpenAI from "openai";
 import type { Test } from "tap";
-import { parse, stringify } from "yaml";
-import { adminOk } from "./admin.js";
-import { TEST_MODEL, testCatalog } from "./processes.js";
-import { startStack, type Stack, type StackOptions } from "./stack.js";
+import { BYSTANDER_MODEL, BYSTANDER_TOKENS_PER_SECOND, bystanderCatalog } from "./bystander.js";
+import { TEST_MODEL } from "./processes.js";
+import { startStack, type Stack, type StackOptions, type Tenant } from "./stack.js";
+
+export { BYSTANDER_MODEL } from "./bystander.js";
 
 // Hostile-input tests: a stack with two organizations, and the checks every hostile case ends
 // with: the gateway still answers, a normal streamed completion still works, and a stream of the
 // other organization that was running during the case finished untouched.
-
-/** A sim model for streams that must outlast a hostile case (the tiny llama model finishes in well under a second). */
-export const BYSTANDER_MODEL = "test/sim-bystander";
-const BYSTANDER_TOKENS_PER_SECOND = 100;
-
-export interface Tenant {
-  organizationId: string;
-  projectId: string;
-  key: string;
-  client: OpenAI;
-  /** Raw HTTP to the gateway with this tenant's key (unless headers override it). */
-  fetch(path: string, init?: RequestInit): Promise<Response>;
-}
 
 export interface HostileStackOptions extends StackOptions {
   /** More catalog entries, for cases that need a model of their own (a sim model of some speed). */
@@ -36,76 +20,74 @@ export interface HostileStack {
   b: Tenant;
 }
 
-/** The test catalog plus the bystander's sim model (and `extraModels`). */
-function catalogWithBystander(extraModels: Array<Record<string, unknown>> = []): string {
-  const catalog = parse(readFileSync(testCatalog, "utf8")) as { models: Array<Record<string, unknown>> };
-  catalog.models.push({
-    id: BYSTANDER_MODEL,
-    engine: "sim",
-    context_length: 4096,
-    max_output_tokens: 4096,
-    slots: 32,
-    queue_limit: 64,
-    sim: { tokens_per_second: BYSTANDER_TOKENS_PER_SECOND, first_token_latency_ms: 0 },
-  }, ...extraModels);
-  const path = join(mkdtempSync(join(tmpdir(), "tributary-hostile-")), "catalog.yaml");
-  writeFileSync(path, stringify(catalog));
-  return path;
-}
-
 /** Starts a stack (the test catalog plus the bystander model) and creates two organizations with a key each. */
 export async function startHostileStack(t: Test, options: HostileStackOptions = {}): Promise<HostileStack> {
-  const env = { TRIBUTARY_CATALOG: catalogWithBystander(options.extraModels), ...options.env };
+  const env = { TRIBUTARY_CATALOG: bystanderCatalog(options.extraModels), ...options.env };
   const stack = await startStack(t, { ...options, env });
-  const tenant = async (name: string): Promise<Tenant> => {
-    const { organization, project } = await adminOk(stack.actors, ["org", "create", "--name", name]);
-    const { secret } = await adminOk(stack.actors, ["key", "create", "--project", project.id]);
-    return {
-      organizationId: organization.id,
-      projectId: project.id,
-      key: secret,
-      client: new OpenAI({ apiKey: secret, baseURL: stack.gateway.baseURL, maxRetries: 0 }),
-      fetch: (path, init = {}) =>
-        fetch(stack.gateway.url + path, {
-          ...init,
-          headers: { authorization: `Bearer ${secret}`, "content-type": "application/json", ...(init.headers as Record<string, string>) },
-        }),
-    };
-  };
-  return { stack, a: await tenant("Tenant A"), b: await tenant("Tenant B") };
+  return { stack, a: await stack.tenant("Tenant A"), b: await stack.tenant("Tenant B") };
+}
+
+/** One bystander stream of a relay: when it was sent, when it ended, and how. */
+interface Leg {
+  sentAt: number;
+  endedAt: number;
+  finish: string | null | undefined;
+  completionTokens: number;
 }
 
 /**
- * Runs `hostileCase` while a streamed completion of `bystander` is in flight, then checks that
- * the stream finished as it should (every token, finish_reason "length", no error event) and that
- * it really overlapped the case (it ended after the case did).
+ * Runs `hostileCase` while streamed completions of `bystander` are in flight, from before it
+ * starts until after it ends, and checks that every one finished as it should (every token,
+ * finish_reason "length", no error event) and that together they covered the case.
+ *
+ * By default a relay of short streams (0.4 s each), the next one sent when the last is half
+ * done: a quick case costs a fraction of a second and a slow one is covered however long it
+ * takes. A case that fills the gateway's connection caps, during which a new stream would rightly
+ * be refused, gives `seconds` instead: one stream that long, admitted before the case starts.
  */
-export async function whileAnotherTenantStreams(t: Test, bystander: Tenant, hostileCase: () => Promise<void>, seconds = 3): Promise<void> {
-  const maxTokens = Math.ceil(seconds * BYSTANDER_TOKENS_PER_SECOND);
-  const stream = await bystander.client.chat.completions.create({
-    model: BYSTANDER_MODEL,
-    messages: [{ role: "user", content: "Keep talking." }],
-    max_tokens: maxTokens,
-    stream: true,
-    stream_options: { include_usage: true },
-  });
-  const iterator = stream[Symbol.asyncIterator]();
-  const first = await iterator.next(); // the stream is running before the case starts
-  const consumed = (async () => {
+export async function whileAnotherTenantStreams(t: Test, bystander: Tenant, hostileCase: () => Promise<void>, seconds?: number): Promise<void> {
+  const relay = seconds === undefined;
+  const maxTokens = Math.ceil((seconds ?? 0.4) * BYSTANDER_TOKENS_PER_SECOND);
+  let caseOver = false;
+  const legs: Array<Promise<Leg>> = [];
+  const leg = async (whenHalfDone: () => void, whenStreaming = () => {}): Promise<Leg> => {
+    const sentAt = performance.now();
+    const stream = await bystander.client.chat.completions.create({
+      model: BYSTANDER_MODEL,
+      messages: [{ role: "user", content: "Keep talking." }],
+      max_tokens: maxTokens,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let finish: string | null | undefined;
     let completionTokens = 0;
-    for (let r = first; !r.done; r = await iterator.next()) {
-      finish = r.value.choices[0]?.finish_reason ?? finish;
-      if (r.value.usage) completionTokens = r.value.usage.completion_tokens;
+    let chunks = 0;
+    for await (const chunk of stream) {
+      if (++chunks === 1) whenStreaming();
+      if (chunks === Math.ceil(maxTokens / 2)) whenHalfDone();
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+      if (chunk.usage) completionTokens = chunk.usage.completion_tokens;
     }
-    return { finish, completionTokens, endedAt: performance.now() };
-  })();
-  await hostileCase();
+    return { sentAt, endedAt: performance.now(), finish, completionTokens };
+  };
+  const next = () => {
+    if (relay && !caseOver) legs.push(leg(next));
+  };
+  let streaming!: () => void;
+  const firstStreaming = new Promise<void>((resolve) => (streaming = resolve));
+  legs.push(leg(next, streaming));
+  await Promise.race([firstStreaming, legs[0]]); // running before the case starts (or failed: reported below)
+  try {
+    await hostileCase();
+  } finally {
+    caseOver = true;
+  }
   const caseEndedAt = performance.now();
-  const result = await consumed;
-  t.equal(result.finish, "length", "the other tenant's stream finished normally");
-  t.equal(result.completionTokens, maxTokens, "the other tenant's stream carried every token");
-  t.ok(result.endedAt > caseEndedAt, "the other tenant's stream was still running when the case ended");
+  const done = await Promise.all(legs);
+  t.same(done.map((l) => l.finish), done.map(() => "length"), `the other tenant's stream${done.length > 1 ? `s (${done.length})` : ""} finished normally`);
+  t.same(done.map((l) => l.completionTokens), done.map(() => maxTokens), "the other tenant's streams carried every token");
+  t.ok(done.every((l, i) => i === 0 || l.sentAt < done[i - 1]!.endedAt), "each of the other tenant's streams was sent before the last one ended");
+  t.ok(done.at(-1)!.endedAt > caseEndedAt, "the other tenant's stream was still running when the case ended");
 }
 
 /** The gateway answers its health probe and a normal streamed completion of `tenant` completes. */
@@ -126,10 +108,11 @@ export async function assertStillServing(t: Test, hostile: HostileStack, tenant:
 }
 
 /**
- * One hostile case as a subtest: `body` runs while B streams, then the gateway must still serve
- * (health, a streamed completion of A, every process alive) and have logged no error.
+ * One hostile case as a subtest: `body` runs while B streams (whileAnotherTenantStreams; `seconds`
+ * for a case that fills the connection caps), then the gateway must still serve (health, a
+ * streamed completion of A, every process alive) and have logged no error.
  */
-export function hostileCase(t: Test, hostile: HostileStack, name: string, body: (t: Test) => Promise<void>, seconds = 1.5): void {
+export function hostileCase(t: Test, hostile: HostileStack, name: string, body: (t: Test) => Promise<void>, seconds?: number): void {
   t.test(name, async (t) => {
     await whileAnotherTenantStreams(t, hostile.b, () => body(t), seconds);
     await assertStillServing(t, hostile);

@@ -1,17 +1,16 @@
 import { connect } from "node:net";
-import { TEST_KEY } from "./processes.js";
 
 /**
  * POSTs `body` to `path` over a raw socket and stops reading the response for `pauseMs`, like a
  * client that falls behind; resolves with the whole HTTP response once the server closes it.
  */
-export function postAndReadLate(port: number, path: string, body: string, pauseMs: number): Promise<string> {
+export function postAndReadLate(port: number, key: string, path: string, body: string, pauseMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, "127.0.0.1");
     const parts: Buffer[] = [];
     socket.on("connect", () => {
       socket.write(
-        `POST ${path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${TEST_KEY}\r\ncontent-type: application/json\r\n` +
+        `POST ${path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\n` +
           `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
       );
       socket.pause();

@@ -22,7 +22,7 @@ t.test("a client that stops reading gets every delta, in order, coalesced", asyn
   const expected = (await stack.client.chat.completions.create({ ...request, stream: false })).choices[0]!.message.content!;
   t.equal(expected.split(" ").length, TOKENS, "the reference run has every token");
 
-  const http = await postAndReadLate(stack.gateway.port, "/v1/chat/completions", JSON.stringify({ ...request, stream: true }), 1500);
+  const http = await postAndReadLate(stack.gateway.port, stack.key, "/v1/chat/completions", JSON.stringify({ ...request, stream: true }), 1500);
   const events = dechunk(http).split("\n\n").filter((e) => e.startsWith("data: ")).map((e) => e.slice(6));
   t.equal(events.at(-1), "[DONE]");
   const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as { choices: Array<{ delta: { content?: string }; finish_reason: string | null }> });

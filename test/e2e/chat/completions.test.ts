@@ -1,8 +1,9 @@
 import t from "tap";
-import { startStack, readSse } from "../../harness/stack.js";
+import { readSse } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 
-const stack = await startStack(t);
+const stack = await sharedStack(t);
 const messages = [{ role: "user" as const, content: "Tell me a story about a cat." }];
 
 t.test("non-streamed completion has the chat.completion shape and usage", async (t) => {

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import t, { type Test } from "tap";
-import { assertStillServing, BYSTANDER_MODEL, startHostileStack, whileAnotherTenantStreams } from "../../harness/hostile.js";
+import { BYSTANDER_MODEL, hostileCase, startHostileStack } from "../../harness/hostile.js";
 import { rawConnect, rawRequest, rawWrite, requestHead, sleep, type RawConnection } from "../../harness/raw-http.js";
 
 // Floods: more connections with a request in progress than one client address may hold (429),
@@ -31,13 +31,6 @@ const auth = { authorization: `Bearer ${a.key}`, "content-type": "application/js
 /** A streamed completion of the bystander's sim model that lasts about a second (100 tokens/s). */
 const secondLongStream = JSON.stringify({ model: BYSTANDER_MODEL, messages: [{ role: "user", content: "go" }], max_tokens: 100, stream: true });
 
-function hostileCase(name: string, seconds: number, body: (t: Test) => Promise<void>): void {
-  t.test(name, async (t) => {
-    await whileAnotherTenantStreams(t, b, () => body(t), seconds);
-    await assertStillServing(t, hostile);
-    t.same(hostile.stack.gateway.logs.filter((r) => r.level === "error"), [], "the gateway logged no error");
-  });
-}
 
 /** Opens `count` streamed completions from `address` at once; resolves with each first answer's status (after checking refusals). */
 async function flood(t: Test, addresses: string[], perAddress: number): Promise<{ statuses: number[]; conns: RawConnection[] }> {
@@ -61,14 +54,14 @@ async function flood(t: Test, addresses: string[], perAddress: number): Promise<
 
 const count = (xs: number[], x: number) => xs.filter((y) => y === x).length;
 
-hostileCase("one address over its cap is refused with 429s; the others are served", 3, async (t) => {
+hostileCase(t, hostile, "one address over its cap is refused with 429s; the others are served", async (t) => {
   const { statuses, conns } = await flood(t, ["127.0.0.2"], 2 * PER_ADDRESS);
   t.equal(count(statuses, 200), PER_ADDRESS, `${PER_ADDRESS} streams admitted`);
   t.equal(count(statuses, 429), PER_ADDRESS, "the rest refused with 429 too_many_connections");
   for (const c of conns) c.destroy();
-});
+}, 3);
 
-hostileCase("many addresses over the total are refused with 503s", 3, async (t) => {
+hostileCase(t, hostile, "many addresses over the total are refused with 503s", async (t) => {
   // Four addresses, each within its own cap, together over the total (the bystander holds one).
   const { statuses, conns } = await flood(t, ["127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"], PER_ADDRESS);
   t.equal(count(statuses, 200), TOTAL - 1, "admitted up to the total");
@@ -79,9 +72,9 @@ hostileCase("many addresses over the total are refused with 503s", 3, async (t) 
   const again = await flood(t, ["127.0.0.7"], 2);
   t.same(again.statuses, [200, 200], "admitted again once the flood left");
   for (const c of again.conns) c.destroy();
-});
+}, 3);
 
-hostileCase("a thousand connections at once: refused, idle or closed, and the gateway's memory stays bounded", 3, async (t) => {
+hostileCase(t, hostile, "a thousand connections at once: refused, idle or closed, and the gateway's memory stays bounded", async (t) => {
   const rssBefore = rss();
   const idle = await Promise.all(Array.from({ length: 500 }, (_, i) => rawConnect({ port, localAddress: `127.0.1.${1 + (i % 50)}` })));
   const requests = await Promise.all(Array.from({ length: 500 }, (_, i) => rawRequest({ port, localAddress: `127.0.2.${1 + (i % 5)}`, path: "/v1/chat/completions", headers: auth, body: secondLongStream })));
@@ -91,9 +84,9 @@ hostileCase("a thousand connections at once: refused, idle or closed, and the ga
   const peak = rss();
   t.ok(peak - rssBefore < 100 * MiB, `the gateway grew by ${((peak - rssBefore) / MiB).toFixed(0)} MiB for 1,000 connections`);
   for (const c of [...idle, ...requests]) c.destroy();
-});
+}, 3);
 
-hostileCase("heads over the header limits are refused with 431 before any work", 14, async (t) => {
+hostileCase(t, hostile, "heads over the header limits are refused with 431 before any work", async (t) => {
   const manyHeaders = Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`x-h${i}`, "v"]));
   const tooMany = await rawRequest({ port, method: "GET", path: "/v1/models", headers: { authorization: `Bearer ${a.key}`, ...manyHeaders } });
   const res = await tooMany.response;
@@ -117,7 +110,7 @@ hostileCase("heads over the header limits are refused with 431 before any work",
   for (const c of [tooMany, large]) c.destroy();
 });
 
-hostileCase("a crowd of SSE readers that never read crosses the gateway-wide pending bound", 10, async (t) => {
+hostileCase(t, hostile, "a crowd of SSE readers that never read crosses the gateway-wide pending bound", async (t) => {
   const body = JSON.stringify({ model: FIREHOSE_MODEL, messages: [{ role: "user", content: "go" }], max_tokens: 50_000, stream: true });
   const conns = await Promise.all(Array.from({ length: 4 }, (_, i) => rawRequest({ port, localAddress: `127.0.3.${1 + i}`, path: "/v1/chat/completions", headers: auth, body, paused: true })));
   const before = hostile.stack.gateway.logs.length;

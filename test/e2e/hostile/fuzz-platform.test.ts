@@ -348,7 +348,7 @@ t.test("jobs: the per-project bound at its edge, and pages read by id", async (t
 t.test("the dashboard's forms: sign-in, keys and CSRF", async (t) => {
   const email = "fuzz@example.com";
   const password = "correct horse battery";
-  await ownerOrganization(stack.actors, stack.gateway, email, password);
+  await ownerOrganization(stack, email, password);
   const browser = new CookieClient(stack.gateway.url);
   t.equal((await browser.signIn(email, password)).status, 303, "signed in");
   const cookie = [...browser.cookies].map(([k, v]) => `${k}=${v}`).join("; ");

@@ -112,4 +112,4 @@ hostileCase(t, hostile, "ids inside /v1/responses batch lines: each bad line is 
   const failures = await readJsonlFile(a.client, done.error_file_id);
   t.same(failures.map((f) => [f.custom_id, f.response?.status_code]).sort(), [["l0", 400], ["l1", 404]], "the unknown ids are those lines' errors");
   t.same(hostile.stack.actors.logs.filter((r) => r.level === "error"), [], "the actor host logged no error");
-}, 3);
+});

@@ -1,5 +1,5 @@
 import t, { type Test } from "tap";
-import { assertStillServing, startHostileStack, whileAnotherTenantStreams } from "../../harness/hostile.js";
+import { hostileCase, startHostileStack } from "../../harness/hostile.js";
 import { chunkFrame, rawConnect, rawRequest, rawWrite, requestHead, type RawResponse } from "../../harness/raw-http.js";
 
 // Hostile uploads at the edges of the multipart reader: files just over the file limit (which
@@ -16,13 +16,6 @@ const { a, b } = hostile;
 const port = hostile.stack.gateway.port;
 const boundary = "----tributary-hostile";
 
-function hostileCase(name: string, body: (t: Test) => Promise<void>): void {
-  t.test(name, async (t) => {
-    await whileAnotherTenantStreams(t, b, () => body(t), 1.5);
-    await assertStillServing(t, hostile);
-    t.same(hostile.stack.gateway.logs.filter((r) => r.level === "error"), [], "the gateway logged no error");
-  });
-}
 
 function assertError(t: Test, res: RawResponse | undefined, status: number, code: string | null, param?: string | null): void {
   t.ok(res, "a complete answer arrived");
@@ -62,7 +55,7 @@ async function answerWithin(t: Test, conn: { response: Promise<RawResponse | und
   return res;
 }
 
-hostileCase("a file 1 MB over the file limit, in a body under the form limit, is a 400 file_too_large", async (t) => {
+hostileCase(t, hostile, "a file 1 MB over the file limit, in a body under the form limit, is a 400 file_too_large", async (t) => {
   const body = form({ purpose: "user_data" }, { bytes: FILE_LIMIT + MB - 4096 });
   t.ok(body.length <= FILE_LIMIT + FORM_OVERHEAD, "the body itself is within the form's limit");
   assertError(t, await answerWithin(t, await upload(body)), 400, "file_too_large", "file");
@@ -70,7 +63,7 @@ hostileCase("a file 1 MB over the file limit, in a body under the form limit, is
   t.equal(files.data.length, 0, "nothing was stored");
 });
 
-hostileCase("a file one byte over the limit is refused, one at the limit is stored", async (t) => {
+hostileCase(t, hostile, "a file one byte over the limit is refused, one at the limit is stored", async (t) => {
   assertError(t, await answerWithin(t, await upload(form({ purpose: "user_data" }, { bytes: FILE_LIMIT + 1 }))), 400, "file_too_large", "file");
   const ok = await answerWithin(t, await upload(form({ purpose: "user_data" }, { bytes: FILE_LIMIT, filename: "edge.bin" })));
   t.equal(ok?.status, 200);
@@ -79,13 +72,13 @@ hostileCase("a file one byte over the limit is refused, one at the limit is stor
   if (file) await a.client.files.delete(file.id);
 });
 
-hostileCase("a body declared over the form limit is a 413 before the file store sees it; the connection then closes", async (t) => {
+hostileCase(t, hostile, "a body declared over the form limit is a 413 before the file store sees it; the connection then closes", async (t) => {
   const conn = await upload(form({ purpose: "user_data" }, { bytes: FILE_LIMIT + FORM_OVERHEAD + 1 }));
   assertError(t, await conn.response, 413, "request_too_large");
   t.not(await conn.ended, "destroyed", "the gateway closed the connection");
 });
 
-hostileCase("a chunked upload that never ends is a 413 once it crosses the form limit", async (t) => {
+hostileCase(t, hostile, "a chunked upload that never ends is a 413 once it crosses the form limit", async (t) => {
   const conn = await rawConnect({ port });
   await rawWrite(conn, requestHead("POST", "/v1/files", { authorization: `Bearer ${a.key}`, "content-type": `multipart/form-data; boundary=${boundary}`, "transfer-encoding": "chunked" }));
   const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nuser_data\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="x.bin"\r\n\r\n`);
@@ -101,7 +94,7 @@ hostileCase("a chunked upload that never ends is a 413 once it crosses the form 
   t.equal(res?.json().error.code, res?.status === 400 ? "file_too_large" : "request_too_large");
 });
 
-hostileCase("malformed and oversized forms are 400s naming the problem", async (t) => {
+hostileCase(t, hostile, "malformed and oversized forms are 400s naming the problem", async (t) => {
   // No boundary in the content type.
   assertError(t, await answerWithin(t, await upload(form({ purpose: "user_data" }, { bytes: 10 }), { "content-type": "multipart/form-data" })), 400, "invalid_value", "file");
   // Not multipart at all.
@@ -120,14 +113,14 @@ hostileCase("malformed and oversized forms are 400s naming the problem", async (
   t.equal((await a.client.files.list()).data.length, 0, "nothing was stored");
 });
 
-hostileCase("an upload without a key is a 401, its body drained", async (t) => {
+hostileCase(t, hostile, "an upload without a key is a 401, its body drained", async (t) => {
   const conn = await rawRequest({ port, path: "/v1/files", headers: { "content-type": `multipart/form-data; boundary=${boundary}` }, body: form({ purpose: "user_data" }, { bytes: 3 * MB }) });
   await conn.sent;
   assertError(t, await answerWithin(t, conn), 401, null);
   t.equal(conn.writeError(), undefined, "the whole body was taken, without a reset");
 });
 
-hostileCase("a client that leaves in the middle of an upload", async (t) => {
+hostileCase(t, hostile, "a client that leaves in the middle of an upload", async (t) => {
   const conn = await rawConnect({ port });
   const body = form({ purpose: "user_data" }, { bytes: 3 * MB });
   await rawWrite(conn, requestHead("POST", "/v1/files", { authorization: `Bearer ${a.key}`, "content-type": `multipart/form-data; boundary=${boundary}`, "content-length": String(body.length) }));

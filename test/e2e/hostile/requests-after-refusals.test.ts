@@ -12,7 +12,8 @@ import { rawRequest, sendInOneWrite, sleep, type OneWriteResult, type RawConnect
 // follows it in the same read: it closes the connection on the pipelined request while the
 // refusal is unanswered, and the refusal goes with it. So behind a pipelined request the
 // refusal arrives only when the rest came in a later read: at most one answer, the refusal's.
-// Every case runs while another organization streams, and ends with the gateway still serving.
+// Every case runs while another organization streams (one stream a case: with caps this small, a
+// relay of streams from one address would be refused), and ends with the gateway still serving.
 
 const PER_ADDRESS = 2;
 const TOTAL = 6;

@@ -39,7 +39,7 @@ hostileCase(t, hostile, "a json_schema 3,000 objects deep is a 400, and so is on
   const atLimit = await chat(responseFormat(schemaOfDepth(MAX_SCHEMA_DEPTH)));
   t.equal(atLimit.status, 200, `a schema ${MAX_SCHEMA_DEPTH} levels deep is served`);
   await atLimit.text();
-}, 3);
+});
 
 hostileCase(t, hostile, "schemas llama.cpp cannot compile are 400s, and no grammar reaches the runner's log", async (t) => {
   const before = grammarLines().length;
@@ -82,4 +82,4 @@ hostileCase(t, hostile, "a model that fails to load: 503s say so without its pat
   t.ok(answers.every((x) => x.status === 503), "every answer is a 503");
   t.match(answers.at(-1)!.message, /failed to load/, "the last one says the model failed to load");
   t.same(answers.filter((x) => /nonexistent|secret-dir|\.gguf|\//.test(x.message.replace(BROKEN_MODEL, ""))), [], "no message holds a path");
-}, 3);
+});

@@ -1,6 +1,6 @@
 import t, { type Test } from "tap";
 import { TEST_MODEL } from "../../harness/processes.js";
-import { assertStillServing, startHostileStack, whileAnotherTenantStreams } from "../../harness/hostile.js";
+import { hostileCase, startHostileStack } from "../../harness/hostile.js";
 import { bytesTakenOfMore, chunkFrame, rawConnect, rawRequest, rawWrite, requestHead, sleep, type RawConnection } from "../../harness/raw-http.js";
 
 // Slow and abandoned clients: request heads sent a byte at a time (slowloris), connections that
@@ -24,13 +24,6 @@ const { a, b } = hostile;
 const port = hostile.stack.gateway.port;
 const auth = { authorization: `Bearer ${a.key}`, "content-type": "application/json" };
 
-function hostileCase(name: string, seconds: number, body: (t: Test) => Promise<void>): void {
-  t.test(name, async (t) => {
-    await whileAnotherTenantStreams(t, b, () => body(t), seconds);
-    await assertStillServing(t, hostile);
-    t.same(hostile.stack.gateway.logs.filter((r) => r.level === "error"), [], "the gateway logged no error");
-  });
-}
 
 /** Sends `data` one byte every `everyMs` until the connection ends or `stop()` says so. */
 async function trickle(conn: RawConnection, data: Buffer, everyMs: number, stop: () => boolean = () => false): Promise<number> {
@@ -42,7 +35,7 @@ async function trickle(conn: RawConnection, data: Buffer, everyMs: number, stop:
   return sent;
 }
 
-hostileCase("slowloris heads, silent connections and idle keep-alives are closed within uWS's 10 s, unanswered", 17, async (t) => {
+hostileCase(t, hostile, "slowloris heads, silent connections and idle keep-alives are closed within uWS's 10 s, unanswered", async (t) => {
   const started = performance.now();
   const heads = await Promise.all(Array.from({ length: 10 }, () => rawConnect({ port })));
   const silent = await Promise.all(Array.from({ length: 10 }, () => rawConnect({ port })));
@@ -59,7 +52,7 @@ hostileCase("slowloris heads, silent connections and idle keep-alives are closed
   t.same(await Promise.all(heads.map((c) => c.response)), heads.map(() => undefined), "no head got an answer");
 });
 
-hostileCase("a JSON body that does not arrive within the body timeout is a 408, then closed", 5, async (t) => {
+hostileCase(t, hostile, "a JSON body that does not arrive within the body timeout is a 408, then closed", async (t) => {
   const body = Buffer.from(JSON.stringify({ model: TEST_MODEL, messages: [{ role: "user", content: "x".repeat(100) }] }));
   const conn = await rawConnect({ port });
   const started = performance.now();
@@ -76,7 +69,7 @@ hostileCase("a JSON body that does not arrive within the body timeout is a 408, 
   t.equal(await conn.ended, "closed", "the gateway closed the connection");
 });
 
-hostileCase("a client that goes on sending after its 413 is read no further, then closed within uWS's 10 s", 17, async (t) => {
+hostileCase(t, hostile, "a client that goes on sending after its 413 is read no further, then closed within uWS's 10 s", async (t) => {
   const MB = 1024 * 1024;
   const block = chunkFrame(Buffer.alloc(MB, "w"));
   const conn = await rawConnect({ port });
@@ -101,7 +94,7 @@ async function heldConnections(): Promise<number> {
   return Number(/^tributary_held_connections (\d+)$/m.exec(text)?.[1] ?? NaN);
 }
 
-hostileCase(`at most TRIBUTARY_MAX_HELD_CONNECTIONS (${MAX_HELD}) connections are held unread; past it, the answer closes its connection`, 10, async (t) => {
+hostileCase(t, hostile, `at most TRIBUTARY_MAX_HELD_CONNECTIONS (${MAX_HELD}) connections are held unread; past it, the answer closes its connection`, async (t) => {
   // The case before left a held connection, counted for 13 s after its answer.
   for (let i = 0; i < 40 && (await heldConnections()) > 0; i++) await sleep(250);
   t.equal(await heldConnections(), 0, "nothing held to begin with");
@@ -121,7 +114,7 @@ hostileCase(`at most TRIBUTARY_MAX_HELD_CONNECTIONS (${MAX_HELD}) connections ar
   for (const conn of refused) conn.destroy();
 });
 
-hostileCase("an upload is exempt from the body timeout: a 3 s upload at 40 KB/s is stored", 5, async (t) => {
+hostileCase(t, hostile, "an upload is exempt from the body timeout: a 3 s upload at 40 KB/s is stored", async (t) => {
   const boundary = "----slow";
   const form = Buffer.concat([
     Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nuser_data\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="slow.bin"\r\n\r\n`),
@@ -142,7 +135,7 @@ hostileCase("an upload is exempt from the body timeout: a 3 s upload at 40 KB/s 
   if (file) await a.client.files.delete(file.id);
 });
 
-hostileCase("SSE readers that never read are dropped at their pending bound", 10, async (t) => {
+hostileCase(t, hostile, "SSE readers that never read are dropped at their pending bound", async (t) => {
   const body = JSON.stringify({ model: FIREHOSE_MODEL, messages: [{ role: "user", content: "go" }], max_tokens: 50_000, stream: true });
   const conns = await Promise.all(Array.from({ length: 3 }, () => rawRequest({ port, path: "/v1/chat/completions", headers: auth, body, paused: true })));
   const drops = () => hostile.stack.gateway.logs.filter((r) => r.msg === "slow SSE client dropped" && r.bound === "stream");
@@ -153,7 +146,7 @@ hostileCase("SSE readers that never read are dropped at their pending bound", 10
   for (const c of conns) c.destroy();
 });
 
-hostileCase("clients that vanish mid-stream, more of them than the model has slots", 4, async (t) => {
+hostileCase(t, hostile, "clients that vanish mid-stream, more of them than the model has slots", async (t) => {
   const body = JSON.stringify({ model: TEST_MODEL, messages: [{ role: "user", content: "Once upon a time" }], max_tokens: 1024, stream: true });
   const conns = await Promise.all(Array.from({ length: 12 }, () => rawRequest({ port, path: "/v1/chat/completions", headers: auth, body })));
   const deadline = performance.now() + 10_000;

@@ -26,7 +26,7 @@ t.test("a client that stops reading gets every delta, in order, coalesced, numbe
   const expected = (await stack.client.responses.create(request)).output_text;
   t.equal(expected.split(" ").length, TOKENS, "the reference run has every token");
 
-  const http = await postAndReadLate(stack.gateway.port, "/v1/responses", JSON.stringify({ ...request, stream: true }), 3000);
+  const http = await postAndReadLate(stack.gateway.port, stack.key, "/v1/responses", JSON.stringify({ ...request, stream: true }), 3000);
   const events = dechunk(http)
     .split("\n\n")
     .filter((e) => e.startsWith("event: "))
