@@ -2,11 +2,9 @@
 // The tributary command line.
 //   tributary start      the whole stack on this machine (see README)
 //   tributary admin ...  organizations, projects, API keys, invitations (cli/admin.ts)
-import { Cause, Effect, Exit, Fiber } from "effect";
-import { createLogger } from "../lib/log.js";
-import { startStack } from "./start.js";
+// Each command loads only what it runs: `tributary --help` or `tributary admin` must not pay for
+// the stack launcher and its dependencies.
 
-const log = createLogger("cli");
 const usage = `usage: tributary <command>
 
 commands:
@@ -37,6 +35,8 @@ async function main(argv: string[]): Promise<number> {
   }
   switch (command) {
     case "start": {
+      const [{ Cause, Effect, Exit, Fiber }, { createLogger }, { startStack }] = await Promise.all([import("effect"), import("../lib/log.js"), import("./start.js")]);
+      const log = createLogger("cli");
       const fiber = Effect.runFork(Effect.scoped(startStack()));
       let signals = 0;
       const stop = () => {
@@ -71,7 +71,6 @@ async function main(argv: string[]): Promise<number> {
       return runDeploy(argv.slice(1));
     }
     case "admin": {
-      // Loaded on demand: the operators' client needs neither the supervisor nor its dependencies.
       const { runAdmin } = await import("./admin.js");
       return runAdmin(argv.slice(1));
     }
