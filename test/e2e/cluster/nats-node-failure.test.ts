@@ -1,3 +1,4 @@
+// tier: serial (faults injected into a cluster of many processes, with recovery deadlines)
 import { jetstreamManager } from "@nats-io/jetstream";
 import t from "tap";
 import { streams } from "../../../lib/nats/subjects.js";

@@ -1,3 +1,4 @@
+// tier: serial (faults injected into a cluster of many processes, with recovery deadlines)
 import { createHash } from "node:crypto";
 import t from "tap";
 import { jetstreamManager } from "@nats-io/jetstream";

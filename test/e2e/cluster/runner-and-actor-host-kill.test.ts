@@ -1,3 +1,4 @@
+// tier: serial (faults injected into a cluster of many processes, with recovery deadlines)
 import t from "tap";
 import { startClusterStack } from "../../harness/cluster.js";
 import { clusterFaultEnv, MixedLoad } from "../../harness/cluster-load.js";

@@ -1,3 +1,4 @@
+// tier: serial (hostile cases run beside another tenant's streams, whose timing they check)
 import t from "tap";
 import { createHash } from "node:crypto";
 import { assertStillServing, startHostileStack } from "../../harness/hostile.js";

@@ -1,3 +1,4 @@
+// tier: serial (hostile cases run beside another tenant's streams, whose timing they check)
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import t, { type Test } from "tap";

@@ -1,3 +1,4 @@
+// tier: serial (hostile cases run beside another tenant's streams, whose timing they check)
 import t from "tap";
 import { MAX_ID_LENGTH } from "../../../lib/ids.js";
 import { createBatch, readJsonlFile, waitForBatch, type LineSpec } from "../../harness/batches.js";

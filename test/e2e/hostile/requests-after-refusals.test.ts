@@ -1,3 +1,4 @@
+// tier: serial (hostile cases run beside another tenant's streams, whose timing they check)
 import t, { type Test } from "tap";
 import { BYSTANDER_MODEL, hostileCase, startHostileStack } from "../../harness/hostile.js";
 import { rawRequest, sendInOneWrite, sleep, type OneWriteResult, type RawConnection, type RawResponse } from "../../harness/raw-http.js";

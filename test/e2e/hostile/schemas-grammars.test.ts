@@ -1,3 +1,4 @@
+// tier: serial (hostile cases run beside another tenant's streams, whose timing they check)
 import t from "tap";
 import { expectError, hostileCase, startHostileStack } from "../../harness/hostile.js";
 import { TEST_MODEL } from "../../harness/processes.js";

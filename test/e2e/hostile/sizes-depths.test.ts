@@ -1,3 +1,4 @@
+// tier: serial (hostile cases run beside another tenant's streams, whose timing they check)
 import { readFileSync } from "node:fs";
 import t from "tap";
 import { expectError, hostileCase, startHostileStack } from "../../harness/hostile.js";

@@ -1,3 +1,4 @@
+// tier: serial (hostile cases run beside another tenant's streams, whose timing they check)
 import t, { type Test } from "tap";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { hostileCase, startHostileStack } from "../../harness/hostile.js";

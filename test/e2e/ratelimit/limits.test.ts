@@ -1,3 +1,4 @@
+// tier: serial (budgets checked per time window)
 import t from "tap";
 import OpenAI, { RateLimitError } from "openai";
 import { startStack } from "../../harness/stack.js";

@@ -1,3 +1,4 @@
+// tier: serial (budgets checked per time window)
 import t from "tap";
 import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "../../harness/processes.js";
 

@@ -1,3 +1,4 @@
+// tier: serial (budgets checked per time window)
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";

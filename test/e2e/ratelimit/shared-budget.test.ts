@@ -1,3 +1,4 @@
+// tier: serial (budgets checked per time window)
 import t from "tap";
 import { Kvm } from "@nats-io/kv";
 import { startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL, type ActorHost } from "../../harness/processes.js";

@@ -1,3 +1,4 @@
+// tier: serial (decode threads tuned against the machine's CPUs)
 import t from "tap";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

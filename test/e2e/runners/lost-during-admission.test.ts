@@ -1,3 +1,4 @@
+// tier: serial (a runner stopped and killed mid-admission, observed for seconds)
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
