@@ -5,7 +5,7 @@ import { errors, type DomainError } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import { admitGeneration, collectChatCompletion, domainErrorFromRunner } from "../../modules/inference/mod.js";
-import type { GenerationClient, GenerationStream } from "../../modules/inference/mod.js";
+import type { GenerationStream, GenerationSource } from "../../modules/inference/mod.js";
 import { estimateRequestTokens, UsageMeter } from "../../modules/ratelimit/mod.js";
 import type { RateLimiter } from "../../modules/ratelimit/mod.js";
 import { SseWriter } from "../sse/sse-writer.js";
@@ -16,7 +16,7 @@ import type { PendingBudget } from "../sse/pending-budget.js";
 
 export interface ChatRouteDeps {
   catalog: ReadonlyMap<string, ModelSpec>;
-  client: GenerationClient;
+  client: GenerationSource;
   rateLimiter: RateLimiter;
   maxBodyBytes: number;
   requestTimeoutMs: number;

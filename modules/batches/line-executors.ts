@@ -3,7 +3,7 @@ import { Priority } from "../../proto/gen/tributary/v1/inference.js";
 import { asDomainError, errors, isTransient, type DomainError } from "../errors/mod.js";
 import { parseChatCompletionRequest, parseResponseCreateRequest } from "../openai/mod.js";
 import { runChatCompletion } from "../inference/mod.js";
-import type { GenerationClient } from "../inference/mod.js";
+import type { GenerationSource } from "../inference/mod.js";
 import type { ResponseService } from "../responses/mod.js";
 
 // What a batch line can target: one executor per endpoint, each validating a line's body with the
@@ -11,7 +11,7 @@ import type { ResponseService } from "../responses/mod.js";
 // batch priority. Another endpoint joins batches by adding its executor to LINE_EXECUTORS.
 
 export interface LineContext {
-  client: GenerationClient;
+  client: GenerationSource;
   catalog: ReadonlyMap<string, ModelSpec>;
   /** The batch's project: stored responses and conversations of a /v1/responses line are its. */
   projectId: string;

@@ -5,8 +5,8 @@ import { chatToGenerateRequest, ChatCompletionAccumulator } from "../openai/mod.
 import { Cancelled } from "../errors/mod.js";
 import type { ChatCompletionRequest } from "../openai/mod.js";
 import { domainErrorFromRunner } from "./runner-errors.js";
-import type { GenerationClient } from "./generation-client.js";
-import type { GenerationListener, GenerationStream } from "./generation-stream.js";
+
+import type { GenerationListener, GenerationSource, GenerationStream } from "./generation-stream.js";
 
 // Running one chat completion, independent of HTTP: the route uses it, and so does anything that
 // runs chat completions off the request path (batch lines).
@@ -24,7 +24,7 @@ export type ChatCompletion = ReturnType<ChatCompletionAccumulator["toCompletion"
 const cancelled = () => new Cancelled({ reason: "cancelled" });
 
 /** Hands a built request to a runner; resolves once a runner admitted it. */
-export async function admitGeneration(client: GenerationClient, request: GenerateRequest, signal?: AbortSignal): Promise<GenerationStream> {
+export async function admitGeneration(client: GenerationSource, request: GenerateRequest, signal?: AbortSignal): Promise<GenerationStream> {
   if (signal?.aborted) throw cancelled();
   const stream = await client.generate(request);
   if (signal?.aborted) {
@@ -35,7 +35,7 @@ export async function admitGeneration(client: GenerationClient, request: Generat
 }
 
 /** Checks the body against the model and hands it to a runner; resolves once a runner admitted it. */
-export function startChatCompletion(client: GenerationClient, body: ChatCompletionRequest, spec: ModelSpec, ctx: ChatRunContext): Promise<GenerationStream> {
+export function startChatCompletion(client: GenerationSource, body: ChatCompletionRequest, spec: ModelSpec, ctx: ChatRunContext): Promise<GenerationStream> {
   const request = chatToGenerateRequest(body, spec, { requestId: ctx.requestId, deadlineUnixMs: ctx.deadlineUnixMs, priority: ctx.priority });
   return admitGeneration(client, request, ctx.signal);
 }
@@ -76,7 +76,7 @@ export function collectChatCompletion(
 
 /** Runs one chat completion to its final object. Throws the domain error of a refusal or failure. */
 export async function runChatCompletion(
-  client: GenerationClient,
+  client: GenerationSource,
   body: ChatCompletionRequest,
   spec: ModelSpec,
   ctx: ChatRunContext,

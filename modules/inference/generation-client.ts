@@ -5,7 +5,7 @@ import { subjects } from "../../lib/nats/subjects.js";
 import type { Logger } from "../../lib/log.js";
 import { errors, NoRunner, RunnerLost, StreamInterrupted, type DomainError } from "../errors/mod.js";
 import { domainErrorFromRunner, retryElsewhere } from "./runner-errors.js";
-import { GenerationStream, type StreamOwner } from "./generation-stream.js";
+import { GenerationStream, type GenerationSource, type StreamOwner } from "./generation-stream.js";
 import { PrefixPlacements, prefixKey, type PrefixRouting } from "./prefix-routing.js";
 import type { RunnerDirectory } from "./runner-directory.js";
 import { RunnerHeartbeat_State as State } from "../../proto/gen/tributary/v1/inference.js";
@@ -29,7 +29,7 @@ const MAX_HELD_QUERY_IDS = 4096;
  * event); two subscriptions receive them and hand each event to its request's stream. A watchdog fails streams whose runner has gone
  * silent (no event and no heartbeat within the runner timeout).
  */
-export class GenerationClient {
+export class GenerationClient implements GenerationSource {
   private readonly streams = new Map<string, GenerationStream>();
   /** Runners with a HeldQuery in flight (one at a time each). */
   private readonly probing = new Set<string>();

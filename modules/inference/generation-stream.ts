@@ -1,4 +1,4 @@
-import type { ChoiceEnd, Final, RunnerEvent, TokenDelta } from "../../proto/gen/tributary/v1/inference.js";
+import type { ChoiceEnd, Final, GenerateRequest, RunnerEvent, TokenDelta } from "../../proto/gen/tributary/v1/inference.js";
 import type { DomainError } from "../errors/mod.js";
 
 /** Receives one request's events, in order. Exactly one of `final` or `failure` ends it. */
@@ -9,6 +9,15 @@ export interface GenerationListener {
   choiceReset?(choiceIndex: number): void;
   final(final: Final): void;
   failure(error: DomainError): void;
+}
+
+/**
+ * What the routes, services and workers need of a generation client: a request handed to a
+ * runner of its model, resolved once one admitted it (its stream then delivers the events), or
+ * the domain error of the refusal. GenerationClient is the one over NATS; tests script one.
+ */
+export interface GenerationSource {
+  generate(request: GenerateRequest): Promise<GenerationStream>;
 }
 
 /** What a stream needs of the client that owns it (GenerationClient: its map of streams and NATS). */

@@ -5,14 +5,14 @@ import { FinishReason, Priority, type ChatMessage, type ChoiceEnd, type Final, t
 import { normalizeInputItems, toChatMessages, newResponseObject, responseUsage, type Item, type ResponseError, type ResponseObject, ResponseOutputBuilder, snapshot, type ResponseEvent, type ResponseEventSink, checkResponseRequest, responseToGenerateRequest, type GenerationOptions } from "../openai/mod.js";
 import { domainErrorFromRunner } from "../inference/mod.js";
 import { errors, isClientError, isDomainError, type DomainError } from "../errors/mod.js";
-import type { GenerationClient, GenerationStream } from "../inference/mod.js";
+import type { GenerationStream, GenerationSource } from "../inference/mod.js";
 import type { ResponseCreateRequest } from "../openai/mod.js";
 import type { ConversationStore } from "./conversation-store.js";
 import type { ResponseStore } from "./response-store.js";
 
 export interface ResponseServiceDeps {
   catalog: ReadonlyMap<string, ModelSpec>;
-  client: GenerationClient;
+  client: GenerationSource;
   responses: ResponseStore;
   conversations: ConversationStore;
   requestTimeoutMs: number;
