@@ -119,3 +119,11 @@ t.test("a host removes the work directories of hosts that died without removing 
   t.ok(existsSync(join(parent, WORK_DIR_PREFIX + "alive")), "a live host's stays");
   t.ok(existsSync(join(parent, "unrelated")), "other directories stay");
 });
+
+t.test("the in-sandbox agent (agent.py) is read from the source tree and compiles under Debian's python3", async (t) => {
+  const { AGENT_PATH, AGENT_SOURCE } = await import("../../modules/sandboxes/agent-source.js");
+  t.match(AGENT_SOURCE, /^import base64, json, os, selectors, signal, sys, threading, time$/m);
+  const { execFileSync } = await import("node:child_process");
+  // compile() only: nothing of it runs, and no .pyc lands beside the source.
+  t.doesNotThrow(() => execFileSync("/usr/bin/python3", ["-I", "-S", "-c", "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')", AGENT_PATH.pathname], { stdio: "pipe" }));
+});
