@@ -2,6 +2,7 @@ import uWS from "uWebSockets.js";
 import type { Logger } from "../lib/log.js";
 import type { Authenticator } from "../modules/accounts/mod.js";
 import { asDomainError, errors, isDomainError, type DomainError } from "../modules/errors/mod.js";
+import { openAIError } from "../modules/openai/mod.js";
 import { ConnectionLimiter } from "./http/connection-limiter.js";
 import { HttpExchange, statusLine, type ExchangeLimits } from "./http/exchange.js";
 import type { Match, Router } from "./http/router.js";
@@ -159,10 +160,11 @@ export class GatewayServer {
   }
 }
 
-/** A 500 for a request whose exchange could not even be built: the response is used once, defensively. */
+/** A 500 for a request whose exchange could not even be built (no request id): the response is used once, defensively. */
 function answerBare(res: uWS.HttpResponse): void {
   try {
-    res.cork(() => res.writeStatus(statusLine(500)).writeHeader("content-type", "application/json").end('{"error":{"message":"internal error","type":"server_error","param":null,"code":null}}', true));
+    const { status, body } = openAIError(errors.internal(), "(none)");
+    res.cork(() => res.writeStatus(statusLine(status)).writeHeader("content-type", "application/json").end(JSON.stringify(body), true));
   } catch {
     try {
       res.close();

@@ -1,6 +1,6 @@
 import type { HeldCharge } from "../ratelimit/mod.js";
 import type { ResponseError, ResponseObject } from "../openai/mod.js";
-import type { StoredResponse } from "./response-store.js";
+import type { BackgroundCharge, StoredResponse } from "./response-store.js";
 
 // The states of a background response and every move between them, as pure functions of the
 // stored record: the lifecycle (background-lifecycle.ts) applies each one with a compare-and-set
@@ -14,16 +14,6 @@ import type { StoredResponse } from "./response-store.js";
 //
 // The rate-limit charge taken when the response was queued rides on the record until the move
 // that ends the run settles it (and drops it, so it is never settled twice).
-
-/** A background response's rate-limit charge while it waits and runs. */
-export interface BackgroundCharge {
-  /** What the gateway charged when it queued the response (its estimate). */
-  held: HeldCharge;
-  /** Tokens used by runs that ended before the last one (runner lost, host stopping). */
-  spentTokens: number;
-  /** A run ended with its host, its usage unknown: the settlement then refunds nothing of the estimate. */
-  unmetered: boolean;
-}
 
 /** A settlement due: `usedTokens` against the charge `held`. */
 export interface Settlement {

@@ -7,11 +7,20 @@ import { isWellFormedId, randomToken } from "../../lib/ids.js";
 import { openKv } from "../../lib/nats/jetstream.js";
 import { isDomainError } from "../errors/mod.js";
 import { parseResponseCreateRequest, ResponseObjectSchema, storedValues, type Item, type ResponseCreateRequest, type ResponseObject } from "../openai/mod.js";
-import { HeldChargeSchema } from "../ratelimit/mod.js";
-import type { BackgroundCharge } from "./background-states.js";
+import { HeldChargeSchema, type HeldCharge } from "../ratelimit/mod.js";
 import { CHUNK_CHARS, deleteChunks, readChunks, writeChunks } from "./kv-values.js";
 
 export type { Versioned };
+
+/** A background response's rate-limit charge while it waits and runs. */
+export interface BackgroundCharge {
+  /** What the gateway charged when it queued the response (its estimate). */
+  held: HeldCharge;
+  /** Tokens used by runs that ended before the last one (runner lost, host stopping). */
+  spentTokens: number;
+  /** A run ended with its host, its usage unknown: the settlement then refunds nothing of the estimate. */
+  unmetered: boolean;
+}
 
 /** What is kept of one response besides the public object. */
 export interface StoredResponse {
