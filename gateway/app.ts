@@ -4,7 +4,8 @@ import type { Authenticator } from "../modules/accounts/mod.js";
 import { asDomainError, errors, isDomainError, type DomainError } from "../modules/errors/mod.js";
 import { openAIError } from "../modules/openai/mod.js";
 import { ConnectionLimiter } from "./http/connection-limiter.js";
-import { HttpExchange, statusLine, type ExchangeLimits } from "./http/exchange.js";
+import { HttpExchange, type ExchangeLimits } from "./http/exchange.js";
+import { statusLine } from "./http/status-line.js";
 import type { Match, Router } from "./http/router.js";
 
 export interface EdgeLimits extends ExchangeLimits {

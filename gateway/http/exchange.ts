@@ -1,24 +1,14 @@
-import { STATUS_CODES } from "node:http";
 import type { HttpRequest, HttpResponse } from "uWebSockets.js";
 import { newId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
-import { Cancelled, errors, shown, type DomainError } from "../../modules/errors/mod.js";
+import { Cancelled, errors, type DomainError } from "../../modules/errors/mod.js";
 import { openAIError } from "../../modules/openai/mod.js";
 import { BodyReader } from "./body-reader.js";
 import type { RequestObservation } from "../../modules/traces/mod.js";
 import type { Principal } from "../../modules/accounts/mod.js";
-
-const STATUS_TEXT: Record<number, string> = {
-  200: "200 OK", 201: "201 Created", 204: "204 No Content", 400: "400 Bad Request", 401: "401 Unauthorized",
-  403: "403 Forbidden", 404: "404 Not Found", 405: "405 Method Not Allowed", 408: "408 Request Timeout", 409: "409 Conflict",
-  410: "410 Gone", 413: "413 Payload Too Large", 415: "415 Unsupported Media Type", 422: "422 Unprocessable Entity",
-  429: "429 Too Many Requests", 431: "431 Request Header Fields Too Large", 500: "500 Internal Server Error",
-  502: "502 Bad Gateway", 503: "503 Service Unavailable", 504: "504 Gateway Timeout",
-};
-
-export function statusLine(status: number): string {
-  return STATUS_TEXT[status] ?? `${status} Status`;
-}
+import { answerEnding, closesConnection, heldConnections, LINGER_MS, relayedEnding, tryHoldConnection, type AnswerEnding } from "./connection-ending.js";
+import { headViolation, repeatsSingleHeader } from "./head-checks.js";
+import { statusLine } from "./status-line.js";
 
 /** The edge's limits on one request (lib/config.ts documents them). */
 export interface ExchangeLimits {
@@ -42,66 +32,6 @@ export interface ExchangeLimits {
    * receive buffer of unread input in the kernel, which nothing else bounds.
    */
   maxHeldConnections: number;
-}
-
-/** How long an answer that closes the connection waits for a rest it may drain (no body timeout set). */
-const LINGER_MS = 10_000;
-
-/**
- * How long a held connection is counted: uWS closes it at its 10 s timeout, whose timers tick
- * every 4 s (so 8-12 s after the answer), and a paused socket does not notice its client leave
- * sooner. Counting a little longer keeps the count an upper bound.
- */
-const HELD_COUNTED_MS = 13_000;
-
-/** Errors whose request is not worth keeping the connection for: the answer closes it. */
-const CLOSING_ERRORS: ReadonlySet<DomainError["_tag"]> = new Set(["TooLarge", "RequestTimeout", "HeadersTooLarge", "AmbiguousRequest", "TooManyConnections"]);
-
-/**
- * Headers a request may carry once (RFC 9112 §3.2, §6.3), as they are named in messages. uWS
- * frames the body by the first Content-Length (or any Transfer-Encoding) and reads the first
- * Host, where `headers` keeps the last: a second one would let the two disagree.
- */
-const SINGLE_HEADERS: ReadonlyMap<string, string> = new Map([["host", "Host"], ["content-length", "Content-Length"], ["transfer-encoding", "Transfer-Encoding"]]);
-
-/** The longest Content-Length uWS frames (it closes the connection on a longer one): 999,999,999 bytes. */
-const MAX_CONTENT_LENGTH_DIGITS = 9;
-
-/**
- * Why the head can be read more than one way, or undefined (the common case: no allocation).
- * `repeated` is a header of SINGLE_HEADERS the head holds more than once. uWS (20.30) drops
- * some of these itself, unanswered: a head without Host and a Content-Length beside a non-empty
- * Transfer-Encoding before calling the gateway, a Content-Length that is not 1 to 9 digits just
- * after (closing the connection, and any answer written meanwhile with it). The checks here
- * cover what it lets through (empty values, a repeated header, a Transfer-Encoding it frames as
- * chunked whatever it says), keep the gateway from running a route for the rest, and stand in
- * for uWS's own checks should those change.
- */
-function ambiguity(headers: Record<string, string>, repeated: string | undefined): DomainError | undefined {
-  if (repeated !== undefined) return errors.ambiguousRequest(`The request has more than one ${SINGLE_HEADERS.get(repeated)} header.`);
-  if (headers.host === undefined) return errors.ambiguousRequest("The request has no Host header, which HTTP/1.1 requires.");
-  const contentLength = headers["content-length"];
-  const transferEncoding = headers["transfer-encoding"];
-  if (transferEncoding !== undefined) {
-    if (contentLength !== undefined) return errors.ambiguousRequest("The request has both a Content-Length and a Transfer-Encoding header.");
-    // Transfer codings are case-insensitive; uWS frames any value as chunked, so nothing else is taken.
-    if (transferEncoding !== "chunked" && transferEncoding.toLowerCase() !== "chunked")
-      return errors.ambiguousRequest(`The Transfer-Encoding header must be "chunked", not ${JSON.stringify(shown(transferEncoding))}.`);
-    return undefined;
-  }
-  if (contentLength !== undefined && !isDecimalLength(contentLength))
-    return errors.ambiguousRequest(`The Content-Length header must be a decimal number of 1 to ${MAX_CONTENT_LENGTH_DIGITS} digits, not ${JSON.stringify(shown(contentLength))}.`);
-  return undefined;
-}
-
-/** 1 to MAX_CONTENT_LENGTH_DIGITS ASCII digits (uWS has trimmed the spaces around a value). */
-function isDecimalLength(value: string): boolean {
-  if (value.length === 0 || value.length > MAX_CONTENT_LENGTH_DIGITS) return false;
-  for (let i = 0; i < value.length; i++) {
-    const c = value.charCodeAt(i);
-    if (c < 48 || c > 57) return false;
-  }
-  return true;
 }
 
 /**
@@ -129,7 +59,9 @@ export class HttpExchange {
   /** Streamed responses in progress in this process (a metric). */
   static openStreams = 0;
   /** Connections answered with their request body still arriving, held unread until uWS closes them (an upper bound). */
-  static heldConnections = 0;
+  static get heldConnections(): number {
+    return heldConnections();
+  }
   private streaming = false;
   /** The HTTP status sent (200 for a stream), 0 before an answer. */
   statusCode = 0;
@@ -169,22 +101,15 @@ export class HttpExchange {
     req.forEach((k, v) => {
       count++;
       bytes += k.length + v.length + 4; // ": " and CRLF
-      // uWS gives names in lower case. Another repeated header keeps its last value. Only a name
-      // as long as "host", "content-length" or "transfer-encoding" is looked up (most are not:
-      // a few ns a head); one like "constructor" is found on the prototype, so the map decides.
-      const nameLength = k.length;
-      if ((nameLength === 4 || nameLength === 14 || nameLength === 17) && headers[k] !== undefined && SINGLE_HEADERS.has(k)) repeated ??= k;
+      // uWS gives names in lower case. Another repeated header keeps its last value.
+      if (repeatsSingleHeader(headers, k)) repeated ??= k;
       headers[k] = v;
     });
-    if (count > limits.maxHeaders)
-      this.headViolation = errors.headersTooLarge(`Too many request headers: ${count}, the limit is ${limits.maxHeaders}.`);
-    else if (bytes > limits.maxHeaderBytes)
-      this.headViolation = errors.headersTooLarge(`The request head is too large: ${bytes} bytes, the limit is ${limits.maxHeaderBytes}.`);
-    else this.headViolation = ambiguity(headers, repeated);
+    this.headViolation = headViolation(headers, { count, bytes, repeated }, limits);
     this.remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
     // A refused head's body is never read (an ambiguous one's framing is what is in doubt).
     if (!this.headViolation && (this.method === "POST" || this.method === "PUT" || this.method === "PATCH")) {
-      // ambiguity() let through no Content-Length (a chunked body, or none) or 1 to 9 digits.
+      // headViolation() let through no Content-Length (a chunked body, or none) or 1 to 9 digits.
       const contentLength = headers["content-length"];
       const declared = contentLength === undefined ? undefined : Number(contentLength);
       const body = new BodyReader({ pause: () => this.live && res.pause(), resume: () => this.live && res.resume() }, declared);
@@ -284,7 +209,7 @@ export class HttpExchange {
   error(err: DomainError, options: { closeConnection?: boolean } = {}): void {
     const { status, body, headers } = openAIError(err, this.requestId);
     for (const k in headers) this.responseHeaders[k] = headers[k]!;
-    const closeConnection = options.closeConnection ?? CLOSING_ERRORS.has(err._tag);
+    const closeConnection = options.closeConnection ?? closesConnection(err);
     // Only a body over the limit is still being sent by a client that is waiting for its answer;
     // one that timed out, or a head refused, has nothing worth waiting for.
     this.send(status, JSON.stringify(body), "application/json", closeConnection, err._tag === "TooLarge");
@@ -325,13 +250,11 @@ export class HttpExchange {
    * Stops reading the connection for good (uWS closes it at the timeout the answer arms), unless
    * maxHeldConnections are held already: false then, and the caller closes with its answer.
    */
-  private holdConnection(): boolean {
-    if (HttpExchange.heldConnections >= this.limits.maxHeldConnections) return false;
+  private readonly holdConnection = (): boolean => {
+    if (!tryHoldConnection(this.limits.maxHeldConnections)) return false;
     this.res.pause();
-    HttpExchange.heldConnections++;
-    setTimeout(() => HttpExchange.heldConnections--, HELD_COUNTED_MS).unref();
     return true;
-  }
+  };
 
   /**
    * Writes an answer that closes the connection once uWS is done with the bytes it read along
@@ -388,7 +311,7 @@ export class HttpExchange {
     HttpExchange.openStreams++;
     let ok = true;
     this.res.cork(() => {
-      this.res.writeStatus("200 OK");
+      this.res.writeStatus(statusLine(200));
       this.res.writeHeader("content-type", contentType);
       this.res.writeHeader("cache-control", "no-cache");
       this.writeResponseHeaders();
@@ -408,7 +331,7 @@ export class HttpExchange {
     this.streaming = true;
     HttpExchange.openStreams++;
     this.res.cork(() => {
-      this.res.writeStatus(`${status} ${STATUS_CODES[status] ?? "Status"}`);
+      this.res.writeStatus(statusLine(status));
       for (const [name, value] of headers) this.res.writeHeader(name, value);
       this.writeResponseHeaders();
     });
@@ -425,7 +348,7 @@ export class HttpExchange {
     this.statusCode = status;
     const rest = this.settleRelayedRest();
     this.res.cork(() => {
-      this.res.writeStatus(`${status} ${STATUS_CODES[status] ?? "Status"}`);
+      this.res.writeStatus(statusLine(status));
       for (const [name, value] of headers) this.res.writeHeader(name, value);
       this.writeResponseHeaders();
       if (rest !== "keep") this.res.writeHeader("connection", "close");
@@ -482,21 +405,9 @@ export class HttpExchange {
     this.ended();
   }
 
-  /**
-   * A relayed response (a hosted app's) that ends while its request body still arrives: the app
-   * answered without reading all of it, and nothing will. Buffering what comes would grow
-   * without bound once the response is over (nothing may pause the socket then), so the rest
-   * is dropped as it comes when it is small enough to drain, held unread when larger or of
-   * unknown length (holdUnread's reasons), and past maxHeldConnections the connection closes
-   * with the answer (at once: relayed frames arrive from NATS or after a writable event, never
-   * while uWS is reading the request, where writeClosing's detour would be needed).
-   */
+  /** A relayed response ends: what becomes of a request body still arriving (connection-ending.ts). */
   private settleRelayedRest(): "keep" | "hold" | "close" {
-    const body = this.body;
-    if (!body || body.complete) return "keep";
-    body.discard(new Cancelled({ reason: "cancelled" }));
-    if (body.remaining <= this.limits.drainBodyBytes) return "keep";
-    return this.holdConnection() ? "hold" : "close";
+    return relayedEnding(this.discardRest(), this.limits.drainBodyBytes, this.holdConnection);
   }
 
   /** Drops the connection at once: a stream that cannot be finished properly, shutdown after the drain timeout. */
@@ -505,21 +416,18 @@ export class HttpExchange {
     this.res.close(); // runs the abort handler
   }
 
-  /**
-   * Before an answer: what to do with a body still arriving. Nobody will read it now, so what
-   * comes is dropped; a rest small enough is drained (the client finishes sending and reads the
-   * answer, which says `Connection: close`; an answer that closes the connection waits for the
-   * rest), a larger or unknown one is held unread (holdUnread), or past maxHeldConnections
-   * closes the connection once the answer is written.
-   */
-  private settleBody(closeConnection: boolean, lingerOnClose: boolean): "keep" | "drain" | "linger" | "hold" | "close" {
+  /** Before an answer: what becomes of a body still arriving (connection-ending.ts). */
+  private settleBody(closeConnection: boolean, lingerOnClose: boolean): AnswerEnding {
     clearTimeout(this.bodyTimer);
+    return answerEnding(this.discardRest(), { closeConnection, lingerOnClose, drainBodyBytes: this.limits.drainBodyBytes }, this.holdConnection);
+  }
+
+  /** The body still to come, which nobody will read now: what comes is dropped. Undefined when none is left. */
+  private discardRest(): BodyReader | undefined {
     const body = this.body;
-    if (!body || body.complete) return closeConnection ? "close" : "keep";
+    if (!body || body.complete) return undefined;
     body.discard(new Cancelled({ reason: "cancelled" }));
-    if (body.remaining > this.limits.drainBodyBytes) return this.holdConnection() ? "hold" : "close";
-    if (!closeConnection) return "drain";
-    return lingerOnClose ? "linger" : "close";
+    return body;
   }
 
   private bodyTimedOut(): void {

@@ -5,7 +5,7 @@ import type { Authenticator } from "../../modules/accounts/mod.js";
 import { asDomainError, errors } from "../../modules/errors/mod.js";
 import { openAIError } from "../../modules/openai/mod.js";
 import type { ExecEvent, SandboxService, ShellSession } from "../../modules/sandboxes/mod.js";
-import { statusLine } from "../http/exchange.js";
+import { statusLine } from "../http/status-line.js";
 
 /** Output a client may leave unread before its session is ended (a terminal is never that far behind). */
 const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
