@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Test } from "tap";
-import { childEnv, connectAs, registerCredentials, testIdentities } from "./processes.js";
-import { catalogModels, createProject, createTenant, startStack, testAdmin, type StackOptions, type TestStack } from "./stack.js";
+import { childEnv, connectAs, registerCredentials, startGateway, testIdentities, type Gateway } from "./processes.js";
+import { catalogModels, createProject, createTenant, startStack, tenantOf, testAdmin, type StackOptions, type TestStack } from "./stack.js";
 import { bystanderCatalog } from "./bystander.js";
 
 /**
@@ -150,5 +150,24 @@ export async function sharedStack(t: Test): Promise<TestStack> {
     admin,
     tenant: (other) => createTenant(admin, gateway.url, other),
     project: (other) => createProject(admin, gateway.url, tenant.organizationId, other),
+  };
+}
+
+/**
+ * The shared stack behind a gateway of this file's own, started with `gatewayEnv` over the shared
+ * settings: for a file that needs gateway settings of its own (limits, bounds, timeouts) or reads
+ * the gateway's logs, and nothing else of its own. Its tenant is fresh, as on the shared stack.
+ */
+export async function sharedStackWithGateway(t: Test, gatewayEnv: NodeJS.ProcessEnv): Promise<TestStack & { gateway: Gateway }> {
+  const shared = await sharedStack(t);
+  const gateway = await startGateway(shared.nats.url, { ...sharedStackOptions().env, ...gatewayEnv });
+  t.teardown(() => gateway.kill());
+  const { admin, organizationId } = shared;
+  return {
+    ...shared,
+    ...tenantOf(gateway.url, shared),
+    gateway,
+    tenant: (name) => createTenant(admin, gateway.url, name),
+    project: (name) => createProject(admin, gateway.url, organizationId, name),
   };
 }

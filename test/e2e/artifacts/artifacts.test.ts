@@ -2,15 +2,13 @@ import t from "tap";
 import type { Test } from "tap";
 import { createHash } from "node:crypto";
 import { Objm } from "@nats-io/obj";
-import { startStack } from "../../harness/stack.js";
+import { sharedStackWithGateway } from "../../harness/shared-stack.js";
 import { buckets } from "../../../lib/nats/subjects.js";
-import { TEST_KEY } from "../../harness/processes.js";
 
 // /v1/artifacts and /v1/multipart: single-shot upload, get, list, content, delete; uploads in
 // parts (parallel, out of order, replaced), every refusal of finish, every bound at its edge, and
-// project isolation. Small limits so that the edges are cheap to reach.
-const OTHER_KEY = "sk-test-artifacts-other";
-const CROWDED_KEY = "sk-test-artifacts-crowded";
+// project isolation. Small limits (a gateway of this file's own on the shared stack) so that the
+// edges are cheap to reach.
 const LIMITS = {
   maxBytes: 20_000,
   maxSingle: 10_000,
@@ -22,21 +20,21 @@ const LIMITS = {
   manifest: 256,
   openUploads: 30,
 };
-const stack = await startStack(t, {
-  runners: 0,
-  gatewayEnv: {
-    TRIBUTARY_API_KEYS: `${OTHER_KEY}=proj-artifacts-other,${CROWDED_KEY}=proj-artifacts-crowded`,
-    TRIBUTARY_ARTIFACT_MAX_BYTES: String(LIMITS.maxBytes),
-    TRIBUTARY_ARTIFACT_MAX_SINGLE_UPLOAD_BYTES: String(LIMITS.maxSingle),
-    TRIBUTARY_ARTIFACT_PART_BYTES: String(LIMITS.partBytes),
-    TRIBUTARY_ARTIFACT_MIN_PART_BYTES: String(LIMITS.minPart),
-    TRIBUTARY_ARTIFACT_MAX_PART_BYTES: String(LIMITS.maxPart),
-    TRIBUTARY_ARTIFACT_MAX_PARTS: String(LIMITS.maxParts),
-    TRIBUTARY_ARTIFACT_MAX_FILENAME_BYTES: String(LIMITS.filename),
-    TRIBUTARY_ARTIFACT_MAX_MANIFEST_BYTES: String(LIMITS.manifest),
-    TRIBUTARY_ARTIFACT_MAX_OPEN_UPLOADS: String(LIMITS.openUploads),
-  },
+const stack = await sharedStackWithGateway(t, {
+  TRIBUTARY_ARTIFACT_MAX_BYTES: String(LIMITS.maxBytes),
+  TRIBUTARY_ARTIFACT_MAX_SINGLE_UPLOAD_BYTES: String(LIMITS.maxSingle),
+  TRIBUTARY_ARTIFACT_PART_BYTES: String(LIMITS.partBytes),
+  TRIBUTARY_ARTIFACT_MIN_PART_BYTES: String(LIMITS.minPart),
+  TRIBUTARY_ARTIFACT_MAX_PART_BYTES: String(LIMITS.maxPart),
+  TRIBUTARY_ARTIFACT_MAX_PARTS: String(LIMITS.maxParts),
+  TRIBUTARY_ARTIFACT_MAX_FILENAME_BYTES: String(LIMITS.filename),
+  TRIBUTARY_ARTIFACT_MAX_MANIFEST_BYTES: String(LIMITS.manifest),
+  TRIBUTARY_ARTIFACT_MAX_OPEN_UPLOADS: String(LIMITS.openUploads),
 });
+// Other projects of the same organization: isolation, and a project whose open uploads are used up.
+const OTHER_KEY = (await stack.project("other")).key;
+const CROWDED_KEY = (await stack.project("crowded")).key;
+const TEST_KEY = stack.key;
 
 const nc = await stack.nats.connect();
 t.teardown(() => nc.close());
