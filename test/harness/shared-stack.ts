@@ -21,6 +21,9 @@ export const SIM_FAST_MODEL = "test/sim-fast";
 // test script, or tap) exits.
 // Outside a tap run (a file run alone with node), the file starts the same stack for itself.
 
+/** The master key the shared stack's secrets are envelope-encrypted under (not one made in $TRIBUTARY_HOME). */
+export const SHARED_SECRETS_KEY = "k1:" + Buffer.alloc(32, 11).toString("base64");
+
 /** The shared stack's processes and settings: what a file on it may count on. */
 export function sharedStackOptions(): StackOptions {
   return {
@@ -43,8 +46,7 @@ export function sharedStackOptions(): StackOptions {
       TRIBUTARY_USAGE_FLUSH_MS: "50",
       TRIBUTARY_KEY_USAGE_FLUSH_MS: "200",
       TRIBUTARY_FILE_SWEEP_MS: "500",
-      // Secrets envelope-encrypted under a master key of the run's (not one made in $TRIBUTARY_HOME).
-      TRIBUTARY_SECRETS_KEY: "k1:" + Buffer.alloc(32, 11).toString("base64"),
+      TRIBUTARY_SECRETS_KEY: SHARED_SECRETS_KEY,
     },
   };
 }

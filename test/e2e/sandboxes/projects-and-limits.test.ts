@@ -1,17 +1,14 @@
 import t from "tap";
 import { Kvm } from "@nats-io/kv";
-import { startStack } from "../../harness/stack.js";
+import { sharedStackWithGateway } from "../../harness/shared-stack.js";
 import { buckets } from "../../../lib/nats/subjects.js";
 
 // Every sandbox route is scoped to the key's project (another project's sandbox is a 404), and
 // every bound of the sandbox API holds at its edge: at the limit passes, one past it fails,
 // naming the parameter.
-const OTHER_KEY = "sk-test-sandboxes-other";
-const stack = await startStack(t, {
-  runners: 0,
-  sandboxHosts: 1,
-  gatewayEnv: { TRIBUTARY_API_KEYS: `${OTHER_KEY}=proj-sandboxes-other`, TRIBUTARY_SANDBOX_MAX_MEMORY_MB: "1024", TRIBUTARY_SANDBOX_MAX_PER_PROJECT: "3" },
-});
+// The bounds are the gateway's: a gateway of this file's own on the shared stack (and its sandbox host).
+const stack = await sharedStackWithGateway(t, { TRIBUTARY_SANDBOX_MAX_MEMORY_MB: "1024", TRIBUTARY_SANDBOX_MAX_PER_PROJECT: "3" });
+const OTHER_KEY = (await stack.project("other")).key;
 const post = (path: string, body: unknown, key?: string) =>
   stack.fetch(path, { method: "POST", body: JSON.stringify(body), headers: key ? { authorization: `Bearer ${key}` } : {} });
 const json = async (res: Response) => (await res.json()) as any;

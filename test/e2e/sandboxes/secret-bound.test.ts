@@ -1,5 +1,5 @@
 import t from "tap";
-import { startStack } from "../../harness/stack.js";
+import { SHARED_SECRETS_KEY, sharedStackWithGateway } from "../../harness/shared-stack.js";
 import { loadKeyRing, SecretStore } from "../../../modules/secrets/mod.js";
 
 // The per-project secret bound (TRIBUTARY_SECRETS_MAX_PER_PROJECT, here 3) is exact under
@@ -7,13 +7,9 @@ import { loadKeyRing, SecretStore } from "../../../modules/secrets/mod.js";
 // of five rounds) and the others are refused with 400 secret_limit_reached naming `name`. Only new names take a place:
 // rotating a secret or creating a name in use (409) does not, and a deleted secret frees its place.
 const MAX = 3;
-const KEYS = { racers: "sk-test-secret-bound-racers", edge: "sk-test-secret-bound-edge" };
-const masterKey = "k1:" + Buffer.alloc(32, 5).toString("base64");
-const stack = await startStack(t, {
-  runners: 0,
-  env: { TRIBUTARY_SECRETS_KEY: masterKey },
-  gatewayEnv: { TRIBUTARY_SECRETS_MAX_PER_PROJECT: String(MAX), TRIBUTARY_API_KEYS: `${KEYS.racers}=proj-secret-racers,${KEYS.edge}=proj-secret-edge` },
-});
+// The bound is the gateway's: a gateway of this file's own on the shared stack.
+const stack = await sharedStackWithGateway(t, { TRIBUTARY_SECRETS_MAX_PER_PROJECT: String(MAX) });
+const KEYS = { racers: (await stack.project("racers")).key, edge: (await stack.project("edge")).key };
 type Answer = { status: number; body: { name?: string; error?: { type: string; code: string; param: string | null; message: string } } };
 const call = async (key: string, path: string, body?: unknown, method = "POST"): Promise<Answer> => {
   const res = await stack.fetch(path, { method, headers: { authorization: `Bearer ${key}` }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
@@ -58,11 +54,11 @@ t.test("at the limit passes, one past it fails; rotations and names in use take 
 });
 
 t.test("creates of one name at once: one is made, the others find it in use, it takes one place", async (t) => {
-  const project = "proj-secret-same-name";
+  const { projectId: project } = await stack.project("same name");
   const connections = await Promise.all(Array.from({ length: 5 }, () => stack.nats.connect()));
   t.teardown(() => Promise.all(connections.map((c) => c.close())));
   // Stores as five gateways hold them, with room for all five creates.
-  const stores = await Promise.all(connections.map((c) => SecretStore.open(c, loadKeyRing(masterKey, "", "/nonexistent"))));
+  const stores = await Promise.all(connections.map((c) => SecretStore.open(c, loadKeyRing(SHARED_SECRETS_KEY, "", "/nonexistent"))));
   const results = await Promise.all(stores.map((s) => s.create(project, "SAME", "v", 10)));
   t.equal(results.filter((r) => "created" in r).length, 1, "one made it");
   t.equal(results.filter((r) => "exists" in r).length, 4, "the others: the name is in use");
