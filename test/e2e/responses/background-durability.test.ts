@@ -1,3 +1,4 @@
+// tier: serial (asserts that the next job runs within 6 s of a cancel, with runs of 40 tokens/s)
 import t from "tap";
 import OpenAI from "openai";
 import { startStack } from "../../harness/stack.js";
@@ -34,7 +35,7 @@ const background = (maxTokens: number) => client.responses.create({ model: TEST_
 t.test("cancel stops a running response at once and frees its worker", async (t) => {
   const long = await background(400); // 10 s of tokens
   await waitFor(long.id, (r) => r.status === "in_progress");
-  await new Promise((res) => setTimeout(res, 500));
+  await new Promise((res) => setTimeout(res, 500)); // some 20 tokens out before the cancel
   const cancelled = await client.responses.cancel(long.id);
   t.equal(cancelled.status, "cancelled");
   const started = Date.now();
@@ -57,7 +58,9 @@ t.test("a queued response cancelled before a worker took it never runs", async (
   t.equal((await client.responses.retrieve(second.id)).status, "queued");
   t.equal((await client.responses.cancel(second.id)).status, "cancelled");
   await client.responses.cancel(first.id);
-  await new Promise((res) => setTimeout(res, 1_500));
+  // One run at a time, in queue order: once a later job has run, the worker is past the cancelled one.
+  const third = await background(20);
+  t.equal((await waitFor(third.id, done)).status, "incomplete", "the job queued after it ran");
   const after = await client.responses.retrieve(second.id);
   t.equal(after.status, "cancelled");
   t.same(after.output, [], "nothing ran");

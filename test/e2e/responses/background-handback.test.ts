@@ -1,3 +1,4 @@
+// tier: serial (a 3 s run must still be running when its host's 300 ms drain ends)
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
 import { startActorHost, TEST_KEY, TEST_MODEL, type ActorHost } from "../../harness/processes.js";
@@ -38,7 +39,7 @@ async function waitFor(id: string, pred: (status: string) => boolean, timeoutMs 
 t.test("a run cut by its host's shutdown goes back to the queue and runs again from the start", async (t) => {
   const created = await stack.client.responses.create({ model: TEST_MODEL, input: "go", background: true, max_output_tokens: 120 }); // 3 s
   await waitFor(created.id, (s) => s === "in_progress");
-  await sleep(500);
+  await sleep(500); // some 20 tokens out: the hand-back must drop them
   const stopping = actors.stop();
   const handedBack = await waitFor(created.id, (s) => s !== "in_progress", 10_000);
   t.equal(handedBack.status, "queued", "handed back, not failed");

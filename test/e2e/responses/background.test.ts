@@ -1,13 +1,13 @@
 import t from "tap";
 import type OpenAI from "openai";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { expectApiError, SHORT_JSON } from "./helpers.js";
 
 // background: true with the real model: the create returns at once with status queued, a worker
 // in the actor host runs it, clients poll GET; with stream: true the events are stored and can
 // be replayed from any sequence number.
-const stack = await startStack(t);
+const stack = await sharedStack(t);
 const client = stack.client;
 type Created = OpenAI.Responses.Response;
 

@@ -1,28 +1,18 @@
+// tier: serial (a 100,000-token stream at 50,000 tokens/s and a 3 s unread pause)
 import t from "tap";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack, SIM_FAST_MODEL } from "../../harness/shared-stack.js";
 import { dechunk, postAndReadLate } from "../../harness/slow-reader.js";
-import { TEST_MODEL } from "../../harness/processes.js";
 
 // A Responses stream to a client that stops reading: the gateway holds its events while uWS
 // reports backpressure and merges text deltas of the same part, so the client, once it reads
 // again, gets every token in order, in fewer events, with sequence numbers still consecutive.
-// (The sim engine at 50,000 tokens/s makes the producer fast; this is about the gateway.)
+// (The shared stack's fast sim model, 50,000 tokens/s, makes the producer fast; this is about
+// the gateway.)
 const TOKENS = 100_000;
-const stack = await startStack(t, {
-  env: {
-    TRIBUTARY_ENGINE: "sim",
-    TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
-      // Rate limits well above the two 100,000-token runs of this test.
-      [TEST_MODEL]: {
-        context_length: 200_000, max_output_tokens: TOKENS, sim: { tokens_per_second: 50_000, first_token_latency_ms: 0 },
-        rate_limits: { requests_per_minute: 1000, tokens_per_minute: 10_000_000 },
-      },
-    }),
-  },
-});
+const stack = await sharedStack(t);
 
 t.test("a client that stops reading gets every delta, in order, coalesced, numbered", async (t) => {
-  const request = { model: TEST_MODEL, input: "go", max_output_tokens: TOKENS, store: false };
+  const request = { model: SIM_FAST_MODEL, input: "go", max_output_tokens: TOKENS, store: false };
   const expected = (await stack.client.responses.create(request)).output_text;
   t.equal(expected.split(" ").length, TOKENS, "the reference run has every token");
 

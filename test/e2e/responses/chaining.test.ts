@@ -1,13 +1,13 @@
 import t from "tap";
 import type OpenAI from "openai";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { expectApiError } from "./helpers.js";
 
 // previous_response_id: each turn continues from the stored inputs and outputs of the chain.
 // The rebuilt prompt is checked exactly: the same conversation sent statelessly, as items,
 // costs the same number of input tokens.
-const stack = await startStack(t);
+const stack = await sharedStack(t);
 const create = (body: OpenAI.Responses.ResponseCreateParamsNonStreaming) => stack.client.responses.create({ model: TEST_MODEL, max_output_tokens: 20, ...body });
 const replay = (r: OpenAI.Responses.Response) => r.output as unknown as OpenAI.Responses.ResponseInputItem[];
 

@@ -1,14 +1,15 @@
 import t from "tap";
-import OpenAI from "openai";
-import { startStack } from "../../harness/stack.js";
+import type OpenAI from "openai";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { expectApiError } from "./helpers.js";
 
 // Conversations: an ordered history that responses run in it read and append to; items can be
 // listed, added, read and deleted; everything is scoped to the project.
-const stack = await startStack(t, { gatewayEnv: { TRIBUTARY_API_KEYS: "sk-other-project=proj-other" } });
+const stack = await sharedStack(t);
 const client = stack.client;
-const otherClient = new OpenAI({ apiKey: "sk-other-project", baseURL: stack.gateway.baseURL, maxRetries: 0 });
+// Another project of the same organization, with a key of its own.
+const otherClient = (await stack.project("other")).client;
 const textOf = (item: unknown) => ((item as { content: Array<{ text: string }> }).content[0]!.text);
 
 t.test("create, retrieve, update metadata, delete", async (t) => {

@@ -1,13 +1,13 @@
 import t from "tap";
 import type OpenAI from "openai";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { SHORT_JSON } from "./helpers.js";
 
 // POST /v1/responses without streaming: the response object, its output and usage, and every
 // request field echoed back. (The tiny model never ends a story by itself: a reply that must
 // complete is asked for as JSON, which ends when the object closes.)
-const stack = await startStack(t);
+const stack = await sharedStack(t);
 type Loose = Record<string, unknown>;
 
 const REQUIRED_KEYS = [

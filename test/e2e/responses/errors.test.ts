@@ -1,10 +1,10 @@
 import t, { type Test } from "tap";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 
 // Every bad input to POST /v1/responses gets OpenAI's error envelope naming the parameter, and
 // changes nothing.
-const stack = await startStack(t);
+const stack = await sharedStack(t);
 
 async function expectError(t: Test, body: unknown, expected: { status?: number; param?: string | null; code?: string | null }, raw?: string) {
   const res = await stack.fetch("/v1/responses", { method: "POST", body: raw ?? JSON.stringify(body) });

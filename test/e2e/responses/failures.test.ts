@@ -1,3 +1,4 @@
+// tier: serial (a 1 s runner timeout: on a busy machine a live runner could look lost)
 import t from "tap";
 import type OpenAI from "openai";
 import { startStack } from "../../harness/stack.js";
@@ -47,7 +48,11 @@ t.test("a background response whose runner dies starts over on another runner", 
   const created = await stack.client.responses.create({ model: TEST_MODEL, input: "go", max_output_tokens: 400, background: true });
   const deadline = Date.now() + 30_000;
   let r = created;
-  while (r.status !== "in_progress" && Date.now() < deadline) r = await stack.client.responses.retrieve(created.id);
+  while (r.status !== "in_progress" && Date.now() < deadline) {
+    await new Promise((res) => setTimeout(res, 25));
+    r = await stack.client.responses.retrieve(created.id);
+  }
+  // Under way on the runner (a few tokens out), not just taken by a worker.
   await new Promise((res) => setTimeout(res, 300));
   await killRunnerAndReplace();
   while (["queued", "in_progress"].includes(r.status!) && Date.now() < deadline) {

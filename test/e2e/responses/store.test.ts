@@ -1,14 +1,13 @@
 import t from "tap";
-import OpenAI from "openai";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { expectApiError } from "./helpers.js";
 
 // Stored responses (store defaults to true): retrieve, list input items, delete; store: false
-// keeps nothing; and another project's key never sees them (TRIBUTARY_API_KEYS gives the
-// gateway a second key, of another project).
-const stack = await startStack(t, { gatewayEnv: { TRIBUTARY_API_KEYS: "sk-other-project=proj-other" } });
-const otherClient = new OpenAI({ apiKey: "sk-other-project", baseURL: stack.gateway.baseURL, maxRetries: 0 });
+// keeps nothing; and another project's key (a second project of the same organization) never
+// sees them.
+const stack = await sharedStack(t);
+const otherClient = (await stack.project("other")).client;
 
 t.test("a created response is retrieved as it was returned", async (t) => {
   const created = await stack.client.responses.create({ model: TEST_MODEL, input: "Hello there", max_output_tokens: 16, metadata: { k: "v" } });

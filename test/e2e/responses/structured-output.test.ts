@@ -1,13 +1,13 @@
 import t from "tap";
 import Ajv from "ajv";
 import type OpenAI from "openai";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { expectApiError } from "./helpers.js";
 
 // text.format json_schema and json_object: generation is grammar-constrained, so the output
 // parses and validates whatever the (tiny) model would have written.
-const stack = await startStack(t);
+const stack = await sharedStack(t);
 const ajv = new Ajv.default({ strict: false });
 
 const schema = {

@@ -1,16 +1,18 @@
 import t, { type Test } from "tap";
 import type OpenAI from "openai";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 
 // Prompt templates: stored per project with POST /v1/prompts, run with POST /v1/responses/{name}
 // and body {inputs, template?, log?, stream?}; {{placeholders}} in instructions and input.
-const stack = await startStack(t, { gatewayEnv: { TRIBUTARY_API_KEYS: "sk-other-project=proj-other" } });
+const stack = await sharedStack(t);
+// Another project of the same organization, with a key of its own.
+const other = await stack.project("other");
 
-async function call(method: string, path: string, body?: unknown, base = stack.gateway.url, key?: string) {
-  const res = await fetch(base + path, {
+async function call(method: string, path: string, body?: unknown, key = stack.key) {
+  const res = await fetch(stack.gateway.url + path, {
     method,
-    headers: { authorization: `Bearer ${key ?? "sk-test-tributary"}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: res.status, body: (res.headers.get("content-type")?.includes("json") ? await res.json() : await res.text()) as Record<string, unknown> & { error?: { param: string | null; code: string | null } } };
@@ -73,7 +75,7 @@ t.test("template overrides the stored input text for one call", async (t) => {
 t.test("a template runs streamed", async (t) => {
   const res = await fetch(`${stack.gateway.url}/v1/responses/greeting`, {
     method: "POST",
-    headers: { authorization: "Bearer sk-test-tributary", "content-type": "application/json" },
+    headers: { authorization: `Bearer ${stack.key}`, "content-type": "application/json" },
     body: JSON.stringify({ inputs: { person: "Di", city: "Rome" }, stream: true }),
   });
   t.match(res.headers.get("content-type"), /^text\/event-stream/);
@@ -102,9 +104,9 @@ t.test("bad templates are refused and change nothing", async (t) => {
 });
 
 t.test("templates are per project, and deleted ones are gone", async (t) => {
-  t.equal((await call("GET", "/v1/prompts/greeting", undefined, stack.gateway.url, "sk-other-project")).status, 404);
-  t.equal((await call("POST", "/v1/responses/greeting", { inputs: { person: "A", city: "B" } }, stack.gateway.url, "sk-other-project")).status, 404);
-  t.same((await call("GET", "/v1/prompts", undefined, stack.gateway.url, "sk-other-project")).body.data, []);
+  t.equal((await call("GET", "/v1/prompts/greeting", undefined, other.key)).status, 404);
+  t.equal((await call("POST", "/v1/responses/greeting", { inputs: { person: "A", city: "B" } }, other.key)).status, 404);
+  t.same((await call("GET", "/v1/prompts", undefined, other.key)).body.data, []);
   const deleted = await call("DELETE", "/v1/prompts/greeting");
   t.same(deleted.body, { id: "greeting", object: "prompt.deleted", deleted: true });
   t.equal((await call("POST", "/v1/responses/greeting", { inputs: { person: "A", city: "B" } })).status, 404);

@@ -1,14 +1,14 @@
 import t, { type Test } from "tap";
 import Ajv from "ajv";
 import type OpenAI from "openai";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { expectApiError } from "./helpers.js";
 
 // Function calling through the Responses API: function_call output items with schema-valid
 // arguments (grammar-constrained), their stream events, and the tool loop both ways (resending
 // the items, or previous_response_id).
-const stack = await startStack(t);
+const stack = await sharedStack(t);
 const ajv = new Ajv.default({ strict: false });
 
 const weatherParams = {

@@ -1,13 +1,13 @@
 import t from "tap";
 import type OpenAI from "openai";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { expectApiError } from "./helpers.js";
 
 // truncation: "disabled" (the default) refuses an input longer than the context with a clear
 // error; "auto" drops the oldest turns, keeping instructions, until input and max_output_tokens
 // fit the model's 2048-token context, and the runner accepts the result.
-const stack = await startStack(t);
+const stack = await sharedStack(t);
 const CONTEXT = 2048;
 const OUTPUT = 100;
 const sentence = "The little cat went to the big park to play with the red ball and her friends. ";
