@@ -1,14 +1,16 @@
+// tier: serial (fills the runner and measures interactive latency beside it)
 import t from "tap";
 import OpenAI from "openai";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { batchResults, chatLine, createBatch, waitForBatch } from "../../harness/batches.js";
 
 // The batch life cycle through the openai client: upload, create, poll, download, match by
 // custom_id; lines that fail at run time; listing; cancel and delete rules; project isolation.
-const OTHER_KEY = "sk-test-other-project";
-const stack = await startStack(t, { gatewayEnv: { TRIBUTARY_API_KEYS: `${OTHER_KEY}=proj-other` } });
+const stack = await sharedStack(t);
 const client = stack.client;
+// Another project of the same organization, with a key of its own.
+const otherProject = await stack.project("other");
 
 t.test("upload, create, poll to completed, download and match every line by custom_id", async (t) => {
   const lines = Array.from({ length: 40 }, (_, i) => chatLine(`req-${i}`, { max_tokens: 4 + (i % 5) }));
@@ -137,13 +139,12 @@ t.test("listing pages newest first with limit and after; the SDK iterates every 
 
 t.test("projects do not see each other's batches", async (t) => {
   const mine = await createBatch(client, [chatLine("iso", { max_tokens: 1 })]);
-  const other = new OpenAI({ apiKey: OTHER_KEY, baseURL: stack.gateway.baseURL, maxRetries: 0 });
+  const other = otherProject.client;
   t.ok((await other.batches.retrieve(mine.id).catch((e: unknown) => e)) instanceof OpenAI.NotFoundError, "retrieve: 404");
   t.ok((await other.batches.cancel(mine.id).catch((e: unknown) => e)) instanceof OpenAI.NotFoundError, "cancel: 404");
   t.equal((await other.batches.list()).data.length, 0, "list: empty");
-  const res = await fetch(`${stack.gateway.url}/v1/batches`, {
+  const res = await otherProject.fetch("/v1/batches", {
     method: "POST",
-    headers: { authorization: `Bearer ${OTHER_KEY}`, "content-type": "application/json" },
     body: JSON.stringify({ input_file_id: mine.input_file_id, endpoint: "/v1/chat/completions", completion_window: "24h" }),
   });
   t.equal(res.status, 400, "another project's input file is not found");

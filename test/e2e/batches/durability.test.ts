@@ -27,6 +27,7 @@ t.test("kill -9 of the runner mid-batch", async (t) => {
   const created = await createBatch(client, lines("runner"));
   await waitForBatch(client, created.id, 60_000, (b) => b.request_counts!.completed >= 10);
   await stack.runners[0]!.kill();
+  // An outage, not a restart in place: lines keep going to the dead runner for a while.
   await new Promise((r) => setTimeout(r, 1000));
   const runner = await startRunner(stack.nats.url);
   root.teardown(() => runner.kill()); // it serves the later tests too

@@ -1,10 +1,10 @@
 import t from "tap";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { batchResults, uploadBatchFile, jsonl, waitForBatch } from "../../harness/batches.js";
 
 // Batch lines for /v1/responses run through the Responses core at batch priority.
-const stack = await startStack(t);
+const stack = await sharedStack(t);
 const client = stack.client;
 
 t.test("a /v1/responses batch: each line is a response object, stored in the batch's project", async (t) => {

@@ -1,11 +1,12 @@
+// tier: serial (two 50,000-line batches: about 20 s of CPU across the actor host, gateway and NATS, and a runner fed 50,000 lines until the cancel)
 import t from "tap";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { chatLine, createBatch, jsonl, uploadBatchFile, waitForBatch } from "../../harness/batches.js";
 
 // Every validation failure of a batch input file at its edge: the batch goes validating -> failed
 // with `errors` naming each problem and its line, and nothing runs.
-const stack = await startStack(t);
+const stack = await sharedStack(t);
 const client = stack.client;
 
 async function failedWith(t: import("tap").Test, lines: Array<ReturnType<typeof chatLine> | string>) {
