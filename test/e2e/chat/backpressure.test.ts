@@ -1,24 +1,17 @@
+// tier: serial (a 40,000-token stream at 50,000 tokens/s and an unread pause)
 import t from "tap";
-import { startStack } from "../../harness/stack.js";
+import { SIM_FAST_MODEL, sharedStack } from "../../harness/shared-stack.js";
 import { dechunk, postAndReadLate } from "../../harness/slow-reader.js";
-import { TEST_MODEL } from "../../harness/processes.js";
 
 // The gateway under a client that stops reading: a fast producer (the sim engine at 50,000
 // tokens/s) and a stream of megabytes. uWS reports backpressure, the gateway stops writing and
 // merges deltas per choice; when the client reads again it gets every token, in order, in fewer
 // and larger chunks. (The sim engine is used because this is about the gateway, not the model.)
 const TOKENS = 40_000;
-const stack = await startStack(t, {
-  env: {
-    TRIBUTARY_ENGINE: "sim",
-    TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({
-      [TEST_MODEL]: { context_length: 100_000, max_output_tokens: TOKENS, sim: { tokens_per_second: 50_000, first_token_latency_ms: 0 } },
-    }),
-  },
-});
+const stack = await sharedStack(t);
 
 t.test("a client that stops reading gets every delta, in order, coalesced", async (t) => {
-  const request = { model: TEST_MODEL, messages: [{ role: "user" as const, content: "go" }], max_tokens: TOKENS, seed: 3 };
+  const request = { model: SIM_FAST_MODEL, messages: [{ role: "user" as const, content: "go" }], max_tokens: TOKENS, seed: 3 };
   const expected = (await stack.client.chat.completions.create({ ...request, stream: false })).choices[0]!.message.content!;
   t.equal(expected.split(" ").length, TOKENS, "the reference run has every token");
 

@@ -1,10 +1,10 @@
 import t from "tap";
 import Ajv from "ajv";
 import type OpenAI from "openai";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 
-const stack = await startStack(t);
+const stack = await sharedStack(t);
 const ajv = new Ajv.default({ strict: false });
 
 const weatherParams = {
