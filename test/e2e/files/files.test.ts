@@ -2,18 +2,18 @@ import t from "tap";
 import OpenAI, { toFile } from "openai";
 import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
-import { startStack } from "../../harness/stack.js";
-import { TEST_KEY } from "../../harness/processes.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 import { FileStore } from "../../../modules/files/mod.js";
 import { buckets } from "../../../lib/nats/subjects.js";
 
 // /v1/files through the openai client: upload, retrieve, list (purpose, order, pages), content,
 // delete, POST /v1/files/{id} (expiry), expiry itself, errors, and project isolation.
-const OTHER_KEY = "sk-test-files-other";
-const stack = await startStack(t, { gatewayEnv: { TRIBUTARY_API_KEYS: `${OTHER_KEY}=proj-files-other` }, actorsEnv: { TRIBUTARY_FILE_SWEEP_MS: "500" } });
-const upload = (form: FormData) => fetch(`${stack.gateway.url}/v1/files`, { method: "POST", body: form, headers: { authorization: `Bearer ${TEST_KEY}` } });
+// The shared stack's actor host sweeps expired files every 0.5 s (TRIBUTARY_FILE_SWEEP_MS).
+const stack = await sharedStack(t);
+const upload = (form: FormData) => fetch(`${stack.gateway.url}/v1/files`, { method: "POST", body: form, headers: { authorization: `Bearer ${stack.key}` } });
 const client = stack.client;
-const other = new OpenAI({ apiKey: OTHER_KEY, baseURL: stack.gateway.baseURL, maxRetries: 0 });
+// Another project of the same organization.
+const other = (await stack.project("files-other")).client;
 
 t.test("upload, retrieve, download, delete", async (t) => {
   const content = Buffer.from('{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{}}\n'.repeat(1000));
@@ -74,19 +74,19 @@ t.test("an expired file is gone at once, and the sweeper then deletes it", async
   const store = await FileStore.open(nc);
   const past = Math.floor(Date.now() / 1000) - 5;
   const file = await store.upload(
-    { project: "proj-local", maxBytes: 1000, describe: () => ({ filename: "old.txt", purpose: "user_data", expiresAt: past, createdAt: past - 3600 }) },
+    { project: stack.projectId, maxBytes: 1000, describe: () => ({ filename: "old.txt", purpose: "user_data", expiresAt: past, createdAt: past - 3600 }) },
     (async function* () { yield Buffer.from("expired contents"); })(),
   );
   const kv = await new Kvm(nc).open(buckets.files);
-  t.ok(await kv.get(`proj-local.${file.id}`), "the record exists");
+  t.ok(await kv.get(`${stack.projectId}.${file.id}`), "the record exists");
   t.ok((await client.files.retrieve(file.id).catch((e: unknown) => e)) instanceof OpenAI.NotFoundError, "retrieve: 404 before any sweep");
   t.ok((await client.files.content(file.id).catch((e: unknown) => e)) instanceof OpenAI.NotFoundError, "content: 404");
   t.notOk((await client.files.list()).data.some((f) => f.id === file.id), "not listed");
   const os = await new Objm(nc).open(buckets.fileContents);
   const contentsGone = async () => (await os.info(file.id))?.deleted ?? true;
   const deadline = Date.now() + 15_000;
-  while (((await kv.get(`proj-local.${file.id}`))?.operation === "PUT" || !(await contentsGone())) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
-  t.notOk((await kv.get(`proj-local.${file.id}`))?.operation === "PUT", "the sweeper deleted the record");
+  while (((await kv.get(`${stack.projectId}.${file.id}`))?.operation === "PUT" || !(await contentsGone())) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+  t.notOk((await kv.get(`${stack.projectId}.${file.id}`))?.operation === "PUT", "the sweeper deleted the record");
   t.ok(await contentsGone(), "and the contents");
 });
 

@@ -1,3 +1,4 @@
+// tier: serial (200 MB and 480 MB uploads, and the gateway's peak memory)
 import t from "tap";
 import { readFileSync } from "node:fs";
 import { jetstreamManager } from "@nats-io/jetstream";
