@@ -1,3 +1,4 @@
+// tier: serial (apps must be healthy within 3 s, a host is lost after 1.5 s of silence, a memory hog)
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
 import { startSandboxHost, TEST_KEY } from "../../harness/processes.js";
@@ -10,8 +11,10 @@ import { appDir, hosted, uploadBundle, waitForDeployment } from "../../harness/a
 // A lost app host is noticed within 1.5 s (gateways, and the actor host's sweeper every 0.5 s).
 // An instance serves at most 4 requests at once here (the bound's edge is tested with 4 and 5).
 const MAX_PER_INSTANCE = 4;
-const OTHER_KEY = "sk-test-apps-cap-other";
-const stack = await startStack(t, { runners: 0, env: { TRIBUTARY_APP_HOST_TIMEOUT_MS: "1500", TRIBUTARY_SANDBOX_SWEEP_MS: "500" }, gatewayEnv: { TRIBUTARY_API_KEYS: `${OTHER_KEY}=proj-cap-other` } });
+const stack = await startStack(t, { runners: 0, env: { TRIBUTARY_APP_HOST_TIMEOUT_MS: "1500", TRIBUTARY_SANDBOX_SWEEP_MS: "500" } });
+// Another project of the same organization (the local one), whose app shares the host.
+const OTHER_PROJECT = "proj-cap-other";
+const OTHER_KEY = (await stack.project(OTHER_PROJECT)).key;
 const host = await startSandboxHost(stack.nats.url, {
   TRIBUTARY_APPS_MAX_CONCURRENT_PER_INSTANCE: String(MAX_PER_INSTANCE),
   TRIBUTARY_APP_PLATFORM_URL: stack.gateway.url,
@@ -193,11 +196,11 @@ async def app(scope, receive, send):
 `;
   const mine = await deploy(HOLD_APP);
   t.equal(mine.status, 201, JSON.stringify(mine.body));
-  const theirs = await deploy(HOLD_APP, { project: "proj-cap-other", project_slug: "proj-cap-other" }, OTHER_KEY);
+  const theirs = await deploy(HOLD_APP, { project: OTHER_PROJECT, project_slug: OTHER_PROJECT }, OTHER_KEY);
   t.equal(theirs.status, 201, JSON.stringify(theirs.body));
   t.equal((await waitForDeployment(stack.gateway.url, TEST_KEY, mine.body.id, ["healthy", "failed"])).status, "healthy");
   t.equal((await waitForDeployment(stack.gateway.url, OTHER_KEY, theirs.body.id, ["healthy", "failed"])).status, "healthy");
-  const OTHER_ADDRESS = "proj-cap-other.local.apps.localhost";
+  const OTHER_ADDRESS = `${OTHER_PROJECT}.local.apps.localhost`;
 
   const { request } = await import("node:http");
   /** A request whose head has arrived: its status, and its whole body once it ends. */
