@@ -1,11 +1,14 @@
 import t from "tap";
-import { startStack, readSse } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
 
 // A sandbox's life through the API, on a real sandbox host (bubblewrap): create ({} is valid),
 // exec (JSON and SSE), files in /workspace, stop (idempotent), delete; and its deadline.
-const stack = await startStack(t, { runners: 0, sandboxHosts: 1 });
+const stack = await sharedStack(t);
 const post = (path: string, body: unknown) => stack.fetch(path, { method: "POST", body: JSON.stringify(body) });
 const json = async (res: Response) => (await res.json()) as any;
+// The sandbox host is shared with other files: the cases after the first take little of it, and give it back.
+const small = { cpu_mhz: 250, memory_mb: 64, disk_mb: 8 };
+const remove = (id: string) => stack.fetch(`/v1/sandboxes/${id}`, { method: "DELETE" });
 
 t.test("create, exec, files, stop, delete", async (t) => {
   const created = await post("/v1/sandboxes", {});
@@ -57,7 +60,8 @@ t.test("create, exec, files, stop, delete", async (t) => {
 });
 
 t.test("an exec deadline kills the command and its background children", async (t) => {
-  const sandbox = await json(await post("/v1/sandboxes", {}));
+  const sandbox = await json(await post("/v1/sandboxes", small));
+  t.teardown(() => remove(sandbox.id));
   const exec = await json(await post(`/v1/sandboxes/${sandbox.id}/exec`, { command: "sleep 1000 & echo started; sleep 1000", timeout_seconds: 1 }));
   t.match(exec, { timed_out: true, signal: "SIGKILL", stdout: "started\n" });
   const ps = await json(await post(`/v1/sandboxes/${sandbox.id}/exec`, { command: "ls /proc | grep -c '^[0-9]'" }));
@@ -67,11 +71,20 @@ t.test("an exec deadline kills the command and its background children", async (
 });
 
 t.test("timeout and idle expiry", async (t) => {
-  const short = await json(await post("/v1/sandboxes", { timeout_seconds: 1 }));
-  const idle = await json(await post("/v1/sandboxes", { idle_timeout_seconds: 1 }));
-  const extended = await json(await post("/v1/sandboxes", { timeout_seconds: 1 }));
+  // A deadline runs from the request, and starting a sandbox can take a second or more on a busy
+  // machine: the extended one has 3 s to be extended in.
+  const idle = await json(await post("/v1/sandboxes", { ...small, idle_timeout_seconds: 1 }));
+  const extended = await json(await post("/v1/sandboxes", { ...small, timeout_seconds: 3 }));
+  t.teardown(() => remove(extended.id));
   t.equal((await post(`/v1/sandboxes/${extended.id}/timeout`, { timeout_seconds: 60 })).status, 200);
-  await new Promise((r) => setTimeout(r, 2_000));
+  // Made after the extended one: once it has timed out, the extended one's first deadline has passed too.
+  const short = await json(await post("/v1/sandboxes", { ...small, timeout_seconds: 3 }));
+  const statuses = async () => Promise.all([short, idle].map(async (s) => (await json(await stack.fetch(`/v1/sandboxes/${s.id}`))).status as string));
+  const deadline = Date.now() + 15_000;
+  for (let now = await statuses(); !now.every((s) => s === "stopped" || s === "failed"); now = await statuses()) {
+    if (Date.now() > deadline) throw new Error(`the short and idle sandboxes had not ended 15 s after their deadlines: ${now.join(", ")}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
   t.match(await json(await stack.fetch(`/v1/sandboxes/${short.id}`)), { status: "stopped", termination_reason: "timeout" });
   t.match(await json(await stack.fetch(`/v1/sandboxes/${idle.id}`)), { status: "stopped", termination_reason: "idle" });
   t.match(await json(await stack.fetch(`/v1/sandboxes/${extended.id}`)), { status: "running" }, "an extended sandbox runs on");

@@ -2,18 +2,17 @@ import t from "tap";
 import { Kvm } from "@nats-io/kv";
 import { startStack } from "../../harness/stack.js";
 import { buckets } from "../../../lib/nats/subjects.js";
-import { execFileSync } from "node:child_process";
-import { join } from "node:path";
-import { repoRoot } from "../../harness/processes.js";
+import { runCli } from "../../harness/cli.js";
 import { loadKeyRing, SecretStore } from "../../../modules/secrets/mod.js";
 
 // Secrets: write-only values, encrypted at rest, injected into sandboxes by name, and never in a
 // response, an error or a log line.
 const VALUE = "s3cr3t-Value-that-must-not-leak";
 const ROTATED = "r0tated-Value-that-must-not-leak";
-const OTHER_KEY = "sk-test-secrets-other";
 const env = { TRIBUTARY_SECRETS_MAX_VALUE_BYTES: "64", TRIBUTARY_SECRETS_MAX_PER_PROJECT: "3", TRIBUTARY_SECRETS_KEY: "k1:" + Buffer.alloc(32, 7).toString("base64") };
-const stack = await startStack(t, { runners: 0, sandboxHosts: 1, env, gatewayEnv: { TRIBUTARY_API_KEYS: `${OTHER_KEY}=proj-secrets-other` } });
+const stack = await startStack(t, { runners: 0, sandboxHosts: 1, env });
+// Another project of the same organization.
+const other = await stack.project("secrets-other");
 const post = (path: string, body: unknown, key?: string) =>
   stack.fetch(path, { method: "POST", body: JSON.stringify(body), headers: key ? { authorization: `Bearer ${key}` } : {} });
 const json = async (res: Response) => (await res.json()) as any;
@@ -35,7 +34,7 @@ t.test("create, list, get, rotate, delete: metadata only", async (t) => {
   t.match(JSON.parse(await text(await stack.fetch("/v1/secrets/API_TOKEN"))), { name: "API_TOKEN", version: 1 });
   t.match(JSON.parse(await text(await post("/v1/secrets/API_TOKEN", { value: ROTATED }))), { name: "API_TOKEN", version: 2 });
   t.equal((await post("/v1/secrets/NOPE", { value: "x" })).status, 404);
-  t.equal((await stack.fetch("/v1/secrets/API_TOKEN", { headers: { authorization: `Bearer ${OTHER_KEY}` } })).status, 404, "another project sees nothing");
+  t.equal((await stack.fetch("/v1/secrets/API_TOKEN", { headers: { authorization: `Bearer ${other.key}` } })).status, 404, "another project sees nothing");
 });
 
 t.test("values are encrypted in KV", async (t) => {
@@ -62,7 +61,7 @@ t.test("injected into a sandbox by name; an unknown name is refused", async (t) 
   const missing = await post("/v1/sandboxes", { secrets: ["NOT_THERE"] });
   t.equal(missing.status, 400);
   t.match(JSON.parse(await text(missing)).error, { param: "secrets", code: "secret_not_found" });
-  t.equal((await post("/v1/sandboxes", { secrets: ["API_TOKEN"] }, OTHER_KEY)).status, 400, "another project's secret is not found");
+  t.equal((await post("/v1/sandboxes", { secrets: ["API_TOKEN"] }, other.key)).status, 400, "another project's secret is not found");
 });
 
 t.test("limits at their edges", async (t) => {
@@ -84,22 +83,24 @@ t.test("limits at their edges", async (t) => {
 
 t.test("master key rotation: every data key re-wrapped, values intact", async (t) => {
   const k2 = "k2:" + Buffer.alloc(32, 9).toString("base64");
-  const rewrap = (previous: string) =>
-    execFileSync(process.execPath, [join(repoRoot, "dist/cli/main.js"), "admin", "secrets", "rewrap"], {
-      env: { ...process.env, NATS_URL: stack.nats.url, ...stack.nats.env("admin"), TRIBUTARY_SECRETS_KEY: k2, TRIBUTARY_SECRETS_PREVIOUS_KEYS: previous },
-      encoding: "utf8",
+  const rewrap = async (previous: string) => {
+    const { code, stdout, stderr } = await runCli(["admin", "secrets", "rewrap"], {
+      env: { NATS_URL: stack.nats.url, ...stack.nats.env("admin"), TRIBUTARY_SECRETS_KEY: k2, TRIBUTARY_SECRETS_PREVIOUS_KEYS: previous },
     });
-  t.match(rewrap(env.TRIBUTARY_SECRETS_KEY), /re-wrapped 2 data keys with master key k2; 0 were/);
-  t.match(rewrap(""), /re-wrapped 0 data keys with master key k2; 2 were/, "idempotent, and needs no old key once done");
+    t.equal(code, 0, stderr);
+    return stdout;
+  };
+  t.match(await rewrap(env.TRIBUTARY_SECRETS_KEY), /re-wrapped 2 data keys with master key k2; 0 were/);
+  t.match(await rewrap(""), /re-wrapped 0 data keys with master key k2; 2 were/, "idempotent, and needs no old key once done");
   const nc = await stack.nats.connect();
   t.teardown(() => nc.close());
   const kv = await new Kvm(nc).open(buckets.secrets);
-  const raw = JSON.parse((await kv.get("proj-local.API_TOKEN"))!.string());
+  const raw = JSON.parse((await kv.get(`${stack.projectId}.API_TOKEN`))!.string());
   t.equal(raw.key_id, "k2");
   const store = await SecretStore.open(nc, loadKeyRing(k2, "", "/nonexistent"));
-  t.same((await store.reveal("proj-local", ["API_TOKEN"])).values, { API_TOKEN: ROTATED }, "the new key alone opens it");
+  t.same((await store.reveal(stack.projectId, ["API_TOKEN"])).values, { API_TOKEN: ROTATED }, "the new key alone opens it");
   const old = await SecretStore.open(nc, loadKeyRing(env.TRIBUTARY_SECRETS_KEY, "", "/nonexistent"));
-  await t.rejects(old.reveal("proj-local", ["API_TOKEN"]), "the old key no longer does");
+  await t.rejects(old.reveal(stack.projectId, ["API_TOKEN"]), "the old key no longer does");
 });
 
 t.test("no value in any response body or log line", async (t) => {
