@@ -1,6 +1,5 @@
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
-import { TEST_KEY } from "../../harness/processes.js";
 
 // Jobs on a real sandbox host: success, failure with its exit code, retries, timeout, cancel
 // (queued and running), logs (stored and followed), a secret injected, input and output files,
@@ -56,13 +55,22 @@ t.test("timeout", async (t) => {
 
 t.test("cancel while running, with its logs followed live", async (t) => {
   const created = await json(await post("/v1/jobs", { ...small, command: "for i in 1 2 3 4 5 6 7 8 9 10; do echo tick $i; sleep 0.3; done" }));
-  const follow = stack.fetch(`/v1/jobs/${created.id}/logs?follow=true`);
-  for (let i = 0; i < 50 && (await json(await stack.fetch(`/v1/jobs/${created.id}`))).status !== "running"; i++) await new Promise((r) => setTimeout(r, 100));
-  await new Promise((r) => setTimeout(r, 800));
+  const follow = await stack.fetch(`/v1/jobs/${created.id}/logs?follow=true`);
+  let text = "";
+  const read = (async () => {
+    const decoder = new TextDecoder();
+    for await (const chunk of follow.body!) text += decoder.decode(chunk, { stream: true });
+  })();
+  // Cancelled once it has ticked: the follower has its first line.
+  const deadline = Date.now() + 30_000;
+  while (!text.includes('"data":"tick 1\\n"')) {
+    if (Date.now() > deadline) throw new Error(`no first tick within 30 s: ${JSON.stringify(text)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
   const cancelling = await json(await post(`/v1/jobs/${created.id}/cancel`, {}));
   t.match(cancelling.status, /cancelling|cancelled/);
   t.match(await settled(created.id), { status: "cancelled" });
-  const text = await (await follow).text();
+  await read;
   t.match(text, /event: stdout\ndata: \{"attempt":1,"data":"tick 1\\n"\}/);
   t.notMatch(text, /tick 10/, "stopped before the end");
   t.match(text, /event: end\ndata: \{"status":"cancelled"/);
@@ -73,7 +81,14 @@ t.test("cancel while queued", async (t) => {
   // Two slots: two long jobs hold them, the third waits.
   const long = [await json(await post("/v1/jobs", { ...small, command: "sleep 3" })), await json(await post("/v1/jobs", { ...small, command: "sleep 3" }))];
   const queued = await json(await post("/v1/jobs", { ...small, command: "echo never" }));
-  await new Promise((r) => setTimeout(r, 300));
+  // It waits for good once both long jobs have started (each holds its slot for 3 s).
+  const started = async (id: string) => (await json(await stack.fetch(`/v1/jobs/${id}`))).status !== "queued";
+  const deadline = Date.now() + 30_000;
+  while (!(await started(long[0].id)) || !(await started(long[1].id))) {
+    if (Date.now() > deadline) throw new Error("the two long jobs had not both started within 30 s");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  t.equal((await json(await stack.fetch(`/v1/jobs/${queued.id}`))).status, "queued");
   const cancelled = await json(await post(`/v1/jobs/${queued.id}/cancel`, {}));
   t.equal(cancelled.status, "cancelled");
   for (const j of long) t.equal((await settled(j.id)).status, "succeeded");
@@ -84,7 +99,7 @@ t.test("input files in, output files out", async (t) => {
   const form = new FormData();
   form.append("purpose", "user_data");
   form.append("file", new Blob(["hello job\n"]), "in.txt");
-  const upload = await fetch(`${stack.gateway.url}/v1/files`, { method: "POST", body: form, headers: { authorization: `Bearer ${TEST_KEY}` } });
+  const upload = await fetch(`${stack.gateway.url}/v1/files`, { method: "POST", body: form, headers: { authorization: `Bearer ${stack.key}` } });
   const file = await json(upload);
   t.equal(upload.status, 200);
   const created = await json(await post("/v1/jobs", { ...small, input_files: [file.id], command: "mkdir -p /workspace/output && tr a-z A-Z < /workspace/input/in.txt > /workspace/output/out.txt" }));

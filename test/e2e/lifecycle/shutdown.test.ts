@@ -1,24 +1,16 @@
+// tier: serial (a whole stack through tributary start, a runner given 10 s to load, a 200 ms drain timeout)
 import t from "tap";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import OpenAI from "openai";
-import { startGateway, startNats, startRunner, testCatalog, repoRoot, TEST_MODEL, TEST_KEY } from "../../harness/processes.js";
+import { startGateway, startNats, startRunner, testCatalog, TEST_MODEL, TEST_KEY } from "../../harness/processes.js";
+import { freePort } from "../../harness/cluster.js";
+import { spawnCli } from "../../harness/cli.js";
 
 const messages = [{ role: "user" as const, content: "Tell me a story." }];
 const overrides = JSON.stringify({ [TEST_MODEL]: { max_output_tokens: 1200 } });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const alive = (pid: number) => {
   try {
@@ -33,15 +25,15 @@ t.test("tributary start: Ctrl-C lets in-flight streams finish, then every proces
   const home = mkdtempSync(join(tmpdir(), "tributary-home-"));
   t.teardown(() => rmSync(home, { recursive: true, force: true }));
   const natsPort = await freePort();
-  const cli = spawn(process.execPath, [join(repoRoot, "dist/cli/main.js"), "start"], {
-    env: { ...process.env, TRIBUTARY_HOME: home, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_PORT: "0", TRIBUTARY_NATS_PORT: String(natsPort), TRIBUTARY_MODEL_OVERRIDES: overrides, NATS_URL: "" },
+  const cli = spawnCli(["start"], {
+    env: { TRIBUTARY_HOME: home, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_PORT: "0", TRIBUTARY_NATS_PORT: String(natsPort), TRIBUTARY_MODEL_OVERRIDES: overrides, NATS_URL: "" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   t.teardown(() => cli.kill("SIGKILL"));
   const pids = new Set<number>();
   const gatewayPids: number[] = [];
   let layout: { models?: Record<string, { runners: number; threads: number; class: string }> } | undefined;
-  createInterface({ input: cli.stderr }).on("line", (line) => {
+  createInterface({ input: cli.stderr! }).on("line", (line) => {
     const nats = /^\[(\d+)\]/.exec(line);
     if (nats) pids.add(Number(nats[1]));
     try {
@@ -54,7 +46,7 @@ t.test("tributary start: Ctrl-C lets in-flight streams finish, then every proces
   // Each gateway that starts prints the banner (with the port it got: TRIBUTARY_PORT is 0).
   let stdout = "";
   let heard = () => {};
-  cli.stdout.on("data", (d: Buffer) => {
+  cli.stdout!.on("data", (d: Buffer) => {
     stdout += d.toString();
     heard();
   });

@@ -1,3 +1,4 @@
+// tier: serial (a killed runner must be noticed within 3 s; both runners must share 16 requests)
 import t from "tap";
 import { APIError } from "openai";
 import { startStack } from "../../harness/stack.js";
@@ -10,8 +11,8 @@ const stack = await startStack(t, {
   gatewayEnv: { TRIBUTARY_RUNNER_TIMEOUT_MS: String(RUNNER_TIMEOUT_MS) },
   runnerEnv: { TRIBUTARY_HEARTBEAT_MS: "250" },
 });
+// startStack returns once the gateway has heard both runners ready (waitForReadyRunners).
 const messages = [{ role: "user" as const, content: "Tell me a story." }];
-await new Promise((r) => setTimeout(r, 600)); // let the gateway hear both runners' heartbeats
 
 t.test("two runners of one model share the load", async (t) => {
   const served = await Promise.all(

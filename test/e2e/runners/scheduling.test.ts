@@ -1,14 +1,18 @@
+// tier: serial (a slot freed within 1 s of a disconnect)
 import t from "tap";
 import { APIError } from "openai";
 import { startStack, readSse } from "../../harness/stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
+import { freePort } from "../../harness/cluster.js";
 
 // One slot and a queue of one, with a long output budget so a generation lasts long enough to
 // be interrupted (over a second of decoding for 1200 tokens on the tiny model).
 const LONG = 1200;
+// The runner's health server tells how many requests wait in its queue.
+const healthPort = await freePort();
 const stack = await startStack(t, {
   env: { TRIBUTARY_SLOTS: "1", TRIBUTARY_QUEUE_LIMIT: "1", TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { max_output_tokens: LONG } }) },
-  runnerEnv: { TRIBUTARY_LOG_LEVEL: "debug" },
+  runnerEnv: { TRIBUTARY_LOG_LEVEL: "debug", TRIBUTARY_RUNNER_HEALTH_PORT: String(healthPort), TRIBUTARY_RUNNER_HEALTH_HOST: "127.0.0.1" },
 });
 const messages = [{ role: "user" as const, content: "Tell me a long story." }];
 const longBody = (extra: object = {}) => JSON.stringify({ model: TEST_MODEL, messages, max_tokens: LONG, temperature: 0.8, stream: true, ...extra });
@@ -46,7 +50,13 @@ t.test("a client disconnect cancels the generation and frees the slot at once", 
 t.test("past the queue bound: 503 server_overloaded with retry-after, never a silent drop", async (t) => {
   const running = await startLongStream();
   const queued = stack.client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: 5 });
-  await new Promise((r) => setTimeout(r, 100)); // let the queued request reach the runner first
+  // The queued request reaches the runner first.
+  const queueLength = async () => ((await (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).json()) as { runners: Array<{ queueLength: number }> }).runners[0]!.queueLength;
+  const deadline = Date.now() + 10_000;
+  while ((await queueLength()) < 1) {
+    if (Date.now() > deadline) throw new Error("the runner queued nothing within 10 s");
+    await new Promise((r) => setTimeout(r, 10));
+  }
   const over = await stack.fetch("/v1/chat/completions", { method: "POST", body: JSON.stringify({ model: TEST_MODEL, messages, max_tokens: 5 }) });
   t.equal(over.status, 503);
   t.equal(over.headers.get("retry-after"), "1");
