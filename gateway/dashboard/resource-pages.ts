@@ -1,3 +1,4 @@
+import { nextAfter } from "../../lib/page.js";
 import { FILE_PURPOSES, type FileObject } from "../../modules/files/mod.js";
 import type { BudgetUse } from "../../modules/ratelimit/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
@@ -33,7 +34,7 @@ export function registerResourcePages(router: Router, kit: DashboardKit): void {
     const files = await deps.files.list(s.project, { purpose, limit: FILES_PER_PAGE, order: "desc", after: FILE_ID.test(after) ? after : undefined });
     const next = new URLSearchParams({ project: s.project, ...(purpose ? { purpose } : {}) });
     // A filtered page that stopped at its skip bound goes on from its cursor.
-    const last = files.cursor ?? files.data.at(-1)?.id;
+    const last = nextAfter(files);
     if (last) next.set("after", last);
     const rows = files.data.map((f) => html`<tr><td><a href="${fileLink(s, f)}">${f.filename}</a></td><td><code>${f.id}</code></td><td>${f.purpose}</td><td class="num">${formatBytes(f.bytes)}</td><td>${formatTime(f.created_at)}</td><td>${f.expires_at ? formatTime(f.expires_at) : "never"}</td></tr>`);
     const filters = html`<label>Purpose<select name="purpose"><option value="">any</option>${LISTED_PURPOSES.map((p) => html`<option ${purpose === p ? new Html("selected") : ""}>${p}</option>`)}</select></label>`;

@@ -1,4 +1,5 @@
 import { randomToken } from "../../lib/ids.js";
+import { nextAfter } from "../../lib/page.js";
 import type { ApiKeyView, MemberRecord } from "../../modules/accounts/mod.js";
 import { normalizeEmail } from "../../modules/accounts/mod.js";
 import { isDomainError } from "../../modules/errors/mod.js";
@@ -161,7 +162,8 @@ ${message ? html`<div class="notice error" role="alert">${message}</div>` : ""}
       const next = new URLSearchParams(params);
       next.delete("limit");
       next.set("project", s.project);
-      if (traces.data.length > 0) next.set("after", traces.data.at(-1)!.id);
+      const last = nextAfter(traces);
+      if (last) next.set("after", last);
       body = html`<table><thead><tr><th>Time</th><th>Model</th><th>Endpoint</th><th>Status</th><th>Input</th><th>Output</th><th>TTFT</th><th>Total</th><th>Key</th></tr></thead><tbody>
 ${traces.data.map((tr) => html`<tr><td><a href="${link(tr)}">${formatTime(tr.created_at)}</a></td><td>${tr.model}</td><td>${tr.endpoint}${tr.stream ? " (stream)" : ""}${tr.batch ? " (batch)" : ""}</td>
 <td class="status-${tr.status}">${tr.status}</td><td class="num">${tr.usage.input_tokens}</td><td class="num">${tr.usage.output_tokens}</td>

@@ -30,8 +30,8 @@ export function registerAppRoutes(router: Router, deps: AppRouteDeps): void {
     const params = ex.searchParams();
     for (const name of params.keys()) if (name !== "limit" && name !== "after") throw errors.unknownParam(name);
     const query = listQuery(params, { defaultLimit: 20, maxLimit: 100, orders: false });
-    const page = await deps.apps.list(principal(ex), { limit: query.limit, ...(query.after !== undefined ? { after: query.after } : {}) });
-    ex.json(200, listObject(page.data, page.hasMore));
+    const page = await deps.apps.list(principal(ex), { limit: query.limit, after: query.after });
+    ex.json(200, listObject(page.data, page.has_more, page.cursor));
   });
 
   router.get("/v1/apps/deployments/:id", async (ex, { id }) => {

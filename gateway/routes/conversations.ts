@@ -51,7 +51,7 @@ export function registerConversationRoutes(router: Router, deps: ConversationRou
     const projectId = projectOf(ex);
     if (!(await store.get(projectId, id!))) throw notFound(id!);
     const page = await store.page(projectId, id!, query);
-    if (page === "after_not_found") throw errors.invalidParam("after", `No item with id '${shown(query.after ?? "")}' in conversation '${shown(id!)}'.`);
+    if (!page) throw errors.invalidParam("after", `No item with id '${shown(query.after ?? "")}' in conversation '${shown(id!)}'.`);
     ex.json(200, listObject(page.data, page.has_more));
   });
 

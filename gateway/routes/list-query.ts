@@ -1,7 +1,6 @@
-import { errors, shown } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import { listQuery as parseListQuery } from "../../modules/openai/mod.js";
-import type { PageQuery } from "../../lib/nats/kv-records.js";
+import type { PageQuery } from "../../lib/page.js";
 
 /** limit (1-100, default 20), order (asc|desc, default desc) and after, as OpenAI's item lists. */
 export function listQuery(ex: HttpExchange): PageQuery {
@@ -17,16 +16,4 @@ export function listQuery(ex: HttpExchange): PageQuery {
  */
 export function listObject<T extends { id: string }>(data: T[], hasMore: boolean, cursor?: string) {
   return { object: "list" as const, data, first_id: data[0]?.id ?? null, last_id: cursor ?? data.at(-1)?.id ?? null, has_more: hasMore };
-}
-
-/** One page of an in-memory list in the query's order. */
-export function pageOf<T extends { id: string }>(all: readonly T[], query: PageQuery): { data: T[]; has_more: boolean } {
-  const ordered = query.order === "desc" ? [...all].reverse() : [...all];
-  let start = 0;
-  if (query.after !== undefined) {
-    const at = ordered.findIndex((x) => x.id === query.after);
-    if (at < 0) throw errors.invalidParam("after", `No item with id '${shown(query.after)}' in this list.`);
-    start = at + 1;
-  }
-  return { data: ordered.slice(start, start + query.limit), has_more: start + query.limit < ordered.length };
 }

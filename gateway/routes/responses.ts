@@ -16,7 +16,8 @@ import type { RequestObservation } from "../../modules/traces/mod.js";
 import { describe, observe } from "./chat-completions.js";
 import { SseWriter } from "../sse/sse-writer.js";
 import type { PendingBudget } from "../sse/pending-budget.js";
-import { listQuery, listObject, pageOf } from "./list-query.js";
+import { listQuery, listObject } from "./list-query.js";
+import { pageOf } from "../../lib/page.js";
 
 export interface ResponseRouteDeps {
   nc: NatsConnection;
@@ -75,6 +76,7 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     const items = await service.responses.inputItems(projectOf(ex), id!);
     if (!items) throw notFound(id!);
     const page = pageOf(items, query);
+    if (!page) throw errors.invalidParam("after", `No item with id '${shown(query.after ?? "")}' in this list.`);
     ex.json(200, listObject(page.data, page.has_more));
   });
 

@@ -4,6 +4,7 @@ import { firstIssue } from "../schema-errors.js";
 import { listKeys } from "./jetstream.js";
 import { subjectPurgeSparesOtherConsumers } from "./server-version.js";
 import { sortableIdTime } from "../ids.js";
+import type { Page, PageQuery } from "../page.js";
 
 // Values in JetStream (KV records, stream messages) are JSON written by this code and read back
 // through a schema, never cast: a value that does not decode is an error of the request that read
@@ -212,19 +213,8 @@ export async function listRecords<T>(kv: KV, filter: string, schema: ValueSchema
   return records.flatMap(({ key, record }) => (record ? [{ key, ...record }] : []));
 }
 
-/** A page of a list as OpenAI's list routes ask for it: limit, order and the after cursor. */
-export interface PageQuery {
-  limit: number;
-  order: "asc" | "desc";
-  after?: string | undefined;
-}
-
-/** A page of records: `cursor`, when set, is where a page that stopped at its read bound ended (pass it as `after`). */
-export interface RecordPage<T> {
-  data: T[];
-  has_more: boolean;
-  cursor?: string;
-}
+// pageRecords' types live in lib/page.ts (re-exported here for callers that import them with it).
+export type { Page, PageQuery };
 
 /**
  * Records one page skips at most (filtered out, expired): a filtered listing (a status, a purpose)
@@ -245,7 +235,7 @@ const PARALLEL_READS = 64;
  * in key order or its reverse: sortable ids list in creation order. `after` is the last id of the
  * previous page (it need not exist any more); `read` returns undefined for records to skip
  * (expired, filtered out), which do not count towards `limit`; at most MAX_SKIPPED_PER_PAGE
- * are skipped (see RecordPage's `cursor`).
+ * are skipped (see Page's `cursor`).
  *
  * With `idPrefix` (ids minted by newSortableId after it, or dated no later than their record's
  * first write), the listing reads only the keys written in a recent window, not all of the
@@ -260,7 +250,7 @@ export async function pageRecords<T>(
   query: PageQuery,
   read: (id: string) => Promise<T | undefined>,
   options: { idPrefix?: string; now?: number } = {},
-): Promise<RecordPage<T>> {
+): Promise<Page<T>> {
   const desc = query.order === "desc";
   const dateOf = (id: string) => (options.idPrefix === undefined ? undefined : sortableIdTime(id, options.idPrefix));
   const afterTime = query.after === undefined ? undefined : dateOf(query.after);

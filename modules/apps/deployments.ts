@@ -2,7 +2,8 @@ import { Schema } from "effect";
 import type { KV, KvEntry } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
-import { createRecord, decodeEntry, getRecord, modifyRecord, pageRecords, upsertRecord, valueSchema, type Mutable, type PageQuery, type RecordPage, type Versioned } from "../../lib/nats/kv-records.js";
+import { createRecord, decodeEntry, getRecord, modifyRecord, pageRecords, upsertRecord, valueSchema, type Mutable, type Versioned } from "../../lib/nats/kv-records.js";
+import type { Page, PageQuery } from "../../lib/page.js";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
 
 // Deployment records and the routes of hosted addresses (KV `tributary_app_deployments`).
@@ -107,7 +108,7 @@ export class DeploymentStore {
    * given. Records are kept, so a project's list only grows: pageRecords reads the page's
    * records from a recent window of the bucket, not all of them.
    */
-  list(project: string, query: PageQuery): Promise<RecordPage<StoredDeployment>> {
+  list(project: string, query: PageQuery): Promise<Page<StoredDeployment>> {
     return pageRecords(this.kv, kvToken(project), query, async (id) => (await getRecord(this.kv, this.key(project, id), storedDeployment).catch(() => undefined))?.value, { idPrefix: "dep_" });
   }
 

@@ -1,6 +1,7 @@
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { newSortableId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
+import { mapPage, type Page } from "../../lib/page.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { AccountStore, Principal } from "../accounts/mod.js";
 import type { ArtifactStore } from "../artifacts/mod.js";
@@ -230,11 +231,11 @@ export class AppService {
   }
 
   /** A page of the project's deployments, newest first: `limit` 1 to 100, `after` a deployment id. */
-  async list(principal: Principal, query: { limit: number; after?: string }): Promise<{ data: DeploymentObject[]; hasMore: boolean }> {
+  async list(principal: Principal, query: { limit: number; after?: string | undefined }): Promise<Page<DeploymentObject>> {
     if (query.after !== undefined && !DEPLOYMENT_ID.test(query.after))
       throw errors.invalidParam("after", `Invalid value for 'after': expected a deployment id, got '${shown(query.after)}'.`);
     const page = await this.store.list(principal.projectId, { ...query, order: "desc" });
-    return { data: page.data.map((r) => r.deployment), hasMore: page.has_more };
+    return mapPage(page, (r) => r.deployment);
   }
 
   async get(principal: Principal, id: string): Promise<StoredDeployment> {

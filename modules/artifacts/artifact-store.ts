@@ -4,7 +4,8 @@ import type { KV } from "@nats-io/kv";
 import { newSortableId, randomToken } from "../../lib/ids.js";
 import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
-import { getRecord, InvalidValue, modifyRecord, pageRecords, removeKey, removeLive, valueSchema, type PageQuery, type RecordPage } from "../../lib/nats/kv-records.js";
+import { getRecord, InvalidValue, modifyRecord, pageRecords, removeKey, removeLive, valueSchema } from "../../lib/nats/kv-records.js";
+import { nextAfter, type Page, type PageQuery } from "../../lib/page.js";
 import { ObjectContents, type StoredObject } from "../../lib/nats/object-contents.js";
 import { errors, shown } from "../errors/mod.js";
 
@@ -179,7 +180,7 @@ export class ArtifactStore {
   }
 
   /** Lists a project's artifacts of one status by creation (ids sort by creation time). */
-  async list(project: string, options: ArtifactListOptions): Promise<RecordPage<Artifact>> {
+  async list(project: string, options: ArtifactListOptions): Promise<Page<Artifact>> {
     const now = Date.now();
     return pageRecords(this.meta, kvToken(project), options, async (id) => {
       const artifact = await this.get(project, id, now);
@@ -203,7 +204,7 @@ export class ArtifactStore {
       const page = await this.list(project, { status: "uploading", limit: max - open, order: "asc", after });
       open += page.data.length;
       if (!page.has_more || open >= max) return open;
-      after = page.cursor ?? page.data.at(-1)!.id;
+      after = nextAfter(page);
     }
   }
 

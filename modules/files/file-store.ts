@@ -5,7 +5,8 @@ import { newSortableId } from "../../lib/ids.js";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { ObjectContents, type StoredObject } from "../../lib/nats/object-contents.js";
-import { getRecord, InvalidValue, modifyRecord, pageRecords, removeKey, removeLive, valueSchema, type PageQuery, type RecordPage } from "../../lib/nats/kv-records.js";
+import { getRecord, InvalidValue, modifyRecord, pageRecords, removeKey, removeLive, valueSchema } from "../../lib/nats/kv-records.js";
+import type { Page, PageQuery } from "../../lib/page.js";
 
 // Files: contents in a JetStream Object Store (streamed in and out in chunks, never whole in
 // memory), metadata (the OpenAI file object) in a KV bucket keyed by project and file id. The
@@ -154,7 +155,7 @@ export class FileStore {
   }
 
   /** Lists a project's live files by creation (ids sort by creation time). */
-  async list(project: string, options: ListOptions): Promise<RecordPage<FileObject>> {
+  async list(project: string, options: ListOptions): Promise<Page<FileObject>> {
     const now = Date.now();
     return pageRecords(this.meta, kvToken(project), options, async (id) => {
       const file = await this.get(project, id, now);

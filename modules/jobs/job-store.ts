@@ -3,7 +3,8 @@ import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
 import { ensureStream, jetStreamHandles, openKv, readStored, type JetStreamHandles } from "../../lib/nats/jetstream.js";
-import { createRecord, getRecord, modifyRecord, pageRecords, valueSchema, type Mutable, type PageQuery, type RecordPage, type Versioned } from "../../lib/nats/kv-records.js";
+import { createRecord, getRecord, modifyRecord, pageRecords, valueSchema, type Mutable, type Versioned } from "../../lib/nats/kv-records.js";
+import type { Page, PageQuery } from "../../lib/page.js";
 import { prefixAdmission, type Admission } from "../../lib/nats/admission.js";
 import { sortableIdTime } from "../../lib/ids.js";
 import { buckets, kvToken, streams, subjects } from "../../lib/nats/subjects.js";
@@ -124,7 +125,7 @@ export class JobStore {
    * (undefined: it is not among them), reading only what the page needs (pageRecords: recent
    * records newest first; with `status`, at most MAX_SKIPPED_PER_PAGE jobs of other statuses).
    */
-  async list(project: string, query: PageQuery & { status?: string }): Promise<RecordPage<JobObject> | undefined> {
+  async list(project: string, query: PageQuery & { status?: string }): Promise<Page<JobObject> | undefined> {
     if (query.after !== undefined && !(JOB_ID.test(query.after) && (await this.get(project, query.after)))) return undefined;
     return pageRecords(this.kv, kvToken(project), query, async (id) => {
       const found = await this.get(project, id).catch(() => undefined);

@@ -1,6 +1,7 @@
 import { Schema } from "effect";
 import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
-import { getRecord, live, modifyRecord, valueSchema, type PageQuery } from "../../lib/nats/kv-records.js";
+import { getRecord, live, modifyRecord, valueSchema } from "../../lib/nats/kv-records.js";
+import { pageOf, type Page, type PageQuery } from "../../lib/page.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import { storedValues, type Item } from "../openai/mod.js";
@@ -32,11 +33,6 @@ const head = valueSchema<Head>()(
     next: Schema.Number,
   }),
 );
-
-export interface ItemPage {
-  data: Item[];
-  has_more: boolean;
-}
 
 const SEQ_WIDTH = 12;
 const seqToken = (seq: number) => String(seq).padStart(SEQ_WIDTH, "0");
@@ -119,19 +115,15 @@ export class ConversationStore {
     return this.fetch(positions.map((p) => p.key));
   }
 
-  /** One page of items in `order`, starting after the item `after`. */
-  async page(projectId: string, id: string, options: PageQuery): Promise<ItemPage | "after_not_found"> {
+  /**
+   * One page of items in `order`, starting after the item `after` (an empty one: from the start);
+   * undefined when `after` is no item of the conversation. Only the page's items are read.
+   */
+  async page(projectId: string, id: string, options: PageQuery): Promise<Page<Item> | undefined> {
     if (!isWellFormedId(id)) return { data: [], has_more: false };
-    let positions = await this.positions(this.key(projectId, id));
-    if (options.order === "desc") positions = positions.reverse();
-    let start = 0;
-    if (options.after) {
-      const at = positions.findIndex((p) => p.itemId === options.after);
-      if (at < 0) return "after_not_found";
-      start = at + 1;
-    }
-    const slice = positions.slice(start, start + options.limit);
-    return { data: await this.fetch(slice.map((p) => p.key)), has_more: start + options.limit < positions.length };
+    const positions = await this.positions(this.key(projectId, id));
+    const page = pageOf(positions, { ...options, after: options.after || undefined }, (p) => p.itemId);
+    return page && { ...page, data: await this.fetch(page.data.map((p) => p.key)) };
   }
 
   async item(projectId: string, id: string, itemId: string): Promise<Item | undefined> {

@@ -2,7 +2,8 @@ import { Schema } from "effect";
 import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { listKeys, openKv } from "../../lib/nats/jetstream.js";
-import { getRecord, live, modifyRecord, createRecord, pageRecords, upsertRecord, valueSchema, type Mutable, type PageQuery, type RecordPage, type Versioned } from "../../lib/nats/kv-records.js";
+import { getRecord, live, modifyRecord, createRecord, pageRecords, upsertRecord, valueSchema, type Mutable, type Versioned } from "../../lib/nats/kv-records.js";
+import type { Page, PageQuery } from "../../lib/page.js";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
 
 // Sandbox records in JetStream KV: the sandbox object the API returns, the host that runs it and
@@ -191,7 +192,7 @@ export class SandboxStore {
    * One page of a project's sandboxes (ids sort by creation time), reading only that page's
    * records; `keep` filters (filtered-out records do not count towards `limit`).
    */
-  page(project: string, query: PageQuery, keep: (s: SandboxObject) => boolean): Promise<RecordPage<SandboxObject>> {
+  page(project: string, query: PageQuery, keep: (s: SandboxObject) => boolean): Promise<Page<SandboxObject>> {
     return pageRecords(this.kv, kvToken(project), query, async (id) => {
       const record = await this.get(project, id).catch(() => undefined);
       return record && keep(record.sandbox) ? record.sandbox : undefined;

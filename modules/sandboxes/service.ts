@@ -1,7 +1,7 @@
 import type { Subscription } from "@nats-io/transport-node";
 import { newId, newSortableId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
-import type { PageQuery, RecordPage } from "../../lib/nats/kv-records.js";
+import { pageOfSorted, type Page, type PageQuery } from "../../lib/page.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import { errors, type DomainError } from "../errors/mod.js";
 import type { SandboxHostClient, SandboxHostDirectory } from "./client.js";
@@ -173,7 +173,7 @@ export class SandboxService {
    * One page of the project's sandboxes. Live statuses are listed from the live index (bounded
    * by the limit); other listings read one page of records at a time (pageRecords).
    */
-  async list(project: string, query: PageQuery, filter: { status?: SandboxStatus; metadata: Record<string, string> }): Promise<RecordPage<SandboxObject>> {
+  async list(project: string, query: PageQuery, filter: { status?: SandboxStatus; metadata: Record<string, string> }): Promise<Page<SandboxObject>> {
     // `after` names a sandbox of this project (as OpenAI's lists answer an unknown cursor): one read.
     if (query.after !== undefined && !(SANDBOX_ID.test(query.after) && (await this.store.get(project, query.after))))
       throw errors.invalidParam("after", `No sandbox with id '${query.after.slice(0, 64)}' in this list.`);
@@ -181,10 +181,7 @@ export class SandboxService {
     if (filter.status === undefined || isFinal(filter.status)) return this.store.page(project, query, keep);
     const live = (await this.store.liveRecords(project)).map((r) => r.sandbox).filter(keep);
     live.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    if (query.order === "desc") live.reverse();
-    const after = query.after;
-    const rest = after === undefined ? live : live.filter((s) => (query.order === "desc" ? s.id < after : s.id > after));
-    return { data: rest.slice(0, query.limit), has_more: rest.length > query.limit };
+    return pageOfSorted(live, query);
   }
 
   /** Stops the sandbox (idempotent): the record once the host ended it. */

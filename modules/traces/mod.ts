@@ -3,7 +3,7 @@
 // stores traces off the request path, and the trace stream's reads.
 export { type ObservedUsage, RequestObservation, type TraceEndpoint, type TraceStatus } from "./observation.js";
 export { buildTrace, capText, type CappedText, newTraceId, statusOf, type Trace, TRACE_ID, traceIdTime, traceSchema } from "./trace-record.js";
-export { type TraceQuery, type TracePage, type TraceRetention, TraceStore } from "./trace-store.js";
+export { type TraceQuery, type TraceRetention, TraceStore } from "./trace-store.js";
 export { readTraceMessage, TRACE_MESSAGE_MAGIC } from "./trace-codec.js";
 export { packTraces, TraceWriter, type TraceWriterOptions } from "./trace-writer.js";
 export { parseTraceQuery, TRACE_STATUSES } from "./trace-query.js";

@@ -4,6 +4,7 @@ import { DiscardPolicy, RetentionPolicy, StorageType } from "@nats-io/jetstream"
 import { ensureStream, jetStreamHandles, readStored, type JetStreamHandles } from "../../lib/nats/jetstream.js";
 import { streams, subjects } from "../../lib/nats/subjects.js";
 import { InvalidValue } from "../../lib/nats/kv-records.js";
+import { firstPage, type Page } from "../../lib/page.js";
 import type { Logger } from "../../lib/log.js";
 import { errors } from "../errors/mod.js";
 import { traceIdTime, traceSchema, type Trace } from "./trace-record.js";
@@ -28,11 +29,6 @@ export interface TraceQuery {
   limit: number;
   /** A trace id: the page continues with the traces older than it. */
   after?: string;
-}
-
-export interface TracePage {
-  data: Trace[];
-  has_more: boolean;
 }
 
 /** Messages one list or lookup may read before it stops: a request's work is bounded however large the stream. */
@@ -69,7 +65,7 @@ export class TraceStore {
     return this.handles.js;
   }
 
-  async list(projectId: string, query: TraceQuery): Promise<TracePage> {
+  async list(projectId: string, query: TraceQuery): Promise<Page<Trace>> {
     const info = await this.handles.jsm.streams.info(streams.traces);
     const first = info.state.first_seq;
     let hi = info.state.last_seq + 1;
@@ -110,7 +106,8 @@ export class TraceStore {
       hi = lo;
       step = Math.min(step * 4, 1 << 20);
     }
-    return { data: out.slice(0, query.limit), has_more: out.length > query.limit };
+    // Read one past the limit (out.length <= limit kept it going): that one says has_more.
+    return firstPage(out, query.limit);
   }
 
   async get(projectId: string, id: string): Promise<Trace | undefined> {

@@ -1,5 +1,5 @@
 import { errors, shown } from "../../errors/mod.js";
-import type { PageQuery } from "../../../lib/nats/kv-records.js";
+import type { PageQuery } from "../../../lib/page.js";
 
 /**
  * Reads the cursor-pagination query of OpenAI list endpoints (limit, order, after): `limit` an
