@@ -275,7 +275,7 @@ ${[...totals].map(([model, t]) => html`<tr><td>${model}</td><td class="num">${fo
     const s = await signedIn(ex);
     if (!s) return;
     const after = ex.searchParams().get("after") ?? undefined;
-    const page = await deps.batches.list(s.project, 20, after && /^batch_[A-Za-z0-9]{1,64}$/.test(after) ? after : undefined);
+    const page = await deps.batches.list(s.project, { limit: 20, order: "desc", after: after && /^batch_[A-Za-z0-9]{1,64}$/.test(after) ? after : undefined });
     const rows = page.data.map((b) => {
       const c = b.request_counts;
       const done = c.completed + c.failed;
@@ -285,7 +285,8 @@ ${[...totals].map(([model, t]) => html`<tr><td>${model}</td><td class="num">${fo
 <td><progress max="${Math.max(1, c.total)}" value="${done}" aria-label="progress of ${b.id}">${pct}%</progress> <span class="muted">${done} / ${c.total}</span></td>
 <td class="num">${c.completed}</td><td class="num">${c.failed}</td><td>${file(b.output_file_id)}</td><td>${file(b.error_file_id)}</td><td>${formatTime(b.created_at)}</td></tr>`;
     });
-    const next = page.has_more && page.data.length > 0 ? `/dashboard/batches?project=${encodeURIComponent(s.project)}&after=${encodeURIComponent(page.data.at(-1)!.id)}` : undefined;
+    const last = page.has_more ? nextAfter(page) : undefined;
+    const next = last ? `/dashboard/batches?project=${encodeURIComponent(s.project)}&after=${encodeURIComponent(last)}` : undefined;
     sendHtml(ex, 200, page_(s, html`<h1>Batches</h1>${projectPicker(s, "/dashboard/batches")}
 <table><thead><tr><th>Batch</th><th>Endpoint</th><th>Status</th><th>Progress</th><th>Completed</th><th>Failed</th><th>Output file</th><th>Error file</th><th>Created</th></tr></thead><tbody>${rows}</tbody></table>
 ${page.data.length === 0 ? html`<p class="muted">No batches in this project.</p>` : ""}<div class="pager">${next ? html`<a href="${next}">Older →</a>` : ""}</div>`));

@@ -95,8 +95,8 @@ export function registerBatchRoutes(router: Router, deps: BatchRouteDeps): void 
 
   router.get("/v1/batches", async (ex) => {
     const query = listQuery(ex.searchParams(), { defaultLimit: 20, maxLimit: 100, orders: false });
-    const page = await deps.batches.list(project(ex), query.limit, query.after);
-    ex.json(200, listObject(page.data, page.has_more));
+    const page = await deps.batches.list(project(ex), query);
+    ex.json(200, listObject(page.data, page.has_more, page.cursor));
   });
 
   router.get("/v1/batches/:id", async (ex, { id }) => {

@@ -1,11 +1,12 @@
 import { Schema } from "effect";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { getRecord, modifyRecord, removeKey, valueSchema, type ValueSchema } from "../../lib/nats/kv-records.js";
+import { getRecord, modifyRecord, pageRecords, removeKey, valueSchema, type ValueSchema } from "../../lib/nats/kv-records.js";
+import type { Page, PageQuery } from "../../lib/page.js";
 import { tokenUsage, TokenUsageSchema, type TokenUsage } from "../openai/mod.js";
 import type { KV } from "@nats-io/kv";
 import { RetentionPolicy, type JetStreamClient } from "@nats-io/jetstream";
 import { buckets, kvToken, streams, subjects } from "../../lib/nats/subjects.js";
-import { ensureStream, jetStreamHandles, listKeys, openKv, type JetStreamHandles } from "../../lib/nats/jetstream.js";
+import { ensureStream, jetStreamHandles, openKv, type JetStreamHandles } from "../../lib/nats/jetstream.js";
 
 // Batch records: the OpenAI batch object plus what its coordinator needs to carry the batch
 // through its life after any process restarts. One KV entry per batch, keyed by project; every
@@ -163,19 +164,12 @@ export class BatchStore {
     await removeKey(this.kv, this.key(project, id));
   }
 
-  /** A project's batches, newest first (ids sort by creation time). */
-  async list(project: string, limit: number, after: string | undefined): Promise<{ data: BatchObject[]; has_more: boolean }> {
-    const ids = await listKeys(this.kv, `${kvToken(project)}.>`, kvToken(project) + ".");
-    ids.sort().reverse();
-    const start = after ? ids.findIndex((id) => id < after) : 0;
-    const data: BatchObject[] = [];
-    for (let i = start < 0 ? ids.length : start; i < ids.length; i++) {
-      const record = await this.get(project, ids[i]!);
-      if (!record) continue;
-      if (data.length === limit) return { data, has_more: true };
-      data.push(record.batch);
-    }
-    return { data, has_more: false };
+  /**
+   * A page of a project's batches in `order` of creation (ids sort by it), those past `after`
+   * (which need not exist any more), reading only the page's records (pageRecords).
+   */
+  list(project: string, query: PageQuery): Promise<Page<BatchObject>> {
+    return pageRecords(this.kv, kvToken(project), query, async (id) => (await this.get(project, id))?.batch, { idPrefix: "batch_" });
   }
 
   private key(project: string, id: string): string {
