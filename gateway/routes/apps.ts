@@ -1,9 +1,8 @@
 import type { AppExchangeClient, AppService, ResponseSink } from "../../modules/apps/mod.js";
 import { errors } from "../../modules/errors/mod.js";
-import { listQuery } from "../../modules/openai/mod.js";
+import { listObject, listQuery } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import { listObject } from "./list-query.js";
 import type { PendingBudget } from "../sse/pending-budget.js";
 import { sseEvent, SseWriter } from "../sse/sse-writer.js";
 
@@ -31,7 +30,7 @@ export function registerAppRoutes(router: Router, deps: AppRouteDeps): void {
     for (const name of params.keys()) if (name !== "limit" && name !== "after") throw errors.unknownParam(name);
     const query = listQuery(params, { defaultLimit: 20, maxLimit: 100, orders: false });
     const page = await deps.apps.list(principal(ex), { limit: query.limit, after: query.after });
-    ex.json(200, listObject(page.data, page.has_more, page.cursor));
+    ex.json(200, listObject(page));
   });
 
   router.get("/v1/apps/deployments/:id", async (ex, { id }) => {

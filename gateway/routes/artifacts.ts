@@ -12,13 +12,12 @@ import {
   parsePartNumber,
   parseUploadCreate,
 } from "../../modules/artifacts/mod.js";
-import { listQuery } from "../../modules/openai/mod.js";
+import { listObject, listQuery } from "../../modules/openai/mod.js";
 import { errors } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import { readMultipart } from "../http/multipart.js";
 import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
-import { listObject } from "./list-query.js";
 
 export interface ArtifactRouteDeps {
   store: ArtifactStore;
@@ -49,7 +48,7 @@ export function registerArtifactRoutes(router: Router, deps: ArtifactRouteDeps):
     if (status !== "ready" && status !== "uploading")
       throw errors.invalidParam("status", `Invalid value for 'status': expected 'ready' or 'uploading', got '${status.slice(0, 32)}'.`);
     const page = await store.list(project(ex), { ...query, status: status as ArtifactStatus });
-    ex.json(200, listObject(page.data, page.has_more, page.cursor));
+    ex.json(200, listObject(page));
   });
 
   router.get("/v1/artifacts/:id", async (ex, { id }) => {

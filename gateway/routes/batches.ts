@@ -2,11 +2,10 @@ import { Schema } from "effect";
 import { emptyUsage, FINAL_STATUSES, purgeBatchLeftovers, type BatchObject, type BatchStore, type StoredBatch, LINE_EXECUTORS, OPENAI_BATCH_ENDPOINTS } from "../../modules/batches/mod.js";
 import type { FileStore } from "../../modules/files/mod.js";
 import { newSortableId } from "../../lib/ids.js";
-import { decodeBody, Metadata, Nullable, ExpiresAfterSchema, expiresAtFrom, listQuery } from "../../modules/openai/mod.js";
+import { decodeBody, Metadata, Nullable, ExpiresAfterSchema, expiresAtFrom, listObject, listQuery } from "../../modules/openai/mod.js";
 import { errors, shown } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import { listObject } from "./list-query.js";
 
 export interface BatchRouteDeps {
   batches: BatchStore;
@@ -96,7 +95,7 @@ export function registerBatchRoutes(router: Router, deps: BatchRouteDeps): void 
   router.get("/v1/batches", async (ex) => {
     const query = listQuery(ex.searchParams(), { defaultLimit: 20, maxLimit: 100, orders: false });
     const page = await deps.batches.list(project(ex), query);
-    ex.json(200, listObject(page.data, page.has_more, page.cursor));
+    ex.json(200, listObject(page));
   });
 
   router.get("/v1/batches/:id", async (ex, { id }) => {

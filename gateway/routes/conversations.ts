@@ -1,11 +1,11 @@
 import { newId } from "../../lib/ids.js";
-import { parseConversationCreate, parseConversationItems, parseConversationUpdate, normalizeInputItems } from "../../modules/openai/mod.js";
+import { listObject, parseConversationCreate, parseConversationItems, parseConversationUpdate, normalizeInputItems } from "../../modules/openai/mod.js";
 import { errors, shown } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import type { ConversationStore } from "../../modules/responses/mod.js";
 import type { Item } from "../../modules/openai/mod.js";
-import { listObject, listQuery } from "./list-query.js";
+import { listQuery } from "./list-query.js";
 
 export interface ConversationRouteDeps {
   conversations: ConversationStore;
@@ -52,7 +52,7 @@ export function registerConversationRoutes(router: Router, deps: ConversationRou
     if (!(await store.get(projectId, id!))) throw notFound(id!);
     const page = await store.page(projectId, id!, query);
     if (!page) throw errors.invalidParam("after", `No item with id '${shown(query.after ?? "")}' in conversation '${shown(id!)}'.`);
-    ex.json(200, listObject(page.data, page.has_more));
+    ex.json(200, listObject(page));
   });
 
   router.post("/v1/conversations/:id/items", async (ex, { id }) => {
@@ -62,7 +62,7 @@ export function registerConversationRoutes(router: Router, deps: ConversationRou
     const existing = await store.items(projectId, id!);
     const appended = await store.append(projectId, id!, normalize(input, existing));
     if (!appended) throw notFound(id!);
-    ex.json(200, listObject(appended, false));
+    ex.json(200, listObject({ data: appended, has_more: false }));
   });
 
   router.get("/v1/conversations/:id/items/:item", async (ex, { id, item }) => {

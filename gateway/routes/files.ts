@@ -1,12 +1,11 @@
 import type { Readable } from "node:stream";
 import { FILE_PURPOSES, FileTooLargeError, type FileDescription, type FileObject, type FilePurpose, type FileStore } from "../../modules/files/mod.js";
-import { listQuery, expiresAtFrom, parseFileUpdate } from "../../modules/openai/mod.js";
+import { listObject, listQuery, expiresAtFrom, parseFileUpdate } from "../../modules/openai/mod.js";
 import { errors, shown, type DomainError } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import { readMultipart } from "../http/multipart.js";
 import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
-import { listObject } from "./list-query.js";
 
 export interface FileRouteDeps {
   store: FileStore;
@@ -38,7 +37,7 @@ export function registerFileRoutes(router: Router, deps: FileRouteDeps): void {
     const query = listQuery(params, { defaultLimit: 10_000, maxLimit: 10_000, orders: true });
     const purpose = params.get("purpose") ?? undefined;
     const page = await deps.store.list(project(ex), { ...query, purpose });
-    ex.json(200, listObject(page.data, page.has_more, page.cursor));
+    ex.json(200, listObject(page));
   });
 
   router.get("/v1/files/:id", async (ex, { id }) => {

@@ -2,6 +2,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { newSortableId } from "../../lib/ids.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import { errors, shown } from "../../modules/errors/mod.js";
+import { listObject } from "../../modules/openai/mod.js";
 import { isFinalJob, JOB_ID, JOB_STATUSES, parseJobCreate, type JobObject, type JobStore } from "../../modules/jobs/mod.js";
 import type { FileStore } from "../../modules/files/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
@@ -9,7 +10,7 @@ import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
 import type { PendingBudget } from "../sse/pending-budget.js";
 import { sseEvent, SseWriter } from "../sse/sse-writer.js";
-import { listObject, listQuery } from "./list-query.js";
+import { listQuery } from "./list-query.js";
 
 export interface JobRouteDeps {
   nc: NatsConnection;
@@ -82,7 +83,7 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
       throw errors.invalidParam("status", `Invalid value for 'status': expected one of ${JOB_STATUSES.join(", ")}.`);
     const page = await deps.jobs.list(project(ex), { ...query, ...(status !== undefined ? { status } : {}) });
     if (!page) throw errors.invalidParam("after", `No item with id '${shown(query.after ?? "")}' in this list.`);
-    ex.json(200, listObject(page.data, page.has_more, page.cursor));
+    ex.json(200, listObject(page));
   });
 
   router.get("/v1/jobs/:id", async (ex, { id }) => ex.json(200, (await find(ex, id!)).job));

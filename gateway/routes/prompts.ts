@@ -1,4 +1,4 @@
-import { parsePromptCreateRequest } from "../../modules/openai/mod.js";
+import { listObject, parsePromptCreateRequest } from "../../modules/openai/mod.js";
 import { errors } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
@@ -32,8 +32,8 @@ export function registerPromptRoutes(router: Router, deps: PromptRouteDeps): voi
   });
 
   router.get("/v1/prompts", async (ex) => {
-    const data = await deps.prompts.list(projectOf(ex));
-    ex.json(200, { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: false });
+    // Every template of the project: one page.
+    ex.json(200, listObject({ data: await deps.prompts.list(projectOf(ex)), has_more: false }));
   });
 
   router.get("/v1/prompts/*name", async (ex, { name }) => {

@@ -4,7 +4,7 @@ import { isWellFormedTemplateName } from "../../lib/ids.js";
 import type { GenerateRequest } from "../../proto/gen/tributary/v1/inference.js";
 import { estimateRequestTokens } from "../../modules/ratelimit/mod.js";
 import type { RateLimiter } from "../../modules/ratelimit/mod.js";
-import { parsePromptRunRequest, parseResponseCreateRequest, type ResponseCreateRequest, openAIError, type ResponseObject } from "../../modules/openai/mod.js";
+import { listObject, parsePromptRunRequest, parseResponseCreateRequest, type ResponseCreateRequest, openAIError, type ResponseObject } from "../../modules/openai/mod.js";
 import { errors, isDomainError, shown } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
@@ -16,7 +16,7 @@ import type { RequestObservation } from "../../modules/traces/mod.js";
 import { describe, observe } from "./chat-completions.js";
 import { SseWriter } from "../sse/sse-writer.js";
 import type { PendingBudget } from "../sse/pending-budget.js";
-import { listQuery, listObject } from "./list-query.js";
+import { listQuery } from "./list-query.js";
 import { pageOf } from "../../lib/page.js";
 
 export interface ResponseRouteDeps {
@@ -77,7 +77,7 @@ export function registerResponseRoutes(router: Router, deps: ResponseRouteDeps):
     if (!items) throw notFound(id!);
     const page = pageOf(items, query);
     if (!page) throw errors.invalidParam("after", `No item with id '${shown(query.after ?? "")}' in this list.`);
-    ex.json(200, listObject(page.data, page.has_more));
+    ex.json(200, listObject(page));
   });
 
   // POST /v1/responses/{id}/cancel, and POST /v1/responses/{template name} (names may hold '/').

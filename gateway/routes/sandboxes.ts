@@ -10,12 +10,13 @@ import {
   type SandboxStatus,
 } from "../../modules/sandboxes/mod.js";
 import { errors } from "../../modules/errors/mod.js";
+import { listObject } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
 import type { PendingBudget } from "../sse/pending-budget.js";
 import { sseEvent, SseWriter } from "../sse/sse-writer.js";
-import { listObject, listQuery } from "./list-query.js";
+import { listQuery } from "./list-query.js";
 
 export interface SandboxRouteDeps {
   sandboxes: SandboxService;
@@ -59,7 +60,7 @@ export function registerSandboxRoutes(router: Router, deps: SandboxRouteDeps): v
       metadata[m[1]!] = v.slice(0, 512);
     }
     const page = await service.list(project(ex), query, { status: status as SandboxStatus | undefined, metadata });
-    ex.json(200, listObject(page.data, page.has_more, page.cursor));
+    ex.json(200, listObject(page));
   });
 
   router.get("/v1/sandboxes/:id", async (ex, { id }) => ex.json(200, (await service.record(project(ex), id!)).sandbox));

@@ -1,6 +1,7 @@
 import { parseSecretCreate, parseSecretRotate } from "../../modules/sandboxes/mod.js";
 import { SECRET_NAME, type SecretStore } from "../../modules/secrets/mod.js";
 import { errors } from "../../modules/errors/mod.js";
+import { listObject } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 
@@ -36,8 +37,8 @@ export function registerSecretRoutes(router: Router, deps: SecretRouteDeps): voi
   });
 
   router.get("/v1/secrets", async (ex) => {
-    const data = await deps.secrets.list(project(ex));
-    ex.json(200, { object: "list", data, first_id: data[0]?.name ?? null, last_id: data.at(-1)?.name ?? null, has_more: false });
+    // Every secret of the project (at most maxPerProject): one page, named by name.
+    ex.json(200, listObject({ data: await deps.secrets.list(project(ex)), has_more: false }, (secret) => secret.name));
   });
 
   router.get("/v1/secrets/:name", async (ex, { name }) => {

@@ -1,7 +1,7 @@
 import { errors } from "../../modules/errors/mod.js";
+import { listObject } from "../../modules/openai/mod.js";
 import { parseTraceQuery, TRACE_ID, type TraceStore } from "../../modules/traces/mod.js";
 import type { Router } from "../http/router.js";
-import { listObject } from "./list-query.js";
 
 /**
  * GET /v1/traces and GET /v1/traces/{id} (Tributary's definition): the traces of `log: true`
@@ -11,7 +11,7 @@ export function registerTraceRoutes(router: Router, traces: TraceStore): void {
   router.get("/v1/traces", async (ex) => {
     const query = parseTraceQuery(ex.searchParams());
     const page = await traces.list(ex.principal!.projectId, query);
-    ex.json(200, listObject(page.data, page.has_more));
+    ex.json(200, listObject(page));
   });
 
   router.get("/v1/traces/:id", async (ex, { id }) => {

@@ -6,7 +6,7 @@ export { decodeBody, Metadata, Nullable } from "./schemas/common.js";
 export { parseConversationCreate, parseConversationItems, parseConversationUpdate } from "./schemas/conversations.js";
 export { ExpiresAfterSchema, expiresAtFrom, parseFileUpdate } from "./schemas/files.js";
 export { parseRedeemInvitation } from "./schemas/invitations.js";
-export { listQuery } from "./schemas/lists.js";
+export { listObject, type ListObject, listQuery } from "./schemas/lists.js";
 export { ItemSchema, ResponseObjectSchema, ResultLineSchema, storedValues, TokenUsageSchema } from "./schemas/objects.js";
 export { parsePromptCreateRequest, parsePromptRunRequest } from "./schemas/prompts.js";
 export { parseResponseCreateRequest, type ResponseCreateRequest } from "./schemas/responses.js";

@@ -1,8 +1,9 @@
 import t from "tap";
 import { firstPage, mapPage, nextAfter, pageOf, pageOfSorted, type Page, type PageQuery } from "../../lib/page.js";
+import { listObject } from "../../modules/openai/mod.js";
 
-// Pages of lists held whole (lib/page.ts): the cursor `after`, the limit, and has_more at its
-// boundary. Paging from KV (pageRecords) is
+// Pages of lists held whole (lib/page.ts) and OpenAI's envelope around any page (listObject):
+// the cursor `after`, the limit, and has_more at its boundary. Paging from KV (pageRecords) is
 // checked on a real nats-server (test/e2e/nats/page-records.test.ts), against the same answers
 // pageOfSorted gives.
 
@@ -77,4 +78,22 @@ t.test("nextAfter: the last item's id, or where a page that stopped at its read 
 t.test("mapPage keeps where the page ended", async (t) => {
   t.same(mapPage({ data: [{ id: "a" }], has_more: true, cursor: "c" }, (x) => x.id), { data: ["a"], has_more: true, cursor: "c" });
   t.same(mapPage({ data: [{ id: "a" }], has_more: false }, (x) => x.id), { data: ["a"], has_more: false });
+});
+
+t.test("listObject: OpenAI's envelope, every key present", async (t) => {
+  t.same(listObject({ data: [{ id: "a" }, { id: "b" }], has_more: true }), { object: "list", data: [{ id: "a" }, { id: "b" }], first_id: "a", last_id: "b", has_more: true });
+  t.same(listObject({ data: [{ id: "a" }], has_more: false }), { object: "list", data: [{ id: "a" }], first_id: "a", last_id: "a", has_more: false });
+  t.same(listObject({ data: [], has_more: false }), { object: "list", data: [], first_id: null, last_id: null, has_more: false }, "an empty page: null ids");
+  t.same(Object.keys(listObject({ data: [], has_more: false })).sort(), ["data", "first_id", "has_more", "last_id", "object"]);
+});
+
+t.test("listObject: last_id is where a page that stopped at its read bound stopped (the next page's after)", async (t) => {
+  t.same(listObject({ data: [{ id: "a" }], has_more: true, cursor: "f" }), { object: "list", data: [{ id: "a" }], first_id: "a", last_id: "f", has_more: true });
+  t.same(listObject({ data: [], has_more: true, cursor: "f" }), { object: "list", data: [], first_id: null, last_id: "f", has_more: true });
+  t.notOk("cursor" in listObject({ data: [], has_more: true, cursor: "f" }), "the cursor is not a key of the envelope");
+});
+
+t.test("listObject: items named by another field (secrets by name)", async (t) => {
+  const secrets = [{ name: "A", object: "secret" }, { name: "B", object: "secret" }];
+  t.same(listObject({ data: secrets, has_more: false }, (s) => s.name), { object: "list", data: secrets, first_id: "A", last_id: "B", has_more: false });
 });
