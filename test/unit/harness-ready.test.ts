@@ -38,6 +38,8 @@ t.test("a failure record: rejects at once with its error, the process killed", a
 
 t.test("not ready in time: rejects after the timeout, the process killed", async (t) => {
   const proc = node(`console.error("still loading"); setInterval(() => {}, 1000);`);
+  // Its output is there before the wait starts (a busy machine may take longer than 500 ms to start node).
+  await proc.waitForLog((r) => r.msg === "still loading", 30_000);
   await t.rejects(untilReady(proc, "fake", isReady, { timeoutMs: 500 }), /^fake timed out after 500 ms waiting for a log line; last output:\nstill loading$/);
   await proc.exited;
   t.equal(proc.child.signalCode, "SIGKILL", "killed");
