@@ -1,12 +1,11 @@
 import t, { type Test } from "tap";
 import OpenAI, { AuthenticationError } from "openai";
-import { startStack } from "../../harness/stack.js";
-import { TEST_KEY, TEST_MODEL } from "../../harness/processes.js";
-import { adminOk } from "../../harness/admin.js";
+import { sharedStack } from "../../harness/shared-stack.js";
+import { TEST_MODEL } from "../../harness/processes.js";
 
 // Every bad or missing credential gets OpenAI's 401 and nothing else happens.
 
-const stack = await startStack(t);
+const stack = await sharedStack(t);
 const url = (path: string) => stack.gateway.url + path;
 const chatBody = JSON.stringify({ model: TEST_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 1 });
 
@@ -28,7 +27,7 @@ t.test("no Authorization header: 401 with code null, on every route", async (t) 
 });
 
 t.test("a malformed Authorization header is the same as none", async (t) => {
-  for (const value of ["Basic dXNlcjpwYXNz", "Bearer", "Bearer a b", TEST_KEY]) {
+  for (const value of ["Basic dXNlcjpwYXNz", "Bearer", "Bearer a b", stack.key]) {
     const res = await fetch(url("/v1/models"), { headers: { authorization: value } });
     t.equal(res.status, 401, value);
     t.equal((await errorOf(t, res)).code, null);
@@ -62,11 +61,11 @@ t.test("an unknown key: 401 invalid_api_key, also through the openai client (not
 });
 
 t.test("a revoked key is refused like an unknown one", async (t) => {
-  const { project } = await adminOk(stack.actors, ["org", "create", "--name", "Revoked Co"]);
-  const { key, secret } = await adminOk(stack.actors, ["key", "create", "--project", project.id]);
+  const { project } = await stack.admin.createOrganization({ name: "Revoked Co", projectName: "" });
+  const { key, secret } = await stack.admin.createApiKey({ projectId: project!.id, organizationId: "", name: "" });
   const ok = await fetch(url("/v1/models"), { headers: { authorization: `Bearer ${secret}` } });
   t.equal(ok.status, 200);
-  await adminOk(stack.actors, ["key", "revoke", key.id]);
+  await stack.admin.revokeApiKey({ keyId: key!.id });
   let res: Response | undefined;
   for (let i = 0; i < 100; i++) {
     res = await fetch(url("/v1/models"), { headers: { authorization: `Bearer ${secret}` } });
@@ -78,11 +77,11 @@ t.test("a revoked key is refused like an unknown one", async (t) => {
 });
 
 t.test("OpenAI-Project and OpenAI-Organization must match the key", async (t) => {
-  const auth = { authorization: `Bearer ${TEST_KEY}` };
-  const same = await fetch(url("/v1/models"), { headers: { ...auth, "openai-project": "proj-local", "openai-organization": "org-local" } });
+  const auth = { authorization: `Bearer ${stack.key}` };
+  const same = await fetch(url("/v1/models"), { headers: { ...auth, "openai-project": stack.projectId, "openai-organization": stack.organizationId } });
   t.equal(same.status, 200);
-  t.equal(same.headers.get("openai-project"), "proj-local");
-  t.equal(same.headers.get("openai-organization"), "org-local");
+  t.equal(same.headers.get("openai-project"), stack.projectId);
+  t.equal(same.headers.get("openai-organization"), stack.organizationId);
 
   const project = await fetch(url("/v1/models"), { headers: { ...auth, "openai-project": "proj_other" } });
   t.equal(project.status, 401);
@@ -92,8 +91,8 @@ t.test("OpenAI-Project and OpenAI-Organization must match the key", async (t) =>
   t.equal(org.status, 401);
   t.equal((await errorOf(t, org)).code, "mismatched_organization");
 
-  const { organization } = await adminOk(stack.actors, ["org", "create", "--name", "Headers"]);
-  const { secret } = await adminOk(stack.actors, ["key", "create", "--org", organization.id]);
+  const { organization } = await stack.admin.createOrganization({ name: "Headers", projectName: "" });
+  const { secret } = await stack.admin.createApiKey({ projectId: "", organizationId: organization!.id, name: "" });
   for (const bad of ["proj_nothere", "a.b", "*", "x>y"]) {
     const res = await fetch(url("/v1/models"), { headers: { authorization: `Bearer ${secret}`, "openai-project": bad } });
     t.equal(res.status, 401, `org key with OpenAI-Project ${bad}`);

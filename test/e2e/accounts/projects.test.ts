@@ -1,7 +1,6 @@
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
 import { TEST_KEY, TEST_MODEL } from "../../harness/processes.js";
-import { adminOk } from "../../harness/admin.js";
 
 // Keys of different projects are different principals: with TRIBUTARY_RATE_LIMIT_SCOPE=project
 // each project draws from its own budget, so one project spending its budget leaves the others
@@ -28,8 +27,8 @@ const left = 60_000 - (Date.now() % 60_000);
 if (left < 8_000) await new Promise((r) => setTimeout(r, left + 50));
 
 t.test("configured keys are keys of their own projects in the local organization", async (t) => {
-  const projects = await adminOk(stack.actors, ["project", "list", "--org", "org-local"]);
-  t.same(projects.projects.map((p: { id: string }) => p.id).sort(), ["proj-local", "proj_a", "proj_b"]);
+  const projects = await stack.admin.listProjects({ organizationId: "org-local" });
+  t.same(projects.projects.map((p) => p.id).sort(), ["proj-local", "proj_a", "proj_b"]);
   const a = await chat(KEY_A);
   t.equal(a.status, 200);
   t.equal(a.headers.get("openai-project"), "proj_a");
@@ -46,7 +45,7 @@ t.test("each project has its own budget: one spending it does not touch another"
   t.equal((await chat(TEST_KEY)).status, 200, "so does the default project");
 
   // An organization key spends the budget of the project it names.
-  const { secret } = await adminOk(stack.actors, ["key", "create", "--org", "org-local"]);
+  const { secret } = await stack.admin.createApiKey({ projectId: "", organizationId: "org-local", name: "" });
   const viaB = await chat(secret, "proj_b");
   t.equal(viaB.status, 429, "through project b: b's budget, spent");
   t.match(((await viaB.json()) as { error: { message: string } }).error.message, /in project proj_b/);

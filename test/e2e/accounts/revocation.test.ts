@@ -2,7 +2,6 @@ import t from "tap";
 import { Kvm } from "@nats-io/kv";
 import { startStack } from "../../harness/stack.js";
 import { startGateway, TEST_KEY } from "../../harness/processes.js";
-import { adminOk } from "../../harness/admin.js";
 import { buckets } from "../../../lib/nats/subjects.js";
 import { sha256Hex, AccountStore } from "../../../modules/accounts/mod.js";
 
@@ -14,9 +13,9 @@ const more = await Promise.all([startGateway(stack.nats.url), startGateway(stack
 for (const g of more) t.teardown(() => g.kill());
 const gateways = [stack.gateway, ...more];
 
-t.test("a key revoked with tributary admin is refused by every gateway within a second", async (t) => {
-  const { project } = await adminOk(stack.actors, ["org", "create", "--name", "Revocation"]);
-  const { key, secret } = await adminOk(stack.actors, ["key", "create", "--project", project.id]);
+t.test("a key revoked through the admin service is refused by every gateway within a second", async (t) => {
+  const { project } = await stack.admin.createOrganization({ name: "Revocation", projectName: "" });
+  const { key, secret } = await stack.admin.createApiKey({ projectId: project!.id, organizationId: "", name: "" });
   const get = (url: string) => fetch(url + "/v1/models", { headers: { authorization: `Bearer ${secret}` } }).then((r) => r.status);
   // Warm every gateway's cache: from now on, none of them reads the key from KV by itself.
   t.same(await Promise.all(gateways.map((g) => get(g.url))), [200, 200, 200]);
@@ -36,7 +35,7 @@ t.test("a key revoked with tributary admin is refused by every gateway within a 
       else await new Promise((r) => setTimeout(r, 5));
     }
   });
-  await adminOk(stack.actors, ["key", "revoke", key.id]);
+  await stack.admin.revokeApiKey({ keyId: key!.id });
   // The moment the revocation was stored, by the NATS server's clock (same machine).
   const revokedAt = (await kv.get(`apikey.${sha256Hex(secret)}`))!.created.getTime();
   const deadline = setTimeout(() => (polling = false), 5_000);
@@ -55,7 +54,7 @@ t.test("a key created after the gateways cached its absence works on all of them
   // Gateways remember unknown keys too (a flood of wrong keys costs no KV reads); the watch must
   // clear that memory when the key appears. The key is registered straight in KV, as the
   // configured keys are, so the test knows it before it exists.
-  const { project, organization } = await adminOk(stack.actors, ["org", "create", "--name", "Late key"]);
+  const { project, organization } = await stack.admin.createOrganization({ name: "Late key", projectName: "" });
   const secret = `sk-proj-${"late".repeat(12)}`;
   const get = (url: string) => fetch(url + "/v1/models", { headers: { authorization: `Bearer ${secret}` } }).then((r) => r.status);
   t.same(await Promise.all(gateways.map((g) => get(g.url))), [401, 401, 401]);
@@ -63,7 +62,7 @@ t.test("a key created after the gateways cached its absence works on all of them
   const nc = await stack.nats.connect();
   t.teardown(() => nc.close());
   const store = await AccountStore.open(nc);
-  await store.registerKey(secret, { organizationId: organization.id, projectId: project.id, name: "late" });
+  await store.registerKey(secret, { organizationId: organization!.id, projectId: project!.id, name: "late" });
   const deadline = Date.now() + 1000;
   let statuses: number[] = [];
   while (Date.now() < deadline) {
@@ -75,14 +74,14 @@ t.test("a key created after the gateways cached its absence works on all of them
 });
 
 t.test("the configured key is revocable like any other, and stays revoked when gateways restart", async (t) => {
-  const keys = await adminOk(stack.actors, ["key", "list", "--org", "org-local"]);
-  const configured = keys.keys.find((k: { prefix: string }) => TEST_KEY.startsWith(k.prefix));
+  const keys = await stack.admin.listApiKeys({ organizationId: "org-local", projectId: "", includeRevoked: false });
+  const configured = keys.keys.find((k) => TEST_KEY.startsWith(k.prefix));
   t.ok(configured, "TRIBUTARY_API_KEY is listed in the local organization");
-  await adminOk(stack.actors, ["key", "revoke", configured.id]);
+  await stack.admin.revokeApiKey({ keyId: configured!.id });
   const restarted = await startGateway(stack.nats.url); // registers TRIBUTARY_API_KEY again
   t.teardown(() => restarted.kill());
   const res = await fetch(restarted.url + "/v1/models", { headers: { authorization: `Bearer ${TEST_KEY}` } });
   t.equal(res.status, 401, "re-registering did not bring it back");
-  const again = await adminOk(stack.actors, ["key", "list", "--org", "org-local", "--all"]);
-  t.equal(again.keys.filter((k: { prefix: string }) => TEST_KEY.startsWith(k.prefix)).length, 1, "still one key, revoked");
+  const again = await stack.admin.listApiKeys({ organizationId: "org-local", projectId: "", includeRevoked: true });
+  t.equal(again.keys.filter((k) => TEST_KEY.startsWith(k.prefix)).length, 1, "still one key, revoked");
 });
