@@ -2,7 +2,8 @@ import t from "tap";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
-import { startStack } from "../../harness/stack.js";
+import { sharedStack } from "../../harness/shared-stack.js";
+import { uniqueEmail } from "../../harness/stack.js";
 import { repoRoot, TEST_MODEL } from "../../harness/processes.js";
 import { ownerOrganization } from "../../harness/dashboard.js";
 import OpenAI, { toFile } from "openai";
@@ -19,11 +20,14 @@ import { chatLine, createBatch, waitForBatch } from "../../harness/batches.js";
 
 const SHOTS = join(repoRoot, ".tap", "dashboard-screenshots");
 mkdirSync(SHOTS, { recursive: true });
-const stack = await startStack(t, { env: { TRIBUTARY_TRACE_FLUSH_MS: "20", TRIBUTARY_USAGE_FLUSH_MS: "50" } });
-const EMAIL = "grace@example.com";
+// The shared stack flushes traces and usage within tens of milliseconds; emails are platform-wide.
+const stack = await sharedStack(t);
+const EMAIL = uniqueEmail("grace");
+const LINUS = uniqueEmail("linus");
 const PASSWORD = "a long enough password";
-const org = await ownerOrganization(stack.actors, stack.gateway, EMAIL, PASSWORD);
+const org = await ownerOrganization(stack, EMAIL, PASSWORD);
 const KEY = org.api_key.value;
+const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 const XSS = `<img src=x onerror=alert(1)> and <script>alert(2)</script>`;
 
 async function api(path: string, body: unknown, key = KEY) {
@@ -197,25 +201,25 @@ t.test("projects: create and rename", async (t) => {
 
 t.test("invitations: an owner invites a member, who joins with the link", async (t) => {
   await page.goto(base + "/dashboard/invitations");
-  await page.fill('input[name="email"]', "linus@example.com");
+  await page.fill('input[name="email"]', LINUS);
   await page.selectOption('select[name="role"]', "member");
   await page.click('button:has-text("Invite")');
   const link = ((await page.textContent("#invitation-link")) ?? "").trim();
   t.match(link, /\/dashboard\/join\?code=/);
-  t.match(await page.textContent("main table"), /linus@example\.com\s*member\s*pending/);
+  t.match(await page.textContent("main table"), new RegExp(`${escaped(LINUS)}\\s*member\\s*pending`));
   await page.screenshot({ path: join(SHOTS, "invitations.png"), fullPage: true });
 
   const invitee = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   t.teardown(() => invitee.close());
   const joinPage = await invitee.newPage();
   await joinPage.goto(link);
-  t.match(await joinPage.textContent("main"), /invited as member with the email linus@example\.com/);
+  t.match(await joinPage.textContent("main"), new RegExp(`invited as member with the email ${escaped(LINUS)}`));
   await joinPage.screenshot({ path: join(SHOTS, "join.png"), fullPage: true });
   await joinPage.fill('input[name="password"]', "linus's password");
   await joinPage.fill('input[name="password2"]', "linus's password");
   await joinPage.click('button[type="submit"]');
   t.equal(new URL(joinPage.url()).pathname, "/dashboard/traces", "joined and signed in");
-  t.match(await joinPage.textContent("header"), "linus@example.com");
+  t.match(await joinPage.textContent("header"), LINUS);
   await joinPage.goto(base + "/dashboard/projects");
   t.match(await joinPage.textContent("main"), /Owners create and rename projects/, "a member: no project forms");
   // A member who posts the form anyway (built in the page, with the session's own CSRF token) gets the 403 page.
@@ -242,7 +246,7 @@ t.test("invitations: an owner invites a member, who joins with the link", async 
   await joinPage.goto(link);
   t.match(await joinPage.textContent('[role="alert"]'), /used already/, "the link works once");
   await page.goto(base + "/dashboard/invitations");
-  t.match(await page.textContent("main table"), /linus@example\.com\s*member\s*accepted/);
+  t.match(await page.textContent("main table"), new RegExp(`${escaped(LINUS)}\\s*member\\s*accepted`));
 });
 
 t.test("files: list, detail, download and delete; a file name holding markup is text", async (t) => {

@@ -1,24 +1,27 @@
 import t from "tap";
 import OpenAI, { toFile } from "openai";
-import { startActorHost, startGateway, startNats, TEST_MODEL } from "../../harness/processes.js";
+import { TEST_MODEL } from "../../harness/processes.js";
+import { sharedStack } from "../../harness/shared-stack.js";
+import { uniqueEmail } from "../../harness/stack.js";
 import { CookieClient, ownerOrganization } from "../../harness/dashboard.js";
 
 // The dashboard's organization and resource pages over HTTP: projects (owners create and rename,
 // members get a 403 page), invitations of members (created with a role, shown once, redeemed on
 // the public join page once, revoked), files (list, metadata, download, delete; another
 // organization's file is not found) and rate limits (the catalog's limits per model). Every form
-// needs its CSRF token; names are rendered as text. No runner: nothing here generates.
+// needs its CSRF token; names are rendered as text.
 
-const nats = await startNats();
-t.teardown(() => nats.stop());
-const actors = await startActorHost(nats.url);
-t.teardown(() => actors.kill());
-const gateway = await startGateway(nats.url);
-t.teardown(() => gateway.kill());
-const OWNER = "olga@example.com";
+const stack = await sharedStack(t);
+const { gateway } = stack;
+// Emails are platform-wide: addresses of this file only.
+const OWNER = uniqueEmail("olga");
+const ZED = uniqueEmail("zed");
+const BOB = uniqueEmail("bob");
+const CAROL = uniqueEmail("carol");
+const DAVE = uniqueEmail("dave");
 const PASSWORD = "owner's password";
-const org = await ownerOrganization(actors, gateway, OWNER, PASSWORD);
-const other = await ownerOrganization(actors, gateway, "zed@example.com", PASSWORD);
+const org = await ownerOrganization(stack, OWNER, PASSWORD);
+const other = await ownerOrganization(stack, ZED, PASSWORD);
 const owner = new CookieClient(gateway.url);
 if ((await owner.signIn(OWNER, PASSWORD)).status !== 303) throw new Error("the owner cannot sign in");
 const MARKUP = `<b onmouseover="alert(1)">bold</b>`;
@@ -40,7 +43,7 @@ async function join(code: string, password: string, password2 = password) {
 }
 
 const bob = await (async () => {
-  const { code } = await invite("bob@example.com", "member");
+  const { code } = await invite(BOB, "member");
   const { c } = await join(code, "bob's password");
   return c;
 })();
@@ -94,19 +97,19 @@ t.test("projects: owners create and rename, names are text, members get a 403 pa
 });
 
 t.test("invitations: created with a role, the link shown once, redeemed once; revoked links fail", async (t) => {
-  const { res, code } = await invite("carol@example.com", "owner");
+  const { res, code } = await invite(CAROL, "owner");
   t.equal(res.status, 200);
   t.match(code, new RegExp(`^${org.organization.id}\\.minv_[A-Za-z0-9]+\\.[A-Za-z0-9]{32}$`));
   const listed = await owner.request("/dashboard/invitations");
-  t.match(listed.text, "carol@example.com");
+  t.match(listed.text, CAROL);
   t.notMatch(listed.text, code, "the code is shown once");
-  t.equal((await invite("carol@example.com", "member")).res.status, 400, "one pending invitation per email");
-  t.equal((await invite("bob@example.com", "member")).res.status, 400, "a member already");
+  t.equal((await invite(CAROL, "member")).res.status, 400, "one pending invitation per email");
+  t.equal((await invite(BOB, "member")).res.status, 400, "a member already");
   t.equal((await invite("not an email", "member")).res.status, 400);
 
   const form = await new CookieClient(gateway.url).request(`/dashboard/join?code=${encodeURIComponent(code)}`);
   t.equal(form.status, 200);
-  t.match(form.text, "carol@example.com");
+  t.match(form.text, CAROL);
   t.match(form.text, /invited as <strong>owner/);
   const noCookie = await fetch(gateway.url + "/dashboard/join", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams({ csrf: CookieClient.csrfOf(form.text), code, password: "carol's password", password2: "carol's password" }).toString(), redirect: "manual" });
   t.equal(noCookie.status, 403, "the join form's token must match its cookie");
@@ -117,12 +120,12 @@ t.test("invitations: created with a role, the link shown once, redeemed once; re
   t.equal(ok.res.headers.get("location"), "/dashboard/traces");
   const home = await ok.c.request("/dashboard/invitations");
   t.equal(home.status, 200, "signed in at once");
-  t.match(home.text, /carol@example\.com/);
+  t.match(home.text, CAROL);
   t.match(home.text, /Invite<\/button>/, "as an owner: she may invite");
   t.equal((await join(code, "carol's password")).form.status, 409, "a code works once");
-  t.equal((await new CookieClient(gateway.url).signIn("carol@example.com", "carol's password")).status, 303);
+  t.equal((await new CookieClient(gateway.url).signIn(CAROL, "carol's password")).status, 303);
 
-  const dave = await invite("dave@example.com", "member");
+  const dave = await invite(DAVE, "member");
   const page = await owner.request("/dashboard/invitations");
   const invitationId = /(minv_[A-Za-z0-9]+)<\/code><\/td><td>[^<]+<\/td><td>[^<]+<\/td>\s*<td><form class="inline" method="post" action="\/dashboard\/invitations\/\1\/revoke"/.exec(page.text)?.[1];
   t.ok(invitationId, "dave's pending invitation has a revoke button");
@@ -135,11 +138,11 @@ t.test("invitations: created with a role, the link shown once, redeemed once; re
   t.equal((await owner.request(`/dashboard/invitations/${invitationId}/revoke`, { form: {} })).status, 403, "no CSRF token");
   const revoked = await owner.request(`/dashboard/invitations/${invitationId}/revoke`, { form: { csrf: CookieClient.csrfOf(page.text) } });
   t.equal(revoked.status, 200);
-  t.match(revoked.text, /dave@example.com is revoked/);
+  t.match(revoked.text, `${DAVE} is revoked`);
   t.equal((await join(dave.code, "dave's password")).form.status, 404, "a revoked code is not found");
   t.equal((await owner.request(`/dashboard/invitations/${invitationId}/revoke`, { form: { csrf: CookieClient.csrfOf(page.text) } })).status, 409, "revoked already");
   const otherOwner = new CookieClient(gateway.url);
-  await otherOwner.signIn("zed@example.com", PASSWORD);
+  await otherOwner.signIn(ZED, PASSWORD);
   const otherPage = await otherOwner.request("/dashboard/invitations");
   t.notMatch(otherPage.text, /carol|dave/, "another organization's invitations are not listed");
   t.equal((await otherOwner.request(`/dashboard/invitations/${invitationId}/revoke`, { form: { csrf: CookieClient.csrfOf(otherPage.text) } })).status, 404);
@@ -197,14 +200,14 @@ t.test("rate limits: each model's limits and its budget's window", async (t) => 
 
 t.test("an organization keeps at most 100 invitations: the 100th is made, the 101st refused", async (t) => {
   const zed = new CookieClient(gateway.url);
-  await zed.signIn("zed@example.com", PASSWORD);
+  await zed.signIn(ZED, PASSWORD);
   const csrf = CookieClient.csrfOf((await zed.request("/dashboard/invitations")).text);
   for (let i = 1; i <= 99; i++) {
-    const res = await zed.request("/dashboard/invitations", { form: { csrf, email: `person${i}@example.com`, role: "member" } });
+    const res = await zed.request("/dashboard/invitations", { form: { csrf, email: uniqueEmail(`person${i}`), role: "member" } });
     if (res.status !== 200) throw new Error(`invitation ${i}: ${res.status}`);
   }
-  t.equal((await zed.request("/dashboard/invitations", { form: { csrf, email: "person100@example.com", role: "member" } })).status, 200, "the 100th");
-  const refused = await zed.request("/dashboard/invitations", { form: { csrf, email: "person101@example.com", role: "member" } });
+  t.equal((await zed.request("/dashboard/invitations", { form: { csrf, email: uniqueEmail("person100"), role: "member" } })).status, 200, "the 100th");
+  const refused = await zed.request("/dashboard/invitations", { form: { csrf, email: uniqueEmail("person101"), role: "member" } });
   t.equal(refused.status, 400, "the 101st");
   t.match(refused.text, /100 invitations already/);
 });

@@ -1,21 +1,20 @@
 import t, { type Test } from "tap";
 import OpenAI from "openai";
-import { startStack } from "../../harness/stack.js";
-import { TEST_KEY, TEST_MODEL } from "../../harness/processes.js";
-import { adminOk } from "../../harness/admin.js";
+import { sharedStack } from "../../harness/shared-stack.js";
+import { TEST_MODEL } from "../../harness/processes.js";
 import { chatLine, createBatch, waitForBatch } from "../../harness/batches.js";
 
 // Every request counts in per-minute rollups, folded by the actor host into minute, hour and day
 // buckets; GET /v1/organization/usage/completions (organization keys) answers in OpenAI's shape,
 // and its buckets equal what was sent, grouped each way.
+// Usage is per organization: this file's own (two projects, a key each, and an organization key)
+// on the shared stack, which flushes usage and traces within tens of milliseconds.
 
-const KEY_B = "sk-test-usage-b";
-const stack = await startStack(t, {
-  env: { TRIBUTARY_USAGE_FLUSH_MS: "50", TRIBUTARY_TRACE_FLUSH_MS: "20" },
-  gatewayEnv: { TRIBUTARY_API_KEYS: `${KEY_B}=proj_usage_b` },
-});
-const { secret: ORG_KEY, key: orgKeyRecord } = await adminOk(stack.actors, ["key", "create", "--org", "org-local"]);
-void orgKeyRecord;
+const stack = await sharedStack(t);
+const KEY_A = stack.key;
+const PROJECT_A = stack.projectId;
+const { key: KEY_B, projectId: PROJECT_B } = await stack.project("usage b");
+const { secret: ORG_KEY } = await stack.admin.createApiKey({ projectId: "", organizationId: stack.organizationId, name: "usage" });
 
 type Json = Record<string, any>;
 async function usage(query: string, key: string = ORG_KEY) {
@@ -37,7 +36,7 @@ const left = 60_000 - (Date.now() % 60_000);
 if (left < 15_000) await new Promise((r) => setTimeout(r, left + 50));
 const start = Math.floor(Date.now() / 1000) - 120;
 const sent = { a: { requests: 0, input: 0, cached: 0, output: 0 }, b: { requests: 0, input: 0, cached: 0, output: 0 } };
-for (const [key, who, n] of [[TEST_KEY, "a", 3], [KEY_B, "b", 2]] as const)
+for (const [key, who, n] of [[KEY_A, "a", 3], [KEY_B, "b", 2]] as const)
   for (let i = 0; i < n; i++) {
     const r = await chat(key, 4 + i);
     sent[who].requests++;
@@ -46,7 +45,7 @@ for (const [key, who, n] of [[TEST_KEY, "a", 3], [KEY_B, "b", 2]] as const)
     sent[who].cached += r.body.usage.prompt_tokens_details.cached_tokens;
     sent[who].output += r.body.usage.completion_tokens;
   }
-const failed = await chat(TEST_KEY, 5000);
+const failed = await chat(KEY_A, 5000);
 if (failed.status !== 400) throw new Error("expected a 400");
 
 const sum = (buckets: Json[], f: (r: Json) => boolean = () => true) => {
@@ -114,8 +113,8 @@ t.test("latency percentiles (Tributary's latency_ms) fold exactly across widths"
 
 t.test("grouped by project, key, model and batch", async (t) => {
   const byProject = await usage(`start_time=${start}&bucket_width=1h&group_by=project_id`);
-  t.same(sum(byProject.body.data, (r) => r.project_id === "proj-local"), { ...sent.a, requests: sent.a.requests + 1, errors: 1 });
-  t.same(sum(byProject.body.data, (r) => r.project_id === "proj_usage_b"), { ...sent.b, errors: 0 });
+  t.same(sum(byProject.body.data, (r) => r.project_id === PROJECT_A), { ...sent.a, requests: sent.a.requests + 1, errors: 1 });
+  t.same(sum(byProject.body.data, (r) => r.project_id === PROJECT_B), { ...sent.b, errors: 0 });
   const byKey = await usage(`start_time=${start}&bucket_width=1h&group_by=api_key_id&group_by=project_id`);
   const keys = new Set(byKey.body.data.flatMap((b: Json) => b.results.map((r: Json) => r.api_key_id)));
   t.equal(keys.size, 2, "one key per project");
@@ -127,13 +126,13 @@ t.test("grouped by project, key, model and batch", async (t) => {
 
 t.test("filters", async (t) => {
   const q = `start_time=${start}&bucket_width=1h`;
-  t.same(sum((await usage(`${q}&project_ids=proj_usage_b`)).body.data), { ...sent.b, errors: 0 });
+  t.same(sum((await usage(`${q}&project_ids=${PROJECT_B}`)).body.data), { ...sent.b, errors: 0 });
   t.same(sum((await usage(`${q}&project_ids=proj_unknown`)).body.data).requests, 0, "a project of no one");
   t.same(sum((await usage(`${q}&models=other/model`)).body.data).requests, 0);
   t.same(sum((await usage(`${q}&models=${encodeURIComponent(TEST_MODEL)}`)).body.data).requests, total);
   t.same(sum((await usage(`${q}&batch=true`)).body.data).requests, 0, "no batch usage yet");
   t.same(sum((await usage(`${q}&batch=false`)).body.data).requests, total);
-  const byKey = await usage(`${q}&group_by=api_key_id&project_ids=proj_usage_b`);
+  const byKey = await usage(`${q}&group_by=api_key_id&project_ids=${PROJECT_B}`);
   const keyB = byKey.body.data.flatMap((b: Json) => b.results)[0].api_key_id as string;
   t.same(sum((await usage(`${q}&api_key_ids=${keyB}`)).body.data), { ...sent.b, errors: 0 });
   t.same(sum((await usage(`${q}&user_ids=user_x`)).body.data).requests, 0, "requests are made with keys, not users");
@@ -156,7 +155,7 @@ t.test("pages of buckets", async (t) => {
 });
 
 t.test("batch lines count as batch usage, and a logged line is traced", async (t) => {
-  const client = new OpenAI({ apiKey: TEST_KEY, baseURL: stack.gateway.baseURL, maxRetries: 0 });
+  const client = new OpenAI({ apiKey: KEY_A, baseURL: stack.gateway.baseURL, maxRetries: 0 });
   const batch = await createBatch(client, [chatLine("one"), chatLine("two", { log: true })]);
   const done = await waitForBatch(client, batch.id, 60_000);
   t.equal(done.status, "completed");
@@ -165,12 +164,12 @@ t.test("batch lines count as batch usage, and a logged line is traced", async (t
   t.equal(sum(page.data).output, 16, "8 tokens a line");
   let traces: Json[] = [];
   for (let i = 0; i < 100 && traces.length === 0; i++) {
-    const res = await fetch(`${stack.gateway.url}/v1/traces`, { headers: { authorization: `Bearer ${TEST_KEY}` } });
+    const res = await fetch(`${stack.gateway.url}/v1/traces`, { headers: { authorization: `Bearer ${KEY_A}` } });
     traces = ((await res.json()) as Json).data.filter((tr: Json) => tr.batch);
     if (traces.length === 0) await new Promise((r) => setTimeout(r, 50));
   }
   t.equal(traces.length, 1, "only the line with log: true");
-  t.match(traces[0], { batch: true, status: "success", http_status: 200, project_id: "proj-local", api_key_id: /^key_/, usage: { output_tokens: 8 } });
+  t.match(traces[0], { batch: true, status: "success", http_status: 200, project_id: PROJECT_A, api_key_id: /^key_/, usage: { output_tokens: 8 } });
   t.match(JSON.parse(traces[0]!.request.text), { log: true, max_tokens: 8 });
 });
 
@@ -181,12 +180,12 @@ t.test("a background response counts where it runs (the actor host)", async (t) 
     body: JSON.stringify({ model: TEST_MODEL, input: "Once", max_output_tokens: 16, background: true }),
   });
   t.equal(res.status, 200);
-  const page = await settled(`start_time=${start}&bucket_width=1d&batch=false&project_ids=proj_usage_b`, sent.b.requests + 1);
+  const page = await settled(`start_time=${start}&bucket_width=1d&batch=false&project_ids=${PROJECT_B}`, sent.b.requests + 1);
   const s = sum(page.data);
   t.equal(s.requests, sent.b.requests + 1, "one more request in its project");
   t.equal(s.output, sent.b.output + 16, "with its output tokens");
   // Counted with the key that created it (carried with the queued response), not with an empty one.
-  const byKey = await usage(`start_time=${start}&bucket_width=1d&batch=false&project_ids=proj_usage_b&group_by=api_key_id`);
+  const byKey = await usage(`start_time=${start}&bucket_width=1d&batch=false&project_ids=${PROJECT_B}&group_by=api_key_id`);
   const results = byKey.body.data.flatMap((b: Json) => b.results) as Json[];
   t.equal(results.length, 1, "one key in the project");
   t.match(results[0], { api_key_id: /^key_/, num_model_requests: sent.b.requests + 1 });
@@ -195,7 +194,7 @@ t.test("a background response counts where it runs (the actor host)", async (t) 
 });
 
 t.test("organization keys only", async (t) => {
-  const res = await usage(`start_time=${start}`, TEST_KEY);
+  const res = await usage(`start_time=${start}`, KEY_A);
   t.equal(res.status, 403);
   t.equal(res.body.error.code, "organization_key_required");
 });
