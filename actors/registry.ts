@@ -1,5 +1,5 @@
 import type { ModelSpec } from "../modules/catalog/mod.js";
-import { resolveAdminToken } from "../modules/accounts/mod.js";
+import { resolveAdminToken } from "../modules/admin-api/mod.js";
 import { accountsConfig, appsConfig, artifactsConfig, filesConfig, sandboxesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, routingConfig, timeoutsConfig } from "../lib/config.js";
 import { AdminServiceActor } from "./admin/admin-service.js";
 import { BatchCoordinator } from "./batches/batch-coordinator.js";

@@ -1,12 +1,8 @@
 import { parseArgs } from "node:util";
 import { join } from "node:path";
 import type { ApiKey, Invitation, Organization, Project } from "../proto/gen/tributary/v1/admin.js";
-import { adminClient, adminStatusName, isAdminCallError, resolveAdminToken } from "../modules/accounts/mod.js";
+import { adminClient, adminStatusName, isAdminCallError, resolveAdminToken } from "../modules/admin-api/mod.js";
 import { accountsConfig, commonConfig, optionToUndefined, readConfig, secretsConfig } from "../lib/config.js";
-import { connect } from "@nats-io/transport-node";
-import { DEFAULT_NATS_URL, natsClientOptions } from "../lib/nats/connection.js";
-import { nkeySeedFile } from "../lib/nats/identities.js";
-import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
 
 // `tributary admin ...`: the operators' command line, a thin client of the admin gRPC service
 // (proto/tributary/v1/admin.proto) that the actor host serves on TRIBUTARY_ADMIN_ADDR.
@@ -212,6 +208,13 @@ async function readLine(input: NodeJS.ReadableStream): Promise<string> {
 
 /** `tributary admin secrets rewrap`: the master key rotation's second step (see the README). */
 async function rewrapSecrets(natsUrl: string, home: string, out: NodeJS.WritableStream, json: boolean): Promise<number> {
+  // Loaded here: the other admin commands need neither NATS nor the secrets module.
+  const [{ connect }, { DEFAULT_NATS_URL, natsClientOptions }, { nkeySeedFile }, { loadKeyRing, SecretStore }] = await Promise.all([
+    import("@nats-io/transport-node"),
+    import("../lib/nats/connection.js"),
+    import("../lib/nats/identities.js"),
+    import("../modules/secrets/mod.js"),
+  ]);
   const settings = readConfig(secretsConfig);
   const ring = loadKeyRing(settings.masterKey, settings.previousKeys, home);
   // As the operators' NATS identity: the environment's (TRIBUTARY_NATS_*) with NATS_URL, else the

@@ -9,7 +9,8 @@ import {
 } from "../../proto/gen/tributary/v1/admin.js";
 import { errors, isDomainError } from "../../modules/errors/mod.js";
 import { dashboardConfig, readConfig } from "../../lib/config.js";
-import { AccountStore, checkEmail, checkPassword, MemberStore, type ApiKeyView, tokenMatches, invitationStatus, type InvitationRecord, type OrganizationRecord, type ProjectRecord } from "../../modules/accounts/mod.js";
+import { tokenMatches } from "../../modules/admin-api/mod.js";
+import { AccountStore, checkEmail, checkPassword, MemberStore, type ApiKeyView, invitationStatus, type InvitationRecord, type OrganizationRecord, type ProjectRecord } from "../../modules/accounts/mod.js";
 import type { Logger } from "../../lib/log.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 

@@ -1,9 +1,7 @@
 // The public surface of the accounts module: other modules and processes import from here only.
-export { adminClient, type AdminApi, adminStatusName, isAdminCallError } from "./admin-client.js";
 export { AccountAuthenticator } from "./account-authenticator.js";
 export { AccountDirectory } from "./account-directory.js";
 export { AccountStore, type ApiKeyView, MAX_KEYS_PER_ORGANIZATION } from "./account-store.js";
-export { resolveAdminToken, tokenMatches } from "./admin-token.js";
 export { type Authenticator } from "./authenticator.js";
 export { LastUsedRecorder } from "./last-used.js";
 export { LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys } from "./local-keys.js";

@@ -1,4 +1,4 @@
-import type { AdminApi } from "../../modules/accounts/mod.js";
+import type { AdminApi } from "../../modules/admin-api/mod.js";
 
 // Dashboard helpers: an organization with its first owner (an invitation redeemed with an email
 // and a password), and a cookie-keeping HTTP client that signs in through the form as a browser would.

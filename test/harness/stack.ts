@@ -1,7 +1,7 @@
 import OpenAI from "openai";
 import type { Test } from "tap";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { adminClient, type AdminApi } from "../../modules/accounts/mod.js";
+import { adminClient, type AdminApi } from "../../modules/admin-api/mod.js";
 import { loadCatalog } from "../../modules/catalog/mod.js";
 import type { NatsIdentity } from "../../lib/nats/permissions.js";
 import {

@@ -6,7 +6,7 @@ import { sharedStack } from "../../harness/shared-stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { admin } from "../../harness/admin.js";
 import { buckets } from "../../../lib/nats/subjects.js";
-import { isAdminCallError } from "../../../modules/accounts/mod.js";
+import { isAdminCallError } from "../../../modules/admin-api/mod.js";
 
 // Registration in the private beta: an operator creates an invitation; redeeming it (the public
 // HTTP route, or the admin service) creates the organization, its first project and first key.
