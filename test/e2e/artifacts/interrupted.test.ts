@@ -1,3 +1,4 @@
+// tier: serial (an upload expiry of 2 s that a busy machine can outrun; the gateway killed and restarted)
 import t from "tap";
 import { request, type ClientRequest } from "node:http";
 import { jetstreamManager } from "@nats-io/jetstream";
