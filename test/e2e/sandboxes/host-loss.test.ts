@@ -1,3 +1,4 @@
+// tier: serial (50 sandboxes at once, and a killed host whose processes must be gone within seconds)
 import t from "tap";
 import { readdirSync, readFileSync } from "node:fs";
 import { startStack } from "../../harness/stack.js";
