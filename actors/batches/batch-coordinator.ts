@@ -2,14 +2,14 @@ import type { KV } from "@nats-io/kv";
 import { nanos } from "@nats-io/transport-node";
 import type { JsMsg } from "@nats-io/jetstream";
 import type { ModelSpec } from "../../modules/catalog/mod.js";
-import { BatchStore, batchJobSchema, FINAL_STATUSES, openBatchResults, purgeBatchLeftovers, resultsFilter, resultsStream, type BatchError, type BatchJob, type StoredBatch, LINE_EXECUTORS, ResultTally, storeResult, InputValidator, validLines, type WorkLine } from "../../modules/batches/mod.js";
+import { BatchStore, batchJobSchema, batchStates as states, openBatchResults, purgeBatchLeftovers, resultsFilter, resultsStream, type BatchError, type BatchJob, type StoredBatch, LINE_EXECUTORS, ResultTally, storeResult, InputValidator, validLines, type WorkLine } from "../../modules/batches/mod.js";
 import { FileStore, type FileObject } from "../../modules/files/mod.js";
 import { ensureDurableConsumer, readStored } from "../../lib/nats/jetstream.js";
 import { InvalidValue } from "../../lib/nats/kv-records.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import type { WorkItem } from "../../modules/batches/mod.js";
-import { notRunLine, storedValues, succeeded, type ResultLine } from "../../modules/openai/mod.js";
+import { notRunLine, storedValues, type ResultLine } from "../../modules/openai/mod.js";
 
 export interface BatchCoordinatorOptions {
   catalog: ReadonlyMap<string, ModelSpec>;
@@ -22,14 +22,12 @@ export interface BatchCoordinatorOptions {
 }
 
 const now = () => Math.floor(Date.now() / 1000);
-/** A line whose stored result does not decode: it ran, its result is lost; counted as failed. */
-const LOST_RESULT = { code: "server_error", message: "The result of this request was lost. Please run it again." };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const encoder = new TextEncoder();
 
 /**
- * Owns batches through their life: validating -> in_progress -> finalizing -> completed (or
- * failed, expired, cancelling -> cancelled).
+ * Owns batches through their life (batch-states.ts: validating -> in_progress -> finalizing ->
+ * completed, or failed, expired, cancelling -> cancelled), doing the I/O of each move.
  *
  * Ownership: each live batch is one message on the jobs work-queue stream. The coordinator that
  * holds the message (unacked, kept alive with in-progress acks) owns the batch; when its process
@@ -119,33 +117,30 @@ export class BatchCoordinator implements Actor {
       if (signal.aborted) return false;
       const record = await this.batches.get(job.project, job.batchId);
       if (!record) return true; // deleted
-      switch (record.batch.status) {
-        case "validating":
+      const next = states.duty(record);
+      switch (next.kind) {
+        case "validate":
           await this.validate(record);
           break;
-        case "in_progress":
-          if (!record.enqueued) await this.enqueue(record);
-          else await this.watch(record, signal);
+        case "enqueue":
+          await this.enqueue(record);
           break;
-        case "cancelling":
-          await this.finalize(record, "cancelled");
+        case "watch":
+          await this.watch(record, signal);
           break;
-        case "finalizing":
-          await this.finalize(record, record.ending ?? "completed");
+        case "finalize":
+          await this.finalize(record, next.ending);
           break;
-        default:
+        case "done":
           await purgeBatchLeftovers(this.batches.handles, record.batch.id);
           return true;
       }
     }
   }
 
-  private transition(record: StoredBatch, from: StoredBatch["batch"]["status"], change: (r: StoredBatch) => void): Promise<StoredBatch | undefined> {
-    return this.batches.update(record.project, record.batch.id, (r) => {
-      if (r.batch.status !== from) return undefined;
-      change(r);
-      return r;
-    });
+  /** Applies one move of batch-states.ts with compare-and-set; the record as stored afterwards. */
+  private move(record: StoredBatch, step: (current: StoredBatch) => StoredBatch | undefined): Promise<StoredBatch | undefined> {
+    return this.batches.update(record.project, record.batch.id, step);
   }
 
   /** Streams the input file once, line by line; on success the batch goes in_progress. */
@@ -154,11 +149,7 @@ export class BatchCoordinator implements Actor {
     const { batch } = record;
     const problems = await this.checkInput(record);
     if (problems) {
-      await this.transition(record, "validating", (r) => {
-        r.batch.status = "failed";
-        r.batch.failed_at = now();
-        r.batch.errors = { object: "list", data: problems };
-      });
+      await this.move(record, (r) => states.reject(r, problems, now()));
       this.ctx.log.info("batch failed validation", { batchId: batch.id, errors: problems.length });
       return;
     }
@@ -176,13 +167,7 @@ export class BatchCoordinator implements Actor {
     for await (const text of this.files.lines(file.id)) validator.accept(text);
     validator.finish(file.bytes, this.options.maxBatchFileBytes);
     if (validator.errors.length > 0) return validator.errors;
-    await this.transition(record, "validating", (r) => {
-      r.batch.status = "in_progress";
-      r.batch.in_progress_at = now();
-      r.batch.request_counts = { total: validator.total, completed: 0, failed: 0 };
-      r.batch.model = validator.firstModel;
-      r.enqueued = false;
-    });
+    await this.move(record, (r) => states.validate(r, { total: validator.total, model: validator.firstModel }, now()));
     return undefined;
   }
 
@@ -191,7 +176,7 @@ export class BatchCoordinator implements Actor {
     const { batch } = record;
     const file = await this.files.get(record.project, batch.input_file_id);
     if (!file) {
-      await this.finishEarly(record, "the input file was deleted while the batch was starting");
+      await this.move(record, (r) => states.endEarly(r, "the input file was deleted while the batch was starting", now()));
       return;
     }
     const pending: Promise<unknown>[] = [];
@@ -210,10 +195,7 @@ export class BatchCoordinator implements Actor {
       if (pending.length >= 256) await Promise.all(pending.splice(0));
     }
     await Promise.all(pending);
-    await this.batches.update(record.project, batch.id, (r) => {
-      r.enqueued = true;
-      return r;
-    });
+    await this.move(record, states.enqueued);
     this.ctx.log.info("batch enqueued", { batchId: batch.id, lines: published });
   }
 
@@ -239,31 +221,18 @@ export class BatchCoordinator implements Actor {
       while (!signal.aborted) {
         await sleep(progressMs);
         if (tally.finished >= tally.total) {
-          await this.transition(record, "in_progress", (r) => {
-            r.batch.status = "finalizing";
-            r.batch.finalizing_at = now();
-            r.ending = "completed";
-            r.batch.request_counts = { total: tally.total, completed: tally.completed, failed: tally.failed };
-            r.batch.usage = tally.usage();
-          });
+          await this.move(record, (r) => states.linesDone(r, tally.counts(), tally.usage(), now()));
           return;
         }
-        if (Date.now() >= batch.expires_at * 1000) {
-          await this.transition(record, "in_progress", (r) => {
-            r.batch.status = "finalizing";
-            r.batch.finalizing_at = now();
-            r.ending = "expired";
-          });
+        if (states.isOverdue(batch, Date.now())) {
+          await this.move(record, (r) => states.expire(r, now()));
           return;
         }
         const current = await this.batches.get(record.project, batch.id);
         if (!current || current.batch.status !== "in_progress") return;
         if (tally.finished !== reported) {
           reported = tally.finished;
-          await this.transition(record, "in_progress", (r) => {
-            r.batch.request_counts = { total: tally.total, completed: tally.completed, failed: tally.failed };
-            r.batch.usage = tally.usage();
-          });
+          await this.move(record, (r) => states.progress(r, tally.counts(), tally.usage()));
         }
       }
     } finally {
@@ -272,128 +241,66 @@ export class BatchCoordinator implements Actor {
     }
   }
 
-  /** A batch cancelled before any line was enqueued, or whose input vanished: final without files. */
-  private async finishEarly(record: StoredBatch, reason: string): Promise<void> {
-    await this.batches.update(record.project, record.batch.id, (r) => {
-      if (FINAL_STATUSES.includes(r.batch.status)) return undefined;
-      if (r.batch.status === "cancelling") {
-        r.batch.status = "cancelled";
-        r.batch.cancelled_at = now();
-      } else {
-        r.batch.status = "failed";
-        r.batch.failed_at = now();
-        r.batch.errors = { object: "list", data: [{ code: "batch_failed", message: reason, param: null, line: null }] };
-      }
-      return r;
-    });
-  }
-
   /**
-   * Stops the remaining work and writes the output file (succeeded lines) and the error file
-   * (failed lines, then lines that never ran: batch_expired / batch_cancelled), both streamed
-   * from the stored results into the Object Store, then makes the batch final.
+   * Stops the remaining work and writes the output file and the error file, both streamed from
+   * the stored results into the Object Store (FinalLines says which line goes where), then makes
+   * the batch final with them.
    */
-  private async finalize(record: StoredBatch, ending: "completed" | "expired" | "cancelled"): Promise<void> {
+  private async finalize(record: StoredBatch, ending: states.Ending): Promise<void> {
     const { batch } = record;
-    const log = this.ctx.log.child({ batchId: batch.id });
     await this.batches.handles.jsm.streams.purge(streams.batchWork, { filter: subjects.batchWorkOfBatch(batch.id) }).catch(() => {});
-    if (batch.request_counts.total === 0 || batch.in_progress_at === null) {
-      // Cancelled while validating: nothing ran.
-      await this.finishEarly(record, "the batch ended before it started");
+    if (states.nothingRan(batch)) {
+      await this.move(record, (r) => states.endEarly(r, "the batch ended before it started", now()));
       return;
     }
     // Lines still running see the status change (workers follow batch records) and stop; their
     // results, if any slip in, are left out of the files, whose content is fixed below.
     if (ending !== "completed") await sleep(1_000);
 
-    const ok = new Set<number>();
-    const failed = new Set<number>();
-    const lost = new Set<number>();
-    const readResult = (m: JsMsg) => this.resultOf(`${m.subject} #${m.seq}`, new TextDecoder().decode(m.data));
-    const tally = new ResultTally(batch.request_counts.total);
-    let lastSeq = 0;
-    const lineOf = (m: JsMsg) => Number(m.subject.slice(m.subject.lastIndexOf(".") + 1));
+    const lines = new states.FinalLines(batch.request_counts.total, ending);
     const store = this.batches.handles;
+    const lineOf = (m: JsMsg) => Number(m.subject.slice(m.subject.lastIndexOf(".") + 1));
+    const readResult = (m: JsMsg) => this.resultOf(`${m.subject} #${m.seq}`, new TextDecoder().decode(m.data));
+    // The error file's pass reads the results the output's pass read, no later ones.
+    let lastSeq = 0;
     const outputs = async function* (): AsyncGenerator<Uint8Array> {
-      let buffer = "";
+      const out = new Chunker();
       for await (const m of readStored(store, resultsStream, resultsFilter(batch.id))) {
         lastSeq = Math.max(lastSeq, m.seq);
-        const line = lineOf(m);
-        if (ok.has(line) || failed.has(line) || lost.has(line)) continue;
+        if (lines.has(lineOf(m))) continue;
         const result = readResult(m);
-        tally.add(line, result);
-        if (result === undefined) {
-          lost.add(line);
-          continue;
-        }
-        if (!succeeded(result)) {
-          failed.add(line);
-          continue;
-        }
-        ok.add(line);
-        buffer += JSON.stringify(result) + "\n";
-        if (buffer.length >= 64 * 1024) {
-          yield encoder.encode(buffer);
-          buffer = "";
-        }
+        if (lines.sort(lineOf(m), result) === "output") yield* out.add(JSON.stringify(result));
       }
-      if (buffer) yield encoder.encode(buffer);
+      yield* out.end();
     };
-    const neverRan = ending === "expired"
-      ? { code: "batch_expired", message: "This request could not be executed before the completion window expired." }
-      : { code: "batch_cancelled", message: "This request was not executed because the batch was cancelled." };
     const input = await this.files.get(record.project, batch.input_file_id);
     const self = this;
     const errorLines = async function* (): AsyncGenerator<Uint8Array> {
-      let buffer = "";
-      const flush = () => {
-        const out = encoder.encode(buffer);
-        buffer = "";
-        return out;
-      };
-      const written = new Set<number>();
+      const out = new Chunker();
       for await (const m of readStored(store, resultsStream, resultsFilter(batch.id))) {
         if (m.seq > lastSeq) break;
-        const line = lineOf(m);
-        if (!failed.has(line) || written.has(line)) continue;
-        written.add(line);
-        buffer += new TextDecoder().decode(m.data) + "\n";
-        if (buffer.length >= 64 * 1024) yield flush();
+        if (lines.toErrorFile(lineOf(m))) yield* out.add(new TextDecoder().decode(m.data));
       }
-      if (input && ok.size + failed.size < batch.request_counts.total) {
+      if (input && lines.missing) {
         for await (const line of self.workLines(input)) {
-          if (ok.has(line.line) || failed.has(line.line)) continue;
-          const why = lost.has(line.line) ? LOST_RESULT : neverRan;
-          buffer += JSON.stringify(notRunLine(line.customId, why.code, why.message)) + "\n";
-          if (buffer.length >= 64 * 1024) yield flush();
+          const notRun = lines.notRun(line.line, line.customId);
+          if (notRun) yield* out.add(JSON.stringify(notRun));
         }
       }
-      if (buffer) yield flush();
+      yield* out.end();
     };
 
     const outputFile = await this.writeFile(record, "output", outputs());
     const errorFile = await this.writeFile(record, "error", errorLines());
-    const final = await this.batches.update(record.project, batch.id, (r) => {
-      if (r.batch.status !== "finalizing" && r.batch.status !== "cancelling" && r.batch.status !== "in_progress") return undefined;
-      const at = now();
-      r.batch.status = ending;
-      if (ending === "completed") r.batch.completed_at = at;
-      if (ending === "expired") r.batch.expired_at = at;
-      if (ending === "cancelled") r.batch.cancelled_at = at;
-      r.batch.finalizing_at ??= at;
-      r.batch.output_file_id = outputFile?.id ?? null;
-      r.batch.error_file_id = errorFile?.id ?? null;
-      r.batch.request_counts = { total: r.batch.request_counts.total, completed: tally.completed, failed: tally.failed };
-      r.batch.usage = tally.usage();
-      r.ending = null;
-      return r;
-    });
+    const files = { outputFileId: outputFile?.id ?? null, errorFileId: errorFile?.id ?? null };
+    const final = await this.move(record, (r) => states.finalize(r, ending, files, lines.counts(), lines.usage(), now()));
     if (!final || final.batch.status !== ending) {
       // Someone else finished (or deleted) the batch meanwhile: these files are not its files.
       for (const f of [outputFile, errorFile]) if (f && final?.batch.output_file_id !== f.id && final?.batch.error_file_id !== f.id) await this.files.delete(record.project, f.id);
     }
     await purgeBatchLeftovers(this.batches.handles, batch.id);
-    log.info("batch finished", { status: ending, completed: tally.completed, failed: tally.failed, total: batch.request_counts.total });
+    const counts = lines.counts();
+    this.ctx.log.child({ batchId: batch.id }).info("batch finished", { status: ending, completed: counts.completed, failed: counts.failed, total: batch.request_counts.total });
   }
 
   /** A stored line result, or undefined (logged) when it does not decode: the line counts as failed. */
@@ -430,5 +337,20 @@ export class BatchCoordinator implements Actor {
     if (file.bytes > 0) return file;
     await this.files.delete(record.project, id);
     return undefined;
+  }
+}
+
+/** JSON lines gathered into chunks of about 64 KiB for a file upload. */
+class Chunker {
+  private buffer = "";
+
+  *add(line: string): Generator<Uint8Array> {
+    this.buffer += line + "\n";
+    if (this.buffer.length >= 64 * 1024) yield* this.end();
+  }
+
+  *end(): Generator<Uint8Array> {
+    if (this.buffer) yield encoder.encode(this.buffer);
+    this.buffer = "";
   }
 }

@@ -2,7 +2,7 @@ import type { KV } from "@nats-io/kv";
 import { nanos } from "@nats-io/transport-node";
 import type { JsMsg } from "@nats-io/jetstream";
 import type { ModelSpec } from "../../modules/catalog/mod.js";
-import { BatchStore, openBatchResults, type BatchStatus, storedBatchSchema, dispatchBudget, LINE_EXECUTORS, storeResult, workItemSchema } from "../../modules/batches/mod.js";
+import { BatchStore, batchStates, openBatchResults, type BatchStatus, storedBatchSchema, dispatchBudget, LINE_EXECUTORS, storeResult, workItemSchema } from "../../modules/batches/mod.js";
 import { newId, randomToken } from "../../lib/ids.js";
 import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
 import { decodeEntry, InvalidValue } from "../../lib/nats/kv-records.js";
@@ -128,7 +128,7 @@ export class BatchWorker implements Actor {
           continue;
         }
         this.statusCache.set(batchId, { status, at: Date.now() });
-        if (status !== "in_progress") for (const c of this.running.get(batchId) ?? []) c.abort();
+        if (batchStates.lineFate(status) !== "run") for (const c of this.running.get(batchId) ?? []) c.abort();
       }
     })().catch((err: unknown) => {
       if (!this.stopped) this.ctx.fail(err);
@@ -195,10 +195,10 @@ export class BatchWorker implements Actor {
     if (!set) this.running.set(item.batchId, (set = new Set()));
     set.add(control);
     try {
-      const status = await this.batchStatus(item);
-      if (status === "validating") return m.nak(1_000);
+      const fate = batchStates.lineFate(await this.batchStatus(item));
+      if (fate === "wait") return m.nak(1_000);
       // Cancelled, expired, finalizing, deleted: the coordinator accounts for lines that did not run.
-      if (status !== "in_progress") return m.ack();
+      if (fate === "drop") return m.ack();
       const executor = LINE_EXECUTORS.get(item.endpoint);
       const requestId = newId("req_");
       if (!executor) {
@@ -230,7 +230,7 @@ export class BatchWorker implements Actor {
         return m.nak(Math.min(10_000, 500 * 2 ** Math.min(attempts, 5)));
       }
       // A result that arrives after the batch stopped is left out: the files are already fixed.
-      if ((await this.batchStatus(item, 0)) !== "in_progress") return m.ack();
+      if (batchStates.lineFate(await this.batchStatus(item, 0)) !== "run") return m.ack();
       const result = outcome.kind === "succeeded" ? successLine(item.customId, requestId, outcome.body) : failureLine(item.customId, requestId, outcome.error);
       await storeResult(this.results, item.batchId, item.line, result);
       m.ack();

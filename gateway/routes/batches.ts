@@ -1,5 +1,5 @@
 import { Schema } from "effect";
-import { emptyUsage, FINAL_STATUSES, purgeBatchLeftovers, type BatchObject, type BatchStore, type StoredBatch, LINE_EXECUTORS, OPENAI_BATCH_ENDPOINTS } from "../../modules/batches/mod.js";
+import { batchStates, emptyUsage, purgeBatchLeftovers, type BatchObject, type BatchStatus, type BatchStore, type StoredBatch, LINE_EXECUTORS, OPENAI_BATCH_ENDPOINTS } from "../../modules/batches/mod.js";
 import type { FileStore } from "../../modules/files/mod.js";
 import { newSortableId } from "../../lib/ids.js";
 import { decodeBody, Metadata, Nullable, ExpiresAfterSchema, expiresAtFrom, listObject, listQuery } from "../../modules/openai/mod.js";
@@ -105,18 +105,11 @@ export function registerBatchRoutes(router: Router, deps: BatchRouteDeps): void 
   });
 
   router.post("/v1/batches/:id/cancel", async (ex, { id }) => {
-    let refused: string | undefined;
+    let refused: BatchStatus | undefined;
     const record = await deps.batches.update(project(ex), id!, (r) => {
-      refused = undefined;
-      const status = r.batch.status;
-      if (status === "cancelling") return undefined;
-      if (status !== "validating" && status !== "in_progress") {
-        refused = status;
-        return undefined;
-      }
-      r.batch.status = "cancelling";
-      r.batch.cancelling_at = Math.floor(Date.now() / 1000);
-      return r;
+      const move = batchStates.cancel(r, Math.floor(Date.now() / 1000));
+      refused = move.kind === "refused" ? move.status : undefined;
+      return move.kind === "cancel" ? move.next : undefined;
     });
     if (!record) throw notFound(id!);
     if (refused)
@@ -127,7 +120,7 @@ export function registerBatchRoutes(router: Router, deps: BatchRouteDeps): void 
   router.delete("/v1/batches/:id", async (ex, { id }) => {
     const record = await deps.batches.get(project(ex), id!);
     if (!record) throw notFound(id!);
-    if (!FINAL_STATUSES.includes(record.batch.status))
+    if (!batchStates.isFinal(record.batch.status))
       throw errors.invalidParam(
         "batch_id",
         `Cannot delete a batch with status '${record.batch.status}': only batches that are completed, failed, expired or cancelled can be deleted (cancel it first).`,

@@ -11,10 +11,9 @@ import { ensureStream, jetStreamHandles, openKv, type JetStreamHandles } from ".
 // Batch records: the OpenAI batch object plus what its coordinator needs to carry the batch
 // through its life after any process restarts. One KV entry per batch, keyed by project; every
 // change is a compare-and-set on the entry's revision, so two coordinators can never both move a
-// batch (the second one's write fails and it re-reads).
+// batch (the second one's write fails and it re-reads). Its moves are batch-states.ts's.
 
 export type BatchStatus = "validating" | "failed" | "in_progress" | "finalizing" | "completed" | "expired" | "cancelling" | "cancelled";
-export const FINAL_STATUSES: readonly BatchStatus[] = ["failed", "completed", "expired", "cancelled"];
 
 export interface BatchError {
   code: string;

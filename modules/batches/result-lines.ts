@@ -49,6 +49,11 @@ export class ResultTally {
     } else this.failed++;
   }
 
+  /** The counters of a batch object (its total aside). */
+  counts(): { completed: number; failed: number } {
+    return { completed: this.completed, failed: this.failed };
+  }
+
   usage(): BatchUsage {
     return tokenUsage(this.input, this.output);
   }
