@@ -3,7 +3,7 @@ import { newSortableId } from "../../lib/ids.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import { errors, shown } from "../../modules/errors/mod.js";
 import { listObject } from "../../modules/openai/mod.js";
-import { isFinalJob, JOB_ID, JOB_STATUSES, parseJobCreate, type JobObject, type JobStore } from "../../modules/jobs/mod.js";
+import { JOB_ID, JOB_STATUSES, jobStates, parseJobCreate, type JobObject, type JobStore } from "../../modules/jobs/mod.js";
 import type { FileStore } from "../../modules/files/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
@@ -91,9 +91,7 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
   router.post("/v1/jobs/:id/cancel", async (ex, { id }) => {
     await find(ex, id!);
     const now = Math.floor(Date.now() / 1000);
-    const updated = await deps.jobs.transition(project(ex), id!, (job) =>
-      job.status === "queued" ? { ...job, status: "cancelled", finished_at: now } : job.status === "running" ? { ...job, status: "cancelling" } : undefined,
-    );
+    const updated = await deps.jobs.transition(project(ex), id!, (job) => jobStates.cancel(job, now));
     if (updated?.job.status === "cancelling") deps.nc.publish(subjects.jobCancel(id!), "");
     ex.json(200, (await find(ex, id!)).job);
   });
@@ -118,7 +116,7 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
     writer.onDrain(() => {
       if (held && writer.write(held)) held = "";
     });
-    const done = async () => isFinalJob((await deps.jobs.get(project(ex), id!))?.job.status ?? "cancelled");
+    const done = async () => jobStates.isFinal((await deps.jobs.get(project(ex), id!))?.job.status ?? "cancelled");
     await deps.jobs.followLogs(
       id!,
       (chunk) => {

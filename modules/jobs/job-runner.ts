@@ -4,7 +4,8 @@ import { subjects } from "../../lib/nats/subjects.js";
 import { isDomainError } from "../errors/mod.js";
 import type { ExecEvent, SandboxService } from "../sandboxes/mod.js";
 import type { FileStore } from "../files/mod.js";
-import { isFinalJob, type JobObject, type JobStore, type StoredJob } from "./job-store.js";
+import * as states from "./job-states.js";
+import type { JobObject, JobStore, StoredJob } from "./job-store.js";
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
@@ -29,9 +30,9 @@ export class JobControl {
 
 /**
  * Runs one delivery of a job: a fresh sandbox, the command in it (its output to the job's log
- * stream), the sandbox stopped after. Every change of the record is a compare-and-set on a job
- * not yet final, so a job ends in exactly one final state whatever the races (a cancel, a
- * redelivery to another worker after this one died).
+ * stream), the sandbox stopped after. Every change of the record is a move of job-states.ts
+ * applied with a compare-and-set, so a job ends in exactly one final state whatever the races
+ * (a cancel, a redelivery to another worker after this one died).
  */
 export class JobRunner {
   constructor(
@@ -45,17 +46,12 @@ export class JobRunner {
 
   async run(project: string, jobId: string, control: JobControl): Promise<JobOutcome> {
     const stored = await this.jobs.get(project, jobId);
-    if (!stored || isFinalJob(stored.job.status)) return "final";
-    if (stored.job.status === "cancelling" || control.cancelled) {
-      await this.finish(project, jobId, { status: "cancelled" });
-      return "final";
-    }
-    // A delivery after a worker died mid-run counts as the next attempt.
-    const attempt = stored.job.attempt + 1;
-    if (attempt > stored.job.max_retries + 1) {
-      await this.finish(project, jobId, { status: "failed", error: { code: "attempts_exhausted", message: `The job failed ${stored.job.attempt} times.` } });
-      return "final";
-    }
+    if (!stored) return "final";
+    const delivery = states.deliver(stored.job, control.cancelled);
+    if (delivery.kind === "over") return "final";
+    if (delivery.kind === "cancel") return this.endCancelled(project, jobId);
+    if (delivery.kind === "fail") return this.fail(project, jobId, delivery.error);
+    const { attempt } = delivery;
     let sandboxId: string;
     try {
       const sandbox = await this.sandboxes.create(project, {
@@ -75,19 +71,16 @@ export class JobRunner {
     } catch (err) {
       if (isDomainError(err) && err._tag === "InvalidParam") {
         // A secret named by the job is gone: no attempt will do better.
-        await this.finish(project, jobId, { status: "failed", error: { code: "invalid_job", message: err.message } });
-        return "final";
+        return this.fail(project, jobId, { code: "invalid_job", message: err.message });
       }
       this.log.warn("job sandbox could not be started; retrying later", { jobId, err: err instanceof Error ? err.message : String(err) });
       return "retry";
     }
-    const started = await this.jobs.transition(project, jobId, (job) =>
-      job.status === "queued" || job.status === "running" ? { ...job, status: "running", attempt, sandbox_id: sandboxId, started_at: job.started_at ?? nowSeconds() } : undefined,
-    );
+    const started = await this.jobs.transition(project, jobId, (job) => states.start(job, attempt, sandboxId, nowSeconds()));
     if (!started || started.job.status !== "running" || started.job.attempt !== attempt) {
       await this.sandboxes.stop(project, sandboxId).catch(() => {});
       const now = await this.jobs.get(project, jobId);
-      if (now && now.job.status === "cancelling") await this.finish(project, jobId, { status: "cancelled" });
+      if (now && now.job.status === "cancelling") await this.endCancelled(project, jobId);
       return "final";
     }
     try {
@@ -104,10 +97,7 @@ export class JobRunner {
     const logSubject = subjects.jobLogs(job.id);
     for (const fileId of job.input_files) {
       const file = await this.files.get(project, fileId);
-      if (!file) {
-        await this.finish(project, job.id, { status: "failed", error: { code: "invalid_job", message: `The input file ${fileId} no longer exists.` } });
-        return "final";
-      }
+      if (!file) return this.fail(project, job.id, { code: "invalid_job", message: `The input file ${fileId} no longer exists.` });
       const contents = this.files.content(fileId);
       let name = file.filename.replace(/[/\u0000]/g, "_").slice(0, 255);
       if (name === "" || name === "." || name === "..") name = fileId;
@@ -129,31 +119,17 @@ export class JobRunner {
       );
     } catch (err) {
       this.log.warn("job command could not be started", { jobId: job.id, err: err instanceof Error ? err.message : String(err) });
-      return this.failedAttempt(project, job, attempt, "host_lost", "The sandbox ended before the command started.");
+      return this.ended(project, job, attempt, states.hostLost("The sandbox ended before the command started."));
     }
     control.whenCancelled(() => stream.kill());
-    const end = await ended;
+    const end = states.runEnd(await ended, job.timeout_seconds);
     stream.close();
-    if (!control.cancelled && end.t === "exit" && !end.timed_out && (end.exit_code === 0 || attempt > job.max_retries))
-      await this.collectOutputs(project, job.id, sandboxId);
+    if (!control.cancelled && end && states.keepsOutputs(job, attempt, end)) await this.collectOutputs(project, job.id, sandboxId);
     // The sandbox is gone before the job says it is over.
     await this.sandboxes.stop(project, sandboxId).catch(() => {});
-    if (control.cancelled) {
-      await this.finish(project, job.id, { status: "cancelled" });
-      return "final";
-    }
-    if (end.t === "error") return this.failedAttempt(project, job, attempt, "host_lost", "The sandbox ended while the command ran.");
-    if (end.t !== "exit") return "retry";
-    if (end.timed_out) {
-      await this.finish(project, job.id, { status: "failed", exit_code: null, error: { code: "timeout", message: `The command ran past its timeout of ${job.timeout_seconds} s.` } });
-      return "final";
-    }
-    if (end.exit_code === 0) {
-      await this.finish(project, job.id, { status: "succeeded", exit_code: 0 });
-      return "final";
-    }
-    const what = end.exit_code === null ? `was killed by ${end.signal ?? "a signal"}${end.oom_killed ? " (out of memory)" : ""}` : `exited with code ${end.exit_code}`;
-    return this.failedAttempt(project, job, attempt, end.oom_killed ? "oom" : "exit_code", `The command ${what}.`, end.exit_code);
+    if (control.cancelled) return this.endCancelled(project, job.id);
+    if (!end) return "retry";
+    return this.ended(project, job, attempt, end);
   }
 
   /** Files in /workspace/output become project files listed on the job (at most maxOutputFiles, each at most maxFileBytes). */
@@ -174,20 +150,23 @@ export class JobRunner {
       );
       ids.push(file.id);
     }
-    if (ids.length > 0) await this.jobs.transition(project, jobId, (job) => ({ ...job, output_files: ids }));
+    if (ids.length > 0) await this.jobs.transition(project, jobId, (job) => states.withOutputs(job, ids));
   }
 
-  /** A failed attempt: tried again while retries are left, else the job fails. */
-  private async failedAttempt(project: string, job: JobObject, attempt: number, code: string, message: string, exitCode: number | null = null): Promise<JobOutcome> {
-    if (attempt <= job.max_retries) {
-      await this.jobs.transition(project, job.id, (j) => (j.status === "running" ? { ...j, status: "queued", exit_code: exitCode, error: { code, message } } : undefined));
-      return "retry";
-    }
-    await this.finish(project, job.id, { status: "failed", exit_code: exitCode, error: { code, message } });
+  /** The attempt ended: the job is final, or (a failure with retries left) queued for another attempt. */
+  private async ended(project: string, job: JobObject, attempt: number, end: states.RunEnd): Promise<JobOutcome> {
+    await this.jobs.transition(project, job.id, (current) => states.runEnded(current, attempt, end, nowSeconds()));
+    return states.triesAgain(job, attempt, end) ? "retry" : "final";
+  }
+
+  private async fail(project: string, jobId: string, error: states.JobError): Promise<JobOutcome> {
+    await this.jobs.transition(project, jobId, (job) => states.fail(job, error, nowSeconds()));
     return "final";
   }
 
-  private async finish(project: string, jobId: string, change: Partial<JobObject>): Promise<void> {
-    await this.jobs.transition(project, jobId, (job) => ({ ...job, error: null, ...change, finished_at: nowSeconds() }));
+  /** The job was cancelled: it ends so (its sandbox, if any, is stopped by the caller). */
+  private async endCancelled(project: string, jobId: string): Promise<JobOutcome> {
+    await this.jobs.transition(project, jobId, (job) => states.stopped(job, nowSeconds()));
+    return "final";
   }
 }

@@ -11,12 +11,12 @@ import { buckets, kvToken, streams, subjects } from "../../lib/nats/subjects.js"
 
 // Jobs: a command run to completion in a fresh sandbox, durably. The record (KV) holds the job
 // object and what is needed to run it again; the queue (a JetStream work-queue stream) holds one
-// message per job until it is final; its output goes to a stream of its own.
+// message per job until it is final; its output goes to a stream of its own. Its moves are
+// job-states.ts's.
 
 export const JOB_STATUSES = ["queued", "running", "cancelling", "succeeded", "failed", "cancelled"] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
 export const JOB_ID = /^job_[0-9A-Za-z]{24}$/;
-export const isFinalJob = (s: JobStatus) => s === "succeeded" || s === "failed" || s === "cancelled";
 
 const JobObjectSchema = Schema.Struct({
   id: Schema.String,
@@ -110,11 +110,13 @@ export class JobStore {
     return (await getRecord(this.kv, this.key(project, id), storedJob))?.value;
   }
 
-  /** Compare-and-set on a job not yet final; `change` returns the next job or undefined to leave it. */
-  async transition(project: string, id: string, change: (job: JobObject) => JobObject | undefined): Promise<StoredJob | undefined> {
+  /**
+   * Applies `move` (one of job-states.ts, which never moves a final job) with compare-and-set: it
+   * returns the next job, or undefined to leave it. Returns the record as stored afterwards.
+   */
+  async transition(project: string, id: string, move: (job: JobObject) => JobObject | undefined): Promise<StoredJob | undefined> {
     const result = await modifyRecord(this.kv, this.key(project, id), storedJob, (current) => {
-      if (isFinalJob(current.job.status)) return undefined;
-      const next = change(current.job);
+      const next = move(current.job);
       return next ? { ...current, job: next } : undefined;
     });
     return result?.value;
