@@ -7,7 +7,8 @@ import type { SecretStore } from "../secrets/mod.js";
 import { EGRESS_DNS, type EgressOptions } from "./egress.js";
 import { SandboxCgroup, type CgroupMode, type IsolationOptions, type SandboxLimits } from "./isolation.js";
 import { encodeJson, hostCall, type CallOf, type HostCall, type HostHeartbeat, type HostReply } from "./protocol.js";
-import { ended, nowSeconds, type SandboxStore, type TerminationReason } from "./records.js";
+import { nowSeconds, type SandboxStore } from "./records.js";
+import * as states from "./sandbox-states.js";
 import { SandboxProcess } from "./sandbox-process.js";
 
 export interface SandboxHostOptions {
@@ -40,7 +41,7 @@ interface LiveSandbox {
   activeExecs: number;
   /** exec id (the gateway's) -> the agent's call id, while it runs. */
   execs: Map<string, string>;
-  stopReason: TerminationReason | undefined;
+  stopReason: states.TerminationReason | undefined;
   /** Resolves once the record says how it ended. */
   finished: Promise<void>;
   /** Host directory bound read-only at /workspace/input, when the sandbox has one. */
@@ -313,7 +314,7 @@ export class SandboxHost {
       return { ok: false, code: "error", message: "the sandbox did not start" };
     }
     const startedAt = nowSeconds();
-    const record = await this.store.transition(s.project, s.id, (current) => (current.status === "starting" ? { ...current, status: "running", started_at: startedAt } : undefined));
+    const record = await this.store.transition(s.project, s.id, (current) => states.start(current, startedAt));
     if (!record || record.sandbox.status !== "running") {
       // Stopped or deleted while it started: it does not run on.
       await this.end(s, "deleted");
@@ -325,7 +326,7 @@ export class SandboxHost {
   }
 
   /** Ends the sandbox for `reason` (once) and waits until its record says so. */
-  private async end(s: LiveSandbox, reason: TerminationReason): Promise<void> {
+  private async end(s: LiveSandbox, reason: states.TerminationReason): Promise<void> {
     s.stopReason ??= reason;
     s.proc.kill();
     await s.finished;
@@ -333,14 +334,14 @@ export class SandboxHost {
 
   private async onExit(s: LiveSandbox): Promise<void> {
     const oom = (s.cgroup?.oomKills() ?? 0) > 0;
-    const reason: TerminationReason = s.stopReason === undefined || s.stopReason === "error" ? (oom ? "oom" : "error") : s.stopReason;
+    const reason: states.TerminationReason = s.stopReason === undefined || s.stopReason === "error" ? (oom ? "oom" : "error") : s.stopReason;
     const detail = reason === "oom" ? "the sandbox ran out of memory" : reason === "error" ? "the sandbox's processes ended unexpectedly" : null;
     this.sandboxes.delete(s.id);
     this.freeSlots.push(s.slot);
     await s.cgroup?.remove();
     if (s.inputDir) rmSync(join(s.inputDir, ".."), { recursive: true, force: true });
     try {
-      await this.store.transition(s.project, s.id, (current) => ended(current, reason, detail));
+      await this.store.transition(s.project, s.id, (current) => states.end(current, reason, nowSeconds(), detail));
     } catch (err) {
       this.log.error("sandbox record could not be updated", { sandboxId: s.id, err });
     }

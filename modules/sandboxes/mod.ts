@@ -5,7 +5,9 @@ export { SandboxHostClient, SandboxHostDirectory } from "./client.js";
 export { SandboxHost, SANDBOX_PIDS, WORK_DIR_PREFIX, type SandboxHostOptions } from "./host.js";
 export { detectCgroups, inCgroup, probeIsolation, SandboxCgroup, walledCommand, type CgroupMode, type IsolationOptions, type SandboxLimits, type WalledProgram } from "./isolation.js";
 export type { DirEntry, ExecEvent } from "./protocol.js";
-export { SANDBOX_ID, SANDBOX_STATUSES, SandboxStore, type SandboxObject, type SandboxStatus } from "./records.js";
+export { SANDBOX_ID, SandboxStore, type SandboxObject } from "./records.js";
+export * as sandboxStates from "./sandbox-states.js";
+export { SANDBOX_STATUSES, type SandboxStatus } from "./sandbox-states.js";
 export {
   MAX_PATH_LENGTH,
   parseEmpty,

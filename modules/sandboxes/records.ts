@@ -5,16 +5,11 @@ import { listKeys, openKv } from "../../lib/nats/jetstream.js";
 import { getRecord, live, modifyRecord, createRecord, pageRecords, upsertRecord, valueSchema, type Mutable, type Versioned } from "../../lib/nats/kv-records.js";
 import type { Page, PageQuery } from "../../lib/page.js";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
+import { isFinal, SANDBOX_STATUSES, TERMINATION_REASONS } from "./sandbox-states.js";
 
 // Sandbox records in JetStream KV: the sandbox object the API returns, the host that runs it and
-// the project it belongs to. Status moves one way: starting -> running -> stopping -> stopped,
-// or to failed from any live state; a final record never changes again (every write is a
-// compare-and-set through `transition`).
-
-export const SANDBOX_STATUSES = ["starting", "running", "stopping", "stopped", "failed"] as const;
-export type SandboxStatus = (typeof SANDBOX_STATUSES)[number];
-export const TERMINATION_REASONS = ["user_stop", "deleted", "timeout", "idle", "oom", "host_lost", "error"] as const;
-export type TerminationReason = (typeof TERMINATION_REASONS)[number];
+// the project it belongs to. Its status moves as sandbox-states.ts says; a final record never
+// changes again (every write is a compare-and-set through `transition`).
 
 /** Sandbox ids: the prefix and 24 base62 characters (newSortableId). */
 export const SANDBOX_ID = /^sbx_[0-9A-Za-z]{24}$/;
@@ -71,14 +66,7 @@ const liveIndex = valueSchema<LiveIndex>()(LiveIndexSchema);
 /** An entry this old without a record is a create that died between admission and its record. */
 const ADMISSION_GRACE_S = 120;
 
-export const isFinal = (status: SandboxStatus) => status === "stopped" || status === "failed";
-const FAILURES: ReadonlySet<TerminationReason> = new Set(["oom", "host_lost", "error"]);
 export const nowSeconds = () => Math.floor(Date.now() / 1000);
-
-/** The record after the sandbox ended for `reason` (a failure reason ends it as failed). */
-export function ended(sandbox: SandboxObject, reason: TerminationReason, error: string | null = null): SandboxObject {
-  return { ...sandbox, status: FAILURES.has(reason) ? "failed" : "stopped", termination_reason: reason, stopped_at: nowSeconds(), error: error ?? sandbox.error };
-}
 
 /** Sandbox records: KV bucket `sandboxes`, key <project>.<sandbox id>, kept 7 days after their last write. */
 export class SandboxStore {
@@ -167,13 +155,14 @@ export class SandboxStore {
   }
 
   /**
-   * Compare-and-set on a live record: `change` returns the next sandbox object or undefined to
-   * leave it. A final record is never changed. Returns what is stored afterwards.
+   * Compare-and-set on a live record: `move` (one of sandbox-states.ts) returns the next sandbox
+   * object or undefined to leave it. A final record is never changed; one turning final leaves
+   * the live index. Returns what is stored afterwards.
    */
-  async transition(project: string, id: string, change: (current: SandboxObject, record: StoredSandbox) => SandboxObject | undefined): Promise<StoredSandbox | undefined> {
+  async transition(project: string, id: string, move: (current: SandboxObject) => SandboxObject | undefined): Promise<StoredSandbox | undefined> {
     const result = await modifyRecord(this.kv, this.key(project, id), storedSandbox, (current) => {
       if (isFinal(current.sandbox.status)) return undefined;
-      const next = change(current.sandbox, current);
+      const next = move(current.sandbox);
       return next ? { ...current, sandbox: next } : undefined;
     });
     if (result && isFinal(result.value.sandbox.status)) await this.release(project, id);

@@ -6,7 +6,8 @@ import { subjects } from "../../lib/nats/subjects.js";
 import { errors, type DomainError } from "../errors/mod.js";
 import type { SandboxHostClient, SandboxHostDirectory } from "./client.js";
 import type { DirEntry, ExecEvent, HostCall, HostReply } from "./protocol.js";
-import { ended, isFinal, nowSeconds, SANDBOX_ID, type SandboxObject, type SandboxStatus, type SandboxStore, type StoredSandbox } from "./records.js";
+import { nowSeconds, SANDBOX_ID, type SandboxObject, type SandboxStore, type StoredSandbox } from "./records.js";
+import * as states from "./sandbox-states.js";
 import type { ExecRequest, SandboxCreateRequest } from "./requests.js";
 
 export interface SandboxServiceOptions {
@@ -138,11 +139,11 @@ export class SandboxService {
         CREATE_TIMEOUT_MS,
       );
     } catch (err) {
-      await this.store.transition(project, sandbox.id, (s) => ended(s, "error", "the sandbox host did not answer"));
+      await this.store.transition(project, sandbox.id, (s) => states.end(s, "error", nowSeconds(), "the sandbox host did not answer"));
       throw err;
     }
     if (!reply.ok) {
-      const final = await this.store.transition(project, sandbox.id, (s) => ended(s, "error", reply.message ?? "the sandbox did not start"));
+      const final = await this.store.transition(project, sandbox.id, (s) => states.end(s, "error", nowSeconds(), reply.message ?? "the sandbox did not start"));
       if (reply.code === "secret_not_found") {
         await this.store.delete(project, sandbox.id);
         throw errors.invalidParam("secrets", reply.message ?? "No such secret.", "secret_not_found");
@@ -173,12 +174,12 @@ export class SandboxService {
    * One page of the project's sandboxes. Live statuses are listed from the live index (bounded
    * by the limit); other listings read one page of records at a time (pageRecords).
    */
-  async list(project: string, query: PageQuery, filter: { status?: SandboxStatus; metadata: Record<string, string> }): Promise<Page<SandboxObject>> {
+  async list(project: string, query: PageQuery, filter: { status?: states.SandboxStatus; metadata: Record<string, string> }): Promise<Page<SandboxObject>> {
     // `after` names a sandbox of this project (as OpenAI's lists answer an unknown cursor): one read.
     if (query.after !== undefined && !(SANDBOX_ID.test(query.after) && (await this.store.get(project, query.after))))
       throw errors.invalidParam("after", `No sandbox with id '${query.after.slice(0, 64)}' in this list.`);
     const keep = (s: SandboxObject) => (filter.status === undefined || s.status === filter.status) && Object.entries(filter.metadata).every(([k, v]) => s.metadata[k] === v);
-    if (filter.status === undefined || isFinal(filter.status)) return this.store.page(project, query, keep);
+    if (filter.status === undefined || states.isFinal(filter.status)) return this.store.page(project, query, keep);
     const live = (await this.store.liveRecords(project)).map((r) => r.sandbox).filter(keep);
     live.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     return pageOfSorted(live, query);
@@ -187,16 +188,16 @@ export class SandboxService {
   /** Stops the sandbox (idempotent): the record once the host ended it. */
   async stop(project: string, id: string, reason: "user_stop" | "deleted" = "user_stop"): Promise<SandboxObject> {
     const record = await this.record(project, id);
-    if (isFinal(record.sandbox.status)) return record.sandbox;
-    await this.store.transition(project, id, (s) => (s.status === "stopping" ? undefined : { ...s, status: "stopping" }));
+    if (states.isFinal(record.sandbox.status)) return record.sandbox;
+    await this.store.transition(project, id, states.stopping);
     if (!this.directory.alive(record.host_id)) {
-      const final = await this.store.transition(project, id, (s) => ended(s, "host_lost", "the sandbox host stopped answering"));
+      const final = await this.store.transition(project, id, (s) => states.end(s, "host_lost", nowSeconds(), "the sandbox host stopped answering"));
       return final?.sandbox ?? (await this.record(project, id)).sandbox;
     }
     const reply = await this.hosts.call(record.host_id, { op: "stop", project, sandbox_id: id, reason }, CALL_TIMEOUT_MS).catch(() => undefined);
     if (!reply?.ok) {
       // The host does not run it (any more): nothing runs, so the record ends here.
-      await this.store.transition(project, id, (s) => ended(s, reason));
+      await this.store.transition(project, id, (s) => states.end(s, reason, nowSeconds()));
     }
     return (await this.record(project, id)).sandbox;
   }
@@ -209,8 +210,8 @@ export class SandboxService {
   async extend(project: string, id: string, timeoutSeconds: number): Promise<SandboxObject> {
     const record = await this.running(project, id);
     const expiresAt = nowSeconds() + timeoutSeconds;
-    const updated = await this.store.transition(project, id, (s) => ({ ...s, expires_at: expiresAt, timeout_seconds: expiresAt - s.created_at }));
-    if (!updated || isFinal(updated.sandbox.status)) throw errors.conflict(`The sandbox ${id} is not running.`, "sandbox_id", "sandbox_not_running");
+    const updated = await this.store.transition(project, id, (s) => states.extend(s, expiresAt));
+    if (!updated || states.isFinal(updated.sandbox.status)) throw errors.conflict(`The sandbox ${id} is not running.`, "sandbox_id", "sandbox_not_running");
     await this.call(record, { op: "extend", project, sandbox_id: id, expires_at: expiresAt });
     return updated.sandbox;
   }

@@ -1,11 +1,7 @@
 import type { Logger } from "../../lib/log.js";
 import type { SandboxHostClient, SandboxHostDirectory } from "./client.js";
-import { ended, nowSeconds, type SandboxStore } from "./records.js";
-
-/** A sandbox still starting this long after its creation did not start. */
-const START_LIMIT_S = 120;
-/** Past its deadline by this much, a sandbox its live host did not end is stopped from here. */
-const EXPIRY_GRACE_S = 5;
+import { nowSeconds, type SandboxStore } from "./records.js";
+import * as states from "./sandbox-states.js";
 /** How often a sweeper reads every record to adopt live ones the live indexes lack (also on its first sweep). */
 const FULL_SCAN_MS = 30 * 60_000;
 
@@ -42,17 +38,18 @@ export class SandboxSweeper {
     }
     for (const record of await this.store.live()) {
       const { sandbox, project, host_id: hostId } = record;
-      if (!this.directory.alive(hostId)) {
+      const wrong = states.verdict(sandbox, now, this.directory.alive(hostId) !== undefined);
+      if (wrong === "host_lost") {
         if (!heardLongEnough) continue;
-        await this.store.transition(project, sandbox.id, (s) => ended(s, "host_lost", "the sandbox host stopped answering"));
+        await this.store.transition(project, sandbox.id, (s) => states.end(s, "host_lost", nowSeconds(), "the sandbox host stopped answering"));
         counts.lost++;
-      } else if (sandbox.status === "starting" && now - sandbox.created_at > START_LIMIT_S) {
+      } else if (wrong === "stuck") {
         await this.hosts.call(hostId, { op: "stop", project, sandbox_id: sandbox.id, reason: "error" }, 5_000).catch(() => undefined);
-        await this.store.transition(project, sandbox.id, (s) => ended(s, "error", "the sandbox did not start in time"));
+        await this.store.transition(project, sandbox.id, (s) => states.end(s, "error", nowSeconds(), "the sandbox did not start in time"));
         counts.stuck++;
-      } else if (now > sandbox.expires_at + EXPIRY_GRACE_S) {
+      } else if (wrong === "expired") {
         const reply = await this.hosts.call(hostId, { op: "stop", project, sandbox_id: sandbox.id, reason: "timeout" }, 5_000).catch(() => undefined);
-        if (!reply?.ok) await this.store.transition(project, sandbox.id, (s) => ended(s, "timeout"));
+        if (!reply?.ok) await this.store.transition(project, sandbox.id, (s) => states.end(s, "timeout", nowSeconds()));
         counts.expired++;
       }
     }
