@@ -1,4 +1,4 @@
-import type { AppExchangeClient, AppService, ResponseSink } from "../../modules/apps/mod.js";
+import { deploymentStates, type AppExchangeClient, type AppService, type ResponseSink } from "../../modules/apps/mod.js";
 import { errors } from "../../modules/errors/mod.js";
 import { listObject, listQuery } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
@@ -62,7 +62,7 @@ export function registerAppRoutes(router: Router, deps: AppRouteDeps): void {
     };
     for (const line of recent) send(sseEvent("log", JSON.stringify(line)));
     const status = (await deps.apps.get(principal(ex), id!)).deployment.status;
-    if (["failed", "superseded", "stopped"].includes(status)) return writer.end(held + sseEvent("end", JSON.stringify({ status })));
+    if (deploymentStates.isFinal(status)) return writer.end(held + sseEvent("end", JSON.stringify({ status })));
     await new Promise<void>((resolve) => {
       const sub = deps.apps.followLogs(id!, (event) => {
         if (event.end) {

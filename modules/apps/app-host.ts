@@ -9,7 +9,8 @@ import { subjects } from "../../lib/nats/subjects.js";
 import type { ArtifactStore } from "../artifacts/mod.js";
 import { walledCommand } from "../sandboxes/mod.js";
 import type { SecretStore } from "../secrets/mod.js";
-import { LAST_LOG_LINES, nowSeconds, type DeploymentObject, type DeploymentStore, type StoredDeployment } from "./deployments.js";
+import * as states from "./deployment-states.js";
+import { LAST_LOG_LINES, nowSeconds, type DeploymentStore, type StoredDeployment } from "./deployments.js";
 import { AppExchangeServer, type ExchangeTarget } from "./exchange-host.js";
 import type { InstanceHostOptions, LogLine } from "./instance.js";
 import type { AppManifest } from "./manifest.js";
@@ -19,8 +20,9 @@ import { AppReplica, DEFAULT_REPLICA_POLICY, type ReplicaPolicy, type ReplicaSta
 
 // An app host: runs deployments' instances on this machine (in the sandbox host process, under
 // the same walls), serves HTTP exchanges to them over NATS, and owns the life of the deployments
-// it was given: it writes their records (starting, healthy, failed with logs), switches the
-// hosted address to a new deployment once it is healthy, and drains the one it replaced.
+// it was given: it writes their records (the moves of deployment-states.ts: starting, healthy,
+// failed with logs), switches the hosted address to a new deployment once it is healthy, and
+// drains the one it replaced.
 
 export interface AppHostOptions {
   hostId: string;
@@ -105,7 +107,7 @@ export class AppHost {
     this.heartbeat();
     this.subscription?.unsubscribe();
     this.exchanges.stop();
-    await Promise.all([...this.live.values()].map((d) => this.end(d, { status: "stopped", reason: "host_stopped", message: "the app host shut down" }, 0)));
+    await Promise.all([...this.live.values()].map((d) => this.end(d, states.stoppedBy("host_stopped", "the app host shut down"), 0)));
     clearInterval(this.heartbeatTimer);
   }
 
@@ -204,12 +206,14 @@ export class AppHost {
       used.cpu + manifest.cpuMhz > this.options.cpuMhz ? "CPU" : used.memory + manifest.memorySizeMb > this.options.memoryMb ? "memory" : used.gpus + manifest.gpuCount > this.options.gpuCount ? "GPUs" : undefined;
     const slot = this.options.uidBase === undefined ? undefined : this.freeSlots.pop();
     if (this.options.uidBase !== undefined && slot === undefined && !over) {
-      await this.deployments.transition(project, id, (cur) => ({ ...cur, status: "failed", reason: "host_full", message: "the app host runs as many deployments as it has uids for; deploy again", ended_at: nowSeconds() }));
+      const ending = states.placementFailed("host_full", "the app host runs as many deployments as it has uids for; deploy again");
+      await this.deployments.transition(project, id, (cur) => states.end(cur, ending, nowSeconds()));
       return;
     }
     if (over) {
       if (slot !== undefined) this.freeSlots.push(slot);
-      await this.deployments.transition(project, id, (cur) => ({ ...cur, status: "failed", reason: "host_full", message: `the app host had no ${over} left for it; deploy again`, ended_at: nowSeconds() }));
+      const ending = states.placementFailed("host_full", `the app host had no ${over} left for it; deploy again`);
+      await this.deployments.transition(project, id, (cur) => states.end(cur, ending, nowSeconds()));
       return;
     }
     const d: LiveDeployment = {
@@ -225,7 +229,7 @@ export class AppHost {
       slot,
     };
     this.live.set(id, d);
-    const starting = await this.deployments.transition(project, id, (cur) => (cur.status === "pending" ? { ...cur, status: "starting" } : undefined));
+    const starting = await this.deployments.transition(project, id, states.start);
     if (starting?.deployment.status !== "starting") {
       // Stopped before it started (the stop found it here, or came before it did): it never runs.
       if (!d.ending) {
@@ -237,12 +241,12 @@ export class AppHost {
     }
 
     const problem = await this.prepareBundle(project, record, d.bundleDir).catch((err: Error) => `the bundle could not be unpacked: ${err.message}`);
-    if (problem) return this.end(d, { status: "failed", reason: "bundle_invalid", message: problem }, 0);
+    if (problem) return this.end(d, states.appFailed("bundle_invalid", problem), 0);
 
     let secretValues: Record<string, string> = {};
     if (manifest.secrets.length > 0) {
       const { values, missing } = await this.secrets.reveal(project, manifest.secrets);
-      if (missing.length > 0) return this.end(d, { status: "failed", reason: "secret_missing", message: `secrets not found in the project: ${missing.join(", ")}` }, 0);
+      if (missing.length > 0) return this.end(d, states.appFailed("secret_missing", `secrets not found in the project: ${missing.join(", ")}`), 0);
       secretValues = values;
     }
     if (d.ending) return;
@@ -250,13 +254,13 @@ export class AppHost {
     d.replica = replica;
     replica.onLog((line) => this.publishLog(id, line, false));
     const outcome = await replica.start();
-    if (outcome.state !== "healthy") return this.end(d, { status: "failed", reason: outcome.reason ?? "exited_before_healthy", message: outcome.message }, 0);
+    if (outcome.state !== "healthy") return this.end(d, states.appFailed(outcome.reason ?? "exited_before_healthy", outcome.message), 0);
     replica.onState((s) => void this.onReplicaState(d, s));
 
-    const healthy = await this.deployments.transition(project, id, (cur) => ({ ...cur, status: "healthy", healthy_at: nowSeconds(), restarts: outcome.restarts }));
+    const healthy = await this.deployments.transition(project, id, (cur) => states.serve(cur, outcome.restarts, nowSeconds()));
     if (!healthy || healthy.deployment.status !== "healthy") {
       // Stopped while it started: it never serves.
-      return this.end(d, { status: "stopped", reason: "user_stop", message: null }, 0);
+      return this.end(d, states.stoppedBy("user_stop"), 0);
     }
     // Switch: the hosted address serves this deployment from now on; the one it replaced drains.
     const previous = await this.deployments.switchRoute(manifest.projectSlug, manifest.organizationSlug, { project, deployment_id: id, host_id: this.options.hostId, sha256: record.deployment.sha256 });
@@ -269,21 +273,19 @@ export class AppHost {
 
   private async onReplicaState(d: LiveDeployment, status: ReplicaStatus): Promise<void> {
     if (d.ending) return;
-    if (status.state === "failed") return this.end(d, { status: "failed", reason: status.reason ?? "crash_loop", message: status.message }, 0);
-    if (status.state === "healthy") await this.deployments.transition(d.project, d.id, (cur) => ({ ...cur, restarts: status.restarts })).catch(() => undefined);
+    if (status.state === "failed") return this.end(d, states.appFailed(status.reason ?? "crash_loop", status.message), 0);
+    if (status.state === "healthy") await this.deployments.transition(d.project, d.id, (cur) => states.restarted(cur, status.restarts)).catch(() => undefined);
   }
 
-  private async stopDeployment(project: string, id: string, reason: "user_stop" | "superseded", supersededBy: string | null): Promise<void> {
+  private async stopDeployment(project: string, id: string, reason: "user_stop" | "superseded", by: string | null): Promise<void> {
     const d = this.live.get(id);
-    const end = reason === "superseded"
-      ? { status: "superseded" as const, reason: "superseded", message: supersededBy ? `replaced by ${supersededBy}` : null, supersededBy }
-      : { status: "stopped" as const, reason: "user_stop", message: null };
+    const ending = reason === "superseded" ? states.supersededBy(by) : states.stoppedBy("user_stop");
     if (!d) {
-      await this.deployments.transition(project, id, (cur) => ended(cur, end, []));
+      await this.deployments.transition(project, id, (cur) => states.end(cur, ending, nowSeconds()));
       return;
     }
     if (reason === "user_stop") await this.deployments.dropRoute(d.manifest.projectSlug, d.manifest.organizationSlug, id);
-    await this.end(d, end, reason === "superseded" ? this.options.drainMs : 0);
+    await this.end(d, ending, reason === "superseded" ? this.options.drainMs : 0);
   }
 
   /**
@@ -291,7 +293,7 @@ export class AppHost {
    * switch delay, then its exchanges get up to `drainMs` to finish), stops its instance, writes
    * how it ended (with its last logs when it failed) and frees its bundle.
    */
-  private async end(d: LiveDeployment, how: { status: "failed" | "stopped" | "superseded"; reason: string; message: string | null; supersededBy?: string | null }, drainMs: number): Promise<void> {
+  private async end(d: LiveDeployment, how: states.Ending, drainMs: number): Promise<void> {
     if (d.ending) return;
     d.ending = true;
     if (drainMs > 0) {
@@ -305,8 +307,9 @@ export class AppHost {
     if (d.slot !== undefined) this.freeSlots.push(d.slot);
     rmSync(d.bundleDir, { recursive: true, force: true });
     rmSync(`${d.bundleDir}.tgz`, { force: true });
-    const lastLogs = how.status === "failed" ? logs.slice(-LAST_LOG_LINES).map((l) => l.line) : [];
-    await this.deployments.transition(d.project, d.id, (cur) => ended(cur, how, lastLogs)).catch((err) => this.log.error("deployment record update failed", { deploymentId: d.id, err }));
+    // A failed deployment keeps its last lines, the evidence of why.
+    const lastLogs = logs.slice(-LAST_LOG_LINES).map((l) => l.line);
+    await this.deployments.transition(d.project, d.id, (cur) => states.end(cur, how, nowSeconds(), lastLogs)).catch((err) => this.log.error("deployment record update failed", { deploymentId: d.id, err }));
     this.publishLog(d.id, { at: Date.now(), stream: "stderr", line: `[tributary] deployment ${how.status}${how.reason ? ` (${how.reason})` : ""}` }, true);
     if (how.status === "failed") this.log.warn("deployment failed", { deploymentId: d.id, reason: how.reason, message: how.message });
     this.heartbeat();
@@ -337,10 +340,6 @@ export class AppHost {
       return `the entrypoint's module ${modulePath.join(".")} is not in the bundle (no ${modulePath.join("/")}.py or ${modulePath.join("/")}/__init__.py)`;
     return undefined;
   }
-}
-
-function ended(cur: DeploymentObject, how: { status: "failed" | "stopped" | "superseded"; reason: string; message: string | null; supersededBy?: string | null }, lastLogs: string[]): DeploymentObject {
-  return { ...cur, status: how.status, reason: how.reason, message: how.message, ended_at: nowSeconds(), superseded_by: how.supersededBy ?? cur.superseded_by, last_logs: lastLogs };
 }
 
 function sleep(ms: number): Promise<void> {

@@ -9,6 +9,7 @@ import { buckets, kvToken } from "../../lib/nats/subjects.js";
 // Deployment records and the routes of hosted addresses (KV `tributary_app_deployments`).
 //   <project>.<deployment id>        the deployment object, its project, manifest and host
 //   route.<project slug>.<org slug>  the deployment a hosted address serves (and its project)
+// A deployment's status moves as deployment-states.ts says.
 
 export const DEPLOYMENT_STATUSES = ["pending", "starting", "healthy", "failed", "superseded", "stopped"] as const;
 export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number];
@@ -69,7 +70,6 @@ const RouteSchema = Schema.Struct({ project: Schema.String, deployment_id: Schem
 export type AppRoute = Mutable<typeof RouteSchema.Type>;
 const route = valueSchema<AppRoute>()(RouteSchema);
 
-export const isFinal = (status: DeploymentStatus) => status === "failed" || status === "superseded" || status === "stopped";
 export const nowSeconds = () => Math.floor(Date.now() / 1000);
 const routeKey = (projectSlug: string, organizationSlug: string) => `route.${projectSlug}.${organizationSlug}`;
 
@@ -93,11 +93,14 @@ export class DeploymentStore {
     return (await getRecord(this.kv, this.key(project, id), storedDeployment))?.value;
   }
 
-  /** Compare-and-set on a record that is not final; `change` returns the next object or undefined to leave it. */
-  async transition(project: string, id: string, change: (current: DeploymentObject) => DeploymentObject | undefined): Promise<StoredDeployment | undefined> {
+  /**
+   * Applies `move` (one of deployment-states.ts, which never moves a final record) with
+   * compare-and-set: it returns the next object, or undefined to leave it. Returns the record as
+   * stored afterwards.
+   */
+  async transition(project: string, id: string, move: (current: DeploymentObject) => DeploymentObject | undefined): Promise<StoredDeployment | undefined> {
     const result = await modifyRecord(this.kv, this.key(project, id), storedDeployment, (current) => {
-      if (isFinal(current.deployment.status)) return undefined;
-      const next = change(current.deployment);
+      const next = move(current.deployment);
       return next ? { ...current, deployment: next } : undefined;
     });
     return result?.value;
@@ -112,11 +115,11 @@ export class DeploymentStore {
     return pageRecords(this.kv, kvToken(project), query, async (id) => (await getRecord(this.kv, this.key(project, id), storedDeployment).catch(() => undefined))?.value, { idPrefix: "dep_" });
   }
 
-  /** Every deployment record of every project (the sweeper's view; routes are not deployments). */
-  async live(): Promise<StoredDeployment[]> {
+  /** Every deployment record of every project, final ones too (the sweeper's view; routes are not deployments). */
+  async all(): Promise<StoredDeployment[]> {
     const keys = await listKeys(this.kv, "*.*");
     const records = await Promise.all(keys.map((k) => getRecord(this.kv, k, storedDeployment).catch(() => undefined)));
-    return records.flatMap((r) => (r && !isFinal(r.value.deployment.status) ? [r.value] : []));
+    return records.flatMap((r) => (r ? [r.value] : []));
   }
 
   async route(projectSlug: string, organizationSlug: string): Promise<AppRoute | undefined> {

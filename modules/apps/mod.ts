@@ -33,6 +33,7 @@ export {
 } from "./instance.js";
 export { AppReplica, DEFAULT_REPLICA_POLICY, type ReplicaFailure, type ReplicaPolicy, type ReplicaState, type ReplicaStatus } from "./replica.js";
 export { AppHost, type AppHostOptions } from "./app-host.js";
+export * as deploymentStates from "./deployment-states.js";
 export { DEPLOYMENT_ID, DEPLOYMENT_STATUSES, DeploymentStore, type AppRoute, type DeploymentObject, type DeploymentStatus, type StoredDeployment } from "./deployments.js";
 export { AppExchangeClient, type AppExchangeRequest, type ResponseSink } from "./exchange-client.js";
 export { AppExchangeServer, MAX_FRAME_BYTES, REQUEST_WINDOW, RESPONSE_WINDOW } from "./exchange-host.js";

@@ -6,6 +6,7 @@ import { subjects } from "../../lib/nats/subjects.js";
 import type { AccountStore, Principal } from "../accounts/mod.js";
 import type { ArtifactStore } from "../artifacts/mod.js";
 import { errors, shown } from "../errors/mod.js";
+import * as states from "./deployment-states.js";
 import { DEPLOYMENT_ID, nowSeconds, type AppRoute, type DeploymentObject, type DeploymentStore, type StoredDeployment } from "./deployments.js";
 import type { LogLine } from "./instance.js";
 import { DNS_LABEL, parseManifest, slugOf, type AppHostOffer, type AppManifest } from "./manifest.js";
@@ -224,7 +225,8 @@ export class AppService {
       const reply = appHostReply.parseBytes("app host", (await this.nc.request(subjects.appHostRpc(hostId), encodeJson({ op: "deploy", project, deployment_id: id } satisfies AppHostCall), { timeout: this.options.rpcTimeoutMs })).data);
       if (!reply.ok) throw new Error(reply.message ?? "refused");
     } catch (err) {
-      await this.store.transition(project, id, (cur) => ({ ...cur, status: "failed", reason: "host_lost", message: `the app host did not take the deployment: ${(err as Error).message}`, ended_at: nowSeconds() }));
+      const ending = states.placementFailed("host_lost", `the app host did not take the deployment: ${(err as Error).message}`);
+      await this.store.transition(project, id, (cur) => states.end(cur, ending, nowSeconds()));
       throw errors.unavailable("The app host did not answer. Please retry shortly.", 2);
     }
     return { deployment, unchanged: false };
@@ -247,7 +249,7 @@ export class AppService {
   /** Stops a deployment (its host drops the route when it serves the address). */
   async stopDeployment(principal: Principal, id: string): Promise<DeploymentObject> {
     const record = await this.get(principal, id);
-    if (["failed", "superseded", "stopped"].includes(record.deployment.status)) return record.deployment;
+    if (states.isFinal(record.deployment.status)) return record.deployment;
     const call: AppHostCall = { op: "stop", project: record.project, deployment_id: id, reason: "user_stop", superseded_by: null };
     if (this.hosts.alive(record.host_id)) {
       try {
@@ -258,7 +260,7 @@ export class AppService {
       }
     } else {
       // Its host is gone: nothing runs it any more.
-      await this.store.transition(record.project, id, (cur) => ({ ...cur, status: "stopped", reason: "user_stop", ended_at: nowSeconds() }));
+      await this.store.transition(record.project, id, (cur) => states.end(cur, states.stoppedBy("user_stop"), nowSeconds()));
       await this.store.dropRoute(record.manifest.projectSlug, record.manifest.organizationSlug, id);
     }
     return (await this.get(principal, id)).deployment;
@@ -267,7 +269,7 @@ export class AppService {
   /** The recent log lines: the live instance's (from its host), else those its record kept. */
   async logs(principal: Principal, id: string): Promise<LogLine[]> {
     const record = await this.get(principal, id);
-    if (this.hosts.alive(record.host_id) && ["starting", "healthy", "pending"].includes(record.deployment.status)) {
+    if (this.hosts.alive(record.host_id) && !states.isFinal(record.deployment.status)) {
       try {
         const msg = await this.nc.request(subjects.appHostRpc(record.host_id), encodeJson({ op: "logs", project: record.project, deployment_id: id } satisfies AppHostCall), { timeout: this.options.rpcTimeoutMs });
         return appHostReply.parseBytes("app host", msg.data).logs;

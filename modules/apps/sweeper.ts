@@ -1,9 +1,7 @@
 import type { Logger } from "../../lib/log.js";
-import { isFinal, nowSeconds, type DeploymentStore } from "./deployments.js";
+import * as states from "./deployment-states.js";
+import { nowSeconds, type DeploymentStore } from "./deployments.js";
 import type { AppHostDirectory } from "./service.js";
-
-/** A deployment still pending or starting this long after its creation did not start. */
-const START_LIMIT_S = 600;
 
 /**
  * The backstop of deployments, run by actor hosts: a deployment whose app host went silent ends
@@ -27,21 +25,14 @@ export class AppDeploymentSweeper {
     // Right after a restart no heartbeat has arrived yet: every host would look lost.
     if (performance.now() - this.startedAt <= this.hostTimeoutMs) return counts;
     const now = nowSeconds();
-    for (const record of await this.store.live()) {
+    for (const record of await this.store.all()) {
       const { deployment, project, host_id: hostId, manifest } = record;
-      if (isFinal(deployment.status)) continue;
-      const lost = !this.hosts.alive(hostId);
-      const stuck = !lost && (deployment.status === "pending" || deployment.status === "starting") && now - deployment.created_at > START_LIMIT_S;
-      if (!lost && !stuck) continue;
-      await this.store.transition(project, deployment.id, (cur) => ({
-        ...cur,
-        status: "failed",
-        reason: lost ? "host_lost" : "start_timeout",
-        message: lost ? "the app host stopped answering" : "the deployment did not start in time",
-        ended_at: now,
-      }));
+      const wrong = states.verdict(deployment, now, this.hosts.alive(hostId));
+      if (!wrong) continue;
+      const ending = states.placementFailed(wrong, wrong === "host_lost" ? "the app host stopped answering" : "the deployment did not start in time");
+      await this.store.transition(project, deployment.id, (cur) => states.end(cur, ending, now));
       await this.store.dropRoute(manifest.projectSlug, manifest.organizationSlug, deployment.id);
-      counts[lost ? "lost" : "stuck"]++;
+      counts[wrong === "host_lost" ? "lost" : "stuck"]++;
     }
     if (counts.lost || counts.stuck) this.log.info("app deployment sweep", counts);
     return counts;
