@@ -7,11 +7,11 @@ import { repoRoot } from "../../lib/paths.js";
 
 // The cluster manifests cannot be deployed here; this checks what can be checked without a
 // cluster: they parse, every object is namespaced, containers run real CLI commands, every
-// variable they set is one the processes read (documented in the README), and the catalog
+// variable they set is one the processes read (documented in docs/configuration.md), and the catalog
 // they ship is a valid catalog.
 
 const dir = join(repoRoot, "k8s");
-const readme = readFileSync(join(repoRoot, "README.md"), "utf8");
+const configPage = readFileSync(join(repoRoot, "docs", "configuration.md"), "utf8");
 type Obj = { kind: string; metadata: { name: string; namespace?: string }; spec?: any; data?: Record<string, string> };
 const objects: Obj[] = [];
 for (const file of readdirSync(dir).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml"))
@@ -36,11 +36,11 @@ t.test("containers run Tributary commands with known settings", async (t) => {
     for (const c of o.spec.template.spec.containers) {
       if (!String(c.image).includes("tributary")) continue;
       t.ok(commands.has(c.args[0]), `${o.metadata.name} runs "${c.args[0]}"`);
-      for (const e of c.env ?? []) t.match(readme, `\`${e.name}\``, `${e.name} is documented`);
+      for (const e of c.env ?? []) t.match(configPage, `\`${e.name}\``, `${e.name} is documented`);
     }
   }
   const config = objects.find((o) => o.metadata.name === "tributary-config")!;
-  for (const name of Object.keys(config.data!)) t.match(readme, `\`${name}\``, `${name} is documented`);
+  for (const name of Object.keys(config.data!)) t.match(configPage, `\`${name}\``, `${name} is documented`);
 });
 
 t.test("the shipped catalog is valid", async (t) => {
