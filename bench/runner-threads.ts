@@ -4,7 +4,7 @@
 // `tributary start` places it for that thread count. Reports which node-llama-cpp library the
 // runner loaded (threads > 1 wants the source build: TRIBUTARY_LLAMA_SOURCE_BUILD=on).
 //   node dist/bench/runner-threads.js [--model 500m] [--levels 1,8] [--threads 1,2] [--seconds 10] [--rounds 2] [--max-tokens 32]
-//     [--configs "1;2;2 OMP_WAIT_POLICY=passive;2 TRIBUTARY_RUNNER_CPUS=off"]
+//     [--configs "1;2;2 OMP_WAIT_POLICY=passive;2 TRIBUTARY_RUNNER_CPUS=off"] [--out runner-threads.md]
 // --configs (instead of --threads): configurations separated by ";", each a thread count and
 // KEY=VALUE settings for the runner's environment (TRIBUTARY_RUNNER_CPUS: that configuration's
 // placement); the first is the baseline of the ratios. Each runner gets the environment
@@ -38,6 +38,8 @@ const { values } = parseArgs({
     warmup: { type: "string", default: "3" },
     rounds: { type: "string", default: "2" },
     "max-tokens": { type: "string", default: "32" },
+    /** The table, under bench/results/: the benchmark's current result unless an experiment names another file (or raw/...). */
+    out: { type: "string", default: "runner-threads.md" },
   },
 });
 const levels = values.levels!.split(",").map(Number);
@@ -108,14 +110,13 @@ async function main(): Promise<void> {
         own.map((r) => fmt(r.cpuMsPerTokenByRole.runner ?? NaN, 1)).join(", "), own.reduce((a, b) => a + b.errors, 0)]);
     }
   }
-  const out = values.configs ? `runner-threads-${values.model}-c${levels.join("-")}-configs.md` : `runner-threads-${values.model}-c${levels.join("-")}.md`;
-  writeResults(out, `One runner, ${configs.map((c) => c.name).join(" vs ")}: ${values.model} model`, [
+  writeResults(values.out!, `One runner, ${configs.map((c) => c.name).join(" vs ")}: ${values.model} model`, [
     machineLine() + ` Load average (1 min) at start and end: ${loadStart.toFixed(1)}, ${loadavg()[0]!.toFixed(1)}.`,
     `node-llama-cpp library: ${library}. Model ${path.split("/").pop()}; ${slots} slots, max_tokens ${maxTokens}, temperature 0.8, closed-loop streamed chat completions through the whole stack; ` +
       `per level ${rounds} rounds of ${seconds} s (opened ${warmup} s after every client had its first token; tokens counted by arrival inside it) per configuration, alternating order, a fresh stack each time. ` +
       `A configuration is the catalog's threads and any settings of the runner's environment.`,
     markdownTable(["concurrency", "configuration", "placement", "tok/s", `x ${configs[0]!.name}`, "per-round ratios", "per-round tok/s", "TTFT p50 / p99 ms", "CPU ms/token (stack processes, per round)", "runner CPU ms/token (per round)", "errors"], rows),
-    `Command: \`node dist/bench/runner-threads.js --model ${values.model} --levels ${values.levels} ${values.configs ? `--configs "${values.configs}"` : `--threads ${values.threads}`} --seconds ${seconds} --warmup ${warmup} --rounds ${rounds} --max-tokens ${maxTokens}\``,
+    `Command: \`node dist/bench/runner-threads.js --model ${values.model} --levels ${values.levels} ${values.configs ? `--configs "${values.configs}"` : `--threads ${values.threads}`} --seconds ${seconds} --warmup ${warmup} --rounds ${rounds} --max-tokens ${maxTokens}${values.out === "runner-threads.md" ? "" : ` --out ${values.out}`}\``,
   ]);
   process.exit(0);
 }
