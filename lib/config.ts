@@ -100,10 +100,9 @@ export const natsAuthConfig = Config.all({
  */
 export const bootstrapConfig = Config.all({
   /**
-   * `on`: build node-llama-cpp's CPU library once from the llama.cpp source it bundles, offline,
-   * with OpenMP and this CPU's instruction set (needs `cmake` and `g++`; about 7 min on an idle
-   * 2-core machine), cached in `$TRIBUTARY_HOME/llama-builds`. Needed for catalog `threads` > 1:
-   * see [the llama library](operations.md#the-llama-library).
+   * `on`: build node-llama-cpp's CPU library once from its bundled llama.cpp source, with OpenMP
+   * (needs `cmake` and `g++`), cached in `$TRIBUTARY_HOME/llama-builds`. Needed for catalog
+   * `threads` > 1: see [the llama library](operations.md#the-llama-library).
    */
   llamaSourceBuild: Config.schema(Schema.Literals(["on", "off"]), "TRIBUTARY_LLAMA_SOURCE_BUILD").pipe(Config.withDefault("off" as const)),
 });
