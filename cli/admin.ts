@@ -206,7 +206,7 @@ async function readLine(input: NodeJS.ReadableStream): Promise<string> {
   return text.replace(/\r?\n$/, "");
 }
 
-/** `tributary admin secrets rewrap`: the master key rotation's second step (see the README). */
+/** `tributary admin secrets rewrap`: the master key rotation's second step (docs/operations.md, "Upgrades and rotations"). */
 async function rewrapSecrets(natsUrl: string, home: string, out: NodeJS.WritableStream, json: boolean): Promise<number> {
   // Loaded here: the other admin commands need neither NATS nor the secrets module.
   const [{ connect }, { DEFAULT_NATS_URL, natsClientOptions }, { nkeySeedFile }, { loadKeyRing, SecretStore }] = await Promise.all([

@@ -12,7 +12,7 @@ export function k8sNatsAuthManifest(): string {
   const block = natsAuthorizationBlock(NATS_IDENTITIES.map((identity) => ({ identity, user: identity, password: `$${natsPasswordVariable(identity)}` })));
   return [
     "# Generated from lib/nats/permissions.ts by `node dist/cli/main.js nats-auth-k8s > k8s/nats-auth.yaml`: do not edit.",
-    "# One NATS user per kind of process, its password from the Secret tributary-nats-auth (see README.md).",
+    "# One NATS user per kind of process, its password from the Secret tributary-nats-auth (see docs/operations.md).",
     "apiVersion: v1",
     "kind: ConfigMap",
     "metadata:",

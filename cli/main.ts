@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The tributary command line.
-//   tributary start      the whole stack on this machine (see README)
+//   tributary start      the whole stack on this machine (see README.md)
 //   tributary admin ...  organizations, projects, API keys, invitations (cli/admin.ts)
 // Each command loads only what it runs: `tributary --help` or `tributary admin` must not pay for
 // the stack launcher and its dependencies.

@@ -6,7 +6,7 @@ import type { Router } from "../http/router.js";
 import type { PendingBudget } from "../sse/pending-budget.js";
 import { sseEvent, SseWriter } from "../sse/sse-writer.js";
 
-// Hosted apps: the deployments API (our definition, README "Hosted apps") and the hosted
+// Hosted apps: the deployments API (our definition, docs/platform.md "Hosted apps") and the hosted
 // addresses themselves, relayed to an app instance over NATS.
 
 export interface AppRouteDeps {

@@ -44,7 +44,7 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
     const request = parseJobCreate(await ex.readJson(deps.maxBodyBytes), { maxCpuMhz: deps.maxCpuMhz, maxMemoryMb: deps.maxMemoryMb, maxDiskMb: deps.maxDiskMb });
     // Refused now rather than failing later on the worker: no host here could run it.
     if (request.network === "egress" && deps.offersEgress() === false)
-      throw errors.invalidParam("network", "Invalid value for 'network': no sandbox host here offers network egress (TRIBUTARY_SANDBOX_EGRESS on the hosts, see the README).");
+      throw errors.invalidParam("network", "Invalid value for 'network': no sandbox host here offers network egress (TRIBUTARY_SANDBOX_EGRESS on the hosts, see docs/platform.md).");
     for (const [i, fileId] of request.input_files.entries())
       if (!(await deps.files.get(project(ex), fileId))) throw errors.invalidParam(`input_files[${i}]`, `No such file: ${fileId}.`, "file_not_found");
     const job: JobObject = {

@@ -33,7 +33,7 @@ export interface NatsPermissions {
 export const inboxPrefix = (identity: NatsIdentity) => `_INBOX.${identity}`;
 
 const w = subjectWildcards;
-// Core subjects, grouped by who sends them (the README's subject table).
+// Core subjects, grouped by who sends them (docs/architecture.md's subject table).
 const generation = {
   /** Sent by whoever runs a generation (gateway, actor host for batches and background runs). */
   requests: [w.generate, w.runnerGenerate, w.runnerCancel, w.runnerHeld, w.cancel],

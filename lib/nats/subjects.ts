@@ -1,5 +1,5 @@
 // Every NATS subject, queue group, KV bucket and stream name of the platform, in one place.
-// The README has the same table for operators.
+// docs/architecture.md has the same table for operators.
 
 export const SUBJECT_ROOT = "tributary.v1";
 
@@ -183,7 +183,7 @@ export function kvTokenDecode(token: string): string {
 
 /**
  * JetStream KV buckets, Object Store buckets and streams. Each feature adds its own here, with a
- * line on what it holds; the README's table lists them for operators.
+ * line on what it holds; docs/architecture.md's table lists them for operators.
  */
 export const buckets = {
   /** KV: file metadata (the OpenAI file object), key `<project>.<file id>`. */

@@ -61,7 +61,7 @@ export interface DeployTarget {
 /**
  * An organization's or project's slug: its name as a DNS label (lowercased, runs of other
  * characters as one hyphen, trimmed, at most 63). Accounts have names, not slugs; this is the
- * one place that derives them, so the manifest, the gateway's Host routing and the README agree.
+ * one place that derives them, so the manifest, the gateway's Host routing and docs/platform.md agree.
  */
 export function slugOf(name: string): string {
   const slug = name

@@ -9,9 +9,9 @@
  * steps: the runner's JavaScript thread, the gateway, nats-server. 10,000 spins keep the barriers
  * within a step fast (the threads of a running step meet within microseconds) and put the team's
  * workers to sleep soon after it. Chosen when a runner had an OpenMP team per libuv worker
- * (bench/results/runner-threads-500m-omp.md); with one pool thread (below) the stack ran as fast
+ * (bench/results/runner-threads-500m-omp.md, now in git history); with one pool thread (below) the stack ran as fast
  * on 10,000 spins as on libgomp's default and spent up to 12% less CPU per token
- * (bench/results/vs-llama-server-pool1-spin.md).
+ * (bench/results/vs-llama-server-pool1-spin.md, now in git history).
  */
 export const OPENMP_SPIN_COUNT = 10_000;
 
@@ -52,9 +52,9 @@ function openMpEnv(threads: number, decodesOnCpu: boolean, user: DecodeEnvSettin
  *   ran on whichever worker libuv picked, and the team of the last step still spun, or had gone to
  *   sleep and had to be woken. On the ~500M model, 2 CPUs, in process: 44-58 ms per token on 2
  *   threads with four pool threads, 35-37 ms with one, llama-server -t 2 33 ms. Through the stack
- *   (bench/results/vs-llama-server-pool1-spin.md, quiet VM) one pool thread made 1.46x / 1.24x
+ *   (bench/results/vs-llama-server-pool1-spin.md in git history, quiet VM) one pool thread made 1.46x / 1.24x
  *   the tokens/s of four at 1 / 8 streams on ~500M and 1.41x / 1.60x on ~100M. (On 2026-11-28, on
- *   a machine loaded 5-7 by other work, it had made 0.39x / 0.53x on ~500M: runner-threads-500m-pool.md.)
+ *   a machine loaded 5-7 by other work, it had made 0.39x / 0.53x on ~500M: runner-threads-500m-pool.md, in git history.)
  */
 function samplePoolEnv(decodesOnCpu: boolean, user: DecodeEnvSettings): Record<string, string> {
   if (!decodesOnCpu || user.libuvPoolSize !== undefined) return {};

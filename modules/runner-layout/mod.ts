@@ -1,5 +1,5 @@
-// Runners per model and threads per runner, picked from the machine and the model (README: "How
-// `tributary start` lays out runners"). The rule is pure (rule.ts); machine.ts reads the facts.
+// Runners per model and threads per runner, picked from the machine and the model (docs/operations.md:
+// "Runner layout"). The rule is pure (rule.ts); machine.ts reads the facts.
 export {
   classify,
   MAX_OVERHEAD_BOUND_RUNNERS,

@@ -1,8 +1,8 @@
 // How many runner processes each model gets and how many decode threads each runs, from the
 // machine and the model: the rule `tributary start` applies to every catalog field the catalog
 // leaves unset (an explicit `replicas` or `threads`, from the catalog file or an override, wins).
-// The measurements it rests on are in the README ("How `tributary start` lays out runners") and
-// bench/results (decode-threads.md, runner-threads-500m-*.md, vs-llama-server.md).
+// The measurements it rests on are in docs/operations.md ("Runner layout") and bench/results
+// (decode-threads.md, runner-threads.md, vs-llama-server.md).
 
 /**
  * node-llama-cpp's CPU library. "prebuilt": the binary npm ships, which starts its worker threads

@@ -4,8 +4,8 @@ import { join } from "node:path";
 
 // How one sandbox is walled in on this machine: bubblewrap's namespaces and mounts, the resource
 // limits of its processes (prlimit), its own host uid (setpriv), and a cgroup per sandbox where
-// the machine lets this process create one (v1 or v2, detected). The README's isolation table
-// says which wall holds what.
+// the machine lets this process create one (v1 or v2, detected). docs/platform.md's table
+// ("What is enforced where") says which wall holds what.
 
 export interface SandboxLimits {
   memoryMb: number;

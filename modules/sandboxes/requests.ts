@@ -55,7 +55,7 @@ export interface SandboxCreateRequest {
   input_dir?: boolean;
 }
 
-/** "none": only a loopback of its own. "egress": outbound IPv4 through a user-mode stack, never the platform's addresses (README). */
+/** "none": only a loopback of its own. "egress": outbound IPv4 through a user-mode stack, never the platform's addresses (docs/platform.md). */
 export const SANDBOX_NETWORKS = ["none", "egress"] as const;
 export type SandboxNetwork = (typeof SANDBOX_NETWORKS)[number];
 

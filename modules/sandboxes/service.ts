@@ -83,7 +83,7 @@ export class SandboxService {
         `No sandbox host can hold this sandbox: the largest offers ${largest.cpu_mhz} cpu_mhz and ${largest.memory_mb} MB for memory_mb + disk_mb together.`,
       );
     if (request.network === "egress" && this.directory.offersEgress() === false)
-      throw errors.invalidParam("network", "Invalid value for 'network': no sandbox host here offers network egress (TRIBUTARY_SANDBOX_EGRESS on the hosts, see the README).");
+      throw errors.invalidParam("network", "Invalid value for 'network': no sandbox host here offers network egress (TRIBUTARY_SANDBOX_EGRESS on the hosts, see docs/platform.md).");
     const need = { cpu_mhz: request.cpu_mhz, memory_mb: request.memory_mb, disk_mb: request.disk_mb, egress: request.network === "egress" };
     let host = this.directory.place(need);
     // Just after a gateway (re)start no heartbeat has come yet: wait for one rather than fail.

@@ -3,7 +3,7 @@ import { dirname, join, normalize, relative } from "node:path";
 import t from "tap";
 import { repoRoot } from "../../lib/paths.js";
 
-// The layout rules of the README's layout table, checked on the TypeScript sources:
+// The layout rules of docs/architecture.md ("Code layout"), checked on the TypeScript sources:
 //   - process shells (gateway, actors, runners, cli) import no other shell;
 //   - shared modules (modules/*) and lib/ import no shell: nothing imports upward;
 //   - lib/ imports no domain module;

@@ -8,7 +8,7 @@ import type { DecodeThreadsStatus } from "../engine.js";
  * another 1.04x, and there a ~100M model ran 0.67x at one stream but 1.13-1.19x at 8 (each thread
  * meets the others at a barrier after every graph node: a one-token step is little work per
  * barrier where crossing between the VM's CPUs is slow). Timing a few steps at startup proved too
- * noisy for differences of 10-30% (bench/results/vs-llama-server-calibrated*.md), so the tuner
+ * noisy for differences of 10-30% (bench/results/vs-llama-server-calibrated*.md, in git history), so the tuner
  * measures the steps it serves: each width class keeps its own thread count, and now and then a
  * short probe runs a few steps on a neighbouring count. A probe is compared with the steps just
  * before it (so a context growing longer, or a busier machine, moves both sides alike), and the

@@ -249,7 +249,7 @@ t.test("hosted addresses: hostile Host headers, header counts and body framings"
   const res = await hosted(stack.gateway.port, ADDRESS, "/", { method: "POST", key: TEST_KEY, body: "x".repeat(100_000) });
   t.equal(res.body, "100000", "a 100 KB body arrives whole");
   // A declared body past TRIBUTARY_APPS_MAX_BODY_BYTES (16 MiB) is refused before a byte of it is
-  // read (and, too large to drain, the rest is held unread until the connection closes: README "Bounds").
+  // read (and, too large to drain, the rest is held unread until the connection closes: docs/architecture.md "Bounds at the edge").
   t.equal(await post([`content-length: ${16 * 1024 * 1024 + 1}`], Buffer.alloc(0)), 413, "a body past 16 MiB: 413");
   // Framing the server cannot trust: refused (uWS closes such a connection) without touching the app or the process.
   // (Two different content-lengths: uWS takes one and waits for the body, until its idle timeout: not tried here.)

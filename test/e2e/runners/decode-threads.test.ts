@@ -23,7 +23,7 @@ writeFileSync(catalogPath, stringify(catalog));
 const healthPort = await freePort();
 const stack = await startStack(t, {
   env: { TRIBUTARY_CATALOG: catalogPath },
-  // Tuning is off by default (README, "Threads per step, chosen while serving"): this test turns it on.
+  // Tuning is off by default (docs/architecture.md, "Threads per step, chosen while serving"): this test turns it on.
   runnerEnv: { TRIBUTARY_RUNNER_HEALTH_PORT: String(healthPort), TRIBUTARY_RUNNER_HEALTH_HOST: "127.0.0.1", TRIBUTARY_DECODE_THREADS_TUNE: "on" },
 });
 

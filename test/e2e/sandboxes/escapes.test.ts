@@ -95,7 +95,7 @@ t.test("a CPU burner is held to its quota while a second sandbox runs", async (t
   const cpuDir = (id: string) => join("/sys/fs/cgroup/cpu", `tributary-test-${process.pid}`, id);
   const burner = await json(await post("/v1/sandboxes", { memory_mb: 64, disk_mb: 8, cpu_mhz: 250 }));
   if (!existsSync(cpuDir(burner.id))) {
-    t.comment("no cgroup v1 cpu controller here: the quota is not enforced per sandbox (see the README)");
+    t.comment("no cgroup v1 cpu controller here: the quota is not enforced per sandbox (see docs/platform.md)");
     return;
   }
   t.equal(readFileSync(join(cpuDir(burner.id), "cpu.cfs_quota_us"), "utf8").trim(), "25000", "a quarter of a core per 100 ms");
