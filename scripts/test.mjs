@@ -1,30 +1,40 @@
 #!/usr/bin/env node
-// Runs the test suite with tap, in two phases: first every file that may share the machine, up to
-// TEST_JOBS at a time (default 3); then the timing-sensitive files (a `// tier: serial` line near
-// their top) one at a time. Both phases use one shared stack (test/harness/shared-stack.ts), which
-// lives as long as this script. Ends with tap's summary for the whole run and the slowest files.
+// Runs the test suite: every test file (tap tests, compiled under dist/test/) in a process of its
+// own, in two phases. First every file that may share the machine, TEST_JOBS at a time (default
+// 3); then the timing-sensitive files (a `// tier: serial` line near their top) one at a time. Both
+// phases use one shared stack (test/harness/shared-stack.ts), which lives as long as this script.
+// Each file's TAP output is kept in .tap/test-results/; a failing file's is printed. Ends with the
+// slowest files and one summary line for the run, in tap's own form.
+//
+// Files run under plain node rather than tap's runner: the runner loads its process-info hooks
+// into every test process (for coverage, which the suite does not collect), and they made each
+// file's start 2-3 times slower. The files still use tap, and `npx tap FILE` still runs one.
 //
 // Usage: node scripts/test.mjs [--quick] [FILE...]
 //   --quick  the edit-and-test loop: skips the files marked `// tier: serial` or `// tier: slow`
 //   FILE     test files (dist/test/....test.js, or their test/....test.ts sources) instead of all
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const usage = "usage: node scripts/test.mjs [--quick] [FILE...]";
 const args = process.argv.slice(2);
 const quick = args.includes("--quick");
 const named = args.filter((a) => !a.startsWith("--"));
-const unknown = args.filter((a) => a.startsWith("--") && a !== "--quick");
-if (unknown.length > 0) {
-  process.stderr.write(`unknown option ${unknown[0]}\nusage: node scripts/test.mjs [--quick] [FILE...]\n`);
+const unknown = args.find((a) => a.startsWith("--") && a !== "--quick");
+if (unknown) {
+  process.stderr.write(`unknown option ${unknown}\n${usage}\n`);
   process.exit(2);
 }
-const jobs = Number(process.env.TEST_JOBS ?? 3);
+const jobs = Math.max(1, Number(process.env.TEST_JOBS ?? 3) || 1);
+/** Seconds a file may run (tap's own timeout, in package.json); then it is killed. */
+const timeoutSeconds = Number(JSON.parse(readFileSync(join(root, "package.json"), "utf8")).tap?.timeout ?? 240);
 const SLOWEST = 20;
+const resultsDir = join(root, ".tap", "test-results");
 
-/** Every compiled test file under dir, relative to the repository, sorted as tap sorts them. */
+/** Every compiled test file under dir, relative to the repository, sorted. */
 function testFiles(dir) {
   const out = [];
   for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
@@ -43,76 +53,86 @@ const source = (file) => file.replace(/^dist\/(test\/.*)\.js$/, "$1.ts");
 function tierOf(file) {
   const src = join(root, source(file));
   if (!existsSync(src)) return "parallel";
-  const head = readFileSync(src, "utf8").split("\n", 40);
-  const line = head.find((l) => /^\/\/ tier: /.test(l));
+  const line = readFileSync(src, "utf8").split("\n", 40).find((l) => l.startsWith("// tier: "));
   return line ? line.slice("// tier: ".length).split(/\s/)[0] : "parallel";
 }
 
 const files = named.length > 0 ? named.map(compiled) : testFiles("dist/test");
-for (const f of files) if (!existsSync(join(root, f))) {
-  process.stderr.write(`no such test file: ${f} (run npm run build first?)\n`);
-  process.exit(2);
-}
+for (const f of files)
+  if (!existsSync(join(root, f))) {
+    process.stderr.write(`no such test file: ${f} (run npm run build first?)\n`);
+    process.exit(2);
+  }
 const tiers = new Map(files.map((f) => [f, tierOf(f)]));
 const chosen = quick ? files.filter((f) => tiers.get(f) === "parallel") : files;
 const serial = chosen.filter((f) => tiers.get(f) === "serial");
 const parallel = chosen.filter((f) => tiers.get(f) !== "serial");
 
-// Each file's result lands in .tap/test-results; stale ones would mislead the slowest-files list.
-rmSync(join(root, ".tap", "test-results"), { recursive: true, force: true });
-
+rmSync(resultsDir, { recursive: true, force: true });
 const totals = { total: 0, pass: 0, fail: 0, todo: 0, skip: 0 };
-let failed = false;
+const times = [];
+const failedFiles = [];
+let done = 0;
+const count = chosen.length;
 
-/** Runs tap on `list` with `jobCount` files at a time; adds its summary to the totals. */
-function tap(list, jobCount) {
-  if (list.length === 0) return Promise.resolve();
+/** Runs one test file to its end; records its summary, time and output. */
+function runFile(file) {
   return new Promise((resolve) => {
-    const child = spawn(join(root, "node_modules", ".bin", "tap"), [`--jobs=${jobCount}`, ...list], {
+    const began = performance.now();
+    const child = spawn(process.execPath, ["--enable-source-maps", join(root, file)], {
       cwd: root,
-      stdio: ["inherit", "pipe", "inherit"],
+      stdio: ["ignore", "pipe", "pipe"],
       // The shared test stack lives as long as this script, across both phases.
-      env: { ...process.env, TRIBUTARY_TEST_STACK_OWNER: String(process.pid) },
+      env: { ...process.env, TAP_TIMEOUT: String(timeoutSeconds), TRIBUTARY_TEST_STACK_OWNER: String(process.pid) },
     });
-    let tail = "";
-    child.stdout.on("data", (chunk) => {
-      process.stdout.write(chunk);
-      tail = (tail + chunk.toString()).slice(-4096);
-    });
-    child.on("exit", (code, signal) => {
-      if (code !== 0) failed = true;
-      const summary = /# \{ ([^}]*) \}/.exec(tail.slice(tail.lastIndexOf("# {")));
-      if (summary) for (const [, k, v] of summary[1].matchAll(/(\w+): (\d+)/g)) if (k in totals) totals[k] += Number(v);
-      if (signal) failed = true;
+    const output = [];
+    child.stdout.on("data", (chunk) => output.push(chunk));
+    child.stderr.on("data", (chunk) => output.push(chunk));
+    // tap ends a file at its timeout itself; this is for a file that does not end even then.
+    const killer = setTimeout(() => child.kill("SIGKILL"), (timeoutSeconds + 30) * 1000);
+    child.on("close", (code, signal) => {
+      clearTimeout(killer);
+      const seconds = (performance.now() - began) / 1000;
+      const text = Buffer.concat(output).toString("utf8");
+      mkdirSync(dirname(join(resultsDir, file)), { recursive: true });
+      writeFileSync(join(resultsDir, `${file}.tap`), text);
+      // The file's own summary: tap's last `# { total: N, pass: N, ... }` line.
+      const summary = [...text.matchAll(/^# \{ ([^}]*) \}$/gm)].at(-1)?.[1];
+      const counts = Object.fromEntries([...(summary ?? "").matchAll(/(\w+): (\d+)/g)].map(([, k, v]) => [k, Number(v)]));
+      for (const k of Object.keys(totals)) totals[k] += counts[k] ?? 0;
+      const ok = code === 0 && summary !== undefined;
+      if (!ok) {
+        failedFiles.push(file);
+        // A file that ended without its summary (a crash, a kill) counts as one failure.
+        if (!counts.fail) totals.fail += 1;
+        process.stdout.write(`\n# ${file} failed (${signal ?? `exit code ${code}`}); its output:\n${text}\n`);
+      }
+      times.push([file, seconds]);
+      done++;
+      process.stdout.write(`${ok ? "ok" : "not ok"} ${done}/${count} - ${file} # time=${seconds.toFixed(1)}s${counts.total !== undefined ? `, ${counts.pass ?? 0}/${counts.total} asserts` : ""}\n`);
       resolve();
     });
   });
 }
 
+/** Runs `list` with at most `width` files at a time. */
+async function pool(list, width) {
+  const queue = [...list];
+  await Promise.all(Array.from({ length: Math.min(width, queue.length) }, async () => {
+    for (let file = queue.shift(); file !== undefined; file = queue.shift()) await runFile(file);
+  }));
+}
+
 const began = Date.now();
 process.stdout.write(`# ${parallel.length} test files, ${jobs} at a time${serial.length ? `; then ${serial.length} one at a time` : ""}\n`);
-await tap(parallel, jobs);
-await tap(serial, 1);
+await pool(parallel, jobs);
+await pool(serial, 1);
 
-// The slowest files, from the time tap recorded at the end of each file's results.
-const resultsDir = join(root, ".tap", "test-results");
-const times = [];
-const walk = (dir) => {
-  if (!existsSync(dir)) return;
-  for (const entry of readdirSync(dir)) {
-    const path = join(dir, entry);
-    if (statSync(path).isDirectory()) walk(path);
-    else {
-      const m = /# time=([\d.]+)ms\s*$/.exec(readFileSync(path, "utf8"));
-      if (m) times.push([relative(resultsDir, path).replace(/\.tap$/, ""), Number(m[1]) / 1000]);
-    }
-  }
-};
-walk(resultsDir);
 times.sort((a, b) => b[1] - a[1]);
 process.stdout.write(`\n# the ${Math.min(SLOWEST, times.length)} slowest test files\n`);
 for (const [file, seconds] of times.slice(0, SLOWEST)) process.stdout.write(`#   ${seconds.toFixed(1).padStart(6)} s  ${file}\n`);
 process.stdout.write(`# the whole run: ${((Date.now() - began) / 1000).toFixed(0)} s\n`);
+if (failedFiles.length > 0) process.stdout.write(`# failed: ${failedFiles.join(", ")}\n`);
 // One summary line for the whole run, in tap's own form (.ci/run reads it).
 process.stdout.write(`# { total: ${totals.total}, pass: ${totals.pass}${totals.fail ? `, fail: ${totals.fail}` : ""} }\n`);
-process.exit(failed || totals.fail > 0 ? 1 : 0);
+process.exit(failedFiles.length > 0 ? 1 : 0);
