@@ -204,10 +204,12 @@ export class AccountStore {
     return found[0]?.value;
   }
 
+  /** The organization's projects: its default project first, then by creation (ids break a tie within a second). */
   async listProjects(orgId: string): Promise<ProjectRecord[]> {
-    await this.requireOrganization(orgId);
+    const org = await this.requireOrganization(orgId);
     const records = await listRecords(this.kv, accountKeys.projectsOf(orgId), accountRecords.project);
-    return records.map((r) => r.value).sort(byCreation);
+    const isDefault = (p: ProjectRecord) => (p.id === org.default_project_id ? 0 : 1);
+    return records.map((r) => r.value).sort((a, b) => isDefault(a) - isDefault(b) || byCreation(a, b));
   }
 
   /** Renames a project of the organization (compare-and-set on its record). */
