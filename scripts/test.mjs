@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Runs the test suite: every test file (tap tests, compiled under dist/test/) in a process of its
 // own, in two phases. First every file that may share the machine, TEST_JOBS at a time (default
-// 3); then the timing-sensitive files (a `// tier: serial` line near their top) one at a time. Both
+// 3); then the timing-sensitive files (a `// tier: serial` line near their top), TEST_SERIAL_JOBS
+// at a time (default 2: never more than one other beside each). Both
 // phases use one shared stack (test/harness/shared-stack.ts), which lives as long as this script.
 // Each file's TAP output is kept in .tap/test-results/; a failing file's is printed. Ends with the
 // slowest files and one summary line for the run, in tap's own form.
@@ -29,6 +30,9 @@ if (unknown) {
   process.exit(2);
 }
 const jobs = Math.max(1, Number(process.env.TEST_JOBS ?? 3) || 1);
+const serialJobs = Math.max(1, Number(process.env.TEST_SERIAL_JOBS ?? 2) || 1);
+/** TEST_CPU=1: each file's CPU time (its own and its children's) beside its wall time, for profiling. */
+const measureCpu = process.env.TEST_CPU === "1" && existsSync("/usr/bin/time");
 /** Seconds a file may run (tap's own timeout, in package.json); then it is killed. */
 const timeoutSeconds = Number(JSON.parse(readFileSync(join(root, "package.json"), "utf8")).tap?.timeout ?? 240);
 const SLOWEST = 20;
@@ -66,7 +70,8 @@ for (const f of files)
 const tiers = new Map(files.map((f) => [f, tierOf(f)]));
 const chosen = quick ? files.filter((f) => tiers.get(f) === "parallel") : files;
 const serial = chosen.filter((f) => tiers.get(f) === "serial");
-const parallel = chosen.filter((f) => tiers.get(f) !== "serial");
+// Unit tests first: they need no stack, and run while the shared one starts.
+const parallel = chosen.filter((f) => tiers.get(f) !== "serial").sort((a, b) => Number(a.startsWith("dist/test/e2e/")) - Number(b.startsWith("dist/test/e2e/")));
 
 rmSync(resultsDir, { recursive: true, force: true });
 const totals = { total: 0, pass: 0, fail: 0, todo: 0, skip: 0 };
@@ -79,7 +84,9 @@ const count = chosen.length;
 function runFile(file) {
   return new Promise((resolve) => {
     const began = performance.now();
-    const child = spawn(process.execPath, ["--enable-source-maps", join(root, file)], {
+    const argv = [process.execPath, "--enable-source-maps", join(root, file)];
+    if (measureCpu) argv.unshift("/usr/bin/time", "-f", "# cpu %U user %S sys");
+    const child = spawn(argv[0], argv.slice(1), {
       cwd: root,
       stdio: ["ignore", "pipe", "pipe"],
       // The shared test stack lives as long as this script, across both phases.
@@ -107,7 +114,8 @@ function runFile(file) {
         if (!counts.fail) totals.fail += 1;
         process.stdout.write(`\n# ${file} failed (${signal ?? `exit code ${code}`}); its output:\n${text}\n`);
       }
-      times.push([file, seconds]);
+      const cpu = /^# cpu ([\d.]+) user ([\d.]+) sys$/m.exec(text);
+      times.push([file, seconds, cpu ? Number(cpu[1]) + Number(cpu[2]) : undefined]);
       done++;
       process.stdout.write(`${ok ? "ok" : "not ok"} ${done}/${count} - ${file} # time=${seconds.toFixed(1)}s${counts.total !== undefined ? `, ${counts.pass ?? 0}/${counts.total} asserts` : ""}\n`);
       resolve();
@@ -124,13 +132,24 @@ async function pool(list, width) {
 }
 
 const began = Date.now();
-process.stdout.write(`# ${parallel.length} test files, ${jobs} at a time${serial.length ? `; then ${serial.length} one at a time` : ""}\n`);
+// The shared stack starts at once, while the first files (the unit tests) run.
+if (chosen.some((f) => f.startsWith("dist/test/e2e/"))) {
+  const { startSharedStack } = await import(join(root, "dist", "test", "harness", "shared-stack.js"));
+  startSharedStack(process.pid);
+}
+process.stdout.write(`# ${parallel.length} test files, ${jobs} at a time${serial.length ? `; then ${serial.length} timing-sensitive ones, ${serialJobs} at a time` : ""}\n`);
 await pool(parallel, jobs);
-await pool(serial, 1);
+await pool(serial, serialJobs);
 
 times.sort((a, b) => b[1] - a[1]);
 process.stdout.write(`\n# the ${Math.min(SLOWEST, times.length)} slowest test files\n`);
-for (const [file, seconds] of times.slice(0, SLOWEST)) process.stdout.write(`#   ${seconds.toFixed(1).padStart(6)} s  ${file}\n`);
+for (const [file, seconds, cpu] of times.slice(0, SLOWEST))
+  process.stdout.write(`#   ${seconds.toFixed(1).padStart(6)} s  ${cpu === undefined ? "" : `(${cpu.toFixed(1)} s cpu)  `}${file}\n`);
+if (measureCpu) {
+  const byCpu = times.filter((t) => t[2] !== undefined).sort((a, b) => b[2] - a[2]);
+  process.stdout.write(`# cpu in all: ${byCpu.reduce((n, t) => n + t[2], 0).toFixed(0)} s; the most:\n`);
+  for (const [file, , cpu] of byCpu.slice(0, 30)) process.stdout.write(`#   ${cpu.toFixed(1).padStart(6)} s cpu  ${file}\n`);
+}
 process.stdout.write(`# the whole run: ${((Date.now() - began) / 1000).toFixed(0)} s\n`);
 if (failedFiles.length > 0) process.stdout.write(`# failed: ${failedFiles.join(", ")}\n`);
 // One summary line for the whole run, in tap's own form (.ci/run reads it).

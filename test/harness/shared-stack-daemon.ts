@@ -23,15 +23,15 @@ const alive = (pid: number) => {
 };
 
 const stops: Array<() => Promise<unknown>> = [];
-let ending = false;
-async function end(code: number): Promise<never> {
-  if (!ending) {
-    ending = true;
-    // Gateway first, nats-server (which removes its store) last.
-    await Promise.allSettled(stops.reverse().map((stop) => stop()));
+let ending: Promise<never> | undefined;
+/** Ends every process of the stack and removes its directory, then exits; later calls wait for the first. */
+function end(code: number): Promise<never> {
+  ending ??= (async () => {
+    await Promise.allSettled(stops.map((stop) => stop()));
     rmSync(dir, { recursive: true, force: true });
-  }
-  process.exit(code);
+    process.exit(code);
+  })();
+  return ending;
 }
 
 // Checked from the start: an owner that ends while the stack starts ends it too.
@@ -56,7 +56,7 @@ try {
   process.stderr.write(`shared test stack ready: ${JSON.stringify(address)}\n`);
   for (const p of [stack.nats, stack.actors, ...stack.runners, stack.gateway, ...stack.sandboxHosts])
     void p.exited.then((code) => {
-      if (!ending) process.stderr.write(`a process of the shared test stack exited (${code}): the files after it will fail\n`);
+      if (ending === undefined) process.stderr.write(`a process of the shared test stack exited (${code}): the files after it will fail\n`);
     });
 } catch (err) {
   writeFileSync(failedFile(dir), err instanceof Error ? (err.stack ?? err.message) : String(err));

@@ -82,26 +82,32 @@ function sharedStackOwner(): number | undefined {
   return process.env.TAP === "1" ? process.ppid : undefined;
 }
 
-/** Starts the run's shared stack unless another file did, and waits until it is ready. */
-async function reachSharedStack(ownerPid: number): Promise<SharedStackAddress> {
+/**
+ * Starts the shared stack of the run whose owner is `ownerPid`, unless a file of the run (or the
+ * test script, which starts it before the files that need it) did already. Returns at once.
+ */
+export function startSharedStack(ownerPid: number): void {
   const dir = sharedStackDir(ownerPid);
-  let first = true;
   try {
-    mkdirSync(dir); // atomic: one file of the run wins and starts the daemon
+    mkdirSync(dir); // atomic: one of the run wins and starts the daemon
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-    first = false;
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return;
+    throw err;
   }
-  if (first) {
-    const log = openSync(join(dir, "processes.log"), "a");
-    const daemon = spawn(process.execPath, [fileURLToPath(new URL("./shared-stack-daemon.js", import.meta.url)), dir, String(ownerPid)], {
-      env: childEnv({ TEST_VERBOSE: "1" }),
-      detached: true,
-      stdio: ["ignore", log, log],
-    });
-    daemon.unref();
-    closeSync(log);
-  }
+  const log = openSync(join(dir, "processes.log"), "a");
+  const daemon = spawn(process.execPath, [fileURLToPath(new URL("./shared-stack-daemon.js", import.meta.url)), dir, String(ownerPid)], {
+    env: childEnv({ TEST_VERBOSE: "1" }),
+    detached: true,
+    stdio: ["ignore", log, log],
+  });
+  daemon.unref();
+  closeSync(log);
+}
+
+/** The run's shared stack, started if need be, once it is ready. */
+async function reachSharedStack(ownerPid: number): Promise<SharedStackAddress> {
+  startSharedStack(ownerPid);
+  const dir = sharedStackDir(ownerPid);
   const deadline = Date.now() + START_TIMEOUT_MS;
   for (;;) {
     const ready = readIfThere(join(dir, READY_FILE));
