@@ -153,5 +153,6 @@ if (measureCpu) {
 process.stdout.write(`# the whole run: ${((Date.now() - began) / 1000).toFixed(0)} s\n`);
 if (failedFiles.length > 0) process.stdout.write(`# failed: ${failedFiles.join(", ")}\n`);
 // One summary line for the whole run, in tap's own form (.ci/run reads it).
-process.stdout.write(`# { total: ${totals.total}, pass: ${totals.pass}${totals.fail ? `, fail: ${totals.fail}` : ""} }\n`);
+const extra = ["fail", "todo", "skip"].filter((k) => totals[k] > 0).map((k) => `, ${k}: ${totals[k]}`).join("");
+process.stdout.write(`# { total: ${totals.total}, pass: ${totals.pass}${extra} }\n`);
 process.exit(failedFiles.length > 0 ? 1 : 0);
