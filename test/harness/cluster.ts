@@ -54,7 +54,7 @@ export interface NatsCluster {
   stop(): Promise<void>;
 }
 
-/** Starts `size` nats-server nodes routed to each other and waits until JetStream has a meta leader. */
+/** Starts `size` nats-server nodes routed to each other and waits until JetStream can place a stream on every node. */
 export async function startNatsCluster(size = 3): Promise<NatsCluster> {
   const dir = mkdtempSync(join(tmpdir(), "tributary-nats-cluster-"));
   const identities = testIdentities(dir);
@@ -89,7 +89,7 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
     };
     nodes.push(node);
   }
-  await waitForJetStream(url);
+  await waitForJetStream(url, size);
   return {
     nodes,
     url,
@@ -101,15 +101,20 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
   };
 }
 
-/** Waits until the cluster answers JetStream requests (a meta leader was elected). */
-export async function waitForJetStream(url: string, timeoutMs = 30_000): Promise<void> {
+/**
+ * Waits until the cluster can place a stream on all `replicas` nodes: a meta leader alone is not
+ * enough (a node that has not yet reported to it gives "no suitable peers for placement").
+ */
+async function waitForJetStream(url: string, replicas: number, timeoutMs = 30_000): Promise<void> {
   const nc = await connectAs(url, "admin");
+  const probe = `readiness_probe_${process.pid}`;
   try {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       try {
         const jsm = await jetstreamManager(nc, { timeout: 2_000 });
-        await jsm.getAccountInfo();
+        await jsm.streams.add({ name: probe, subjects: [`_probe.${process.pid}`], num_replicas: replicas });
+        await jsm.streams.delete(probe);
         return;
       } catch (err) {
         if (Date.now() > deadline) throw new Error(`JetStream cluster not ready: ${String(err)}`);
