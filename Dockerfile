@@ -22,8 +22,9 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/catalog ./catalog
-# The in-sandbox agent is Python, read from the source tree at run time.
+# The in-sandbox agent and the app instances' launcher are Python, read from the source tree at run time.
 COPY --from=build /app/modules/sandboxes/agent.py ./modules/sandboxes/agent.py
+COPY --from=build /app/modules/apps/launcher.py ./modules/apps/launcher.py
 RUN mkdir -p /var/lib/tributary && chown node:node /var/lib/tributary
 USER node
 ENTRYPOINT ["node", "dist/cli/main.js"]

@@ -155,14 +155,14 @@ export async function runDeploy(argv: string[]): Promise<number> {
     const serving = ((await api.json("GET", "/v1/apps/deployments?limit=100")).data as any[]).find((d) => d.status === "healthy" && d.sha256 === sha256);
     if (serving) {
       process.stderr.write(`unchanged: ${serving.id} already serves this bundle\n`);
-      process.stdout.write(`${serving.hosted_url}\n`);
+      printAddresses(serving);
       return 0;
     }
     const artifactId = await upload(api, bundle, sha256, readFileSync(join(root, MANIFEST), "utf8"), parallel);
     const created = await api.json("POST", "/v1/apps/deployments", { artifact_id: artifactId });
     if (created.unchanged) {
       process.stderr.write(`unchanged: ${created.id} already serves this bundle\n`);
-      process.stdout.write(`${created.hosted_url}\n`);
+      printAddresses(created);
       return 0;
     }
     process.stderr.write(`deployment ${created.id}: ${created.status}`);
@@ -174,7 +174,7 @@ export async function runDeploy(argv: string[]): Promise<number> {
       status = d.status;
       if (status === "healthy") {
         process.stderr.write(` (${((performance.now() - started) / 1000).toFixed(1)} s)\n`);
-        process.stdout.write(`${d.hosted_url}\n`);
+        printAddresses(d);
         return 0;
       }
       if (["failed", "stopped", "superseded"].includes(status)) {
@@ -187,4 +187,10 @@ export async function runDeploy(argv: string[]): Promise<number> {
     process.stderr.write(`\ndeploy failed: ${(err as Error).message}\n`);
     return 1;
   }
+}
+
+/** The hosted address on stdout (what a script takes); the path address, which every HTTP client resolves, for people. */
+function printAddresses(deployment: { hosted_url: string; local_url?: string }): void {
+  process.stdout.write(`${deployment.hosted_url}\n`);
+  if (deployment.local_url) process.stderr.write(`also at ${deployment.local_url} (a path on the gateway: any HTTP client on its machine reaches it)\n`);
 }

@@ -31,10 +31,11 @@ export class GatewayServer {
   port = 0;
 
   /**
-   * Requests to hosted apps: when `matches` takes the Host header, the request goes to `handler`
-   * (authenticated like any route) instead of the router.
+   * Requests to hosted apps: when `match` takes the Host header or the path (as sent), the
+   * request goes to `handler` with the params it gave (authenticated like any route) instead of
+   * the router.
    */
-  hostedApps: { matches(host: string | undefined): boolean; handler: Match["handler"] } | undefined;
+  hostedApps: { match(host: string | undefined, rawPath: string): Pick<Match, "pattern" | "params"> | undefined; handler: Match["handler"] } | undefined;
 
   /** Runs once a request is over (metrics, usage, traces); its errors are logged, never the request's. */
   onFinished: ((ex: HttpExchange) => void) | undefined;
@@ -111,9 +112,8 @@ export class GatewayServer {
     if (refused) return ex.error(refused);
     let match: Match;
     try {
-      match = this.hostedApps?.matches(ex.headers.host)
-        ? { pattern: "(hosted app)", handler: this.hostedApps.handler, params: {}, public: false }
-        : this.router.match(ex.method, ex.path);
+      const hosted = this.hostedApps?.match(ex.headers.host, ex.rawPath);
+      match = hosted ? { ...hosted, handler: this.hostedApps!.handler, public: false } : this.router.match(ex.method, ex.path);
     } catch (err) {
       this.connections.release(ex.remoteAddress);
       ex.error(err as DomainError);

@@ -34,7 +34,7 @@ import type { Logger } from "../lib/log.js";
 import { connectionState } from "../lib/nats/connection.js";
 import { METRICS_CONTENT_TYPE } from "../lib/metrics.js";
 import { SandboxHostClient, SandboxHostDirectory, SandboxService, SandboxStore } from "../modules/sandboxes/mod.js";
-import { AppExchangeClient, AppHostDirectory, AppService, DeploymentStore } from "../modules/apps/mod.js";
+import { AppExchangeClient, AppHostDirectory, AppService, DeploymentStore, PATH_ADDRESS_SEGMENT } from "../modules/apps/mod.js";
 import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
 import { JobStore } from "../modules/jobs/mod.js";
 import { FileStore } from "../modules/files/mod.js";
@@ -333,6 +333,7 @@ async function registerPlatformRoutes(
     appsDomain: settings.apps.domain.toLowerCase(),
     publicScheme: settings.apps.publicScheme,
     publicPort: () => settings.apps.publicPort || listeningPort,
+    localBase: () => `http://${reachableHost(settings.http.host)}:${listeningPort}`,
     rpcTimeoutMs: 5_000,
     stopTimeoutMs: 30_000,
   }, log));
@@ -341,6 +342,8 @@ async function registerPlatformRoutes(
   exchanges.start();
   const appRoutes = { apps, exchanges, maxBodyBytes, maxAppBodyBytes: settings.apps.maxBodyBytes, streamBudget };
   registerAppRoutes(router, appRoutes);
+  // Path addresses are dispatched before the router: no route may sit under them.
+  router.reserve(PATH_ADDRESS_SEGMENT);
 
   const sandboxSettings = settings.sandboxes;
   const sandboxHosts = running(new SandboxHostDirectory(nc, sandboxSettings.hostTimeoutMs));
@@ -370,4 +373,10 @@ async function registerPlatformRoutes(
     /** The hosted addresses name the gateway's port unless TRIBUTARY_APP_PUBLIC_PORT does. */
     listeningOn: (port: number) => void (listeningPort = port),
   };
+}
+
+/** The host a client on this machine reaches a listener bound to `host` at (any address: the loopback). */
+function reachableHost(host: string): string {
+  if (host === "0.0.0.0" || host === "::" || host === "") return "127.0.0.1";
+  return host.includes(":") ? `[${host}]` : host;
 }

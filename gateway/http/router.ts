@@ -25,9 +25,24 @@ export interface Match {
 /** A small method + path router. Knows enough about its routes to answer 404 and 405 correctly. */
 export class Router {
   private readonly routes: Route[] = [];
+  /** First path segments another dispatcher answers before the router (the hosted apps' path addresses). */
+  private readonly reserved = new Set<string>();
 
   on(method: string, pattern: string, handler: Handler, options: { public?: boolean } = {}): this {
+    const first = pattern.split("/").filter(Boolean)[0];
+    if (first !== undefined && this.reserved.has(first)) throw new Error(`route ${method} ${pattern}: /${first}/ is reserved`);
     this.routes.push({ method, pattern, segments: pattern.split("/").filter(Boolean), handler, public: options.public ?? false });
+    return this;
+  }
+
+  /**
+   * Keeps the paths under `/segment/` out of the router: what is there is dispatched before the
+   * router sees it, so a route there would never run. One registered before or after throws.
+   */
+  reserve(segment: string): this {
+    const taken = this.routes.find((r) => r.segments[0] === segment);
+    if (taken) throw new Error(`route ${taken.method} ${taken.pattern}: /${segment}/ is reserved`);
+    this.reserved.add(segment);
     return this;
   }
 

@@ -1,13 +1,13 @@
-import { deploymentStates, type AppExchangeClient, type AppService, type ResponseSink } from "../../modules/apps/mod.js";
+import { deploymentStates, pathAddressOf, PREFIX_HEADER, responseHeadsUnder, type AppExchangeClient, type AppService, type ResponseSink } from "../../modules/apps/mod.js";
 import { errors } from "../../modules/errors/mod.js";
 import { listObject, listQuery } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
-import type { Router } from "../http/router.js";
+import type { Params, Router } from "../http/router.js";
 import type { PendingBudget } from "../sse/pending-budget.js";
 import { sseEvent, SseWriter } from "../sse/sse-writer.js";
 
 // Hosted apps: the deployments API (our definition, docs/platform.md "Hosted apps") and the hosted
-// addresses themselves, relayed to an app instance over NATS.
+// addresses themselves (host names and path addresses), relayed to an app instance over NATS.
 
 export interface AppRouteDeps {
   apps: AppService;
@@ -34,7 +34,7 @@ export function registerAppRoutes(router: Router, deps: AppRouteDeps): void {
   });
 
   router.get("/v1/apps/deployments/:id", async (ex, { id }) => {
-    ex.json(200, (await deps.apps.get(principal(ex), id!)).deployment);
+    ex.json(200, deps.apps.present(await deps.apps.get(principal(ex), id!)));
   });
 
   router.post("/v1/apps/deployments/:id/stop", async (ex, { id }) => {
@@ -81,10 +81,18 @@ export function registerAppRoutes(router: Router, deps: AppRouteDeps): void {
   });
 }
 
-/** The hosted addresses: `<project slug>.<organization slug>.<apps domain>`, relayed to the project's app. */
-export function hostedAppsHandler(deps: AppRouteDeps): { matches(host: string | undefined): boolean; handler: (ex: HttpExchange) => Promise<void> } {
-  // Host header -> hosted address, parsed once per name (matches() and the handler both ask):
-  // bounded, since the names come from clients.
+/**
+ * The hosted addresses: `<project slug>.<organization slug>.<apps domain>` (any path), and
+ * `/apps/<organization slug>/<project slug>/...` on any other host, relayed to the project's app.
+ * Both are authenticated, resolved and refused alike; under a path address the app is asked for
+ * what follows the prefix, told the prefix (PREFIX_HEADER: its root_path), and its redirects and
+ * cookie paths are put under the prefix.
+ */
+export function hostedAppsHandler(deps: AppRouteDeps): {
+  match(host: string | undefined, rawPath: string): { pattern: string; params: Params } | undefined;
+  handler: (ex: HttpExchange, params: Params) => Promise<void>;
+} {
+  // Host header -> hosted address, parsed once per name: bounded, since the names come from clients.
   const addresses = new Map<string, string | undefined>();
   const addressOf = (host: string | undefined) => {
     if (host === undefined) return undefined;
@@ -95,24 +103,30 @@ export function hostedAppsHandler(deps: AppRouteDeps): { matches(host: string | 
     return address;
   };
   return {
-    matches: (host) => addressOf(host) !== undefined,
-    handler: async (ex) => {
-      const address = addressOf(ex.headers.host)!;
-      let target = deps.apps.resolveCached(address) ?? (await deps.apps.resolve(address));
-      if (!target) throw errors.notFound(`No app is deployed at ${address}.`, null, "app_not_found");
+    match: (host, rawPath) => {
+      const address = addressOf(host);
+      if (address !== undefined) return { pattern: "(hosted app)", params: { address, prefix: "", path: rawPath } };
+      const underPath = pathAddressOf(rawPath);
+      return underPath && { pattern: "(hosted app, path address)", params: { ...underPath } };
+    },
+    handler: async (ex, { address, prefix, path }) => {
+      let target = deps.apps.resolveCached(address!) ?? (await deps.apps.resolve(address!));
+      if (!target) throw errors.notFound(`No app is deployed at ${prefix || address}.`, null, "app_not_found");
       if (target.project !== principal(ex).projectId) throw errors.forbidden("This API key's project does not own the app at this address.", "wrong_project");
       const hasBody = ex.method === "POST" || ex.method === "PUT" || ex.method === "PATCH";
       const body = hasBody ? ex.bodyChunks(deps.maxAppBodyBytes) : undefined;
-      const headers = Object.entries(ex.headers);
+      // The prefix header is the gateway's word to the app: a client's copy never reaches it.
+      const headers = Object.entries(ex.headers).filter(([name]) => name !== PREFIX_HEADER);
+      if (prefix) headers.push([PREFIX_HEADER, prefix]);
       headers.push(["x-forwarded-for", ex.remoteAddress], ["x-request-id", ex.requestId]);
-      const request = { method: ex.method, target: ex.rawPath + (ex.query ? `?${ex.query}` : ""), headers, body };
+      const request = { method: ex.method, target: path! + (ex.query ? `?${ex.query}` : ""), headers, body };
       // A host that refuses (its instance just went: a redeploy switched, a crash) touched
       // nothing of the request: the route is read again and the exchange tried once more.
       for (let attempt = 0; attempt < 3; attempt++) {
-        const outcome = await deps.exchanges.exchange({ ...request, hostId: target.hostId, deploymentId: target.deploymentId }, sink(ex));
+        const outcome = await deps.exchanges.exchange({ ...request, hostId: target.hostId, deploymentId: target.deploymentId }, sink(ex, prefix || undefined));
         if (outcome === "done") return;
         await new Promise((r) => setTimeout(r, 100 * (attempt + 1)));
-        const fresh = await deps.apps.resolve(address, true);
+        const fresh = await deps.apps.resolve(address!, true);
         if (!fresh || fresh.project !== target.project) break;
         target = fresh;
       }
@@ -121,7 +135,9 @@ export function hostedAppsHandler(deps: AppRouteDeps): { matches(host: string | 
   };
 }
 
-function sink(ex: HttpExchange): ResponseSink {
+/** The client's side of an exchange; `prefix`: reached at a path address (response heads put under it). */
+function sink(ex: HttpExchange, prefix: string | undefined): ResponseSink {
+  const head = (headers: Array<[string, string]>) => (prefix ? responseHeadsUnder(headers, prefix) : headers);
   let waiters: Array<() => void> = [];
   let registered = false;
   const wake = () => {
@@ -133,9 +149,9 @@ function sink(ex: HttpExchange): ResponseSink {
       return ex.live;
     },
     head: (status, headers) => {
-      ex.beginRelayed(status, headers);
+      ex.beginRelayed(status, head(headers));
     },
-    whole: (status, headers, body) => ex.relayWhole(status, headers, body),
+    whole: (status, headers, body) => ex.relayWhole(status, head(headers), body),
     batch: (fn) => ex.corked(fn),
     write: (chunk) => ex.write(chunk),
     writable: () => {

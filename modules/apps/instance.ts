@@ -4,6 +4,7 @@ import { request } from "node:http";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { inCgroup, SandboxCgroup, walledCommand, type CgroupMode, type IsolationOptions, type SandboxLimits } from "../sandboxes/mod.js";
+import { LAUNCHER_SOURCE } from "./launcher-source.js";
 import type { AppManifest } from "./manifest.js";
 
 // One app instance: uvicorn serving the app's entrypoint behind the sandbox's walls. It has no
@@ -72,7 +73,7 @@ export function platformEnv(manifest: AppManifest): Record<string, string> {
   };
 }
 
-/** The walled command line of an instance: uvicorn on the app socket, the bundle read-only. */
+/** The walled command line of an instance: uvicorn (launcher.py) on the app socket, the bundle read-only. */
 export function instanceCommand(options: InstanceHostOptions, spec: InstanceSpec, runDir: string): string[] {
   const env = {
     ...spec.env,
@@ -86,7 +87,8 @@ export function instanceCommand(options: InstanceHostOptions, spec: InstanceSpec
     env,
     workdir: "/home/app",
     chdir: APP_DIR_INSIDE,
-    argv: [options.isolation.python, "-m", "uvicorn", spec.manifest.entrypoint, "--uds", `${RUN_DIR_INSIDE}/${APP_SOCKET}`, "--app-dir", APP_DIR_INSIDE, "--no-access-log", "--no-use-colors"],
+    // uvicorn, with the app's root_path taken per request from the gateway's prefix header (launcher.py).
+    argv: [options.isolation.python, "-c", LAUNCHER_SOURCE, spec.manifest.entrypoint, `${RUN_DIR_INSIDE}/${APP_SOCKET}`, APP_DIR_INSIDE],
   });
 }
 

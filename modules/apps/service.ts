@@ -6,10 +6,11 @@ import { subjects } from "../../lib/nats/subjects.js";
 import type { AccountStore, Principal } from "../accounts/mod.js";
 import type { ArtifactStore } from "../artifacts/mod.js";
 import { errors, shown } from "../errors/mod.js";
+import { hostedAddressOf, pathUrlOf } from "./addresses.js";
 import * as states from "./deployment-states.js";
 import { DEPLOYMENT_ID, nowSeconds, type AppRoute, type DeploymentObject, type DeploymentStore, type StoredDeployment } from "./deployments.js";
 import type { LogLine } from "./instance.js";
-import { DNS_LABEL, parseManifest, slugOf, type AppHostOffer, type AppManifest } from "./manifest.js";
+import { parseManifest, slugOf, type AppHostOffer, type AppManifest } from "./manifest.js";
 import { appHostHeartbeat, appHostReply, appLogEvent, encodeJson, type AppHostCall, type AppHostHeartbeat, type AppLogEvent } from "./protocol.js";
 
 // The gateway's side of hosted apps: the app hosts it hears (capacity, liveness), deployments
@@ -18,21 +19,6 @@ import { appHostHeartbeat, appHostReply, appLogEvent, encodeJson, type AppHostCa
 
 interface HostView extends AppHostHeartbeat {
   lastSeen: number;
-}
-
-/**
- * The `<project slug>.<organization slug>` a Host header names under `appsDomain` (case and a
- * port or trailing dot aside), or undefined: another host, more or fewer labels, or a label that
- * is not a DNS label.
- */
-export function hostedAddressOf(host: string | undefined, appsDomain: string): string | undefined {
-  if (!host || host.length > 300) return undefined;
-  const name = host.toLowerCase().replace(/:\d{1,5}$/, "").replace(/\.$/, "");
-  const suffix = `.${appsDomain}`;
-  if (!name.endsWith(suffix)) return undefined;
-  const labels = name.slice(0, -suffix.length).split(".");
-  if (labels.length !== 2 || !labels.every((l) => DNS_LABEL.test(l))) return undefined;
-  return labels.join(".");
 }
 
 export class AppHostDirectory {
@@ -95,9 +81,18 @@ export interface AppServiceOptions {
   /** The scheme and port hosted addresses are reached on (hosted_url). */
   publicScheme: string;
   publicPort: () => number;
+  /** The gateway's own address on its machine (`http://127.0.0.1:8080`): where local_url points. */
+  localBase: () => string;
   rpcTimeoutMs: number;
   stopTimeoutMs: number;
 }
+
+/**
+ * A deployment as the API shows it: the stored object, and its path address on the answering
+ * gateway (`local_url`, made when asked: it names this gateway's port, not the one that created
+ * the deployment).
+ */
+export type PresentedDeployment = DeploymentObject & { local_url: string };
 
 /** Where a hosted request goes. */
 export interface HostedTarget {
@@ -159,6 +154,11 @@ export class AppService {
     return `${this.options.publicScheme}://${manifest.projectSlug}.${manifest.organizationSlug}.${this.options.appsDomain}${port === defaultPort ? "" : `:${port}`}`;
   }
 
+  /** The deployment as the API shows it (with its local_url). */
+  present(record: Pick<StoredDeployment, "deployment" | "manifest">): PresentedDeployment {
+    return { ...record.deployment, local_url: pathUrlOf(this.options.localBase(), record.manifest) };
+  }
+
   /** The slugs of the key's organization and project (their names as DNS labels). */
   private async slugs(principal: Principal): Promise<{ organizationSlug: string; projectSlug: string }> {
     const org = await this.accounts.getOrganization(principal.organizationId);
@@ -171,7 +171,7 @@ export class AppService {
    * host. The same bundle and manifest as the serving deployment change nothing: that one is
    * returned with `unchanged`.
    */
-  async create(principal: Principal, body: unknown): Promise<{ deployment: DeploymentObject; unchanged: boolean }> {
+  async create(principal: Principal, body: unknown): Promise<{ deployment: PresentedDeployment; unchanged: boolean }> {
     if (typeof body !== "object" || body === null || Array.isArray(body)) throw errors.invalidParam(null, "The body must be a JSON object.", "invalid_type");
     for (const key of Object.keys(body)) if (key !== "artifact_id") throw errors.unknownParam(key.slice(0, 64));
     const artifactId = (body as { artifact_id?: unknown }).artifact_id;
@@ -192,7 +192,7 @@ export class AppService {
       throw errors.conflict(`The hosted address ${manifest.projectSlug}.${manifest.organizationSlug} belongs to another project.`, "manifest.project_slug", "address_taken");
     if (route && route.sha256 === artifact.sha256) {
       const current = await this.store.get(project, route.deployment_id);
-      if (current && current.deployment.status === "healthy" && sameManifest(current.manifest, manifest)) return { deployment: current.deployment, unchanged: true };
+      if (current && current.deployment.status === "healthy" && sameManifest(current.manifest, manifest)) return { deployment: this.present(current), unchanged: true };
     }
 
     const hostId = this.hosts.place(manifest);
@@ -229,15 +229,15 @@ export class AppService {
       await this.store.transition(project, id, (cur) => states.end(cur, ending, nowSeconds()));
       throw errors.unavailable("The app host did not answer. Please retry shortly.", 2);
     }
-    return { deployment, unchanged: false };
+    return { deployment: this.present(record), unchanged: false };
   }
 
   /** A page of the project's deployments, newest first: `limit` 1 to 100, `after` a deployment id. */
-  async list(principal: Principal, query: { limit: number; after?: string | undefined }): Promise<Page<DeploymentObject>> {
+  async list(principal: Principal, query: { limit: number; after?: string | undefined }): Promise<Page<PresentedDeployment>> {
     if (query.after !== undefined && !DEPLOYMENT_ID.test(query.after))
       throw errors.invalidParam("after", `Invalid value for 'after': expected a deployment id, got '${shown(query.after)}'.`);
     const page = await this.store.list(principal.projectId, { ...query, order: "desc" });
-    return mapPage(page, (r) => r.deployment);
+    return mapPage(page, (r) => this.present(r));
   }
 
   async get(principal: Principal, id: string): Promise<StoredDeployment> {
@@ -247,9 +247,9 @@ export class AppService {
   }
 
   /** Stops a deployment (its host drops the route when it serves the address). */
-  async stopDeployment(principal: Principal, id: string): Promise<DeploymentObject> {
+  async stopDeployment(principal: Principal, id: string): Promise<PresentedDeployment> {
     const record = await this.get(principal, id);
-    if (states.isFinal(record.deployment.status)) return record.deployment;
+    if (states.isFinal(record.deployment.status)) return this.present(record);
     const call: AppHostCall = { op: "stop", project: record.project, deployment_id: id, reason: "user_stop", superseded_by: null };
     if (this.hosts.alive(record.host_id)) {
       try {
@@ -263,7 +263,7 @@ export class AppService {
       await this.store.transition(record.project, id, (cur) => states.end(cur, states.stoppedBy("user_stop"), nowSeconds()));
       await this.store.dropRoute(record.manifest.projectSlug, record.manifest.organizationSlug, id);
     }
-    return (await this.get(principal, id)).deployment;
+    return this.present(await this.get(principal, id));
   }
 
   /** The recent log lines: the live instance's (from its host), else those its record kept. */

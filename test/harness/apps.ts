@@ -39,9 +39,9 @@ export interface HostedResponse {
 }
 
 /** One request to a hosted address through the gateway. */
-export function hosted(gatewayPort: number, host: string, path: string, options: { method?: string; key?: string; body?: string } = {}): Promise<HostedResponse> {
+export function hosted(gatewayPort: number, host: string, path: string, options: { method?: string; key?: string; body?: string; headers?: Record<string, string> } = {}): Promise<HostedResponse> {
   return new Promise((resolve, reject) => {
-    const headers: Record<string, string> = { host };
+    const headers: Record<string, string> = { ...options.headers, host };
     if (options.key) headers.authorization = `Bearer ${options.key}`;
     if (options.body !== undefined) headers["content-type"] = "application/json";
     const req = request({ host: "127.0.0.1", port: gatewayPort, path, method: options.method ?? "GET", headers }, (res) => {

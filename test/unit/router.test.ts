@@ -37,3 +37,12 @@ t.test("unknown path is 404, known path with another method is 405 with Allow", 
   t.equal(e405.status, 405);
   t.equal(e405.headers.allow, "DELETE");
 });
+
+t.test("a reserved first segment takes no route, before or after it is reserved", async (t) => {
+  const r = new Router().get("/v1/models", noop);
+  r.reserve("apps");
+  t.throws(() => r.get("/apps/:org/:project", noop), /\/apps\/ is reserved/);
+  t.throws(() => r.post("/apps", noop), /\/apps\/ is reserved/);
+  r.get("/v1/apps/deployments", noop).get("/applications", noop);
+  t.throws(() => new Router().get("/apps/x", noop).reserve("apps"), /route GET \/apps\/x: \/apps\/ is reserved/);
+});

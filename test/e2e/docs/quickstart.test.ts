@@ -15,10 +15,11 @@ import { uniqueEmail } from "../../harness/stack.js";
 // stack, and its output must match each regex. The blocks run the way a person runs them after
 // `npm start`: from a directory that looks like the checkout (`.tributary/api-key` holding the
 // key, `.tributary/admin-token`, `bin/`, `examples/`, `node_modules/`), with the environment a
-// one-machine stack implies (its home, port and admin address). The one substitution is the
-// gateway's address: the snippets say http://127.0.0.1:8080, the shared stack listens elsewhere.
-// The tenant's organization is not the local stack's, so the example app's manifest names the
-// tenant's slugs, as the README tells a person with another key to do; emails are run-unique.
+// one-machine stack implies (its home, port and admin address). The substitutions are the
+// gateway's address (the snippets say http://127.0.0.1:8080, the shared stack listens elsewhere)
+// and the example app's addresses: the tenant's organization is not the local stack's, so the
+// example app's manifest names the tenant's slugs, as the README tells a person with another key
+// to do, and its host name and path address are the tenant's. Emails are run-unique.
 
 const PAGES = ["README.md", "docs/getting-started.md", "docs/api.md"];
 const DOC_URL = "http://127.0.0.1:8080";
@@ -79,6 +80,12 @@ writeFileSync(
     .replace(/^project_slug: .*$/m, `project_slug: ${slugOf(project.name)}`),
 );
 
+// The example app's addresses as the snippets name them (the local stack's default project), and as the tenant has them.
+const appAddresses: Array<[string, string]> = [
+  ["/apps/local/default-project/", `/apps/${slugOf(organization.name)}/${slugOf(project.name)}/`],
+  ["default-project.local.apps.localhost", `${slugOf(project.name)}.${slugOf(organization.name)}.apps.localhost`],
+];
+
 const email = uniqueEmail("ada");
 const env = childEnv({ TRIBUTARY_HOME: home, TRIBUTARY_HOST: "127.0.0.1", TRIBUTARY_PORT: String(stack.gateway.port), TRIBUTARY_ADMIN_ADDR: stack.actors.adminAddr });
 // What npm start never sets must not leak in from this process.
@@ -89,7 +96,7 @@ const python = "/usr/bin/python3";
 const pythonHasOpenai = spawnSync(python, ["-c", "import openai"], { env }).status === 0;
 
 function run(block: Block, index: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const code = block.code.replaceAll(DOC_URL, stack.gateway.url).replaceAll(DOC_EMAIL, email);
+  const code = appAddresses.reduce((text, [doc, tenant]) => text.replaceAll(doc, tenant), block.code.replaceAll(DOC_URL, stack.gateway.url).replaceAll(DOC_EMAIL, email));
   let command: string;
   let args: string[];
   if (block.lang === "sh") [command, args] = ["bash", ["-e", "-o", "pipefail", "-c", code]];
@@ -131,8 +138,8 @@ for (const [index, block] of blocks.entries()) {
       t.equal(parsed.status, 0, String(parsed.stderr));
     });
   }
-  // Not faked: without the package the Python snippet cannot run; it runs wherever `pip install openai` was done.
-  const skip = block.lang === "python" && !pythonHasOpenai ? `${python} has no openai package here (pip install openai to run this block)` : false;
+  // Not faked: without the package a Python snippet using it cannot run; it runs wherever `pip install openai` was done.
+  const skip = block.lang === "python" && /^from openai |^import openai/m.test(block.code) && !pythonHasOpenai ? `${python} has no openai package here (pip install openai to run this block)` : false;
   t.test(`${block.where} (${block.lang})`, { skip }, async (t) => {
     const r = await run(block, index);
     t.equal(r.code, 0, "exits 0", { stdout: r.stdout.slice(-4000), stderr: r.stderr.slice(-4000) });
