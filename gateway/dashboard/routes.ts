@@ -102,7 +102,7 @@ export function registerDashboardRoutes(router: Router, deps: DashboardDeps): vo
 
   // ---- sign-in, sign-out ----
 
-  function signInPage(ex: HttpExchange, status: number, message?: string): void {
+  function signInPage(ex: HttpExchange, status: number, message?: string | Html): void {
     // Login CSRF: the form carries a token that must match a cookie set with it (double submit).
     const token = randomToken(32);
     ex.responseHeaders["set-cookie"] = cookie(ex, SIGNIN_COOKIE, token, 3600);
@@ -149,7 +149,7 @@ ${message ? html`<div class="notice error" role="alert">${message}</div>` : ""}
       if (!isDomainError(err)) throw err;
       throttle.failed(keys);
       deps.log.info("dashboard sign-in link refused", { address: ex.remoteAddress, reason: err._tag });
-      signInPage(ex, err._tag === "InvalidParam" ? 400 : 401, `${messageOf(err)} For a new link run: tributary admin sign-in-link`);
+      signInPage(ex, err._tag === "InvalidParam" ? 400 : 401, html`${messageOf(err)} For a new link, run <code>tributary admin sign-in-link</code>.`);
     }
   }, pub);
 
