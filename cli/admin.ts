@@ -2,7 +2,8 @@ import { parseArgs } from "node:util";
 import { join } from "node:path";
 import type { ApiKey, Invitation, Organization, Project } from "../proto/gen/tributary/v1/admin.js";
 import { adminClient, adminStatusName, isAdminCallError, resolveAdminToken } from "../modules/admin-api/mod.js";
-import { accountsConfig, commonConfig, optionToUndefined, readConfig, secretsConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readConfig, secretsConfig } from "../lib/config.js";
+import { gatewayOrigin } from "./sign-in-link.js";
 
 // `tributary admin ...`: the operators' command line, a thin client of the admin gRPC service
 // (proto/tributary/v1/admin.proto) that the actor host serves on TRIBUTARY_ADMIN_ADDR.
@@ -22,6 +23,8 @@ export const adminUsage = `usage: tributary admin [--json] [--addr host:port] [-
   invitation list
   invitation revoke INVITATION_ID
   invitation redeem CODE --org-name NAME [--project-name NAME] [--key-name NAME] [--owner-email EMAIL  (password on stdin)]
+  sign-in-link                                     a dashboard link that signs in once as the local organization's
+                                                   owner (gateway at TRIBUTARY_HOST:TRIBUTARY_PORT)
   secrets rewrap                                   wrap every secret's data key with the current master key
                                                    (TRIBUTARY_SECRETS_KEY; the old one in TRIBUTARY_SECRETS_PREVIOUS_KEYS);
                                                    talks to NATS (NATS_URL) directly, not to the admin service
@@ -173,6 +176,14 @@ export async function runAdmin(argv: string[], out: NodeJS.WritableStream = proc
           ownerPassword: o["owner-email"] ? await readLine(process.stdin) : "",
         });
         print(r, `organization ${r.organization!.id} (${r.organization!.name}), project ${r.project!.id}${r.ownerId ? `, owner ${r.ownerId}` : ""}, key ${r.key!.id}:\n\n  ${r.secret}\n\n`);
+        break;
+      }
+      case "sign-in-link": {
+        const r = await client.createSignInLink({});
+        const gateway = readConfig(gatewayConfig);
+        // A gateway on a port picked at start (TRIBUTARY_PORT=0): the path, to open on it.
+        const url = gateway.port === 0 ? r.path : gatewayOrigin(gateway.host, gateway.port) + r.path;
+        print({ ...r, url }, `Sign in to the dashboard as ${r.memberEmail} (${r.organizationId}) with this link: it works once, until ${when(r.expiresAt)}.\n\n  ${url}\n\n`);
         break;
       }
       default:

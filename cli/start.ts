@@ -11,6 +11,8 @@ import type { NatsIdentity } from "../lib/nats/permissions.js";
 import { localApiKey } from "./local-key.js";
 import { decodeThreadEnv, machineFacts, modelFacts, pickLayout } from "../modules/runner-layout/mod.js";
 import { StartupReport } from "./startup-report.js";
+import { gatewayOrigin, localSignInPath, StartSignInLink } from "./sign-in-link.js";
+import { resolveAdminToken } from "../modules/admin-api/mod.js";
 
 const log = createLogger("supervisor", { pid: process.pid });
 const entry = (path: string) => fileURLToPath(new URL(path, import.meta.url));
@@ -106,13 +108,23 @@ export function startStack() {
       const platform = { TRIBUTARY_APP_PLATFORM_URL: `http://${gatewayHost}:${gateway.port || 8080}` };
       children.push({ name: "sandbox host", ...onCpus(process.execPath, [entry("../sandbox-host/main.js")], services), env: { ...platform, ...envOf("sandbox-host") }, stopTimeoutMs });
     }
+    // The dashboard one click away: the local owner's sign-in link, fresh for each gateway that starts.
+    const signInLink = new StartSignInLink({
+      makePath: localSignInPath({ adminAddr: accounts.adminAddr, adminToken: () => resolveAdminToken(optionToUndefined(accounts.adminToken), common.home, false), log }),
+      origin: (port) => gatewayOrigin(gateway.host, port),
+    });
     const report = new StartupReport({
       models: catalog.filter((m) => m.replicas > 0).map((m) => m.id),
       url: (port) => `http://${gateway.host}:${port}/v1`,
-      footer:
-        `(API key: ${apiKey})\n` +
-        `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.\n` +
-        (accounts.adminAddr === "off" ? "\n" : `Accounts and keys: tributary admin --help (admin service on ${accounts.adminAddr}).\n\n`),
+      // A getter: read when the stack is announced, by when the sign-in link is made.
+      get footer() {
+        return (
+          `(API key: ${apiKey})\n` +
+          signInLink.footerLine() +
+          `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.\n` +
+          (accounts.adminAddr === "off" ? "\n" : `Accounts and keys: tributary admin --help (admin service on ${accounts.adminAddr}).\n\n`)
+        );
+      },
       write: (text) => process.stdout.write(text),
     });
     for (const child of children) {
@@ -124,7 +136,7 @@ export function startStack() {
       ...onCpus(process.execPath, [entry("../gateway/main.js")], services),
       env: envOf("gateway"),
       stopTimeoutMs,
-      onLine: (line) => report.gatewayLine(line),
+      onLine: (line) => signInLink.gatewayLine(line, (held) => report.gatewayLine(held)),
     });
     // Forked in order: the scope stops them in reverse (gateway first).
     for (const child of children) yield* Effect.forkScoped(supervise(child, log));

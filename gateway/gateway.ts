@@ -224,12 +224,12 @@ async function openAccounts(nc: NatsConnection, settings: Settings, log: Logger,
   const apiKey = optionToUndefined(settings.http.apiKey);
   const configuredKeys = [...(apiKey ? [{ key: apiKey, projectId: LOCAL_PROJECT_ID }] : []), ...parseConfiguredKeys(settings.http.apiKeys)];
   const store = await AccountStore.open(nc);
-  await registerConfiguredKeys(store, configuredKeys);
+  const members = await MemberStore.open(nc, settings.dashboard.sessionTtlSeconds);
+  await registerConfiguredKeys(store, members, configuredKeys);
   const lastUsed = running(new LastUsedRecorder(store, settings.accounts.keyUsageFlushMs, log));
   lastUsed.start();
   const directory = running(new AccountDirectory(nc, store.kv, log));
   await directory.start();
-  const members = await MemberStore.open(nc, settings.dashboard.sessionTtlSeconds);
   return { store, members, authenticator: new AccountAuthenticator(directory, lastUsed) };
 }
 type Accounts = Awaited<ReturnType<typeof openAccounts>>;

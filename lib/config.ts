@@ -358,7 +358,7 @@ export const metricsConfig = Config.all({
 
 /**
  * Dashboard
- * Sign-in sessions of the dashboard. See [the dashboard](operations.md#the-dashboard).
+ * Sign-in sessions and sign-in links of the dashboard. See [the dashboard](operations.md#the-dashboard).
  */
 export const dashboardConfig = Config.all({
   /** A dashboard session ends this long after sign-in. */
@@ -367,6 +367,8 @@ export const dashboardConfig = Config.all({
   signInAttempts: int("TRIBUTARY_SIGNIN_ATTEMPTS", 10),
   /** `Secure` on the session cookie: `auto` when the request came over TLS (`x-forwarded-proto: https`), `on`, `off`. */
   secureCookies: Config.schema(Schema.Literals(["auto", "on", "off"]), "TRIBUTARY_SECURE_COOKIES").pipe(Config.withDefault("auto" as const)),
+  /** A sign-in link of the local organization's owner (`tributary start` prints one, `tributary admin sign-in-link` makes another) works once, within this long. Read by the actor host. */
+  signInLinkTtlSeconds: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 60, maximum: 30 * 24 * 3600 })), "TRIBUTARY_SIGN_IN_LINK_TTL_SECONDS").pipe(Config.withDefault(24 * 3600)),
 });
 
 /**

@@ -1,0 +1,94 @@
+import type { Logger } from "../lib/log.js";
+import { adminClient, adminStatusName, isAdminCallError } from "../modules/admin-api/mod.js";
+
+// The dashboard one click away: `tributary start` prints a sign-in link for the local
+// organization's owner, as a notebook server does. The admin service makes its one-time token
+// (modules/accounts/sign-in-links.ts); `tributary admin sign-in-link` asks for another.
+
+/** Where a browser on this machine reaches a gateway bound to `host` (a wildcard bind: loopback). */
+export function gatewayOrigin(host: string, port: number): string {
+  const reachable = host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host;
+  return `http://${reachable.includes(":") && !reachable.startsWith("[") ? `[${reachable}]` : reachable}:${port}`;
+}
+
+/** gRPC codes of an admin service that is not up yet (UNAVAILABLE, DEADLINE_EXCEEDED): asked again. */
+const NOT_UP_YET = new Set([14, 4]);
+
+/**
+ * Asks the admin service for a fresh link's path, trying again while the actor host is starting
+ * (its token file may not be written yet either), for at most `waitMs`. Undefined, after a
+ * warning, when there is none to be had: the admin service is off, refused, or did not answer.
+ */
+export function localSignInPath(options: { adminAddr: string; adminToken: () => string | undefined; log: Logger; waitMs?: number; retryMs?: number }): () => Promise<string | undefined> {
+  const { adminAddr, log, waitMs = 15_000, retryMs = 250 } = options;
+  return async () => {
+    if (adminAddr === "off") return undefined;
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const token = options.adminToken();
+      if (token) {
+        const admin = adminClient(adminAddr, token, 5_000);
+        try {
+          return (await admin.createSignInLink({})).path;
+        } catch (err) {
+          if (!isAdminCallError(err)) {
+            log.warn("no dashboard sign-in link", { err: String(err) });
+            return undefined;
+          }
+          if (!NOT_UP_YET.has(err.code)) {
+            log.warn("no dashboard sign-in link: the admin service refused", { code: adminStatusName(err.code), reason: err.details });
+            return undefined;
+          }
+        } finally {
+          admin.close();
+        }
+      }
+      if (Date.now() >= deadline) {
+        log.warn("no dashboard sign-in link: the admin service did not answer", { adminAddr, waitedMs: waitMs });
+        return undefined;
+      }
+      await new Promise((resolve) => setTimeout(resolve, retryMs));
+    }
+  };
+}
+
+/**
+ * The link `tributary start` prints in its startup report's footer. Each gateway that starts
+ * listening gets a fresh one: its "gateway listening" line, which makes the report announce the
+ * stack, is passed on only once the link is made (or could not be), so the footer shows it.
+ */
+export class StartSignInLink {
+  private link: string | undefined;
+
+  constructor(private readonly options: { makePath: () => Promise<string | undefined>; origin: (port: number) => string }) {}
+
+  /** A log line of the gateway, passed on to `next` (a "gateway listening" line after the link is made). */
+  gatewayLine(line: string, next: (line: string) => void): void {
+    const port = listeningPort(line);
+    if (port === undefined) return next(line);
+    this.link = undefined;
+    void this.options.makePath().then(
+      (path) => {
+        this.link = path === undefined ? undefined : this.options.origin(port) + path;
+        next(line);
+      },
+      () => next(line),
+    );
+  }
+
+  /** The footer's line: empty while there is no link. */
+  footerLine(): string {
+    return this.link ? `Dashboard (a sign-in link that works once): ${this.link}\n` : "";
+  }
+}
+
+/** The port of a gateway's "gateway listening" log line, else undefined (other lines are not parsed). */
+function listeningPort(line: string): number | undefined {
+  if (!line.includes('"gateway listening"')) return undefined;
+  try {
+    const rec = JSON.parse(line) as { msg?: unknown; port?: unknown };
+    return rec.msg === "gateway listening" && typeof rec.port === "number" ? rec.port : undefined;
+  } catch {
+    return undefined;
+  }
+}
