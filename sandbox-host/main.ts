@@ -52,6 +52,7 @@ async function main(): Promise<void> {
     heartbeatMs: config.heartbeatMs,
     maxSandboxes: config.maxSandboxes,
     cpuMhz: config.cpuMhz > 0 ? config.cpuMhz : availableParallelism() * config.coreMhz,
+    cpuOvercommit: config.cpuOvercommit,
     coreMhz: config.coreMhz,
     memoryMb: config.memoryMb > 0 ? config.memoryMb : Math.floor(totalmem() / 1024 / 1024 / 2),
     uidBase,

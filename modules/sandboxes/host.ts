@@ -5,6 +5,7 @@ import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { SecretStore } from "../secrets/mod.js";
 import { EGRESS_DNS, type EgressOptions } from "./egress.js";
+import { roomOf, shortage, type HostBudget, type Reserved } from "./admission.js";
 import { SandboxCgroup, type CgroupMode, type IsolationOptions, type SandboxLimits } from "./isolation.js";
 import { encodeJson, hostCall, type CallOf, type HostCall, type HostHeartbeat, type HostReply } from "./protocol.js";
 import { nowSeconds, type SandboxStore } from "./records.js";
@@ -15,8 +16,12 @@ export interface SandboxHostOptions {
   hostId: string;
   heartbeatMs: number;
   maxSandboxes: number;
+  /** The host's CPU (cores × core MHz): one sandbox's quota is at most this. */
   cpuMhz: number;
+  /** Sandboxes' `cpu_mhz` may add up to this many times `cpuMhz` (admission.ts). */
+  cpuOvercommit: number;
   coreMhz: number;
+  /** Memory for sandboxes' `memory_mb + disk_mb`, a hard limit. */
   memoryMb: number;
   /** First host uid of the per-sandbox range; undefined: sandboxes run as this process's uid. */
   uidBase: number | undefined;
@@ -147,28 +152,27 @@ export class SandboxHost {
     rmSync(this.options.workDir, { recursive: true, force: true });
   }
 
-  private used() {
-    let cpu = 0;
-    let memory = 0;
+  private get budget(): HostBudget {
+    return { sandboxesMax: this.options.maxSandboxes, cpuMhz: this.options.cpuMhz, cpuOvercommit: this.options.cpuOvercommit, memoryMb: this.options.memoryMb };
+  }
+
+  private reserved(): Reserved {
+    let cpuMhz = 0;
+    let memoryMb = 0;
     for (const s of this.sandboxes.values()) {
-      cpu += s.limits.cpuMhz;
-      memory += s.limits.memoryMb + s.limits.diskMb;
+      cpuMhz += s.limits.cpuMhz;
+      memoryMb += s.limits.memoryMb + s.limits.diskMb;
     }
-    return { cpu, memory };
+    return { sandboxes: this.sandboxes.size, cpuMhz, memoryMb };
   }
 
   private heartbeat(): void {
-    const used = this.used();
+    const reserved = this.reserved();
     const beat: HostHeartbeat = {
       host_id: this.options.hostId,
       state: this.draining ? "draining" : "ready",
       interval_ms: this.options.heartbeatMs,
-      sandboxes_running: this.sandboxes.size,
-      sandboxes_max: this.options.maxSandboxes,
-      cpu_mhz_total: this.options.cpuMhz,
-      cpu_mhz_free: this.options.cpuMhz - used.cpu,
-      memory_mb_total: this.options.memoryMb,
-      memory_mb_free: this.options.memoryMb - used.memory,
+      ...roomOf(this.budget, reserved),
       sandbox_ids: [...this.sandboxes.keys()],
       egress: this.options.egress !== undefined,
     };
@@ -236,12 +240,10 @@ export class SandboxHost {
     const egress = call.network === "egress";
     if (egress && !this.options.egress) return { ok: false, code: "no_egress", message: "this host offers no network egress" };
     const limits: SandboxLimits = { cpuMhz: call.limits.cpu_mhz, memoryMb: call.limits.memory_mb, diskMb: call.limits.disk_mb, pids: SANDBOX_PIDS, openFiles: FILES_PER_SANDBOX };
-    const used = this.used();
-    const slot = this.freeSlots.pop();
-    if (slot === undefined || used.cpu + limits.cpuMhz > this.options.cpuMhz || used.memory + limits.memoryMb + limits.diskMb > this.options.memoryMb) {
-      if (slot !== undefined) this.freeSlots.push(slot);
-      return { ok: false, code: "no_capacity", message: "the host has no room for this sandbox" };
-    }
+    // Gateways place by heartbeats, which lag: the host's own count decides.
+    const short = shortage(this.budget, this.reserved(), call.limits);
+    const slot = short ? undefined : this.freeSlots.pop();
+    if (slot === undefined) return { ok: false, code: "no_capacity", message: short?.detail ?? `sandboxes: no uid left of ${this.options.maxSandboxes}` };
     let revealed: Record<string, string>;
     try {
       const { values, missing } = await this.secrets.reveal(call.project, call.secrets);

@@ -3,7 +3,7 @@ import { newId, newSortableId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
 import { pageOfSorted, type Page, type PageQuery } from "../../lib/page.js";
 import { subjects } from "../../lib/nats/subjects.js";
-import { errors, type DomainError } from "../errors/mod.js";
+import { errors, NoSandboxHost, type DomainError } from "../errors/mod.js";
 import type { SandboxHostClient, SandboxHostDirectory } from "./client.js";
 import type { DirEntry, ExecEvent, HostCall, HostReply } from "./protocol.js";
 import { nowSeconds, SANDBOX_ID, type SandboxObject, type SandboxStore, type StoredSandbox } from "./records.js";
@@ -85,14 +85,15 @@ export class SandboxService {
     if (request.network === "egress" && this.directory.offersEgress() === false)
       throw errors.invalidParam("network", "Invalid value for 'network': no sandbox host here offers network egress (TRIBUTARY_SANDBOX_EGRESS on the hosts, see docs/platform.md).");
     const need = { cpu_mhz: request.cpu_mhz, memory_mb: request.memory_mb, disk_mb: request.disk_mb, egress: request.network === "egress" };
-    let host = this.directory.place(need);
+    let placement = this.directory.place(need);
     // Just after a gateway (re)start no heartbeat has come yet: wait for one rather than fail.
-    for (let waited = 0; host === "none" && waited < HOST_WAIT_MS; waited += 100) {
+    for (let waited = 0; placement.kind === "none" && waited < HOST_WAIT_MS; waited += 100) {
       await new Promise((r) => setTimeout(r, 100));
-      host = this.directory.place(need);
+      placement = this.directory.place(need);
     }
-    if (host === "none") throw errors.unavailable("No sandbox host is running. Please retry shortly.", 2);
-    if (host === "full") throw errors.unavailable("Every sandbox host is full. Please retry after some sandboxes stop.", 5);
+    if (placement.kind === "none") throw new NoSandboxHost({ state: "none", detail: null, retryAfterSeconds: 2 });
+    if (placement.kind === "full") throw new NoSandboxHost({ state: "full", detail: placement.detail, retryAfterSeconds: 5 });
+    const host = placement.host;
     const id = newSortableId("sbx_");
     await this.admit(project, id);
     const now = nowSeconds();
@@ -148,7 +149,12 @@ export class SandboxService {
         await this.store.delete(project, sandbox.id);
         throw errors.invalidParam("secrets", reply.message ?? "No such secret.", "secret_not_found");
       }
-      if (reply.code === "no_capacity" || reply.code === "no_egress") {
+      if (reply.code === "no_capacity") {
+        // Placed by a heartbeat that lagged: the host's own count says what it lacks.
+        await this.store.delete(project, sandbox.id);
+        throw new NoSandboxHost({ state: "full", detail: reply.message ?? "no room", retryAfterSeconds: 1 });
+      }
+      if (reply.code === "no_egress") {
         await this.store.delete(project, sandbox.id);
         throw errors.unavailable("The sandbox host chosen had no room after all. Please retry.", 1);
       }
