@@ -27,6 +27,11 @@ const HOST_WAIT_MS = 2_000;
 /** How often a streamed exec checks that its host is still heard from. */
 const HOST_WATCH_MS = 500;
 
+/** A 409 for a call on a sandbox that failed (its agent died, it ran out of memory, its host was lost), saying why. */
+function failedError(id: string, why: string): DomainError {
+  return errors.conflict(`The sandbox ${id} failed: ${why}.`, "sandbox_id", "sandbox_failed");
+}
+
 export interface ExecResult {
   object: "sandbox.exec_result";
   exit_code: number | null;
@@ -222,9 +227,10 @@ export class SandboxService {
     return updated.sandbox;
   }
 
-  /** The record of a running sandbox, or a 404 / 409. */
-  private async running(project: string, id: string): Promise<StoredSandbox> {
+  /** The record of a running sandbox, or a 404 / 409 (sandbox_failed naming why, sandbox_not_running). */
+  async running(project: string, id: string): Promise<StoredSandbox> {
     const record = await this.record(project, id);
+    if (record.sandbox.status === "failed") throw failedError(id, record.sandbox.error ?? `it ended as ${record.sandbox.termination_reason}`);
     if (record.sandbox.status !== "running")
       throw errors.conflict(`The sandbox ${id} is ${record.sandbox.status}; it must be running.`, "sandbox_id", "sandbox_not_running");
     return record;
@@ -234,9 +240,15 @@ export class SandboxService {
     const reply = await this.hosts.call(record.host_id, call, timeoutMs);
     if (reply.ok) return reply;
     switch (reply.code) {
+      case "sandbox_failed":
+        throw failedError(record.sandbox.id, reply.message ?? "the sandbox failed");
       case "no_sandbox":
-      case "not_running":
+      case "not_running": {
+        // It ended since the record was read: a failed one says why.
+        const now = await this.store.get(record.project, record.sandbox.id).catch(() => undefined);
+        if (now?.sandbox.status === "failed") throw failedError(record.sandbox.id, now.sandbox.error ?? `it ended as ${now.sandbox.termination_reason}`);
         throw errors.conflict(`The sandbox ${record.sandbox.id} is not running.`, "sandbox_id", "sandbox_not_running");
+      }
       case "not_found":
         throw errors.notFound(`No such file or directory in the sandbox: ${"path" in call ? call.path.slice(0, 256) : ""}`, "path");
       case "invalid": {
