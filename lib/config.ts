@@ -537,6 +537,14 @@ export const appHostConfig = Config.all({
   cpuMhz: int("TRIBUTARY_APP_CPU_MHZ", 0),
   /** Memory an app host offers to app instances; `0`: the sandbox host's. */
   memoryMb: int("TRIBUTARY_APP_MEMORY_MB", 0),
+  /**
+   * Bytes one bundle's files may hold together once unpacked. Checked entry by entry while it
+   * unpacks: the first file that would cross it fails the deployment (`bundle_too_large`) before
+   * a byte of it is written, and what was unpacked is removed.
+   */
+  bundleMaxBytes: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), "TRIBUTARY_APP_BUNDLE_MAX_BYTES").pipe(Config.withDefault(1024 ** 3)),
+  /** Files, directories and links one bundle may hold, checked the same way (`bundle_too_large`). */
+  bundleMaxFiles: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), "TRIBUTARY_APP_BUNDLE_MAX_FILES").pipe(Config.withDefault(20_000)),
   /** GPUs an app host offers (`0`: a manifest with `gpu_count > 0` is refused). */
   gpus: int("TRIBUTARY_APP_GPUS", 0),
   /** The gateway an instance's platform socket forwards to (`tributary start` sets its own gateway's address). */

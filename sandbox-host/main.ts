@@ -84,6 +84,7 @@ async function main(): Promise<void> {
       },
       // Beside them (not in TRIBUTARY_HOME, which other uids may not traverse): instances' uids read their bundles.
       bundleRoot: join(tmpdir(), `tributary-apps-${hostId}`, "bundles"),
+      bundleBounds: { maxBytes: apps.bundleMaxBytes, maxEntries: apps.bundleMaxFiles },
       policy: { ...DEFAULT_REPLICA_POLICY, healthTimeoutMs: apps.healthTimeoutMs, maxRestarts: apps.maxRestarts },
       switchDelayMs: apps.switchDelayMs,
       drainMs: apps.drainMs,
