@@ -139,7 +139,7 @@ const AGENT_FAILED = 70;
 
 /**
  * How a sandbox's process tree ended, from the exit of the bwrap it was started as: bwrap exits
- * as soon as its first child, the agent, does (with its status: 128 + N for signal N), and ends
+ * as soon as its first child, the agent, does (exiting as it did, 128 + N for signal N), and ends
  * the rest; a signal of its own means bwrap itself was killed.
  */
 export function describeEnd(code: number | null, signal: NodeJS.Signals | null): string {
