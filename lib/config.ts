@@ -441,11 +441,17 @@ export const sandboxHostConfig = Config.all({
   heartbeatMs: int("TRIBUTARY_SANDBOX_HEARTBEAT_MS", 1_000),
   /** Sandboxes one host runs at once (also the size of its uid range). */
   maxSandboxes: int("TRIBUTARY_SANDBOX_MAX", 64),
-  /** CPU a host offers, in MHz-like units (`TRIBUTARY_SANDBOX_CORE_MHZ` per core); `0`: cores × core MHz. */
+  /** The host's CPU, in MHz-like units (`TRIBUTARY_SANDBOX_CORE_MHZ` per core); `0`: cores × core MHz. One sandbox's `cpu_mhz` is at most this. */
   cpuMhz: int("TRIBUTARY_SANDBOX_CPU_MHZ", 0),
+  /**
+   * CPU over-commit: the `cpu_mhz` of a host's sandboxes may add up to this many times its CPU.
+   * `cpu_mhz` is each sandbox's quota and weight, not a reservation (idle sandboxes use none);
+   * memory is never over-committed. See [admission](platform.md#admission-what-a-host-takes).
+   */
+  cpuOvercommit: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), "TRIBUTARY_SANDBOX_CPU_OVERCOMMIT").pipe(Config.withDefault(16)),
   /** What one core is worth in those units (`cpu_mhz: 1000` is one core's quota). */
   coreMhz: int("TRIBUTARY_SANDBOX_CORE_MHZ", 1_000),
-  /** Memory a host offers; a sandbox takes `memory_mb + disk_mb` of it (its workspace is a tmpfs). `0`: half the RAM. */
+  /** Memory a host offers, a hard limit: a sandbox reserves `memory_mb + disk_mb` of it (its workspace is a tmpfs). `0`: half the RAM. */
   memoryMb: int("TRIBUTARY_SANDBOX_MEMORY_MB", 0),
   /** First host uid of the per-sandbox uids: a host running as root gives sandbox slot N uid base + N. */
   uidBase: int("TRIBUTARY_SANDBOX_UID_BASE", 200_000),
@@ -533,6 +539,14 @@ export const appHostConfig = Config.all({
   cpuMhz: int("TRIBUTARY_APP_CPU_MHZ", 0),
   /** Memory an app host offers to app instances; `0`: the sandbox host's. */
   memoryMb: int("TRIBUTARY_APP_MEMORY_MB", 0),
+  /**
+   * Bytes one bundle's files may hold together once unpacked. Checked entry by entry while it
+   * unpacks: the first file that would cross it fails the deployment (`bundle_too_large`) before
+   * a byte of it is written, and what was unpacked is removed.
+   */
+  bundleMaxBytes: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), "TRIBUTARY_APP_BUNDLE_MAX_BYTES").pipe(Config.withDefault(1024 ** 3)),
+  /** Files, directories and links one bundle may hold, checked the same way (`bundle_too_large`). */
+  bundleMaxFiles: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), "TRIBUTARY_APP_BUNDLE_MAX_FILES").pipe(Config.withDefault(20_000)),
   /** GPUs an app host offers (`0`: a manifest with `gpu_count > 0` is refused). */
   gpus: int("TRIBUTARY_APP_GPUS", 0),
   /** The gateway an instance's platform socket forwards to (`tributary start` sets its own gateway's address). */

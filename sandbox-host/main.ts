@@ -52,6 +52,7 @@ async function main(): Promise<void> {
     heartbeatMs: config.heartbeatMs,
     maxSandboxes: config.maxSandboxes,
     cpuMhz: config.cpuMhz > 0 ? config.cpuMhz : availableParallelism() * config.coreMhz,
+    cpuOvercommit: config.cpuOvercommit,
     coreMhz: config.coreMhz,
     memoryMb: config.memoryMb > 0 ? config.memoryMb : Math.floor(totalmem() / 1024 / 1024 / 2),
     uidBase,
@@ -83,6 +84,7 @@ async function main(): Promise<void> {
       },
       // Beside them (not in TRIBUTARY_HOME, which other uids may not traverse): instances' uids read their bundles.
       bundleRoot: join(tmpdir(), `tributary-apps-${hostId}`, "bundles"),
+      bundleBounds: { maxBytes: apps.bundleMaxBytes, maxEntries: apps.bundleMaxFiles },
       policy: { ...DEFAULT_REPLICA_POLICY, healthTimeoutMs: apps.healthTimeoutMs, maxRestarts: apps.maxRestarts },
       switchDelayMs: apps.switchDelayMs,
       drainMs: apps.drainMs,

@@ -70,6 +70,8 @@ export function openAIError(err: DomainError, requestId: string): OpenAIError {
       return of(503, err.message, SERVER, "service_unavailable", null, retryAfter(err.retryAfterSeconds));
     case "QueueFull":
       return of(503, err.message, SERVER, "server_overloaded", null, retryAfter(1));
+    case "NoSandboxHost":
+      return of(503, err.message, SERVER, "service_unavailable", null, retryAfter(err.retryAfterSeconds));
     case "RunnerLost":
       return of(502, err.message, SERVER, "runner_lost");
     case "AppUnavailable":
