@@ -25,9 +25,10 @@ export async function readHidden(prompt: string, options: HiddenInputOptions = {
 
 /** One line typed on a terminal, nothing echoed. Backspace and Ctrl-U edit; Ctrl-C interrupts. */
 function readTyped(prompt: string, input: NodeJS.ReadStream, output: NodeJS.WritableStream): Promise<string> {
-  output.write(prompt);
+  // Raw before the prompt: what is typed as soon as it shows is never echoed by the terminal.
   input.setRawMode(true);
   input.resume();
+  output.write(prompt);
   let chars: string[] = [];
   return new Promise((resolve) => {
     const finish = () => {

@@ -1,6 +1,8 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
-import { defaultModelCache, loadCatalog } from "../modules/catalog/mod.js";
+import { defaultModelCache, loadCatalog, singleModelCatalog } from "../modules/catalog/mod.js";
 import type { ModelSpec } from "../modules/catalog/mod.js";
 import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readConfig, runnerConfig, startConfig, timeoutsConfig } from "../lib/config.js";
 import { allowedCpus, formatCpuList, onCpus, planCpus, taskset, type CpuPlan } from "../lib/process/cpu-affinity.js";
@@ -8,7 +10,8 @@ import { createLogger } from "../lib/log.js";
 import { supervise, type ChildSpec } from "./child-process.js";
 import { embeddedIdentities, embeddedNats } from "./embedded-nats.js";
 import type { NatsIdentity } from "../lib/nats/permissions.js";
-import { localApiKey } from "./local-key.js";
+import { forgetGatewayUrl, localApiKey, recordGatewayUrl } from "./local-stack.js";
+import type { StartOptions } from "./start-options.js";
 import { decodeThreadEnv, machineFacts, modelFacts, pickLayout } from "../modules/runner-layout/mod.js";
 import { StartupReport } from "./startup-report.js";
 
@@ -52,20 +55,46 @@ async function layOutRunners(catalog: readonly ModelSpec[], modelCache: string):
   return catalog.map((m, i) => ({ ...m, replicas: layouts[i]!.runners, threads: layouts[i]!.threads }));
 }
 
+/** "gateway listening" in a gateway's log line: the port it got (the supervisor's own copy of StartupReport's reading). */
+function listeningPort(line: string): number | undefined {
+  if (!line.startsWith("{")) return undefined;
+  try {
+    const rec = JSON.parse(line) as { msg?: unknown; port?: unknown };
+    return rec.msg === "gateway listening" && typeof rec.port === "number" ? rec.port : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The address clients on this machine call: a wildcard bind is reached on the loopback. */
+function localGatewayUrl(host: string, port: number): string {
+  const reachable = host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host;
+  return `http://${reachable.includes(":") ? `[${reachable}]` : reachable}:${port}`;
+}
+
 /**
  * `tributary start`: the whole stack on one machine. An embedded nats-server (unless NATS_URL
  * names one), the platform actor host, the runner processes of every catalog model, and the
  * gateway, each restarted when it dies. On SIGINT/SIGTERM the scope closes in reverse: the
  * gateway drains its streams first, then the runners, the actor host, then nats-server.
+ * `options` are its flags: settings over the environment's, and --model's one-model catalog.
  */
-export function startStack() {
+export function startStack(options: StartOptions = { env: {} }) {
   return Effect.gen(function* () {
-    const common = readConfig(commonConfig);
-    const gateway = readConfig(gatewayConfig);
-    const accounts = readConfig(accountsConfig);
-    const modelCache = optionToUndefined(readConfig(runnerConfig).modelCache) ?? defaultModelCache(common.home);
-    const catalog = yield* Effect.promise(() => layOutRunners(loadCatalog(common.catalogPath), modelCache));
-    const start = readConfig(startConfig);
+    const environment: Record<string, string | undefined> = { ...process.env, ...options.env };
+    const common = readConfig(commonConfig, environment);
+    // The processes read the catalog from a file: --model's is written into TRIBUTARY_HOME.
+    const catalogPath = options.model ? join(common.home, "model-catalog.yaml") : common.catalogPath;
+    if (options.model) {
+      const text = yield* Effect.promise(() => singleModelCatalog(options.model!));
+      mkdirSync(common.home, { recursive: true });
+      writeFileSync(catalogPath, text);
+    }
+    const gateway = readConfig(gatewayConfig, environment);
+    const accounts = readConfig(accountsConfig, environment);
+    const modelCache = optionToUndefined(readConfig(runnerConfig, environment).modelCache) ?? defaultModelCache(common.home);
+    const catalog = yield* Effect.promise(() => layOutRunners(loadCatalog(catalogPath), modelCache));
+    const start = readConfig(startConfig, environment);
     const placement = placeProcesses(catalog, start.runnerCpus);
     const services = placement?.services;
     const apiKey = optionToUndefined(gateway.apiKey) ?? localApiKey(common.home);
@@ -73,10 +102,10 @@ export function startStack() {
     // credentials are the environment's (TRIBUTARY_NATS_*), passed through to every process.
     const identities = common.natsUrl ? undefined : embeddedIdentities(common.home);
     const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: start.natsPort, log, cpus: services, authorization: identities!.authorization }));
-    const base = { ...process.env, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: common.catalogPath };
+    const base = { ...environment, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: catalogPath };
     const envOf = (identity: NatsIdentity) => ({ ...base, ...identities?.env(identity) });
     const env = envOf("actors");
-    const stopTimeoutMs = readConfig(timeoutsConfig).drainTimeoutMs + 5_000;
+    const stopTimeoutMs = readConfig(timeoutsConfig, environment).drainTimeoutMs + 5_000;
     const userDecodeEnv = { waitPolicy: optionToUndefined(start.openMpWaitPolicy), spinCount: optionToUndefined(start.openMpSpinCount), libuvPoolSize: optionToUndefined(start.libuvPoolSize) };
 
     const children: ChildSpec[] = [
@@ -119,12 +148,19 @@ export function startStack() {
       const model = catalog.find((m) => child.name.startsWith(`runner ${m.id}#`));
       if (model) child.onLine = (line) => report.runnerLine(model.id, line);
     }
+    // Where the gateway listens (its port is known once it does) goes into TRIBUTARY_HOME for the
+    // client commands, and is removed when the stack stops.
+    yield* Effect.addFinalizer(() => Effect.sync(() => forgetGatewayUrl(common.home)));
     children.push({
       name: "gateway",
       ...onCpus(process.execPath, [entry("../gateway/main.js")], services),
       env: envOf("gateway"),
       stopTimeoutMs,
-      onLine: (line) => report.gatewayLine(line),
+      onLine: (line) => {
+        const port = listeningPort(line);
+        if (port !== undefined) recordGatewayUrl(common.home, localGatewayUrl(gateway.host, port));
+        report.gatewayLine(line);
+      },
     });
     // Forked in order: the scope stops them in reverse (gateway first).
     for (const child of children) yield* Effect.forkScoped(supervise(child, log));
