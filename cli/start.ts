@@ -1,4 +1,5 @@
 import { mkdirSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
@@ -66,6 +67,18 @@ function listeningPort(line: string): number | undefined {
   }
 }
 
+/** A port free on `host` now: the kernel's pick for a socket bound to port 0, released. */
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, host, () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
 /** The address clients on this machine call: a wildcard bind is reached on the loopback. */
 function localGatewayUrl(host: string, port: number): string {
   const reachable = host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host;
@@ -90,6 +103,10 @@ export function startStack(options: StartOptions = { env: {} }) {
       mkdirSync(common.home, { recursive: true });
       writeFileSync(catalogPath, text);
     }
+    // Port 0 (any free one) is picked here, once: the sandbox host's apps reach the gateway at an
+    // address fixed before it listens, and a restarted gateway keeps its address.
+    const configured = readConfig(gatewayConfig, environment);
+    if (configured.port === 0) environment.TRIBUTARY_PORT = String(yield* Effect.promise(() => freePort(configured.host)));
     const gateway = readConfig(gatewayConfig, environment);
     const accounts = readConfig(accountsConfig, environment);
     const modelCache = optionToUndefined(readConfig(runnerConfig, environment).modelCache) ?? defaultModelCache(common.home);
@@ -132,7 +149,7 @@ export function startStack(options: StartOptions = { env: {} }) {
     if (start.sandboxHost === "on") {
       // Its app instances reach the platform through this stack's gateway (unless configured otherwise).
       const gatewayHost = gateway.host === "0.0.0.0" || gateway.host === "::" ? "127.0.0.1" : gateway.host;
-      const platform = { TRIBUTARY_APP_PLATFORM_URL: `http://${gatewayHost}:${gateway.port || 8080}` };
+      const platform = { TRIBUTARY_APP_PLATFORM_URL: `http://${gatewayHost}:${gateway.port}` };
       children.push({ name: "sandbox host", ...onCpus(process.execPath, [entry("../sandbox-host/main.js")], services), env: { ...platform, ...envOf("sandbox-host") }, stopTimeoutMs });
     }
     const report = new StartupReport({
