@@ -52,11 +52,12 @@ export function resolveGateway(flags: { url?: string; "api-key"?: string }, env?
   return { url: gatewayBase(rawUrl, urlFrom), urlFrom, key, keyFrom };
 }
 
-/** `http://host:port`, from what a person may paste: a trailing slash or `/v1` is dropped. */
+/** `http://host:port`, from what a person may paste: no scheme is http://; a trailing slash or `/v1` is dropped. */
 export function gatewayBase(raw: string, from: string): string {
+  const text = raw.trim();
   let url: URL;
   try {
-    url = new URL(raw.trim());
+    url = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(text) ? text : `http://${text}`);
   } catch {
     throw new UsageError(`${from}: expected an address like ${DEFAULT_GATEWAY_URL}, got '${raw}'`);
   }

@@ -21,6 +21,12 @@ ${gatewayOptionsUsage}`;
 
 const ACTIONS = ["create", "list", "logs", "cancel"] as const;
 
+/** A job's argv as a person would type it: a shell string as given, other words quoted where needed. */
+function commandText(argv: string[]): string {
+  if (argv.length === 3 && argv[0] === "/bin/sh" && argv[1] === "-c") return argv[2]!;
+  return argv.map((word) => (/^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`)).join(" ");
+}
+
 export async function runJobs(argv: string[]): Promise<number> {
   const [action, rest] = pickAction(argv, { name: "tributary jobs", usage: jobsUsage, actions: ACTIONS });
   const name = `tributary jobs ${action}`;
@@ -68,7 +74,7 @@ export async function runJobs(argv: string[]): Promise<number> {
             String(j.attempt),
             formatTime(j.created_at),
             formatTime(j.finished_at),
-            shorten(Array.isArray(j.command) ? j.command.join(" ") : String(j.command), 48),
+            shorten(commandText(j.command), 48),
           ]),
         ) + (page.has_more ? "(more: --limit, or the API's after=)\n" : ""),
       );
