@@ -1,4 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { ConfigurationError, logConfig, readConfig } from "../lib/config.js";
 
 // The one argument parser of every tributary command: node:util's parseArgs, strict. Bad input is
 // a UsageError (its message, the command's usage when it has one, exit 2); --help or -h anywhere
@@ -135,13 +136,12 @@ export function exitCodeOf(err: unknown, streams: { stdout: NodeJS.WritableStrea
     streams.stderr.write(`${err.message}\n${err.usage ? `\n${err.usage}` : ""}`);
     return 2;
   }
-  // lib/config.ts's error, known by name: importing it would load Effect into every command.
-  if (err instanceof Error && err.name === "ConfigurationError") {
+  if (err instanceof ConfigurationError) {
     streams.stderr.write(`${err.message}\n`);
     return 2;
   }
   const message = err instanceof Error ? err.message : String(err);
   streams.stderr.write(`error: ${message}\n`);
-  if (!(err instanceof CommandFailed) && process.env.TRIBUTARY_LOG_LEVEL?.toLowerCase() === "debug" && err instanceof Error) streams.stderr.write(`${err.stack}\n`);
+  if (!(err instanceof CommandFailed) && err instanceof Error && readConfig(logConfig).level === "debug") streams.stderr.write(`${err.stack}\n`);
   return 1;
 }

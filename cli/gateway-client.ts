@@ -118,7 +118,7 @@ export class GatewayClient {
       // not an API error body: a proxy's page, say
     }
     // A rejected key says which key it was: OPENAI_API_KEY set for OpenAI is a likely one.
-    if (res.status === 401) message += ` (the key from ${this.target.keyFrom})`;
+    if (code === "invalid_api_key") message += ` (the key from ${this.target.keyFrom})`;
     throw new ApiError(message, res.status, code);
   }
 
