@@ -59,7 +59,10 @@ export function parseCommand<const O extends OptionSpecs>(argv: readonly string[
   try {
     parsed = parseArgs({ args: [...argv], options: spec.options, strict: true, allowPositionals: true });
   } catch (err) {
-    throw new UsageError(`${spec.name}: ${describeParseError(err as Error & { code?: string })}`, spec.usage);
+    const error = err as Error & { code?: string };
+    // A command run elsewhere (sandbox exec, jobs create) has options of its own: they go after --.
+    const hint = error.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" && spec.positionals?.some((p) => p.startsWith("COMMAND")) ? " (the command's own options go after --)" : "";
+    throw new UsageError(`${spec.name}: ${describeParseError(error)}${hint}`, spec.usage);
   }
   checkPositionals(parsed.positionals, spec);
   return parsed;

@@ -19,7 +19,7 @@ export async function readHidden(prompt: string, options: HiddenInputOptions = {
   const output = options.output ?? process.stderr;
   if (!input.isTTY) return options.whole ? await readAll(input) : await readFirstLine(input);
   const value = await readTyped(prompt, input, output);
-  if (options.confirm && (await readTyped("again: ", input, output)) !== value) throw new UsageError("the two entries differ");
+  if (options.confirm && (await readTyped("again: ", input, output)) !== value) throw new UsageError("the two entries differ: nothing was sent");
   return value;
 }
 

@@ -1,5 +1,4 @@
 import { constants } from "node:os";
-import WebSocket from "ws";
 import { CommandFailed, intOption, keyValueOptions, parseCommand, pickAction, UsageError } from "./args.js";
 import { gatewayClient, gatewayOptions, gatewayOptionsUsage, type GatewayClient } from "./gateway-client.js";
 import { formatTime, renderTable } from "./table.js";
@@ -125,7 +124,9 @@ export async function runSandbox(argv: string[]): Promise<number> {
     }
     case "shell": {
       const { values, positionals } = parseCommand(rest, { name, usage: sandboxUsage, positionals: ["SANDBOX_ID"], options: { ...gatewayOptions } });
-      return shell(gatewayClient(values), positionals[0]!);
+      // Loaded here: only the shell needs a WebSocket.
+      const { default: WebSocket } = await import("ws");
+      return shell(WebSocket, gatewayClient(values), positionals[0]!);
     }
     case "stop":
     case "rm": {
@@ -169,7 +170,7 @@ async function readStdin(): Promise<string> {
 }
 
 /** A terminal in the sandbox until its shell exits: the shell's exit code. */
-function shell(client: GatewayClient, id: string): Promise<number> {
+function shell(WebSocket: typeof import("ws").default, client: GatewayClient, id: string): Promise<number> {
   const stdin = process.stdin;
   const size = () => ({ rows: process.stdout.rows || 24, cols: process.stdout.columns || 80 });
   const ws = new WebSocket(client.websocketUrl(`/v1/sandboxes/${encodeURIComponent(id)}/shell?rows=${size().rows}&cols=${size().cols}`), {

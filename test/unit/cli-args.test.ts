@@ -57,6 +57,11 @@ t.test("positionals: the first missing one is named; extras are refused unless t
   t.equal(usageError(t, () => parseCommand(["a", "b"], one)).message, "tributary thing: unexpected argument 'b'");
   t.equal(usageError(t, () => parseCommand(["a"], { ...spec, positionals: ["ID", "COMMAND..."] })).message, "tributary thing: missing COMMAND");
   t.same(parseCommand(["a", "b", "c"], { ...spec, positionals: ["ID", "COMMAND..."] }).positionals, ["a", "b", "c"]);
+  t.equal(
+    usageError(t, () => parseCommand(["a", "ls", "-la"], { ...spec, positionals: ["ID", "COMMAND..."] })).message,
+    "tributary thing: unknown option -l (the command's own options go after --)",
+    "a command run elsewhere: its options go after --",
+  );
   t.equal(usageError(t, () => parseCommand(["a"], { ...spec, positionals: [] })).message, "tributary thing: unexpected argument 'a'");
 });
 

@@ -1,3 +1,4 @@
+// tier: slow (some 80 cold starts of the command line, and jobs run to their end)
 import t from "tap";
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
