@@ -5,12 +5,6 @@ import { adminClient, adminStatusName, isAdminCallError } from "../modules/admin
 // organization's owner, as a notebook server does. The admin service makes its one-time token
 // (modules/accounts/sign-in-links.ts); `tributary admin sign-in-link` asks for another.
 
-/** Where a browser on this machine reaches a gateway bound to `host` (a wildcard bind: loopback). */
-export function gatewayOrigin(host: string, port: number): string {
-  const reachable = host === "0.0.0.0" || host === "" ? "127.0.0.1" : host === "::" ? "::1" : host;
-  return `http://${reachable.includes(":") && !reachable.startsWith("[") ? `[${reachable}]` : reachable}:${port}`;
-}
-
 /** gRPC codes of an admin service that is not up yet (UNAVAILABLE, DEADLINE_EXCEEDED): asked again. */
 const NOT_UP_YET = new Set([14, 4]);
 

@@ -1,17 +1,22 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
-import { defaultModelCache, loadCatalog } from "../modules/catalog/mod.js";
+import { defaultModelCache, loadCatalog, singleModelCatalog } from "../modules/catalog/mod.js";
 import type { ModelSpec } from "../modules/catalog/mod.js";
 import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readConfig, runnerConfig, startConfig, timeoutsConfig } from "../lib/config.js";
 import { allowedCpus, formatCpuList, onCpus, planCpus, taskset, type CpuPlan } from "../lib/process/cpu-affinity.js";
 import { createLogger } from "../lib/log.js";
+import { localOrigin } from "../lib/local-origin.js";
 import { supervise, type ChildSpec } from "./child-process.js";
 import { embeddedIdentities, embeddedNats } from "./embedded-nats.js";
 import type { NatsIdentity } from "../lib/nats/permissions.js";
-import { localApiKey } from "./local-key.js";
+import { forgetGatewayUrl, localApiKey, recordGatewayUrl } from "./local-stack.js";
+import type { StartOptions } from "./start-options.js";
 import { decodeThreadEnv, machineFacts, modelFacts, pickLayout } from "../modules/runner-layout/mod.js";
 import { StartupReport } from "./startup-report.js";
-import { gatewayOrigin, localSignInPath, StartSignInLink } from "./sign-in-link.js";
+import { localSignInPath, StartSignInLink } from "./sign-in-link.js";
 import { resolveAdminToken } from "../modules/admin-api/mod.js";
 
 const log = createLogger("supervisor", { pid: process.pid });
@@ -54,20 +59,56 @@ async function layOutRunners(catalog: readonly ModelSpec[], modelCache: string):
   return catalog.map((m, i) => ({ ...m, replicas: layouts[i]!.runners, threads: layouts[i]!.threads }));
 }
 
+/** "gateway listening" in a gateway's log line: the port it got (the supervisor's own copy of StartupReport's reading). */
+function listeningPort(line: string): number | undefined {
+  if (!line.startsWith("{")) return undefined;
+  try {
+    const rec = JSON.parse(line) as { msg?: unknown; port?: unknown };
+    return rec.msg === "gateway listening" && typeof rec.port === "number" ? rec.port : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A port free on `host` now: the kernel's pick for a socket bound to port 0, released. */
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, host, () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
 /**
  * `tributary start`: the whole stack on one machine. An embedded nats-server (unless NATS_URL
  * names one), the platform actor host, the runner processes of every catalog model, and the
  * gateway, each restarted when it dies. On SIGINT/SIGTERM the scope closes in reverse: the
  * gateway drains its streams first, then the runners, the actor host, then nats-server.
+ * `options` are its flags: settings over the environment's, and --model's one-model catalog.
  */
-export function startStack() {
+export function startStack(options: StartOptions = { env: {} }) {
   return Effect.gen(function* () {
-    const common = readConfig(commonConfig);
-    const gateway = readConfig(gatewayConfig);
-    const accounts = readConfig(accountsConfig);
-    const modelCache = optionToUndefined(readConfig(runnerConfig).modelCache) ?? defaultModelCache(common.home);
-    const catalog = yield* Effect.promise(() => layOutRunners(loadCatalog(common.catalogPath), modelCache));
-    const start = readConfig(startConfig);
+    const environment: Record<string, string | undefined> = { ...process.env, ...options.env };
+    const common = readConfig(commonConfig, environment);
+    // The processes read the catalog from a file: --model's is written into TRIBUTARY_HOME.
+    const catalogPath = options.model ? join(common.home, "model-catalog.yaml") : common.catalogPath;
+    if (options.model) {
+      const text = yield* Effect.promise(() => singleModelCatalog(options.model!));
+      mkdirSync(common.home, { recursive: true });
+      writeFileSync(catalogPath, text);
+    }
+    // Port 0 (any free one) is picked here, once: the sandbox host's apps reach the gateway at an
+    // address fixed before it listens, and a restarted gateway keeps its address.
+    const configured = readConfig(gatewayConfig, environment);
+    if (configured.port === 0) environment.TRIBUTARY_PORT = String(yield* Effect.promise(() => freePort(configured.host)));
+    const gateway = readConfig(gatewayConfig, environment);
+    const accounts = readConfig(accountsConfig, environment);
+    const modelCache = optionToUndefined(readConfig(runnerConfig, environment).modelCache) ?? defaultModelCache(common.home);
+    const catalog = yield* Effect.promise(() => layOutRunners(loadCatalog(catalogPath), modelCache));
+    const start = readConfig(startConfig, environment);
     const placement = placeProcesses(catalog, start.runnerCpus);
     const services = placement?.services;
     const apiKey = optionToUndefined(gateway.apiKey) ?? localApiKey(common.home);
@@ -75,10 +116,10 @@ export function startStack() {
     // credentials are the environment's (TRIBUTARY_NATS_*), passed through to every process.
     const identities = common.natsUrl ? undefined : embeddedIdentities(common.home);
     const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: start.natsPort, log, cpus: services, authorization: identities!.authorization }));
-    const base = { ...process.env, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: common.catalogPath };
+    const base = { ...environment, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: catalogPath };
     const envOf = (identity: NatsIdentity) => ({ ...base, ...identities?.env(identity) });
     const env = envOf("actors");
-    const stopTimeoutMs = readConfig(timeoutsConfig).drainTimeoutMs + 5_000;
+    const stopTimeoutMs = readConfig(timeoutsConfig, environment).drainTimeoutMs + 5_000;
     const userDecodeEnv = { waitPolicy: optionToUndefined(start.openMpWaitPolicy), spinCount: optionToUndefined(start.openMpSpinCount), libuvPoolSize: optionToUndefined(start.libuvPoolSize) };
 
     const children: ChildSpec[] = [
@@ -104,14 +145,13 @@ export function startStack() {
     // One sandbox host (bubblewrap); it exits at once with a clear error where namespaces are unavailable.
     if (start.sandboxHost === "on") {
       // Its app instances reach the platform through this stack's gateway (unless configured otherwise).
-      const gatewayHost = gateway.host === "0.0.0.0" || gateway.host === "::" ? "127.0.0.1" : gateway.host;
-      const platform = { TRIBUTARY_APP_PLATFORM_URL: `http://${gatewayHost}:${gateway.port || 8080}` };
+      const platform = { TRIBUTARY_APP_PLATFORM_URL: localOrigin(gateway.host, gateway.port) };
       children.push({ name: "sandbox host", ...onCpus(process.execPath, [entry("../sandbox-host/main.js")], services), env: { ...platform, ...envOf("sandbox-host") }, stopTimeoutMs });
     }
     // The dashboard one click away: the local owner's sign-in link, fresh for each gateway that starts.
     const signInLink = new StartSignInLink({
       makePath: localSignInPath({ adminAddr: accounts.adminAddr, adminToken: () => resolveAdminToken(optionToUndefined(accounts.adminToken), common.home, false), log }),
-      origin: (port) => gatewayOrigin(gateway.host, port),
+      origin: (port) => localOrigin(gateway.host, port),
     });
     const report = new StartupReport({
       models: catalog.filter((m) => m.replicas > 0).map((m) => m.id),
@@ -131,12 +171,19 @@ export function startStack() {
       const model = catalog.find((m) => child.name.startsWith(`runner ${m.id}#`));
       if (model) child.onLine = (line) => report.runnerLine(model.id, line);
     }
+    // Where the gateway listens (its port is known once it does) goes into TRIBUTARY_HOME for the
+    // client commands, and is removed when the stack stops.
+    yield* Effect.addFinalizer(() => Effect.sync(() => forgetGatewayUrl(common.home)));
     children.push({
       name: "gateway",
       ...onCpus(process.execPath, [entry("../gateway/main.js")], services),
       env: envOf("gateway"),
       stopTimeoutMs,
-      onLine: (line) => signInLink.gatewayLine(line, (held) => report.gatewayLine(held)),
+      onLine: (line) => {
+        const port = listeningPort(line);
+        if (port !== undefined) recordGatewayUrl(common.home, localOrigin(gateway.host, port));
+        signInLink.gatewayLine(line, (held) => report.gatewayLine(held));
+      },
     });
     // Forked in order: the scope stops them in reverse (gateway first).
     for (const child of children) yield* Effect.forkScoped(supervise(child, log));

@@ -70,6 +70,7 @@ import { registerSandboxRoutes } from "./routes/sandboxes.js";
 import { registerSecretRoutes } from "./routes/secrets.js";
 import { registerTraceRoutes } from "./routes/traces.js";
 import { registerUsageRoutes } from "./routes/usage.js";
+import { localOrigin } from "../lib/local-origin.js";
 
 // The gateway, composed: its settings read once, its stores opened, its routes registered, its
 // server listening. gateway/main.ts runs it as a process; a test may run it in process, with a
@@ -333,7 +334,7 @@ async function registerPlatformRoutes(
     appsDomain: settings.apps.domain.toLowerCase(),
     publicScheme: settings.apps.publicScheme,
     publicPort: () => settings.apps.publicPort || listeningPort,
-    localBase: () => `http://${reachableHost(settings.http.host)}:${listeningPort}`,
+    localBase: () => localOrigin(settings.http.host, listeningPort),
     rpcTimeoutMs: 5_000,
     stopTimeoutMs: 30_000,
   }, log));
@@ -375,8 +376,3 @@ async function registerPlatformRoutes(
   };
 }
 
-/** The host a client on this machine reaches a listener bound to `host` at (any address: the loopback). */
-function reachableHost(host: string): string {
-  if (host === "0.0.0.0" || host === "::" || host === "") return "127.0.0.1";
-  return host.includes(":") ? `[${host}]` : host;
-}

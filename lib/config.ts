@@ -120,7 +120,7 @@ export const gatewayConfig = Config.all({
   /**
    * A key registered (idempotently) as a key of the local organization's default project
    * `proj-local`. Unset, `tributary start` makes one in `$TRIBUTARY_HOME/api-key`. Revoking it
-   * sticks across restarts.
+   * sticks across restarts. The `tributary` client commands send it (see `TRIBUTARY_URL`).
    */
   apiKey: Config.option(Config.String("TRIBUTARY_API_KEY")),
   /** Largest request body (413 beyond). */
@@ -392,6 +392,19 @@ export const startConfig = Config.all({
   openMpSpinCount: Config.option(Config.String("GOMP_SPINCOUNT")),
   /** libuv's own thread pool size. Unset, `tributary start` gives runners decoding on the CPU one pool thread (a step then queues its samples with its decode); set, it reaches them as set. */
   libuvPoolSize: Config.option(Config.String("UV_THREADPOOL_SIZE")),
+});
+
+/**
+ * Command-line clients
+ * The `tributary` commands that call a gateway (`sandbox`, `jobs`, `secrets`, `apps`, `deploy`). A
+ * flag (`--url`, `--api-key`) wins over these.
+ */
+export const clientConfig = Config.all({
+  /** The gateway they call (`http://host:port`). Unset: the address `tributary start` records in `$TRIBUTARY_HOME/gateway-url` while it runs, else `http://127.0.0.1:8080`. */
+  url: Config.option(Config.String("TRIBUTARY_URL")),
+  /** Read as the key when `TRIBUTARY_API_KEY` is unset (the OpenAI SDKs' variable); unset too: `$TRIBUTARY_HOME/api-key`. */
+  openaiApiKey: Config.option(Config.String("OPENAI_API_KEY")),
+  apiKey: Config.option(Config.String("TRIBUTARY_API_KEY")),
 });
 
 /**

@@ -2,3 +2,4 @@
 export { CatalogError, loadCatalog, parseCatalog } from "./load.js";
 export { type ModelSpec } from "./model-spec.js";
 export { defaultModelCache, hfCachePath, hfReference, localModelPath } from "./model-file.js";
+export { SINGLE_MODEL_CONTEXT_LENGTH, singleModelCatalog, singleModelOf, type SingleModel } from "./single-model.js";

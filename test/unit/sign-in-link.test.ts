@@ -1,7 +1,8 @@
 import t from "tap";
 import { isSignInTokenShape, SIGN_IN_LINK_PATH, signInLinkPath, signInTokenStatus, type SignInTokenRecord } from "../../modules/accounts/mod.js";
 import { newSignInToken } from "../../modules/accounts/sign-in-links.js";
-import { gatewayOrigin, StartSignInLink } from "../../cli/sign-in-link.js";
+import { StartSignInLink } from "../../cli/sign-in-link.js";
+import { localOrigin } from "../../lib/local-origin.js";
 
 // The pure parts of one-time sign-in links: the token's shape (checked before any lookup), a
 // record's status, where a browser reaches the gateway, and how `tributary start` holds the
@@ -26,11 +27,11 @@ t.test("a token record is unused until used or past its expiry", async (t) => {
 });
 
 t.test("the gateway's origin for a browser on this machine", async (t) => {
-  t.equal(gatewayOrigin("127.0.0.1", 8080), "http://127.0.0.1:8080");
-  t.equal(gatewayOrigin("0.0.0.0", 8080), "http://127.0.0.1:8080", "a wildcard bind is reached on loopback");
-  t.equal(gatewayOrigin("::", 9000), "http://[::1]:9000");
-  t.equal(gatewayOrigin("::1", 9000), "http://[::1]:9000");
-  t.equal(gatewayOrigin("dash.internal", 80), "http://dash.internal:80");
+  t.equal(localOrigin("127.0.0.1", 8080), "http://127.0.0.1:8080");
+  t.equal(localOrigin("0.0.0.0", 8080), "http://127.0.0.1:8080", "a wildcard bind is reached on loopback");
+  t.equal(localOrigin("::", 9000), "http://[::1]:9000");
+  t.equal(localOrigin("::1", 9000), "http://[::1]:9000");
+  t.equal(localOrigin("dash.internal", 80), "http://dash.internal:80");
 });
 
 const listening = (port: number) => JSON.stringify({ level: "info", msg: "gateway listening", port, host: "127.0.0.1" });
