@@ -1,3 +1,4 @@
+// tier: slow (a stack of its own)
 import t from "tap";
 import { existsSync, readFileSync } from "node:fs";
 import { startStack } from "../../harness/stack.js";
