@@ -2,7 +2,7 @@ import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
 import { defaultModelCache, loadCatalog } from "../modules/catalog/mod.js";
 import type { ModelSpec } from "../modules/catalog/mod.js";
-import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readConfig, runnerConfig, startConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, gatewayConfig, metricsConfig, optionToUndefined, readConfig, runnerConfig, startConfig, timeoutsConfig } from "../lib/config.js";
 import { allowedCpus, formatCpuList, onCpus, planCpus, taskset, type CpuPlan } from "../lib/process/cpu-affinity.js";
 import { createLogger } from "../lib/log.js";
 import { supervise, type ChildSpec } from "./child-process.js";
@@ -11,6 +11,7 @@ import type { NatsIdentity } from "../lib/nats/permissions.js";
 import { localApiKey } from "./local-key.js";
 import { decodeThreadEnv, machineFacts, modelFacts, pickLayout } from "../modules/runner-layout/mod.js";
 import { StartupReport } from "./startup-report.js";
+import { stackPortOf, takenPort, type StackPort } from "./stale-ports.js";
 
 const log = createLogger("supervisor", { pid: process.pid });
 const entry = (path: string) => fileURLToPath(new URL(path, import.meta.url));
@@ -64,8 +65,19 @@ export function startStack() {
     const gateway = readConfig(gatewayConfig);
     const accounts = readConfig(accountsConfig);
     const modelCache = optionToUndefined(readConfig(runnerConfig).modelCache) ?? defaultModelCache(common.home);
-    const catalog = yield* Effect.promise(() => layOutRunners(loadCatalog(common.catalogPath), modelCache));
     const start = readConfig(startConfig);
+    // Every port the stack listens on must be free before anything starts (stale-ports.ts).
+    const metrics = readConfig(metricsConfig);
+    const adminPort = accounts.adminAddr === "off" ? undefined : stackPortOf(accounts.adminAddr, "TRIBUTARY_ADMIN_ADDR");
+    const ports: StackPort[] = [
+      ...(common.natsUrl ? [] : [{ host: "127.0.0.1", port: start.natsPort, setting: "TRIBUTARY_NATS_PORT" }]),
+      { host: gateway.host, port: gateway.port, setting: "TRIBUTARY_PORT" },
+      ...(adminPort ? [adminPort] : []),
+      { host: metrics.actorsHost, port: metrics.actorsPort, setting: "TRIBUTARY_ACTORS_METRICS_PORT" },
+    ];
+    const taken = yield* Effect.promise(() => takenPort(ports));
+    if (taken) return yield* Effect.fail(new Error(taken));
+    const catalog = yield* Effect.promise(() => layOutRunners(loadCatalog(common.catalogPath), modelCache));
     const placement = placeProcesses(catalog, start.runnerCpus);
     const services = placement?.services;
     const apiKey = optionToUndefined(gateway.apiKey) ?? localApiKey(common.home);
@@ -73,7 +85,8 @@ export function startStack() {
     // credentials are the environment's (TRIBUTARY_NATS_*), passed through to every process.
     const identities = common.natsUrl ? undefined : embeddedIdentities(common.home);
     const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: start.natsPort, log, cpus: services, authorization: identities!.authorization }));
-    const base = { ...process.env, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: common.catalogPath };
+    // TRIBUTARY_PARENT_PIPE: each Node child ends with this supervisor (child-process.ts).
+    const base = { ...process.env, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: common.catalogPath, TRIBUTARY_PARENT_PIPE: "stdin" };
     const envOf = (identity: NatsIdentity) => ({ ...base, ...identities?.env(identity) });
     const env = envOf("actors");
     const stopTimeoutMs = readConfig(timeoutsConfig).drainTimeoutMs + 5_000;

@@ -40,6 +40,19 @@ export const logConfig = Config.all({
 });
 
 /**
+ * Process lifecycle
+ * How a process ends together with the one that started it (every process).
+ */
+export const lifecycleConfig = Config.all({
+  /**
+   * `stdin`: stdin is a pipe that only the parent holds open; when it closes (the parent ended,
+   * a kill -9 included) the process stops as on SIGTERM, its drain cut short after 5 s.
+   * `tributary start` sets it for its children. `off`: stdin is not read.
+   */
+  parentPipe: Config.schema(Schema.Literals(["off", "stdin"]), "TRIBUTARY_PARENT_PIPE").pipe(Config.withDefault("off" as const)),
+});
+
+/**
  * JetStream
  * How the buckets and streams Tributary creates are made (every process that opens one).
  */

@@ -26,7 +26,7 @@ t.test("tributary start: Ctrl-C lets in-flight streams finish, then every proces
   t.teardown(() => rmSync(home, { recursive: true, force: true }));
   const natsPort = await freePort();
   const cli = spawnCli(["start"], {
-    env: { TRIBUTARY_HOME: home, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_PORT: "0", TRIBUTARY_NATS_PORT: String(natsPort), TRIBUTARY_MODEL_OVERRIDES: overrides, NATS_URL: "" },
+    env: { TRIBUTARY_HOME: home, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_PORT: "0", TRIBUTARY_NATS_PORT: String(natsPort), TRIBUTARY_ADMIN_ADDR: `127.0.0.1:${await freePort()}`, TRIBUTARY_MODEL_OVERRIDES: overrides, NATS_URL: "" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   t.teardown(() => cli.kill("SIGKILL"));
