@@ -340,7 +340,7 @@ async function registerPlatformRoutes(
   await apps.start();
   const exchanges = running(new AppExchangeClient(nc, deps.gatewayId, { hostAlive: (id) => appHosts.alive(id), headTimeoutMs: settings.apps.headTimeoutMs }, log));
   exchanges.start();
-  const appRoutes = { apps, exchanges, maxBodyBytes, maxAppBodyBytes: settings.apps.maxBodyBytes, streamBudget };
+  const appRoutes = { apps, exchanges, maxBodyBytes, maxAppBodyBytes: settings.apps.maxBodyBytes, streamBudget, publicScheme: settings.apps.publicScheme };
   registerAppRoutes(router, appRoutes);
   // Path addresses are dispatched before the router: no route may sit under them.
   router.reserve(PATH_ADDRESS_SEGMENT);

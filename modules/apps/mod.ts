@@ -39,6 +39,7 @@ export { AppExchangeClient, type AppExchangeRequest, type ResponseSink } from ".
 export { AppExchangeServer, MAX_FRAME_BYTES, REQUEST_WINDOW, RESPONSE_WINDOW } from "./exchange-host.js";
 export { AppConnectionPool, AppHttpRequest, MAX_RESPONSE_HEAD_BYTES, MAX_RESPONSE_HEADERS, type AppResponseHandlers } from "./app-http.js";
 export type { AppLogEvent } from "./protocol.js";
+export { appRequestHeaders, EDGE_HEADERS, type EdgeFacts } from "./forwarded-headers.js";
 export { hostedAddressOf, PATH_ADDRESS_SEGMENT, pathAddressOf, pathUrlOf, PREFIX_HEADER, responseHeadsUnder, type PathAddress } from "./addresses.js";
 export { LAUNCHER_PATH, LAUNCHER_SOURCE } from "./launcher-source.js";
 export { AppHostDirectory, AppService, type AppServiceOptions, type HostedTarget, type PresentedDeployment } from "./service.js";
