@@ -123,7 +123,7 @@ export function hostedAppsHandler(deps: AppRouteDeps): {
       // A host that refuses (its instance just went: a redeploy switched, a crash) touched
       // nothing of the request: the route is read again and the exchange tried once more.
       for (let attempt = 0; attempt < 3; attempt++) {
-        const outcome = await deps.exchanges.exchange({ ...request, hostId: target.hostId, deploymentId: target.deploymentId }, sink(ex, prefix || undefined));
+        const outcome = await deps.exchanges.exchange({ ...request, hostId: target.hostId, deploymentId: target.deploymentId, timeouts: target.timeouts }, sink(ex, prefix || undefined));
         if (outcome === "done") return;
         await new Promise((r) => setTimeout(r, 100 * (attempt + 1)));
         const fresh = await deps.apps.resolve(address!, true);

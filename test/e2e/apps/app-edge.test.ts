@@ -5,7 +5,8 @@ import { appDir, hosted, uploadBundle, waitForDeployment } from "../../harness/a
 import { slugOf } from "../../../modules/apps/mod.js";
 
 // The gateway as the edge in front of a hosted app: forwarded headers are its own (a client's
-// copies dropped, at both addresses).
+// copies dropped, at both addresses), and a deployment's timeouts bound how long the app may keep
+// a request: to its response head (504 app_timeout), and between bytes of its body (cut off).
 // The deployments run on the shared stack's app host, at this file's tenant's address.
 const stack = await sharedStack(t);
 const { organizations } = await stack.admin.listOrganizations({});
@@ -82,8 +83,9 @@ const CLIENT_FORWARDED = {
   "x-custom": "kept",
 };
 
-t.test("the app gets the edge's forwarded headers, never the client's", async (t) => {
-  await deploy();
+t.test("without timeouts in its manifest a deployment gets the defaults, and the edge's forwarded headers", async (t) => {
+  const deployment = await deploy();
+  t.same(deployment.timeouts, { request_seconds: 60, idle_seconds: 300 }, "the gateway's defaults, fixed in the deployment");
 
   for (const [address, host, path] of [["host name", ADDRESS, "/headers"], ["path address", `127.0.0.1:${stack.gateway.port}`, `${PREFIX}/headers`]] as const) {
     const res = await hosted(stack.gateway.port, host, path, { key: stack.key, headers: CLIENT_FORWARDED });
@@ -100,4 +102,24 @@ t.test("the app gets the edge's forwarded headers, never the client's", async (t
     t.notOk(res.body.includes("203.0.113.9") || res.body.includes("evil") || res.body.includes("client-chosen-id"), `${address}: nothing the client forged reaches the app`);
     t.same(all("x-custom"), ["kept"], `${address}: other headers pass`);
   }
+});
+
+t.test("an app past its request timeout is a 504 app_timeout; past its idle timeout its response is cut off", async (t) => {
+  const deployment = await deploy({ timeouts: { request_seconds: 1, idle_seconds: 2 } });
+  t.same(deployment.timeouts, { request_seconds: 1, idle_seconds: 2 }, "the manifest's timeouts");
+
+  const never = await hosted(stack.gateway.port, ADDRESS, "/never", { key: stack.key });
+  t.equal(never.status, 504, never.body);
+  t.match(JSON.parse(never.body), { error: { type: "server_error", code: "app_timeout", message: /within 1 s/ } });
+
+  const stalled = await getToEnd("/stall");
+  t.equal(stalled.status, 200, "the head came in time");
+  t.equal(stalled.body, "first", "what the app sent reached the client");
+  t.notOk(stalled.complete, "then the silent response was cut off, not left open");
+
+  // Bytes every 0.2 s for 3 s: past both timeouts in total, never idle, and the head came at once.
+  const drip = await getToEnd("/drip");
+  t.same(drip, { status: 200, body: ".".repeat(15) + "done", complete: true }, "a response that keeps moving runs to its end");
+
+  t.equal((await hosted(stack.gateway.port, ADDRESS, "/", { key: stack.key })).status, 200, "the app still serves");
 });
