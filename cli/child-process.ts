@@ -55,8 +55,10 @@ export function spawnScoped(spec: ChildSpec, log: Logger) {
   return Effect.acquireRelease(
     Effect.sync(() => {
       // Own process group: a terminal's Ctrl-C reaches only the supervisor, which stops the
-      // children in order (nats-server must outlive the gateway's drain).
-      const child = spawn(spec.command, spec.args, { env: spec.env, stdio: ["ignore", "inherit", "pipe"], detached: true });
+      // children in order (nats-server must outlive the gateway's drain). Their stdin is a pipe
+      // only this process holds: it closes when the supervisor dies, however it dies, and a child
+      // started with TRIBUTARY_PARENT_PIPE=stdin stops then (lib/process/lifecycle.ts).
+      const child = spawn(spec.command, spec.args, { env: spec.env, stdio: ["pipe", "inherit", "pipe"], detached: true });
       live.add(child);
       child.once("exit", () => live.delete(child));
       const lines = createInterface({ input: child.stderr! });

@@ -1,9 +1,10 @@
 import { mkdirSync, writeFileSync } from "node:fs";
-import { connect as tcpConnect } from "node:net";
 import { join } from "node:path";
 import { Duration, Effect } from "effect";
 import type { Logger } from "../lib/log.js";
 import { onCpus } from "../lib/process/cpu-affinity.js";
+import { withParentDeathSignal } from "../lib/process/death-signal.js";
+import { portInUse } from "../lib/process/ports.js";
 import { ensureNkeyIdentities, nkeyUsers } from "../lib/nats/identities.js";
 import { natsAuthorizationBlock, type NatsIdentity } from "../lib/nats/permissions.js";
 import { spawnScoped } from "./child-process.js";
@@ -71,15 +72,7 @@ function writeConfig(home: string, port: number, authorization: string): string 
   return path;
 }
 
-function portOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = tcpConnect({ host: "127.0.0.1", port }, () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.on("error", () => resolve(false));
-  });
-}
+const portOpen = (port: number) => portInUse("127.0.0.1", port);
 
 /** Starts nats-server as a scoped child and waits until it accepts connections. */
 export function embeddedNats(options: EmbeddedNatsOptions) {
@@ -87,7 +80,10 @@ export function embeddedNats(options: EmbeddedNatsOptions) {
     if (yield* Effect.promise(() => portOpen(options.port)))
       return yield* Effect.fail(new Error(`port ${options.port} is taken: set TRIBUTARY_NATS_PORT, or NATS_URL to use the server there`));
     const config = writeConfig(options.home, options.port, options.authorization);
-    yield* spawnScoped({ name: "nats-server", ...onCpus("nats-server", ["-c", config], options.cpus), env: process.env, stopTimeoutMs: 10_000 }, options.log);
+    // Ends with the supervisor even when it is killed (a Node child watches its stdin instead).
+    const { bound, ...line } = withParentDeathSignal(onCpus("nats-server", ["-c", config], options.cpus));
+    if (!bound) options.log.warn("nats-server would outlive a killed supervisor: setpriv (util-linux) with --pdeathsig is not installed");
+    yield* spawnScoped({ name: "nats-server", ...line, env: process.env, stopTimeoutMs: 10_000 }, options.log);
     const ready = yield* Effect.promise(async () => {
       for (let i = 0; i < 100; i++) {
         if (await portOpen(options.port)) return true;

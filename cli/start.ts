@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
 import { defaultModelCache, loadCatalog, singleModelCatalog } from "../modules/catalog/mod.js";
 import type { ModelSpec } from "../modules/catalog/mod.js";
-import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readConfig, runnerConfig, startConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, gatewayConfig, metricsConfig, optionToUndefined, readConfig, runnerConfig, startConfig, timeoutsConfig } from "../lib/config.js";
 import { allowedCpus, formatCpuList, onCpus, planCpus, taskset, type CpuPlan } from "../lib/process/cpu-affinity.js";
 import { createLogger } from "../lib/log.js";
 import { localOrigin } from "../lib/local-origin.js";
@@ -18,6 +18,7 @@ import { decodeThreadEnv, machineFacts, modelFacts, pickLayout } from "../module
 import { StartupReport } from "./startup-report.js";
 import { localSignInPath, StartSignInLink } from "./sign-in-link.js";
 import { resolveAdminToken } from "../modules/admin-api/mod.js";
+import { stackPortOf, takenPort, type StackPort } from "./stale-ports.js";
 
 const log = createLogger("supervisor", { pid: process.pid });
 const entry = (path: string) => fileURLToPath(new URL(path, import.meta.url));
@@ -107,8 +108,19 @@ export function startStack(options: StartOptions = { env: {} }) {
     const gateway = readConfig(gatewayConfig, environment);
     const accounts = readConfig(accountsConfig, environment);
     const modelCache = optionToUndefined(readConfig(runnerConfig, environment).modelCache) ?? defaultModelCache(common.home);
-    const catalog = yield* Effect.promise(() => layOutRunners(loadCatalog(catalogPath), modelCache));
     const start = readConfig(startConfig, environment);
+    // Every port the stack listens on must be free before anything starts (stale-ports.ts).
+    const metrics = readConfig(metricsConfig, environment);
+    const adminPort = accounts.adminAddr === "off" ? undefined : stackPortOf(accounts.adminAddr, "TRIBUTARY_ADMIN_ADDR");
+    const ports: StackPort[] = [
+      ...(common.natsUrl ? [] : [{ host: "127.0.0.1", port: start.natsPort, setting: "TRIBUTARY_NATS_PORT" }]),
+      { host: gateway.host, port: gateway.port, setting: "TRIBUTARY_PORT" },
+      ...(adminPort ? [adminPort] : []),
+      { host: metrics.actorsHost, port: metrics.actorsPort, setting: "TRIBUTARY_ACTORS_METRICS_PORT" },
+    ];
+    const taken = yield* Effect.promise(() => takenPort(ports));
+    if (taken) return yield* Effect.fail(new Error(taken));
+    const catalog = yield* Effect.promise(() => layOutRunners(loadCatalog(catalogPath), modelCache));
     const placement = placeProcesses(catalog, start.runnerCpus);
     const services = placement?.services;
     const apiKey = optionToUndefined(gateway.apiKey) ?? localApiKey(common.home);
@@ -116,7 +128,8 @@ export function startStack(options: StartOptions = { env: {} }) {
     // credentials are the environment's (TRIBUTARY_NATS_*), passed through to every process.
     const identities = common.natsUrl ? undefined : embeddedIdentities(common.home);
     const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: start.natsPort, log, cpus: services, authorization: identities!.authorization }));
-    const base = { ...environment, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: catalogPath };
+    // TRIBUTARY_PARENT_PIPE: each Node child ends with this supervisor (child-process.ts).
+    const base = { ...environment, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: catalogPath, TRIBUTARY_PARENT_PIPE: "stdin" };
     const envOf = (identity: NatsIdentity) => ({ ...base, ...identities?.env(identity) });
     const env = envOf("actors");
     const stopTimeoutMs = readConfig(timeoutsConfig, environment).drainTimeoutMs + 5_000;

@@ -337,11 +337,12 @@ async function registerPlatformRoutes(
     localBase: () => localOrigin(settings.http.host, listeningPort),
     rpcTimeoutMs: 5_000,
     stopTimeoutMs: 30_000,
+    defaultTimeouts: { request_seconds: settings.apps.requestTimeoutSeconds, idle_seconds: settings.apps.idleTimeoutSeconds },
   }, log));
   await apps.start();
-  const exchanges = running(new AppExchangeClient(nc, deps.gatewayId, { hostAlive: (id) => appHosts.alive(id), headTimeoutMs: settings.apps.headTimeoutMs }, log));
+  const exchanges = running(new AppExchangeClient(nc, deps.gatewayId, { hostAlive: (id) => appHosts.alive(id) }, log));
   exchanges.start();
-  const appRoutes = { apps, exchanges, maxBodyBytes, maxAppBodyBytes: settings.apps.maxBodyBytes, streamBudget };
+  const appRoutes = { apps, exchanges, maxBodyBytes, maxAppBodyBytes: settings.apps.maxBodyBytes, streamBudget, publicScheme: settings.apps.publicScheme };
   registerAppRoutes(router, appRoutes);
   // Path addresses are dispatched before the router: no route may sit under them.
   router.reserve(PATH_ADDRESS_SEGMENT);

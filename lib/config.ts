@@ -40,6 +40,19 @@ export const logConfig = Config.all({
 });
 
 /**
+ * Process lifecycle
+ * How a process ends together with the one that started it (every process).
+ */
+export const lifecycleConfig = Config.all({
+  /**
+   * `stdin`: stdin is a pipe that only the parent holds open; when it closes (the parent ended,
+   * a kill -9 included) the process stops as on SIGTERM, its drain cut short after 5 s.
+   * `tributary start` sets it for its children. `off`: stdin is not read.
+   */
+  parentPipe: Config.schema(Schema.Literals(["off", "stdin"]), "TRIBUTARY_PARENT_PIPE").pipe(Config.withDefault("off" as const)),
+});
+
+/**
  * JetStream
  * How the buckets and streams Tributary creates are made (every process that opens one).
  */
@@ -534,8 +547,18 @@ export const appsConfig = Config.all({
   publicPort: int("TRIBUTARY_APPS_PUBLIC_PORT", 0),
   /** Largest request body relayed to a hosted app (413 beyond). */
   maxBodyBytes: int("TRIBUTARY_APPS_MAX_BODY_BYTES", 16 * 1024 * 1024),
-  /** Longest wait for a hosted app's response head (504 beyond). */
-  headTimeoutMs: int("TRIBUTARY_APPS_HEAD_TIMEOUT_MS", 60_000),
+  /**
+   * A deployment's wait for its app's response head, from the request's head on (upload included),
+   * when its manifest sets no `timeouts.request_seconds`: a 504 `app_timeout` past it. 1-3,600;
+   * fixed in the deployment when it is created.
+   */
+  requestTimeoutSeconds: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3600 })), "TRIBUTARY_APPS_REQUEST_TIMEOUT_S").pipe(Config.withDefault(60)),
+  /**
+   * A deployment's wait for the next bytes of a response body when its manifest sets no
+   * `timeouts.idle_seconds`: past it the response is cut off (its connection closed). Long, for
+   * server-sent events that go quiet between events. 1-3,600; fixed in the deployment when it is created.
+   */
+  idleTimeoutSeconds: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3600 })), "TRIBUTARY_APPS_IDLE_TIMEOUT_S").pipe(Config.withDefault(300)),
   /** An app host silent this long is lost: its exchanges end (502 before the response head, a dropped connection after). */
   hostTimeoutMs: int("TRIBUTARY_APP_HOST_TIMEOUT_MS", 5_000),
 });

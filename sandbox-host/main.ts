@@ -8,7 +8,7 @@ import { appHostConfig, commonConfig, readConfig, sandboxHostConfig, secretsConf
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
-import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
+import { endWithParent, exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import {
   DEFAULT_EGRESS_DENY,
   detectCgroups,
@@ -128,4 +128,5 @@ async function egressSettings(
   return undefined;
 }
 
+endWithParent(log);
 exitIfStartFails(log, "sandbox host", main());

@@ -267,7 +267,8 @@ export class AppHost {
       return this.end(d, states.stoppedBy("user_stop"), 0);
     }
     // Switch: the hosted address serves this deployment from now on; the one it replaced drains.
-    const previous = await this.deployments.switchRoute(manifest.projectSlug, manifest.organizationSlug, { project, deployment_id: id, host_id: this.options.hostId, sha256: record.deployment.sha256 });
+    const timeouts = record.deployment.timeouts;
+    const previous = await this.deployments.switchRoute(manifest.projectSlug, manifest.organizationSlug, { project, deployment_id: id, host_id: this.options.hostId, sha256: record.deployment.sha256, ...(timeouts ? { timeouts } : {}) });
     this.log.info("deployment healthy", { deploymentId: id, project, replaced: previous?.deployment_id ?? null });
     if (previous && previous.deployment_id !== id) {
       if (previous.host_id === this.options.hostId) void this.stopDeployment(previous.project, previous.deployment_id, "superseded", id);

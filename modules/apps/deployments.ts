@@ -18,6 +18,9 @@ export const DEPLOYMENT_ID = /^dep_[0-9A-Za-z]{24}$/;
 /** Log lines a failed deployment's record keeps (the evidence of why). */
 export const LAST_LOG_LINES = 50;
 
+const EffectiveTimeoutsSchema = Schema.Struct({ request_seconds: Schema.Number, idle_seconds: Schema.Number });
+export type EffectiveTimeouts = Mutable<typeof EffectiveTimeoutsSchema.Type>;
+
 export const DeploymentObjectSchema = Schema.Struct({
   id: Schema.String,
   object: Schema.Literal("app.deployment"),
@@ -41,6 +44,8 @@ export const DeploymentObjectSchema = Schema.Struct({
   superseded_by: Schema.NullOr(Schema.String),
   /** The last log lines of a failed deployment. */
   last_logs: Schema.mutable(Schema.Array(Schema.String)),
+  /** What the gateways wait for the app: the manifest's `timeouts`, the defaults where it sets none (absent on records made before). */
+  timeouts: Schema.optionalKey(EffectiveTimeoutsSchema),
 });
 export type DeploymentObject = Mutable<typeof DeploymentObjectSchema.Type>;
 
@@ -55,6 +60,7 @@ const ManifestSchema = Schema.Struct({
   env: Schema.Record(Schema.String, Schema.String),
   secrets: Schema.mutable(Schema.Array(Schema.String)),
   runtime: Schema.Literal("python"),
+  timeouts: Schema.optionalKey(Schema.Struct({ requestSeconds: Schema.optionalKey(Schema.Number), idleSeconds: Schema.optionalKey(Schema.Number) })),
 });
 
 const StoredDeploymentSchema = Schema.Struct({
@@ -66,7 +72,8 @@ const StoredDeploymentSchema = Schema.Struct({
 export type StoredDeployment = Mutable<typeof StoredDeploymentSchema.Type>;
 const storedDeployment = valueSchema<StoredDeployment>()(StoredDeploymentSchema);
 
-const RouteSchema = Schema.Struct({ project: Schema.String, deployment_id: Schema.String, host_id: Schema.String, sha256: Schema.String });
+/** `timeouts`: the deployment's (absent on routes written before: the gateway's defaults apply). */
+const RouteSchema = Schema.Struct({ project: Schema.String, deployment_id: Schema.String, host_id: Schema.String, sha256: Schema.String, timeouts: Schema.optionalKey(EffectiveTimeoutsSchema) });
 export type AppRoute = Mutable<typeof RouteSchema.Type>;
 const route = valueSchema<AppRoute>()(RouteSchema);
 

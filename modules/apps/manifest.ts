@@ -18,6 +18,8 @@ export const MIN_MEMORY_MB = 64;
 /** Smallest CPU share: below this uvicorn cannot answer its health check in time. */
 export const MIN_CPU_MHZ = 50;
 export const RUNTIMES = ["python"] as const;
+/** Bounds of `timeouts.request_seconds` and `timeouts.idle_seconds`. */
+export const MAX_TIMEOUT_SECONDS = 3600;
 
 /** `package.module:variable`: Python identifiers, dots between packages, one colon. */
 const IDENT = "[A-Za-z_][A-Za-z0-9_]*";
@@ -28,7 +30,8 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** Variables the platform sets in every instance: a manifest may not override them. */
 export const PLATFORM_ENV_PREFIX = "TRIBUTARY_";
 
-const FIELDS = ["entrypoint", "organization_slug", "project", "project_slug", "cpu_mhz", "gpu_count", "memory_size_mb", "env", "secrets", "runtime"] as const;
+const FIELDS = ["entrypoint", "organization_slug", "project", "project_slug", "cpu_mhz", "gpu_count", "memory_size_mb", "env", "secrets", "runtime", "timeouts"] as const;
+const TIMEOUT_FIELDS = ["request_seconds", "idle_seconds"] as const;
 const REQUIRED = ["entrypoint", "organization_slug", "project", "project_slug", "cpu_mhz", "gpu_count", "memory_size_mb"] as const;
 
 export interface AppManifest {
@@ -42,6 +45,18 @@ export interface AppManifest {
   env: Record<string, string>;
   secrets: string[];
   runtime: "python";
+  /** As written (absent when the manifest sets none); the gateway's defaults fill the rest at deploy time. */
+  timeouts?: AppTimeouts;
+}
+
+/**
+ * How long the gateway waits on the app: for the response head (`requestSeconds`: from the
+ * request's head on, a 504 `app_timeout` past it), and for the next bytes of a response body
+ * (`idleSeconds`: the response is cut off past it; streams should send something more often).
+ */
+export interface AppTimeouts {
+  requestSeconds?: number;
+  idleSeconds?: number;
 }
 
 /** What the app hosts offer: the largest instance one host can run. */
@@ -75,10 +90,11 @@ export function slugOf(name: string): string {
 
 const param = (field: string) => `manifest.${field}`;
 
-function integerField(raw: Record<string, unknown>, field: string, min: number): number {
+/** `raw[field]` as an integer of at least `min`; `path`: the field's name in the manifest (nested fields). */
+function integerField(raw: Record<string, unknown>, field: string, min: number, path = field): number {
   const value = raw[field];
-  if (typeof value !== "number" || !Number.isInteger(value)) throw errors.invalidParam(param(field), `${field} must be an integer.`, "invalid_type");
-  if (value < min) throw errors.invalidParam(param(field), `${field} must be at least ${min}.`);
+  if (typeof value !== "number" || !Number.isInteger(value)) throw errors.invalidParam(param(path), `${field} must be an integer.`, "invalid_type");
+  if (value < min) throw errors.invalidParam(param(path), `${field} must be at least ${min}.`);
   return value;
 }
 
@@ -154,7 +170,24 @@ export function checkManifest(raw: unknown, target: DeployTarget, offer: AppHost
   for (const name of secrets)
     if (name in env) throw errors.invalidParam(param(`env.${name}`), `${name} is both in env and in secrets: name it once.`, "conflicting_fields");
 
-  return { entrypoint, organizationSlug, project, projectSlug, cpuMhz, gpuCount, memorySizeMb, env, secrets, runtime: "python" };
+  const timeouts = timeoutsField(fields.timeouts);
+  return { entrypoint, organizationSlug, project, projectSlug, cpuMhz, gpuCount, memorySizeMb, env, secrets, runtime: "python", ...(timeouts ? { timeouts } : {}) };
+}
+
+function timeoutsField(value: unknown): AppTimeouts | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== "object" || Array.isArray(value)) throw errors.invalidParam(param("timeouts"), "timeouts must be a mapping: request_seconds, idle_seconds.", "invalid_type");
+  const fields = value as Record<string, unknown>;
+  for (const key of Object.keys(fields)) if (!(TIMEOUT_FIELDS as readonly string[]).includes(key)) throw errors.unknownParam(param(`timeouts.${key.slice(0, 64)}`));
+  const seconds = (field: (typeof TIMEOUT_FIELDS)[number]): number | undefined => {
+    if (fields[field] === undefined || fields[field] === null) return undefined;
+    const n = integerField(fields, field, 1, `timeouts.${field}`);
+    if (n > MAX_TIMEOUT_SECONDS) throw errors.invalidParam(param(`timeouts.${field}`), `${field} must be at most ${MAX_TIMEOUT_SECONDS}.`);
+    return n;
+  };
+  const requestSeconds = seconds("request_seconds");
+  const idleSeconds = seconds("idle_seconds");
+  return { ...(requestSeconds !== undefined ? { requestSeconds } : {}), ...(idleSeconds !== undefined ? { idleSeconds } : {}) };
 }
 
 function envField(value: unknown): Record<string, string> {

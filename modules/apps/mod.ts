@@ -10,12 +10,14 @@ export {
   MAX_ENV_VARS,
   MAX_MANIFEST_BYTES,
   MAX_SECRETS,
+  MAX_TIMEOUT_SECONDS,
   MIN_CPU_MHZ,
   MIN_MEMORY_MB,
   parseManifest,
   slugOf,
   type AppHostOffer,
   type AppManifest,
+  type AppTimeouts,
   type DeployTarget,
 } from "./manifest.js";
 export {
@@ -34,11 +36,12 @@ export {
 export { AppReplica, DEFAULT_REPLICA_POLICY, type ReplicaFailure, type ReplicaPolicy, type ReplicaState, type ReplicaStatus } from "./replica.js";
 export { AppHost, type AppHostOptions } from "./app-host.js";
 export * as deploymentStates from "./deployment-states.js";
-export { DEPLOYMENT_ID, DEPLOYMENT_STATUSES, DeploymentStore, type AppRoute, type DeploymentObject, type DeploymentStatus, type StoredDeployment } from "./deployments.js";
+export { DEPLOYMENT_ID, DEPLOYMENT_STATUSES, DeploymentStore, type AppRoute, type DeploymentObject, type DeploymentStatus, type EffectiveTimeouts, type StoredDeployment } from "./deployments.js";
 export { AppExchangeClient, type AppExchangeRequest, type ResponseSink } from "./exchange-client.js";
 export { AppExchangeServer, MAX_FRAME_BYTES, REQUEST_WINDOW, RESPONSE_WINDOW } from "./exchange-host.js";
 export { AppConnectionPool, AppHttpRequest, MAX_RESPONSE_HEAD_BYTES, MAX_RESPONSE_HEADERS, type AppResponseHandlers } from "./app-http.js";
 export type { AppLogEvent } from "./protocol.js";
+export { appRequestHeaders, EDGE_HEADERS, type EdgeFacts } from "./forwarded-headers.js";
 export { hostedAddressOf, PATH_ADDRESS_SEGMENT, pathAddressOf, pathUrlOf, PREFIX_HEADER, responseHeadsUnder, type PathAddress } from "./addresses.js";
 export { LAUNCHER_PATH, LAUNCHER_SOURCE } from "./launcher-source.js";
 export { AppHostDirectory, AppService, type AppServiceOptions, type HostedTarget, type PresentedDeployment } from "./service.js";

@@ -8,7 +8,7 @@ import type { ArtifactStore } from "../artifacts/mod.js";
 import { errors, shown } from "../errors/mod.js";
 import { hostedAddressOf, pathUrlOf } from "./addresses.js";
 import * as states from "./deployment-states.js";
-import { DEPLOYMENT_ID, nowSeconds, type AppRoute, type DeploymentObject, type DeploymentStore, type StoredDeployment } from "./deployments.js";
+import { DEPLOYMENT_ID, nowSeconds, type AppRoute, type DeploymentObject, type DeploymentStore, type EffectiveTimeouts, type StoredDeployment } from "./deployments.js";
 import type { LogLine } from "./instance.js";
 import { parseManifest, slugOf, type AppHostOffer, type AppManifest } from "./manifest.js";
 import { appHostHeartbeat, appHostReply, appLogEvent, encodeJson, type AppHostCall, type AppHostHeartbeat, type AppLogEvent } from "./protocol.js";
@@ -85,6 +85,8 @@ export interface AppServiceOptions {
   localBase: () => string;
   rpcTimeoutMs: number;
   stopTimeoutMs: number;
+  /** What a deployment whose manifest sets no `timeouts` (or one field only) gets. */
+  defaultTimeouts: EffectiveTimeouts;
 }
 
 /**
@@ -99,6 +101,8 @@ export interface HostedTarget {
   project: string;
   deploymentId: string;
   hostId: string;
+  /** How long the app may take to its response head, and between bytes of its body. */
+  timeouts: { requestMs: number; idleMs: number };
 }
 
 export class AppService {
@@ -134,7 +138,7 @@ export class AppService {
   /** The deployment a hosted address serves when the route cache holds it (no wait: the usual case). */
   resolveCached(address: string): HostedTarget | undefined {
     const route = this.routes.get(address);
-    return route ? { project: route.project, deploymentId: route.deployment_id, hostId: route.host_id } : undefined;
+    return route && this.targetOf(route);
   }
 
   /** The deployment a hosted address serves (the cache first; `fresh` reads KV, after a refused exchange). */
@@ -145,7 +149,12 @@ export class AppService {
       route = await this.store.route(projectSlug, organizationSlug);
       if (route) this.routes.set(address, route);
     }
-    return route ? { project: route.project, deploymentId: route.deployment_id, hostId: route.host_id } : undefined;
+    return route && this.targetOf(route);
+  }
+
+  private targetOf(route: AppRoute): HostedTarget {
+    const timeouts = route.timeouts ?? this.options.defaultTimeouts;
+    return { project: route.project, deploymentId: route.deployment_id, hostId: route.host_id, timeouts: { requestMs: timeouts.request_seconds * 1000, idleMs: timeouts.idle_seconds * 1000 } };
   }
 
   hostedUrl(manifest: Pick<AppManifest, "projectSlug" | "organizationSlug">): string {
@@ -218,6 +227,10 @@ export class AppService {
       replaces: route?.deployment_id ?? null,
       superseded_by: null,
       last_logs: [],
+      timeouts: {
+        request_seconds: manifest.timeouts?.requestSeconds ?? this.options.defaultTimeouts.request_seconds,
+        idle_seconds: manifest.timeouts?.idleSeconds ?? this.options.defaultTimeouts.idle_seconds,
+      },
     };
     const record: StoredDeployment = { deployment, project, host_id: hostId, manifest };
     await this.store.create(record);

@@ -176,8 +176,8 @@ export class AppOverloaded extends Data.TaggedError("AppOverloaded")<{ readonly 
 /** Events of an admitted request were lost on the way (a sequence gap). */
 export class StreamInterrupted extends Data.TaggedError("StreamInterrupted")<{ readonly message: string }> {}
 
-/** The request's deadline passed (queueing included), or no runner answered in time. */
-export class DeadlineExceeded extends Data.TaggedError("DeadlineExceeded")<{ readonly message: string }> {}
+/** The request's deadline passed (queueing included), no runner answered in time, or a hosted app did not (`code` app_timeout). */
+export class DeadlineExceeded extends Data.TaggedError("DeadlineExceeded")<{ readonly message: string; readonly code?: string }> {}
 
 export type CancelReason = "client_closed" | "cancelled" | "batch_cancelled";
 
@@ -323,7 +323,7 @@ export const errors = {
   invalidKey: () => new Unauthenticated({ reason: "invalid_api_key" }),
   forbidden: (message: string, code: string | null = null) => new Forbidden({ message, code }),
   unavailable: (message: string, retryAfterSeconds = 1) => new Unavailable({ message, retryAfterSeconds }),
-  deadline: (message: string) => new DeadlineExceeded({ message }),
+  deadline: (message: string, code = "timeout") => new DeadlineExceeded({ message, code }),
   cancelled: (reason: CancelReason = "cancelled") => new Cancelled({ reason }),
   internal: (cause?: unknown) => new Internal({ cause }),
   appUnavailable: (message: string, code = "app_unavailable") => new AppUnavailable({ message, code }),

@@ -82,7 +82,7 @@ export function openAIError(err: DomainError, requestId: string): OpenAIError {
     case "StreamInterrupted":
       return of(502, err.message, SERVER, "stream_interrupted");
     case "DeadlineExceeded":
-      return of(504, err.message, SERVER, "timeout");
+      return of(504, err.message, SERVER, err.code ?? "timeout");
     case "Cancelled":
       return of(499, err.message, INVALID, err.reason);
     case "ShuttingDown":
