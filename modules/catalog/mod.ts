@@ -2,3 +2,7 @@
 export { CatalogError, loadCatalog, parseCatalog } from "./load.js";
 export { type ModelSpec } from "./model-spec.js";
 export { defaultModelCache, hfCachePath, hfReference, localModelPath } from "./model-file.js";
+export {
+  ChecksumMismatch, classifyModelFailure, describeError, DiskFull, downloadFailureTags, HttpStatus, InvalidGguf, ModelFileMissing, ModelLoadFailed, NoNetwork,
+  type ModelFileFailure,
+} from "./model-file-failure.js";
