@@ -78,8 +78,9 @@ export class LlamaEngine implements Engine {
     const gpu = this.spec.gpuLayers !== 0;
     // maxThreads 0: no thread budget shared between contexts (a runner has one context, with the
     // catalog's threads). With a budget, node-llama-cpp awaits a thread allocation at every
-    // decode step: a promise and an allocation per token.
-    this.llama = await getLlama({ gpu: gpu ? "auto" : false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false, maxThreads: 0 });
+    // decode step: a promise and an allocation per token. A load that is retried (the runner
+    // retries a failed one) keeps the first: each getLlama adds process listeners of its own.
+    this.llama ??= await getLlama({ gpu: gpu ? "auto" : false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false, maxThreads: 0 });
     this.model = await this.llama.loadModel({ modelPath: path, gpuLayers: this.spec.gpuLayers as number | "auto" | "max" }).catch((err: unknown) => {
       const reason = notGguf(err);
       throw reason !== undefined ? new InvalidGguf({ path, detail: reason }) : err;
