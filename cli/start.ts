@@ -1,16 +1,18 @@
+import { relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
 import { defaultModelCache, loadCatalog } from "../modules/catalog/mod.js";
 import type { ModelSpec } from "../modules/catalog/mod.js";
 import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readConfig, runnerConfig, startConfig, timeoutsConfig } from "../lib/config.js";
 import { allowedCpus, formatCpuList, onCpus, planCpus, taskset, type CpuPlan } from "../lib/process/cpu-affinity.js";
-import { createLogger } from "../lib/log.js";
+import { createLogger, logStyle, setLogWriter } from "../lib/log.js";
 import { supervise, type ChildSpec } from "./child-process.js";
 import { embeddedIdentities, embeddedNats } from "./embedded-nats.js";
 import type { NatsIdentity } from "../lib/nats/permissions.js";
 import { localApiKey } from "./local-key.js";
 import { decodeThreadEnv, machineFacts, modelFacts, pickLayout } from "../modules/runner-layout/mod.js";
 import { StartupReport } from "./startup-report.js";
+import { terminal } from "./terminal.js";
 
 const log = createLogger("supervisor", { pid: process.pid });
 const entry = (path: string) => fileURLToPath(new URL(path, import.meta.url));
@@ -60,6 +62,7 @@ async function layOutRunners(catalog: readonly ModelSpec[], modelCache: string):
  */
 export function startStack() {
   return Effect.gen(function* () {
+    setLogWriter((text) => terminal.log(text));
     const common = readConfig(commonConfig);
     const gateway = readConfig(gatewayConfig);
     const accounts = readConfig(accountsConfig);
@@ -73,7 +76,13 @@ export function startStack() {
     // credentials are the environment's (TRIBUTARY_NATS_*), passed through to every process.
     const identities = common.natsUrl ? undefined : embeddedIdentities(common.home);
     const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: start.natsPort, log, cpus: services, authorization: identities!.authorization }));
-    const base = { ...process.env, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: common.catalogPath };
+    // The processes write JSON lines to their pipes, at info at least: the start report reads
+    // them whatever the terminal shows (the supervisor filters them by TRIBUTARY_LOG_LEVEL).
+    const base = {
+      ...process.env,
+      NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: common.catalogPath,
+      TRIBUTARY_LOG_FORMAT: "json", TRIBUTARY_LOG_LEVEL: logStyle.level === "debug" ? "debug" : "info",
+    };
     const envOf = (identity: NatsIdentity) => ({ ...base, ...identities?.env(identity) });
     const env = envOf("actors");
     const stopTimeoutMs = readConfig(timeoutsConfig).drainTimeoutMs + 5_000;
@@ -106,25 +115,33 @@ export function startStack() {
       const platform = { TRIBUTARY_APP_PLATFORM_URL: `http://${gatewayHost}:${gateway.port || 8080}` };
       children.push({ name: "sandbox host", ...onCpus(process.execPath, [entry("../sandbox-host/main.js")], services), env: { ...platform, ...envOf("sandbox-host") }, stopTimeoutMs });
     }
+    const catalogFile = relative(process.cwd(), common.catalogPath);
     const report = new StartupReport({
       models: catalog.filter((m) => m.replicas > 0).map((m) => m.id),
       url: (port) => `http://${gateway.host}:${port}/v1`,
-      footer:
-        `(API key: ${apiKey})\n` +
-        `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.\n` +
-        (accounts.adminAddr === "off" ? "\n" : `Accounts and keys: tributary admin --help (admin service on ${accounts.adminAddr}).\n\n`),
-      write: (text) => process.stdout.write(text),
+      apiKey,
+      footer: (port) => [
+        `Dashboard: http://${gateway.host}:${port}/dashboard`,
+        `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.`,
+        ...(accounts.adminAddr === "off" ? [] : [`Accounts and keys: tributary admin --help (admin service on ${accounts.adminAddr}).`]),
+      ],
+      catalogPath: catalogFile.startsWith("..") ? common.catalogPath : catalogFile,
+      print: (text) => terminal.print(text),
+      status: terminal.drawsInPlace ? (lines) => terminal.status(lines) : undefined,
     });
     for (const child of children) {
       const model = catalog.find((m) => child.name.startsWith(`runner ${m.id}#`));
-      if (model) child.onLine = (line) => report.runnerLine(model.id, line);
+      if (model) {
+        child.onLine = (_line, record) => void (record && report.fromRunner(model.id, record));
+        child.shownByCaller = (record) => StartupReport.shows(record);
+      }
     }
     children.push({
       name: "gateway",
       ...onCpus(process.execPath, [entry("../gateway/main.js")], services),
       env: envOf("gateway"),
       stopTimeoutMs,
-      onLine: (line) => report.gatewayLine(line),
+      onLine: (_line, record) => void (record && report.fromGateway(record)),
     });
     // Forked in order: the scope stops them in reverse (gateway first).
     for (const child of children) yield* Effect.forkScoped(supervise(child, log));
