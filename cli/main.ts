@@ -57,16 +57,21 @@ async function main(argv: string[]): Promise<number> {
     case "start": {
       // The flags are checked before anything starts: --help or a bad flag starts nothing.
       const options = (await import("./start-options.js")).parseStartOptions(rest);
-      const [{ Cause, Effect, Exit, Fiber }, { createLogger }, { startStack }] = await Promise.all([import("effect"), import("../lib/log.js"), import("./start.js")]);
+      const [{ Cause, Effect, Exit, Fiber }, { createLogger }, { startStack }, { terminal }] = await Promise.all([
+        import("effect"), import("../lib/log.js"), import("./start.js"), import("./terminal.js"),
+      ]);
       const log = createLogger("cli");
       const fiber = Effect.runFork(Effect.scoped(startStack(options)));
       let signals = 0;
+      // Said on stdout, like the start report: whatever the log level, the person who pressed
+      // Ctrl-C sees what it does.
       const stop = () => {
         if (++signals > 1) {
-          log.warn("second signal: exiting without waiting");
+          terminal.print("Second Ctrl-C: exiting now, without draining.\n");
           process.exit(130);
         }
-        log.info("stopping: draining gateway, then runners, then nats-server");
+        terminal.close();
+        terminal.print("\nStopping: draining the gateway's streams, then runners, then nats-server (Ctrl-C again to exit at once)...\n");
         Effect.runFork(Fiber.interrupt(fiber));
       };
       process.on("SIGINT", stop);

@@ -1,4 +1,5 @@
-import type { Logger } from "../lib/log.js";
+import type { LogRecord, Logger } from "../lib/log.js";
+import { listeningPort } from "./startup-report.js";
 import { adminClient, adminStatusName, isAdminCallError } from "../modules/admin-api/mod.js";
 
 // The dashboard one click away: `tributary start` prints a sign-in link for the local
@@ -56,33 +57,22 @@ export class StartSignInLink {
 
   constructor(private readonly options: { makePath: () => Promise<string | undefined>; origin: (port: number) => string }) {}
 
-  /** A log line of the gateway, passed on to `next` (a "gateway listening" line after the link is made). */
-  gatewayLine(line: string, next: (line: string) => void): void {
-    const port = listeningPort(line);
-    if (port === undefined) return next(line);
+  /** A log record of the gateway, passed on to `next` (a "gateway listening" one after the link is made). */
+  fromGateway(record: LogRecord, next: (record: LogRecord) => void): void {
+    const port = listeningPort(record);
+    if (port === undefined) return next(record);
     this.link = undefined;
     void this.options.makePath().then(
       (path) => {
         this.link = path === undefined ? undefined : this.options.origin(port) + path;
-        next(line);
+        next(record);
       },
-      () => next(line),
+      () => next(record),
     );
   }
 
-  /** The footer's line: empty while there is no link. */
-  footerLine(): string {
-    return this.link ? `Dashboard (a sign-in link that works once): ${this.link}\n` : "";
-  }
-}
-
-/** The port of a gateway's "gateway listening" log line, else undefined (other lines are not parsed). */
-function listeningPort(line: string): number | undefined {
-  if (!line.includes('"gateway listening"')) return undefined;
-  try {
-    const rec = JSON.parse(line) as { msg?: unknown; port?: unknown };
-    return rec.msg === "gateway listening" && typeof rec.port === "number" ? rec.port : undefined;
-  } catch {
-    return undefined;
+  /** The footer's line, while there is a link. */
+  footerLine(): string | undefined {
+    return this.link ? `Dashboard (a sign-in link that works once): ${this.link}` : undefined;
   }
 }

@@ -1,13 +1,13 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
 import { defaultModelCache, loadCatalog, singleModelCatalog } from "../modules/catalog/mod.js";
 import type { ModelSpec } from "../modules/catalog/mod.js";
 import { accountsConfig, commonConfig, gatewayConfig, metricsConfig, optionToUndefined, readConfig, runnerConfig, startConfig, timeoutsConfig } from "../lib/config.js";
 import { allowedCpus, formatCpuList, onCpus, planCpus, taskset, type CpuPlan } from "../lib/process/cpu-affinity.js";
-import { createLogger } from "../lib/log.js";
+import { createLogger, logStyle, setLogWriter, type LogRecord } from "../lib/log.js";
 import { localOrigin } from "../lib/local-origin.js";
 import { supervise, type ChildSpec } from "./child-process.js";
 import { embeddedIdentities, embeddedNats } from "./embedded-nats.js";
@@ -15,10 +15,11 @@ import type { NatsIdentity } from "../lib/nats/permissions.js";
 import { forgetGatewayUrl, localApiKey, recordGatewayUrl } from "./local-stack.js";
 import type { StartOptions } from "./start-options.js";
 import { decodeThreadEnv, machineFacts, modelFacts, pickLayout } from "../modules/runner-layout/mod.js";
-import { StartupReport } from "./startup-report.js";
+import { listeningPort, StartupReport } from "./startup-report.js";
 import { localSignInPath, StartSignInLink } from "./sign-in-link.js";
 import { resolveAdminToken } from "../modules/admin-api/mod.js";
 import { stackPortOf, takenPort, type StackPort } from "./stale-ports.js";
+import { terminal } from "./terminal.js";
 
 const log = createLogger("supervisor", { pid: process.pid });
 const entry = (path: string) => fileURLToPath(new URL(path, import.meta.url));
@@ -60,17 +61,6 @@ async function layOutRunners(catalog: readonly ModelSpec[], modelCache: string):
   return catalog.map((m, i) => ({ ...m, replicas: layouts[i]!.runners, threads: layouts[i]!.threads }));
 }
 
-/** "gateway listening" in a gateway's log line: the port it got (the supervisor's own copy of StartupReport's reading). */
-function listeningPort(line: string): number | undefined {
-  if (!line.startsWith("{")) return undefined;
-  try {
-    const rec = JSON.parse(line) as { msg?: unknown; port?: unknown };
-    return rec.msg === "gateway listening" && typeof rec.port === "number" ? rec.port : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /** A port free on `host` now: the kernel's pick for a socket bound to port 0, released. */
 function freePort(host: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -92,6 +82,7 @@ function freePort(host: string): Promise<number> {
  */
 export function startStack(options: StartOptions = { env: {} }) {
   return Effect.gen(function* () {
+    setLogWriter((text) => terminal.log(text));
     const environment: Record<string, string | undefined> = { ...process.env, ...options.env };
     const common = readConfig(commonConfig, environment);
     // The processes read the catalog from a file: --model's is written into TRIBUTARY_HOME.
@@ -128,8 +119,14 @@ export function startStack(options: StartOptions = { env: {} }) {
     // credentials are the environment's (TRIBUTARY_NATS_*), passed through to every process.
     const identities = common.natsUrl ? undefined : embeddedIdentities(common.home);
     const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: start.natsPort, log, cpus: services, authorization: identities!.authorization }));
-    // TRIBUTARY_PARENT_PIPE: each Node child ends with this supervisor (child-process.ts).
-    const base = { ...environment, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: catalogPath, TRIBUTARY_PARENT_PIPE: "stdin" };
+    // TRIBUTARY_PARENT_PIPE: each Node child ends with this supervisor (child-process.ts). The
+    // processes write JSON lines to their pipes, at info at least: the start report reads them
+    // whatever the terminal shows (the supervisor filters them by TRIBUTARY_LOG_LEVEL).
+    const base = {
+      ...environment,
+      NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: catalogPath, TRIBUTARY_PARENT_PIPE: "stdin",
+      TRIBUTARY_LOG_FORMAT: "json", TRIBUTARY_LOG_LEVEL: logStyle.level === "debug" ? "debug" : "info",
+    };
     const envOf = (identity: NatsIdentity) => ({ ...base, ...identities?.env(identity) });
     const env = envOf("actors");
     const stopTimeoutMs = readConfig(timeoutsConfig, environment).drainTimeoutMs + 5_000;
@@ -166,23 +163,26 @@ export function startStack(options: StartOptions = { env: {} }) {
       makePath: localSignInPath({ adminAddr: accounts.adminAddr, adminToken: () => resolveAdminToken(optionToUndefined(accounts.adminToken), common.home, false), log }),
       origin: (port) => localOrigin(gateway.host, port),
     });
+    const catalogFile = relative(process.cwd(), catalogPath);
     const report = new StartupReport({
       models: catalog.filter((m) => m.replicas > 0).map((m) => m.id),
-      url: (port) => `http://${gateway.host}:${port}/v1`,
-      // A getter: read when the stack is announced, by when the sign-in link is made.
-      get footer() {
-        return (
-          `(API key: ${apiKey})\n` +
-          signInLink.footerLine() +
-          `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.\n` +
-          (accounts.adminAddr === "off" ? "\n" : `Accounts and keys: tributary admin --help (admin service on ${accounts.adminAddr}).\n\n`)
-        );
-      },
-      write: (text) => process.stdout.write(text),
+      url: (port) => `${localOrigin(gateway.host, port)}/v1`,
+      apiKey,
+      footer: (port) => [
+        signInLink.footerLine() ?? `Dashboard: ${localOrigin(gateway.host, port)}/dashboard`,
+        `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.`,
+        ...(accounts.adminAddr === "off" ? [] : [`Accounts and keys: tributary admin --help (admin service on ${accounts.adminAddr}).`]),
+      ],
+      catalogPath: catalogFile.startsWith("..") ? catalogPath : catalogFile,
+      print: (text) => terminal.print(text),
+      status: terminal.drawsInPlace ? (lines) => terminal.status(lines) : undefined,
     });
     for (const child of children) {
       const model = catalog.find((m) => child.name.startsWith(`runner ${m.id}#`));
-      if (model) child.onLine = (line) => report.runnerLine(model.id, line);
+      if (model) {
+        child.onLine = (_line, record) => void (record && report.fromRunner(model.id, record));
+        child.shownByCaller = (record) => StartupReport.shows(record);
+      }
     }
     // Where the gateway listens (its port is known once it does) goes into TRIBUTARY_HOME for the
     // client commands, and is removed when the stack stops.
@@ -192,10 +192,11 @@ export function startStack(options: StartOptions = { env: {} }) {
       ...onCpus(process.execPath, [entry("../gateway/main.js")], services),
       env: envOf("gateway"),
       stopTimeoutMs,
-      onLine: (line) => {
-        const port = listeningPort(line);
+      onLine: (_line, record) => {
+        if (!record) return;
+        const port = listeningPort(record);
         if (port !== undefined) recordGatewayUrl(common.home, localOrigin(gateway.host, port));
-        signInLink.gatewayLine(line, (held) => report.gatewayLine(held));
+        signInLink.fromGateway(record, (held) => report.fromGateway(held));
       },
     });
     // Forked in order: the scope stops them in reverse (gateway first).

@@ -30,13 +30,24 @@ export const commonConfig = Config.all({
 
 /**
  * Logging
- * Every process logs JSON lines on stderr.
+ * Every process logs on stderr: one JSON object per line, or one readable line per event on a
+ * terminal. `tributary start` reads its processes' JSON lines and shows them in its own format.
  */
 export const logConfig = Config.all({
   /** `debug`, `info`, `warn` or `error`, in any case; anything else logs at `info`. */
   level: str("TRIBUTARY_LOG_LEVEL", "info").pipe(
     Config.map((v) => LOG_LEVELS.find((l) => l === v.toLowerCase()) ?? "info"),
   ),
+  /**
+   * `pretty` (a line per event: time, process, level, message, fields; an error's stack only at
+   * `debug`), `json` (one JSON object per line, stacks included) or `auto`: pretty when stderr is a
+   * terminal, else JSON.
+   */
+  format: Config.schema(Schema.Literals(["pretty", "json", "auto"]), "TRIBUTARY_LOG_FORMAT").pipe(Config.withDefault("auto" as const)),
+  /** Set and not empty: pretty lines without colours ([no-color.org](https://no-color.org)). */
+  noColor: str("NO_COLOR", ""),
+  /** Set and not empty: pretty lines in colour even when stderr is not a terminal; `0` or `false`: never in colour. Wins over `NO_COLOR`. */
+  forceColor: str("FORCE_COLOR", ""),
 });
 
 /**

@@ -2,6 +2,7 @@ import t from "tap";
 import { isSignInTokenShape, SIGN_IN_LINK_PATH, signInLinkPath, signInTokenStatus, type SignInTokenRecord } from "../../modules/accounts/mod.js";
 import { newSignInToken } from "../../modules/accounts/sign-in-links.js";
 import { StartSignInLink } from "../../cli/sign-in-link.js";
+import type { LogRecord } from "../../lib/log.js";
 import { localOrigin } from "../../lib/local-origin.js";
 
 // The pure parts of one-time sign-in links: the token's shape (checked before any lookup), a
@@ -34,41 +35,41 @@ t.test("the gateway's origin for a browser on this machine", async (t) => {
   t.equal(localOrigin("dash.internal", 80), "http://dash.internal:80");
 });
 
-const listening = (port: number) => JSON.stringify({ level: "info", msg: "gateway listening", port, host: "127.0.0.1" });
+const listening = (port: number) => ({ level: "info", msg: "gateway listening", port, host: "127.0.0.1" });
 
-t.test("start: the listening line waits for a fresh link; other lines pass at once", async (t) => {
+t.test("start: the listening record waits for a fresh link; other records pass at once", async (t) => {
   const made: Array<(path: string | undefined) => void> = [];
   const link = new StartSignInLink({ makePath: () => new Promise((resolve) => made.push(resolve)), origin: (port) => `http://127.0.0.1:${port}` });
-  const passed: string[] = [];
-  link.gatewayLine(`{"msg":"nats connected"}`, (l) => passed.push(l));
-  link.gatewayLine("not json", (l) => passed.push(l));
-  link.gatewayLine(`{"msg":"gateway listening soon"}`, (l) => passed.push(l));
-  t.equal(passed.length, 3, "lines other than 'gateway listening' are not held");
+  const passed: LogRecord[] = [];
+  link.fromGateway({ msg: "nats connected" }, (l) => passed.push(l));
+  link.fromGateway({ msg: "gateway listening" }, (l) => passed.push(l));
+  link.fromGateway({ msg: "gateway listening soon", port: 1 }, (l) => passed.push(l));
+  t.equal(passed.length, 3, "records other than 'gateway listening' with a port are not held");
   t.equal(made.length, 0, "and make no link");
 
-  link.gatewayLine(listening(41234), (l) => passed.push(l));
+  link.fromGateway(listening(41234), (l) => passed.push(l));
   t.equal(passed.length, 3, "the listening line is held while the link is made");
-  t.equal(link.footerLine(), "");
+  t.equal(link.footerLine(), undefined);
   made[0]!("/dashboard/sign-in/link?token=abc");
   await new Promise((r) => setImmediate(r));
   t.same(passed.slice(3), [listening(41234)], "then passed on");
-  t.equal(link.footerLine(), "Dashboard (a sign-in link that works once): http://127.0.0.1:41234/dashboard/sign-in/link?token=abc\n", "with the port the gateway got");
+  t.equal(link.footerLine(), "Dashboard (a sign-in link that works once): http://127.0.0.1:41234/dashboard/sign-in/link?token=abc", "with the port the gateway got");
 
   // A restarted gateway gets a fresh link; the used one is not shown again meanwhile.
-  link.gatewayLine(listening(41235), (l) => passed.push(l));
+  link.fromGateway(listening(41235), (l) => passed.push(l));
   t.equal(made.length, 2);
-  t.equal(link.footerLine(), "", "the old link is gone once a new gateway listens");
+  t.equal(link.footerLine(), undefined, "the old link is gone once a new gateway listens");
   made[1]!(undefined);
   await new Promise((r) => setImmediate(r));
   t.equal(passed.length, 5, "a gateway whose link could not be made is announced all the same");
-  t.equal(link.footerLine(), "", "without a link");
+  t.equal(link.footerLine(), undefined, "without a link");
 });
 
 t.test("start: a failure to make the link does not hold the line", async (t) => {
   const link = new StartSignInLink({ makePath: () => Promise.reject(new Error("boom")), origin: (port) => `http://h:${port}` });
-  const passed: string[] = [];
-  link.gatewayLine(listening(1), (l) => passed.push(l));
+  const passed: LogRecord[] = [];
+  link.fromGateway(listening(1), (l) => passed.push(l));
   await new Promise((r) => setImmediate(r));
   t.equal(passed.length, 1);
-  t.equal(link.footerLine(), "");
+  t.equal(link.footerLine(), undefined);
 });

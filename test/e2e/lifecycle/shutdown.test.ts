@@ -34,12 +34,12 @@ t.test("tributary start: Ctrl-C lets in-flight streams finish, then every proces
   const pids = new Set<number>();
   const gatewayPids: number[] = [];
   let layout: { models?: Record<string, { runners: number; threads: number; class: string }> } | undefined;
+  // stderr is a pipe: JSON lines (nats-server's own output goes to its log file).
   createInterface({ input: cli.stderr! }).on("line", (line) => {
-    const nats = /^\[(\d+)\]/.exec(line);
-    if (nats) pids.add(Number(nats[1]));
     try {
-      const record = JSON.parse(line) as { pid?: number; msg?: string };
+      const record = JSON.parse(line) as { pid?: number; msg?: string; serverPid?: number };
       if (record.msg === "runner layout") layout = record as typeof layout;
+      if (record.msg === "nats-server ready" && record.serverPid) pids.add(record.serverPid);
       if (record.pid) pids.add(record.pid);
       if (record.msg === "gateway listening" && record.pid) gatewayPids.push(record.pid);
     } catch {}
