@@ -56,7 +56,7 @@ t.test("every command: an unknown option is a usage error naming it (exit 2); --
     const name = `tributary ${command.join(" ")}`;
     if (kind === "unknown") {
       t.equal(r.code, 2, `${name} --no-such-flag exits 2`, output(r));
-      t.equal(r.stderr.split("\n")[0], `${name}: unknown option --no-such-flag`, `${name}: the message names it`);
+      t.ok(r.stderr.split("\n")[0]!.startsWith(`${name}: unknown option --no-such-flag`), `${name}: the message names it`, { found: r.stderr.split("\n")[0] });
       t.match(r.stderr, /\nusage: tributary /, `${name}: usage follows`);
       t.equal(r.stdout, "");
     } else {
