@@ -1,6 +1,6 @@
 import { intOption, parseCommand, pickAction } from "./args.js";
 import { gatewayClient, gatewayOptions, gatewayOptionsUsage } from "./gateway-client.js";
-import { formatTime, renderTable } from "./table.js";
+import { formatTime, pageTable, printResult } from "./table.js";
 
 // `tributary apps ...`: the deployments of hosted apps (docs/platform.md, "Hosted apps");
 // `tributary deploy` makes them.
@@ -30,19 +30,15 @@ function writeLogLine(l: LogLine): void {
 export async function runApps(argv: string[]): Promise<number> {
   const [action, rest] = pickAction(argv, { name: "tributary apps", usage: appsUsage, actions: ACTIONS });
   const name = `tributary apps ${action}`;
-  const print = (json: boolean, value: unknown, human: string) => process.stdout.write(json ? JSON.stringify(value, null, 2) + "\n" : human);
   switch (action) {
     case "list": {
       const { values } = parseCommand(rest, { name, usage: appsUsage, options: { ...gatewayOptions, json: { type: "boolean" }, limit: { type: "string" } } });
       const limit = intOption(name, "limit", values.limit, 1, 100) ?? 100;
       const page = await gatewayClient(values).json("GET", `/v1/apps/deployments?limit=${limit}`);
-      print(
+      printResult(
         !!values.json,
         page,
-        renderTable(
-          ["ID", "STATUS", "ADDRESS", "CREATED", "RESTARTS"],
-          (page.data as any[]).map((d) => [d.id, d.reason ? `${d.status} (${d.reason})` : d.status, d.hosted_url, formatTime(d.created_at), String(d.restarts)]),
-        ) + (page.has_more ? "(more: --limit, or the API's after=)\n" : ""),
+        pageTable(page, ["ID", "STATUS", "ADDRESS", "CREATED", "RESTARTS"], (d) => [d.id, d.reason ? `${d.status} (${d.reason})` : d.status, d.hosted_url, formatTime(d.created_at), String(d.restarts)]),
       );
       return 0;
     }
@@ -57,7 +53,7 @@ export async function runApps(argv: string[]): Promise<number> {
       const path = `/v1/apps/deployments/${encodeURIComponent(positionals[0]!)}/logs`;
       if (!values.follow) {
         const page = await client.json("GET", path);
-        if (values.json) print(true, page, "");
+        if (values.json) printResult(true, page, "");
         else for (const line of page.data as LogLine[]) writeLogLine(line);
         return 0;
       }
@@ -72,7 +68,7 @@ export async function runApps(argv: string[]): Promise<number> {
     case "stop": {
       const { values, positionals } = parseCommand(rest, { name, usage: appsUsage, positionals: ["DEPLOYMENT_ID"], options: { ...gatewayOptions, json: { type: "boolean" } } });
       const deployment = await gatewayClient(values).json("POST", `/v1/apps/deployments/${encodeURIComponent(positionals[0]!)}/stop`);
-      print(!!values.json, deployment, `${deployment.id} ${deployment.status}\n`);
+      printResult(!!values.json, deployment, `${deployment.id} ${deployment.status}\n`);
       return 0;
     }
   }

@@ -1,7 +1,7 @@
 import { intOption, parseCommand, pickAction } from "./args.js";
 import { gatewayClient, gatewayOptions, gatewayOptionsUsage } from "./gateway-client.js";
 import { commandOf, sandboxSettingsBody, sandboxSettingsOptions } from "./sandbox.js";
-import { formatTime, renderTable, shorten } from "./table.js";
+import { formatTime, pageTable, printResult, shorten } from "./table.js";
 
 // `tributary jobs ...`: the jobs API (docs/platform.md, "Jobs"): a command run to completion in a
 // fresh sandbox, durably, with its output kept.
@@ -30,7 +30,6 @@ function commandText(argv: string[]): string {
 export async function runJobs(argv: string[]): Promise<number> {
   const [action, rest] = pickAction(argv, { name: "tributary jobs", usage: jobsUsage, actions: ACTIONS });
   const name = `tributary jobs ${action}`;
-  const print = (json: boolean, value: unknown, human: string) => process.stdout.write(json ? JSON.stringify(value, null, 2) + "\n" : human);
   switch (action) {
     case "create": {
       const { values, positionals } = parseCommand(rest, {
@@ -54,7 +53,7 @@ export async function runJobs(argv: string[]): Promise<number> {
         input_files: values["input-file"],
       };
       const job = await gatewayClient(values).json("POST", "/v1/jobs", body);
-      print(!!values.json, job, `${job.id}\n`);
+      printResult(!!values.json, job, `${job.id}\n`);
       return 0;
     }
     case "list": {
@@ -62,12 +61,10 @@ export async function runJobs(argv: string[]): Promise<number> {
       const query = new URLSearchParams({ limit: String(intOption(name, "limit", values.limit, 1, 100) ?? 100) });
       if (values.status !== undefined) query.set("status", values.status);
       const page = await gatewayClient(values).json("GET", `/v1/jobs?${query}`);
-      print(
+      printResult(
         !!values.json,
         page,
-        renderTable(
-          ["ID", "STATUS", "EXIT", "ATTEMPT", "CREATED", "FINISHED", "COMMAND"],
-          (page.data as any[]).map((j) => [
+        pageTable(page, ["ID", "STATUS", "EXIT", "ATTEMPT", "CREATED", "FINISHED", "COMMAND"], (j) => [
             j.id,
             j.status,
             j.exit_code === null ? "-" : String(j.exit_code),
@@ -76,7 +73,6 @@ export async function runJobs(argv: string[]): Promise<number> {
             formatTime(j.finished_at),
             shorten(commandText(j.command), 48),
           ]),
-        ) + (page.has_more ? "(more: --limit, or the API's after=)\n" : ""),
       );
       return 0;
     }
@@ -111,7 +107,7 @@ export async function runJobs(argv: string[]): Promise<number> {
     case "cancel": {
       const { values, positionals } = parseCommand(rest, { name, usage: jobsUsage, positionals: ["JOB_ID"], options: { ...gatewayOptions, json: { type: "boolean" } } });
       const job = await gatewayClient(values).json("POST", `/v1/jobs/${encodeURIComponent(positionals[0]!)}/cancel`);
-      print(!!values.json, job, `${job.id} ${job.status}\n`);
+      printResult(!!values.json, job, `${job.id} ${job.status}\n`);
       return 0;
     }
   }

@@ -1,7 +1,7 @@
 import { constants } from "node:os";
 import { CommandFailed, intOption, keyValueOptions, parseCommand, pickAction, UsageError } from "./args.js";
 import { gatewayClient, gatewayOptions, gatewayOptionsUsage, type GatewayClient } from "./gateway-client.js";
-import { formatTime, renderTable } from "./table.js";
+import { formatTime, pageTable, printResult } from "./table.js";
 
 // `tributary sandbox ...`: the sandboxes API (docs/platform.md, "Sandboxes") for people and
 // scripts. `shell` is a terminal in a sandbox over the gateway's WebSocket
@@ -67,7 +67,6 @@ export const commandOf = (words: string[]): string | string[] => (words.length =
 export async function runSandbox(argv: string[]): Promise<number> {
   const [action, rest] = pickAction(argv, { name: "tributary sandbox", usage: sandboxUsage, actions: ACTIONS });
   const name = `tributary sandbox ${action}`;
-  const print = (json: boolean, value: unknown, human: string) => process.stdout.write(json ? JSON.stringify(value, null, 2) + "\n" : human);
   switch (action) {
     case "create": {
       const { values } = parseCommand(rest, {
@@ -81,7 +80,7 @@ export async function runSandbox(argv: string[]): Promise<number> {
         idle_timeout_seconds: intOption(name, "idle-timeout", values["idle-timeout"], 1, MAX_SECONDS),
       };
       const sandbox = await gatewayClient(values).json("POST", "/v1/sandboxes", body);
-      print(!!values.json, sandbox, `${sandbox.id}\n`);
+      printResult(!!values.json, sandbox, `${sandbox.id}\n`);
       return 0;
     }
     case "list": {
@@ -89,13 +88,10 @@ export async function runSandbox(argv: string[]): Promise<number> {
       const query = new URLSearchParams({ limit: String(intOption(name, "limit", values.limit, 1, 100) ?? 100) });
       if (values.status !== undefined) query.set("status", values.status);
       const page = await gatewayClient(values).json("GET", `/v1/sandboxes?${query}`);
-      print(
+      printResult(
         !!values.json,
         page,
-        renderTable(
-          ["ID", "STATUS", "CREATED", "EXPIRES", "NETWORK", "CPU MHZ", "MEMORY MB"],
-          (page.data as any[]).map((s) => [s.id, s.termination_reason ? `${s.status} (${s.termination_reason})` : s.status, formatTime(s.created_at), formatTime(s.expires_at), s.network, String(s.resources?.cpu_mhz ?? "-"), String(s.resources?.memory_mb ?? "-")]),
-        ) + (page.has_more ? "(more: --limit, or the API's after=)\n" : ""),
+        pageTable(page, ["ID", "STATUS", "CREATED", "EXPIRES", "NETWORK", "CPU MHZ", "MEMORY MB"], (s) => [s.id, s.termination_reason ? `${s.status} (${s.termination_reason})` : s.status, formatTime(s.created_at), formatTime(s.expires_at), s.network, String(s.resources?.cpu_mhz ?? "-"), String(s.resources?.memory_mb ?? "-")]),
       );
       return 0;
     }
@@ -117,7 +113,7 @@ export async function runSandbox(argv: string[]): Promise<number> {
       const client = gatewayClient(values);
       const path = `/v1/sandboxes/${encodeURIComponent(id!)}/exec`;
       if (values.json) {
-        print(true, await client.json("POST", path, body), "");
+        printResult(true, await client.json("POST", path, body), "");
         return 0;
       }
       return streamExec(client, path, body);
@@ -134,7 +130,7 @@ export async function runSandbox(argv: string[]): Promise<number> {
       const path = `/v1/sandboxes/${encodeURIComponent(positionals[0]!)}`;
       const client = gatewayClient(values);
       const answer = action === "stop" ? await client.json("POST", `${path}/stop`) : await client.json("DELETE", path);
-      print(!!values.json, answer, action === "stop" ? `${answer.id} ${answer.status}\n` : `${answer.id} removed\n`);
+      printResult(!!values.json, answer, action === "stop" ? `${answer.id} ${answer.status}\n` : `${answer.id} removed\n`);
       return 0;
     }
   }

@@ -1,7 +1,7 @@
 import { parseCommand, pickAction, UsageError } from "./args.js";
 import { ApiError, gatewayClient, gatewayOptions, gatewayOptionsUsage } from "./gateway-client.js";
 import { readHidden } from "./hidden-input.js";
-import { formatTime, renderTable } from "./table.js";
+import { formatTime, pageTable, printResult } from "./table.js";
 
 // `tributary secrets ...`: the secrets API (docs/platform.md, "Secrets"). A value is typed at a
 // prompt that does not show it, or piped on stdin; never an argument (other users see those in
@@ -21,7 +21,6 @@ const ACTIONS = ["set", "list", "rm"] as const;
 export async function runSecrets(argv: string[]): Promise<number> {
   const [action, rest] = pickAction(argv, { name: "tributary secrets", usage: secretsUsage, actions: ACTIONS });
   const name = `tributary secrets ${action}`;
-  const print = (json: boolean, value: unknown, human: string) => process.stdout.write(json ? JSON.stringify(value, null, 2) + "\n" : human);
   switch (action) {
     case "set": {
       const { values, positionals } = parseCommand(rest, { name, usage: secretsUsage, positionals: ["NAME"], options: { ...gatewayOptions, json: { type: "boolean" } } });
@@ -37,19 +36,19 @@ export async function runSecrets(argv: string[]): Promise<number> {
         if (!(err instanceof ApiError && err.code === "secret_exists")) throw err;
         secret = await client.json("POST", `/v1/secrets/${encodeURIComponent(secretName)}`, { value });
       }
-      print(!!values.json, secret, `${secret.name} set (version ${secret.version})\n`);
+      printResult(!!values.json, secret, `${secret.name} set (version ${secret.version})\n`);
       return 0;
     }
     case "list": {
       const { values } = parseCommand(rest, { name, usage: secretsUsage, options: { ...gatewayOptions, json: { type: "boolean" } } });
       const page = await gatewayClient(values).json("GET", "/v1/secrets");
-      print(!!values.json, page, renderTable(["NAME", "VERSION", "CREATED", "UPDATED"], (page.data as any[]).map((s) => [s.name, String(s.version), formatTime(s.created_at), formatTime(s.updated_at)])));
+      printResult(!!values.json, page, pageTable(page, ["NAME", "VERSION", "CREATED", "UPDATED"], (s) => [s.name, String(s.version), formatTime(s.created_at), formatTime(s.updated_at)]));
       return 0;
     }
     case "rm": {
       const { values, positionals } = parseCommand(rest, { name, usage: secretsUsage, positionals: ["NAME"], options: { ...gatewayOptions, json: { type: "boolean" } } });
       const answer = await gatewayClient(values).json("DELETE", `/v1/secrets/${encodeURIComponent(positionals[0]!)}`);
-      print(!!values.json, answer, `${answer.name} removed\n`);
+      printResult(!!values.json, answer, `${answer.name} removed\n`);
       return 0;
     }
   }

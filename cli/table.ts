@@ -17,3 +17,16 @@ export function shorten(text: string, max: number): string {
 export function formatTime(unixSeconds: number | null | undefined): string {
   return unixSeconds ? new Date(unixSeconds * 1000).toISOString().replace(/\.\d{3}Z$/, "Z") : "-";
 }
+
+/** What a command prints: the API's JSON (--json, for scripts), else the text for people. */
+export function printResult(json: boolean, value: unknown, human: string): void {
+  process.stdout.write(json ? JSON.stringify(value, null, 2) + "\n" : human);
+}
+
+/** An object of the API's JSON, as the commands read it. */
+type ApiObject = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+/** One page of a list as a table, and a hint when the API has more. */
+export function pageTable(page: { data: ApiObject[]; has_more?: boolean }, header: readonly string[], row: (item: ApiObject) => string[]): string {
+  return renderTable(header, page.data.map(row)) + (page.has_more ? "(more: --limit, or the API's after=)\n" : "");
+}
