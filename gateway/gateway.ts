@@ -358,7 +358,6 @@ async function registerPlatformRoutes(
   registerSandboxRoutes(router, { sandboxes, maxBodyBytes, maxFileBytes: sandboxSettings.maxFileBytes, ...resourceBounds, streamBudget });
   registerJobRoutes(router, {
     offersEgress: () => sandboxHosts.offersEgress(),
-    nc,
     jobs: await JobStore.open(nc),
     files,
     maxBodyBytes,
