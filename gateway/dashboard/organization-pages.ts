@@ -4,7 +4,7 @@ import { isDomainError } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import { formatTime, Html, html, page } from "./html.js";
-import { type DashboardKit, messageOf, SIGNIN_COOKIE, type Signed } from "./kit.js";
+import { type DashboardKit, HOME, messageOf, SIGNIN_COOKIE, type Signed } from "./kit.js";
 import { parseCookies, sameToken } from "./sign-in-guard.js";
 
 // Projects (list for everyone; create and rename for owners) and invitations of members (owners
@@ -176,7 +176,7 @@ ${message ? html`<div class="notice error" role="alert">${message}</div>` : ""}
     try {
       const member = await deps.members.acceptInvitation(code, password);
       await kit.startSession(ex, member);
-      kit.redirect(ex, "/dashboard/traces");
+      kit.redirect(ex, HOME);
     } catch (err) {
       if (!isDomainError(err)) throw err;
       return joinPage(ex, 400, code, messageOf(err));

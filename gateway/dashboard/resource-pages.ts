@@ -4,8 +4,8 @@ import type { BudgetUse } from "../../modules/ratelimit/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
-import { CSP, formatNumber, formatTime, Html, html, page } from "./html.js";
-import type { DashboardKit, Signed } from "./kit.js";
+import { formatBytes, formatNumber, formatTime, Html, html, page } from "./html.js";
+import { type DashboardKit, downloadHeaders, type Signed } from "./kit.js";
 
 // Files of a project (a page of the list, a file's metadata, its download, deletion) and the rate
 // limits: each model's limits and what the current window of its budget has handed out.
@@ -66,12 +66,7 @@ ${field("Expires", f.expires_at ? formatTime(f.expires_at) : "never")}${field("S
     if (!s) return;
     const f = await deps.files.get(s.project, id!);
     if (!f) return kit.sendHtml(ex, 404, page(kit.layoutOf(s, "Not found", "files"), html`<h1>File not found</h1>`));
-    // Always a download, never rendered: a file's contents are whatever was uploaded.
-    const h = ex.responseHeaders;
-    h["content-disposition"] = `attachment; filename="${f.filename.replace(/[^\x20-\x7e]|["\\]/g, "_")}"`;
-    h["content-security-policy"] = CSP + "; sandbox";
-    h["x-content-type-options"] = "nosniff";
-    h["cache-control"] = "no-store";
+    downloadHeaders(ex, f.filename);
     await streamBody(ex, "application/octet-stream", deps.files.content(f.id));
   }, pub);
 
@@ -118,9 +113,3 @@ ${rows.length === 0 ? html`<p class="muted">No budgets to show${scope === "key" 
   }, pub);
 }
 
-function formatBytes(n: number): string {
-  if (n >= 1 << 30) return `${(n / (1 << 30)).toFixed(1)} GiB`;
-  if (n >= 1 << 20) return `${(n / (1 << 20)).toFixed(1)} MiB`;
-  if (n >= 1 << 10) return `${(n / (1 << 10)).toFixed(1)} KiB`;
-  return `${n} B`;
-}

@@ -4,17 +4,22 @@ import type { ApiKeyView, MemberRecord } from "../../modules/accounts/mod.js";
 import { normalizeEmail, SIGN_IN_LINK_PATH } from "../../modules/accounts/mod.js";
 import { isDomainError } from "../../modules/errors/mod.js";
 import { parseTraceQuery, TRACE_ID, type Trace } from "../../modules/traces/mod.js";
-import { latencyQuantile, mergeLatency, parseUsageQuery, usagePage, type LatencyHistogram } from "../../modules/usage/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import { type DashboardDeps, type DashboardKit, errorNotice, messageOf, SIGNIN_COOKIE, type Signed } from "./kit.js";
+import { type DashboardDeps, type DashboardKit, errorNotice, HOME, messageOf, SIGNIN_COOKIE, type Signed } from "./kit.js";
 import { registerOrganizationPages } from "./organization-pages.js";
 import { registerResourcePages } from "./resource-pages.js";
-import { barChart, CSP, esc, lineChart, formatNumber, formatTime, Html, html, type Layout, page, STYLESHEET, timeline } from "./html.js";
+import { registerAppPages } from "./app-pages.js";
+import { registerJobPages } from "./job-pages.js";
+import { registerSandboxPages } from "./sandbox-pages.js";
+import { registerSecretPages } from "./secret-pages.js";
+import { registerUsagePage } from "./usage-page.js";
+import { CSP, esc, formatTime, Html, html, type Layout, page, STYLESHEET, timeline } from "./html.js";
 import { parseCookies, sameToken, SignInThrottle } from "./sign-in-guard.js";
 
 
 const SESSION_COOKIE = "tributary_session";
+
 /** Form bodies are small: a few fields. */
 const MAX_FORM_BYTES = 16 * 1024;
 
@@ -64,13 +69,13 @@ export function registerDashboardRoutes(router: Router, deps: DashboardDeps): vo
     return { session, token, project, projects };
   }
 
-  async function readForm(ex: HttpExchange): Promise<URLSearchParams> {
-    return new URLSearchParams((await ex.readBody(MAX_FORM_BYTES)).toString("utf8"));
+  async function readForm(ex: HttpExchange, maxBytes = MAX_FORM_BYTES): Promise<URLSearchParams> {
+    return new URLSearchParams((await ex.readBody(maxBytes)).toString("utf8"));
   }
 
   /** A state change needs the session's CSRF token in its form: otherwise 403 and nothing changes. */
-  async function checkedForm(ex: HttpExchange, signed: Signed): Promise<URLSearchParams | undefined> {
-    const form = await readForm(ex);
+  async function checkedForm(ex: HttpExchange, signed: Signed, maxBytes = MAX_FORM_BYTES): Promise<URLSearchParams | undefined> {
+    const form = await readForm(ex, maxBytes);
     if (!sameToken(form.get("csrf"), signed.session.csrf)) {
       sendHtml(ex, 403, page({ title: "Refused" }, html`<div class="notice error">This form has expired or did not come from the dashboard (CSRF check failed). Reload the page and try again.</div>`));
       return undefined;
@@ -98,7 +103,7 @@ export function registerDashboardRoutes(router: Router, deps: DashboardDeps): vo
     ex.send(200, STYLESHEET, "text/css; charset=utf-8");
   }, pub);
 
-  router.get("/dashboard", (ex) => redirect(ex, "/dashboard/traces"), pub);
+  router.get("/dashboard", (ex) => redirect(ex, HOME), pub);
 
   // ---- sign-in, sign-out ----
 
@@ -131,20 +136,19 @@ ${message ? html`<div class="notice error" role="alert">${message}</div>` : ""}
     }
     throttle.succeeded(keys[0]!);
     await startSession(ex, member);
-    redirect(ex, "/dashboard/traces");
+    redirect(ex, HOME);
   }, pub);
 
   // A one-time sign-in link (`tributary start` prints one for the local organization's owner): the
   // token in its query is the credential. A refused link counts against the address as a failed
-  // sign-in does. It lands on usage, which shows every request of the project (logs only those
-  // sent with `log: true`).
+  // sign-in does. It lands where a password sign-in does.
   router.get(SIGN_IN_LINK_PATH, async (ex) => {
     const keys = [`address:${ex.remoteAddress}`];
     if (!throttle.allowed(keys)) return signInPage(ex, 429, "Too many failed sign-ins. Please wait 15 minutes and try again.");
     try {
       const member = await deps.members.redeemSignInToken(ex.searchParams().get("token") ?? "");
       await startSession(ex, member);
-      redirect(ex, "/dashboard/usage");
+      redirect(ex, HOME);
     } catch (err) {
       if (!isDomainError(err)) throw err;
       throttle.failed(keys);
@@ -232,60 +236,6 @@ ${trace.error ? html`<div class="notice error">${trace.error.type}${trace.error.
 <h2>Request</h2>${pretty(trace.request.text, trace.request.truncated)}
 <h2>Response</h2>${pretty(trace.response.text, trace.response.truncated)}
 <h2>Attributes</h2><pre>${JSON.stringify(trace.attributes, null, 2)}</pre>`));
-  }, pub);
-
-  // ---- usage ----
-
-  router.get("/dashboard/usage", async (ex) => {
-    const s = await signedIn(ex);
-    if (!s) return;
-    const q = ex.searchParams();
-    const width = (["1m", "1h", "1d"] as const).find((w) => w === q.get("width")) ?? "1h";
-    const count = { "1m": 60, "1h": 24, "1d": 30 }[width];
-    const span = { "1m": 60, "1h": 3600, "1d": 86_400 }[width];
-    const end = Math.floor(Date.now() / 1000 / span) * span + span;
-    const start = end - count * span;
-    let body: Html;
-    try {
-      const query = parseUsageQuery(new URLSearchParams({ start_time: String(start), end_time: String(end), bucket_width: width, limit: String(count), group_by: "model" }));
-      const usage = await usagePage(deps.usage, [s.project], query, { histograms: true });
-      const label = (t: number) => (width === "1d" ? new Date(t * 1000).toISOString().slice(5, 10) : new Date(t * 1000).toISOString().slice(11, 16));
-      const per = (f: (r: (typeof usage.data)[number]["results"][number]) => number) =>
-        usage.data.map((b) => ({ label: label(b.start_time), value: b.results.reduce((n, r) => n + f(r), 0) }));
-      const totals = new Map<string, { requests: number; input: number; output: number; errors: number; ttft: LatencyHistogram; latency: LatencyHistogram }>();
-      for (const b of usage.data)
-        for (const r of b.results) {
-          const t = totals.get(r.model ?? "") ?? { requests: 0, input: 0, output: 0, errors: 0, ttft: [], latency: [] };
-          t.requests += r.num_model_requests;
-          t.input += r.input_tokens;
-          t.output += r.output_tokens;
-          t.errors += r.num_model_request_errors;
-          mergeLatency(t.ttft, r.histograms?.ttft_ms);
-          mergeLatency(t.latency, r.histograms?.request_ms);
-          totals.set(r.model ?? "", t);
-        }
-      // Percentiles per bucket over every model: the buckets' histograms merged (exact), then read.
-      const percentiles = (pick: (r: (typeof usage.data)[number]["results"][number]) => LatencyHistogram | undefined) =>
-        usage.data.map((b) => {
-          const h: LatencyHistogram = [];
-          for (const r of b.results) mergeLatency(h, pick(r));
-          return { label: label(b.start_time), values: [latencyQuantile(h, 0.5), latencyQuantile(h, 0.95)] };
-        });
-      const ms = (v: number | null) => (v === null ? "—" : `${formatNumber(Math.round(v * 10) / 10)} ms`);
-      body = html`${barChart(per((r) => r.num_model_requests), { title: "Requests" })}
-${barChart(per((r) => r.input_tokens + r.output_tokens), { title: "Tokens (input + output)", color: "#37b24d" })}
-${barChart(per((r) => r.num_model_request_errors), { title: "Errors", color: "#e03131", height: 100 })}
-${lineChart(percentiles((r) => r.histograms?.ttft_ms), { title: "Time to first token (ms): p50 and p95", series: ["p50", "p95"], id: "ttft" })}
-${lineChart(percentiles((r) => r.histograms?.request_ms), { title: "Request latency (ms): p50 and p95", series: ["p50", "p95"], id: "latency" })}
-<h2>By model</h2><table><thead><tr><th>Model</th><th>Requests</th><th>Input tokens</th><th>Output tokens</th><th>Errors</th><th>TTFT p50</th><th>TTFT p95</th><th>Latency p50</th><th>Latency p95</th></tr></thead><tbody>
-${[...totals].map(([model, t]) => html`<tr><td>${model}</td><td class="num">${formatNumber(t.requests)}</td><td class="num">${formatNumber(t.input)}</td><td class="num">${formatNumber(t.output)}</td><td class="num">${t.errors}</td>
-<td class="num">${ms(latencyQuantile(t.ttft, 0.5))}</td><td class="num">${ms(latencyQuantile(t.ttft, 0.95))}</td><td class="num">${ms(latencyQuantile(t.latency, 0.5))}</td><td class="num">${ms(latencyQuantile(t.latency, 0.95))}</td></tr>`)}</tbody></table>
-<p class="muted">Percentiles come from fixed latency buckets kept with the usage rows (bounds step by 1.5 to 2x), so they are exact for any bucket width and as precise as the bucket they fall in. Request latency counts the requests a runner took; TTFT those that had a first token.</p>`;
-    } catch (err) {
-      body = errorNotice(err);
-    }
-    const widthPicker = html`<label>Buckets<select name="width">${(["1m", "1h", "1d"] as const).map((w) => html`<option value="${w}" ${w === width ? new Html("selected") : ""}>${{ "1m": "minutes (last hour)", "1h": "hours (last day)", "1d": "days (last 30)" }[w]}</option>`)}</select></label>`;
-    sendHtml(ex, 200, page(layoutOf(s, "Usage", "usage"), html`<h1>Usage</h1>${projectPicker(s, "/dashboard/usage", widthPicker)}${body}`));
   }, pub);
 
   // ---- batches ----
@@ -410,8 +360,13 @@ ${created ? html`<div class="card"><p>Key <strong>${created.name}</strong> creat
     await keysPage(ex, s, undefined, `Key ${mine.name} (${mine.prefix}...) revoked: it is refused from now on.`);
   }, pub);
 
+  registerUsagePage(router, kit);
   registerOrganizationPages(router, kit);
   registerResourcePages(router, kit);
+  registerSandboxPages(router, kit);
+  registerJobPages(router, kit);
+  registerAppPages(router, kit);
+  registerSecretPages(router, kit);
 }
 
 

@@ -117,7 +117,7 @@ t.test("invitations: created with a role, the link shown once, redeemed once; re
   t.equal((await join(code, "1234567")).res.status, 400, "7 characters: too short");
   const ok = await join(code, "carol's password");
   t.equal(ok.res.status, 303, "joined");
-  t.equal(ok.res.headers.get("location"), "/dashboard/traces");
+  t.equal(ok.res.headers.get("location"), "/dashboard/usage");
   const home = await ok.c.request("/dashboard/invitations");
   t.equal(home.status, 200, "signed in at once");
   t.match(home.text, CAROL);
