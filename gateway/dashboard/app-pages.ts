@@ -93,7 +93,7 @@ ${found.data.length === 0 ? html`<p class="muted">No deployments in this project
     const lines = await deps.apps.logs(memberPrincipal(s), d.id);
     const instances = instancesOf(d);
     const columns = [...new Set(instances?.flatMap((i) => Object.keys(i)) ?? [])].slice(0, MAX_INSTANCE_FIELDS);
-    const layout = { ...kit.layoutOf(s, `Deployment ${d.id}`, "apps"), ...(follow ? { refreshSeconds: FOLLOW_REFRESH_S } : {}) };
+    const layout = { ...kit.layoutOf(s, `Deployment ${d.id}`, "apps"), ...(follow ? { refresh: { seconds: FOLLOW_REFRESH_S, to: deploymentLink(s, d.id) } } : {}) };
     const clock = (at: number) => (at > 0 ? new Date(at).toISOString().slice(11, 19) + " " : "");
     kit.sendHtml(ex, 200, page(layout, html`<h1>Deployment <span class="muted">${d.id}</span></h1>
 ${notice ? html`<div class="notice${notice.error ? " error" : ""}" role="status">${notice.text}</div>` : ""}

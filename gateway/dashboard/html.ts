@@ -136,8 +136,12 @@ export interface Layout {
   email?: string;
   csrf?: string;
   project?: string;
-  /** Reload the page this often (seconds): a page that follows something running (no script). */
-  refreshSeconds?: number;
+  /**
+   * Load `to` again every `seconds`: a page that follows something running (no script). `to` is
+   * the page's own address, so that a page shown after a form (a stop, a cancel) reloads as a page
+   * and never posts again.
+   */
+  refresh?: { seconds: number; to: string };
 }
 
 export function page(layout: Layout, body: Html): string {
@@ -148,7 +152,7 @@ export function page(layout: Layout, body: Html): string {
     ? html`<header><span class="brand">Tributary</span><nav>${links}</nav>
 <span class="who"><span>${layout.email}</span><form method="post" action="/dashboard/sign-out"><input type="hidden" name="csrf" value="${layout.csrf}"><button class="quiet" type="submit">Sign out</button></form></span></header>`
     : html``;
-  const refresh = layout.refreshSeconds ? `<meta http-equiv="refresh" content="${layout.refreshSeconds}">` : "";
+  const refresh = layout.refresh ? `<meta http-equiv="refresh" content="${layout.refresh.seconds}; url=${esc(layout.refresh.to)}">` : "";
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">${refresh}
 <title>${esc(layout.title)} · Tributary</title><link rel="stylesheet" href="/dashboard/static/app.css"></head>

@@ -64,7 +64,7 @@ ${jobs.length === 0 ? html`<p class="muted">No jobs${status ? ` ${status}` : ""}
     const final = jobStates.isFinal(j.status);
     const follow = !final && ex.searchParams().get("follow") !== "0";
     const tail = await deps.jobs.logTail(j.id, TAIL_BYTES);
-    const layout = { ...kit.layoutOf(s, `Job ${j.id}`, "jobs"), ...(follow ? { refreshSeconds: FOLLOW_REFRESH_S } : {}) };
+    const layout = { ...kit.layoutOf(s, `Job ${j.id}`, "jobs"), ...(follow ? { refresh: { seconds: FOLLOW_REFRESH_S, to: link(s, j.id) } } : {}) };
     const files = (ids: readonly string[]) => (ids.length === 0 ? null : html`${ids.map((f, i) => html`${i > 0 ? ", " : ""}<a href="${inProject(s, `/dashboard/files/${encodeURIComponent(f)}`)}"><code>${f}</code></a>`)}`);
     kit.sendHtml(ex, 200, page(layout, html`<h1>Job <span class="muted">${j.id}</span></h1>
 ${notice ? html`<div class="notice" role="status">${notice}</div>` : ""}

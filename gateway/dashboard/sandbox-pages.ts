@@ -72,7 +72,7 @@ ${found.data.length === 0 ? html`<p class="muted">No sandboxes${status ? ` ${sta
     const settling = x.status === "starting" || x.status === "stopping";
     const jobId = x.metadata.job_id;
     const metadata = Object.entries(x.metadata);
-    const layout = { ...kit.layoutOf(s, `Sandbox ${x.id}`, "sandboxes"), ...(settling ? { refreshSeconds: SETTLING_REFRESH_S } : {}) };
+    const layout = { ...kit.layoutOf(s, `Sandbox ${x.id}`, "sandboxes"), ...(settling ? { refresh: { seconds: SETTLING_REFRESH_S, to: link(s, x.id) } } : {}) };
     kit.sendHtml(ex, 200, page(layout, html`<h1>Sandbox <span class="muted">${x.id}</span></h1>
 ${notice ? html`<div class="notice${notice.error ? " error" : ""}" role="status">${notice.text}</div>` : ""}
 ${x.error ? html`<div class="notice error">${x.error}</div>` : ""}

@@ -229,7 +229,7 @@ t.test("jobs: a queued job says why it waits; output with stderr marked; the who
 
   await until(() => api(a, "GET", `/v1/jobs/${runningJob.id}`), (j) => j.status === "running", "the long job to run");
   const running = await alice.request(`/dashboard/jobs/${runningJob.id}`);
-  t.match(running.text, /<meta http-equiv="refresh" content="2">/, "a running job's page follows it");
+  t.match(running.text, `<meta http-equiv="refresh" content="2; url=/dashboard/jobs/${runningJob.id}?project=${a.project.id}">`, "a running job's page follows it, from its own address");
   t.notMatch((await alice.request(`/dashboard/jobs/${runningJob.id}?follow=0`)).text, /http-equiv="refresh"/, "unless asked not to");
   t.equal((await alice.request(`/dashboard/jobs/${runningJob.id}/cancel`, { form: {} })).status, 403, "cancel: no CSRF token");
   t.equal((await api(a, "GET", `/v1/jobs/${runningJob.id}`)).status, "running", "still running");
@@ -260,7 +260,7 @@ t.test("apps: deployments with their addresses and the one each replaced; logs; 
   const detail = await alice.request(`/dashboard/apps/${mine.second.id}`);
   t.match(detail.text, /console app: starting/, "its logs");
   t.match(detail.text, /<span class="stderr">[\d:]+ console app: a line on stderr/, "stderr marked");
-  t.match(detail.text, /<meta http-equiv="refresh" content="3">/, "followed while it runs");
+  t.match(detail.text, `<meta http-equiv="refresh" content="3; url=/dashboard/apps/${mine.second.id}?project=${a.project.id}">`, "followed while it runs");
   t.equal((await alice.request(`/dashboard/apps/${mine.second.id}/stop`, { form: {} })).status, 403, "stop: no CSRF token");
   t.equal((await api(a, "GET", `/v1/apps/deployments/${mine.second.id}`)).status, "healthy", "still serving");
 
@@ -401,6 +401,11 @@ t.test("in Chromium: every page from the navigation, at 1280x800 and on a phone;
   await shoot("job-running");
   await page.click('button:has-text("Cancel job")');
   t.match(await page.textContent('[role="status"]'), /is being cancelled|is cancelled/);
+  if ((await page.locator('meta[http-equiv="refresh"]').count()) > 0) {
+    // Still cancelling: the page follows the job from its own address, and never posts again.
+    await page.waitForEvent("load");
+    t.equal(new URL(page.url()).pathname, `/dashboard/jobs/${runningJob.id}`, "reloaded as the job's page");
+  }
   const ended = await until(() => api(a, "GET", `/v1/jobs/${runningJob.id}`), (j) => j.status === "cancelled", "the job to be cancelled");
   t.equal(ended.status, "cancelled", "cancelled for the API too");
 
