@@ -14,7 +14,7 @@ import { registerJobPages } from "./job-pages.js";
 import { registerSandboxPages } from "./sandbox-pages.js";
 import { registerSecretPages } from "./secret-pages.js";
 import { registerUsagePage } from "./usage-page.js";
-import { CSP, esc, formatTime, Html, html, type Layout, page, STYLESHEET, timeline } from "./html.js";
+import { cell, CSP, esc, formatTime, Html, html, type Layout, listTable, page, STYLESHEET, timeline } from "./html.js";
 import { parseCookies, sameToken, SignInThrottle } from "./sign-in-guard.js";
 
 
@@ -187,11 +187,18 @@ ${message ? html`<div class="notice error" role="alert">${message}</div>` : ""}
       next.set("project", s.project);
       const last = nextAfter(traces);
       if (last) next.set("after", last);
-      body = html`<table><thead><tr><th>Time</th><th>Model</th><th>Endpoint</th><th>Status</th><th>Input</th><th>Output</th><th>TTFT</th><th>Total</th><th>Key</th></tr></thead><tbody>
-${traces.data.map((tr) => html`<tr><td><a href="${link(tr)}">${formatTime(tr.created_at)}</a></td><td>${tr.model}</td><td>${tr.endpoint}${tr.stream ? " (stream)" : ""}${tr.batch ? " (batch)" : ""}</td>
-<td class="status-${tr.status}">${tr.status}</td><td class="num">${tr.usage.input_tokens}</td><td class="num">${tr.usage.output_tokens}</td>
-<td class="num">${tr.timings.ttft_ms === null ? "—" : `${tr.timings.ttft_ms.toFixed(1)} ms`}</td><td class="num">${tr.timings.total_ms.toFixed(1)} ms</td><td>${tr.api_key_id}</td></tr>`)}
-</tbody></table>${traces.data.length === 0 ? html`<p class="muted">No logged requests match. Requests are logged when their body says <code>"log": true</code>.</p>` : ""}
+      const rows = traces.data.map((tr) => [
+        html`<a href="${link(tr)}">${formatTime(tr.created_at)}</a>`,
+        tr.model,
+        `${tr.endpoint}${tr.stream ? " (stream)" : ""}${tr.batch ? " (batch)" : ""}`,
+        cell(tr.status, `status-${tr.status}`),
+        cell(tr.usage.input_tokens, "num"),
+        cell(tr.usage.output_tokens, "num"),
+        cell(tr.timings.ttft_ms === null ? "—" : `${tr.timings.ttft_ms.toFixed(1)} ms`, "num"),
+        cell(`${tr.timings.total_ms.toFixed(1)} ms`, "num"),
+        tr.api_key_id,
+      ]);
+      body = html`${listTable(["Time", "Model", "Endpoint", "Status", "Input", "Output", "TTFT", "Total", "Key"], rows, "traces")}${traces.data.length === 0 ? html`<p class="muted">No logged requests match. Requests are logged when their body says <code>"log": true</code>.</p>` : ""}
 <div class="pager">${traces.has_more ? html`<a href="/dashboard/traces?${next.toString()}">Older →</a>` : ""}</div>`;
     } catch (err) {
       body = errorNotice(err);
@@ -250,14 +257,22 @@ ${trace.error ? html`<div class="notice error">${trace.error.type}${trace.error.
       const done = c.completed + c.failed;
       const pct = c.total > 0 ? Math.round((done / c.total) * 100) : 0;
       const file = (id: string | null) => (id ? html`<code>${id}</code>` : "—");
-      return html`<tr><td><code>${b.id}</code></td><td>${b.endpoint}</td><td>${b.status}</td>
-<td><progress max="${Math.max(1, c.total)}" value="${done}" aria-label="progress of ${b.id}">${pct}%</progress> <span class="muted">${done} / ${c.total}</span></td>
-<td class="num">${c.completed}</td><td class="num">${c.failed}</td><td>${file(b.output_file_id)}</td><td>${file(b.error_file_id)}</td><td>${formatTime(b.created_at)}</td></tr>`;
+      return [
+        html`<code>${b.id}</code>`,
+        b.endpoint,
+        b.status,
+        html`<span><progress max="${Math.max(1, c.total)}" value="${done}" aria-label="progress of ${b.id}">${pct}%</progress> <span class="muted">${done} / ${c.total}</span></span>`,
+        cell(c.completed, "num"),
+        cell(c.failed, "num"),
+        file(b.output_file_id),
+        file(b.error_file_id),
+        formatTime(b.created_at),
+      ];
     });
     const last = page.has_more ? nextAfter(page) : undefined;
     const next = last ? `/dashboard/batches?project=${encodeURIComponent(s.project)}&after=${encodeURIComponent(last)}` : undefined;
     sendHtml(ex, 200, page_(s, html`<h1>Batches</h1>${projectPicker(s, "/dashboard/batches")}
-<table><thead><tr><th>Batch</th><th>Endpoint</th><th>Status</th><th>Progress</th><th>Completed</th><th>Failed</th><th>Output file</th><th>Error file</th><th>Created</th></tr></thead><tbody>${rows}</tbody></table>
+${listTable(["Batch", "Endpoint", "Status", "Progress", "Completed", "Failed", "Output file", "Error file", "Created"], rows, "batches")}
 ${page.data.length === 0 ? html`<p class="muted">No batches in this project.</p>` : ""}<div class="pager">${next ? html`<a href="${next}">Older →</a>` : ""}</div>`));
   }, pub);
 
@@ -270,8 +285,7 @@ ${page.data.length === 0 ? html`<p class="muted">No batches in this project.</p>
     const owner = s.session.role === "owner";
     sendHtml(ex, status, page(layoutOf(s, "Members", "members"), html`<h1>Members</h1>
 ${message ? html`<div class="notice">${message}</div>` : ""}
-<table><thead><tr><th>Email</th><th>Role</th><th>Id</th><th>Added</th></tr></thead><tbody>
-${members.map((m) => html`<tr><td>${m.email}</td><td>${m.role}</td><td>${m.id}</td><td>${formatTime(m.created_at)}</td></tr>`)}</tbody></table>
+${listTable(["Email", "Role", "Id", "Added"], members.map((m) => [m.email, m.role, m.id, formatTime(m.created_at)]), "members")}
 ${owner ? html`<h2>Add a member</h2><div class="card"><form class="filters" method="post" action="/dashboard/members"><input type="hidden" name="csrf" value="${s.session.csrf}">
 <label>Email<input name="email" type="email" maxlength="254" required></label><label>Initial password<input name="password" type="password" minlength="8" maxlength="1024" required></label>
 <label>Role<select name="role"><option value="member">member</option><option value="owner">owner</option></select></label><button type="submit">Add</button></form>
@@ -311,10 +325,15 @@ ${owner ? html`<h2>Add a member</h2><div class="card"><form class="filters" meth
       deps.accounts.listApiKeys({ organizationId: s.session.organization_id }),
     ]);
     const rows = (keys: ApiKeyView[]) =>
-      keys.map((k) => html`<tr><td>${k.name}</td><td><code>${k.prefix}...</code></td><td>${k.id}</td><td>${formatTime(k.created_at)}</td><td>${k.last_used_at ? formatTime(k.last_used_at) : "never"}</td>
-<td><form method="post" action="/dashboard/keys/${k.id}/revoke?project=${s.project}"><input type="hidden" name="csrf" value="${s.session.csrf}"><button class="danger" type="submit">Revoke</button></form></td></tr>`);
-    const table = (keys: ApiKeyView[]) =>
-      keys.length === 0 ? html`<p class="muted">None.</p>` : html`<table><thead><tr><th>Name</th><th>Key</th><th>Id</th><th>Created</th><th>Last used</th><th></th></tr></thead><tbody>${rows(keys)}</tbody></table>`;
+      keys.map((k) => [
+        k.name,
+        html`<code>${k.prefix}...</code>`,
+        k.id,
+        formatTime(k.created_at),
+        k.last_used_at ? formatTime(k.last_used_at) : "never",
+        html`<form method="post" action="/dashboard/keys/${k.id}/revoke?project=${s.project}"><input type="hidden" name="csrf" value="${s.session.csrf}"><button class="danger" type="submit">Revoke</button></form>`,
+      ]);
+    const table = (keys: ApiKeyView[]) => (keys.length === 0 ? html`<p class="muted">None.</p>` : listTable(["Name", "Key", "Id", "Created", "Last used", ""], rows(keys)));
     sendHtml(ex, 200, page(layoutOf(s, "API keys", "keys"), html`<h1>API keys</h1>${projectPicker(s, "/dashboard/keys")}
 ${message ? html`<div class="notice">${message}</div>` : ""}
 ${created ? html`<div class="card"><p>Key <strong>${created.name}</strong> created. Copy it now: it is shown only once.</p><div class="secret" id="new-key">${created.secret}</div></div>` : ""}
