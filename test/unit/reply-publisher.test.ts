@@ -66,6 +66,18 @@ t.test("coalesced: a reply that starts with a tool call sends the call's first f
   t.same(held?.toolCalls.map((c) => [c.index, c.arguments]), [[0, '{"city":"Paris"}']], "the arguments, merged, for the same call");
 });
 
+t.test("coalesced: a choice started over (preempted) takes back the first token it sent", async (t) => {
+  const { reply, events } = publisher(true);
+  reply.delta(0, "Once", 1);
+  reply.delta(0, " upon", 1);
+  reply.choiceReset(0);
+  reply.delta(0, "Twice", 1);
+  reply.delta(0, " more", 1);
+  reply.choiceEnd(0, FinishReason.FINISH_REASON_STOP, 2);
+  const kinds = events().map((e) => (e.event?.$case === "delta" ? `delta ${e.event.value.text}` : e.event?.$case));
+  t.same(kinds, ["delta Once", "choiceReset", "delta Twice more", "choiceEnd"], "the rerun's output whole after the reset, nothing of the first run");
+});
+
 t.test("not coalesced: every token goes as it comes", async (t) => {
   const { reply, events } = publisher(false);
   reply.delta(0, "Once", 1);
