@@ -5,7 +5,7 @@ import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
 import { cell, formatBytes, formatNumber, formatTime, Html, html, listTable, page } from "./html.js";
-import { type DashboardKit, downloadHeaders, type Signed } from "./kit.js";
+import { type DashboardKit, downloadHeaders, field, type Signed } from "./kit.js";
 
 // Files of a project (a page of the list, a file's metadata, its download, deletion) and the rate
 // limits: each model's limits and what the current window of its budget has handed out.
@@ -54,7 +54,6 @@ ${files.data.length === 0 && !files.has_more ? html`<p class="muted">No files in
   async function filePage(ex: HttpExchange, s: Signed, id: string): Promise<void> {
     const f = await deps.files.get(s.project, id);
     if (!f) return kit.sendHtml(ex, 404, page(kit.layoutOf(s, "Not found", "files"), html`<h1>File not found</h1><p>No file with this id in project ${s.project}.</p>`));
-    const field = (k: string, v: unknown) => html`<div><dt>${k}</dt><dd>${v}</dd></div>`;
     kit.sendHtml(ex, 200, page(kit.layoutOf(s, `File ${f.id}`, "files"), html`<h1>File <span class="muted">${f.id}</span></h1>
 <div class="card"><dl class="kv grid">${field("Name", f.filename)}${field("Purpose", f.purpose)}${field("Size", `${formatBytes(f.bytes)} (${f.bytes} bytes)`)}${field("Created", formatTime(f.created_at))}
 ${field("Expires", f.expires_at ? formatTime(f.expires_at) : "never")}${field("Status", f.status)}${field("Project", s.project)}</dl></div>

@@ -6,7 +6,7 @@ import { isDomainError } from "../../modules/errors/mod.js";
 import { parseTraceQuery, TRACE_ID, type Trace } from "../../modules/traces/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import { type DashboardDeps, type DashboardKit, errorNotice, HOME, messageOf, SIGNIN_COOKIE, type Signed } from "./kit.js";
+import { type DashboardDeps, type DashboardKit, errorNotice, field, HOME, messageOf, SIGNIN_COOKIE, type Signed } from "./kit.js";
 import { registerOrganizationPages } from "./organization-pages.js";
 import { registerResourcePages } from "./resource-pages.js";
 import { registerAppPages } from "./app-pages.js";
@@ -19,7 +19,6 @@ import { parseCookies, sameToken, SignInThrottle } from "./sign-in-guard.js";
 
 
 const SESSION_COOKIE = "tributary_session";
-
 /** Form bodies are small: a few fields. */
 const MAX_FORM_BYTES = 16 * 1024;
 
@@ -231,7 +230,6 @@ ${message ? html`<div class="notice error" role="alert">${message}</div>` : ""}
       }
       return html`<pre>${shown}</pre>${truncated ? html`<p class="muted">Truncated: only the first bytes were recorded.</p>` : ""}`;
     };
-    const field = (k: string, v: unknown) => html`<div><dt>${k}</dt><dd>${v === null || v === undefined || v === "" ? "—" : v}</dd></div>`;
     sendHtml(ex, 200, page(layoutOf(s, `Trace ${trace.id}`, "traces"), html`<h1>Trace <span class="muted">${trace.id}</span></h1>
 <div class="card"><dl class="kv grid">${field("Request id", trace.request_id)}${field("Model", trace.model)}${field("Endpoint", trace.endpoint)}${field("Status", trace.status)}
 ${field("HTTP status", trace.http_status)}${field("Stream", trace.stream ? "yes" : "no")}${field("Batch", trace.batch ? "yes" : "no")}${field("Runner", trace.runner_id)}
