@@ -176,9 +176,10 @@ export async function startGatewayServer(nc: NatsConnection, options: GatewayOpt
   registerModelRoutes(router, catalog, runners);
   const files = await FileStore.open(nc);
   const batches = await BatchStore.open(nc);
-  await registerAccountRoutes(router, nc, settings, { catalog, accounts, files, batches, recording, log });
+  registerAccountRoutes(router, settings, { accounts, recording });
   await registerInferenceRoutes(router, nc, settings, { catalog, generation, rateLimiter, streamBudget, log });
   const platform = await registerPlatformRoutes(router, nc, settings, { gatewayId, accounts, files, batches, streamBudget, log, running });
+  await registerDashboard(router, nc, settings, { catalog, accounts, files, batches, recording, platform, log });
 
   server = new GatewayServer(router, accounts.authenticator, {
     maxHeaderBytes: settings.http.maxHeaderBytes,
@@ -256,17 +257,30 @@ async function openRecording(nc: NatsConnection, settings: Settings, gatewayId: 
   return { traceStore, traceWriter, usageStore, usageRecorder };
 }
 
-/** Invitations, traces, usage and the dashboard: what people and their organizations see. */
-async function registerAccountRoutes(
-  router: Router,
-  nc: NatsConnection,
-  settings: Settings,
-  deps: { catalog: ReadonlyMap<string, ModelSpec>; accounts: Accounts; files: FileStore; batches: BatchStore; recording: Awaited<ReturnType<typeof openRecording>>; log: Logger },
-): Promise<void> {
+/** Invitations, traces and usage: what organizations read of their accounts through the API. */
+function registerAccountRoutes(router: Router, settings: Settings, deps: { accounts: Accounts; recording: Awaited<ReturnType<typeof openRecording>> }): void {
   const { accounts, recording } = deps;
   registerInvitationRoutes(router, { store: accounts.store, members: accounts.members, maxBodyBytes: settings.http.maxBodyBytes });
   registerTraceRoutes(router, recording.traceStore);
   registerUsageRoutes(router, { usage: recording.usageStore, accounts: accounts.store });
+}
+
+/** The dashboard: people's pages over the same stores and services as the API's routes. */
+async function registerDashboard(
+  router: Router,
+  nc: NatsConnection,
+  settings: Settings,
+  deps: {
+    catalog: ReadonlyMap<string, ModelSpec>;
+    accounts: Accounts;
+    files: FileStore;
+    batches: BatchStore;
+    recording: Awaited<ReturnType<typeof openRecording>>;
+    platform: Awaited<ReturnType<typeof registerPlatformRoutes>>;
+    log: Logger;
+  },
+): Promise<void> {
+  const { accounts, recording, platform } = deps;
   registerDashboardRoutes(router, {
     accounts: accounts.store,
     batches: deps.batches,
@@ -278,6 +292,11 @@ async function registerAccountRoutes(
     members: accounts.members,
     traces: recording.traceStore,
     usage: recording.usageStore,
+    sandboxes: platform.sandboxes,
+    jobs: platform.jobs,
+    apps: platform.apps,
+    artifacts: platform.artifacts,
+    secrets: { store: platform.secrets, maxPerProject: settings.secrets.maxPerProject, maxValueBytes: settings.secrets.maxValueBytes },
     sessionTtlSeconds: settings.dashboard.sessionTtlSeconds,
     signInAttempts: settings.dashboard.signInAttempts,
     secureCookies: settings.dashboard.secureCookies,
@@ -358,10 +377,10 @@ async function registerPlatformRoutes(
   }, log);
   const resourceBounds = { maxCpuMhz: sandboxSettings.maxCpuMhz, maxMemoryMb: sandboxSettings.maxMemoryMb, maxDiskMb: sandboxSettings.maxDiskMb };
   registerSandboxRoutes(router, { sandboxes, maxBodyBytes, maxFileBytes: sandboxSettings.maxFileBytes, ...resourceBounds, streamBudget });
+  const jobs = await JobStore.open(nc);
   registerJobRoutes(router, {
     offersEgress: () => sandboxHosts.offersEgress(),
-    nc,
-    jobs: await JobStore.open(nc),
+    jobs,
     files,
     maxBodyBytes,
     ...resourceBounds,
@@ -371,6 +390,10 @@ async function registerPlatformRoutes(
   registerSecretRoutes(router, { secrets, maxPerProject: settings.secrets.maxPerProject, maxValueBytes: settings.secrets.maxValueBytes, maxBodyBytes });
   return {
     sandboxes,
+    jobs,
+    apps,
+    artifacts,
+    secrets,
     hostedApps: hostedAppsHandler(appRoutes),
     /** The hosted addresses name the gateway's port unless TRIBUTARY_APP_PUBLIC_PORT does. */
     listeningOn: (port: number) => void (listeningPort = port),

@@ -49,9 +49,11 @@ export class ReplyPublisher implements RequestObserver {
     const first = this.firstDeltaAt === 0;
     if (first) this.firstDeltaAt = performance.now();
     // The first token is what a client waits for (time to first token): it goes out at once.
-    if (!this.coalesce) {
+    // Coalesced, it still goes alone (with the step's other events, no urgent write), so that the
+    // gateway times a non-streamed request's first token as it times a stream's; the rest is held.
+    if (!this.coalesce || first) {
       const scratch = textDeltaScratch(text);
-      return this.emit(scratch, first, encodeTextDeltaInto(scratch, ++this.seq, choiceIndex, text, tokens));
+      return this.emit(scratch, first && !this.coalesce, encodeTextDeltaInto(scratch, ++this.seq, choiceIndex, text, tokens));
     }
     const held = this.hold(choiceIndex);
     held.text += text;
@@ -59,7 +61,10 @@ export class ReplyPublisher implements RequestObserver {
   }
 
   toolCall(choiceIndex: number, delta: ToolCallDelta): void {
-    if (!this.coalesce) return this.send({ $case: "delta", value: { choiceIndex, text: "", toolCalls: [delta], tokens: 0 } });
+    // A reply that starts with a call: its first fragment is the first token (see `delta`).
+    const first = this.firstDeltaAt === 0;
+    if (first) this.firstDeltaAt = performance.now();
+    if (!this.coalesce || first) return this.send({ $case: "delta", value: { choiceIndex, text: "", toolCalls: [delta], tokens: 0 } });
     const calls = this.hold(choiceIndex).toolCalls;
     // A call's first fragment carries its id and name; later ones only add to the arguments.
     const call = delta.id ? undefined : calls.find((c) => c.index === delta.index);

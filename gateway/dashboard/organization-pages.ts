@@ -3,8 +3,8 @@ import { MEMBER_INVITATION_TTL_SECONDS, memberInvitationStatus, type MemberInvit
 import { isDomainError } from "../../modules/errors/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import { formatTime, Html, html, page } from "./html.js";
-import { type DashboardKit, messageOf, SIGNIN_COOKIE, type Signed } from "./kit.js";
+import { cell, formatTime, Html, html, listTable, page } from "./html.js";
+import { type DashboardKit, HOME, messageOf, SIGNIN_COOKIE, type Signed } from "./kit.js";
 import { parseCookies, sameToken } from "./sign-in-guard.js";
 
 // Projects (list for everyone; create and rename for owners) and invitations of members (owners
@@ -25,11 +25,15 @@ export function registerOrganizationPages(router: Router, kit: DashboardKit): vo
     const projects = await deps.accounts.listProjects(s.session.organization_id);
     const owner = s.session.role === "owner";
     const csrf = html`<input type="hidden" name="csrf" value="${s.session.csrf}">`;
-    const rows = projects.map((p) => html`<tr><td>${p.name}${p.id === org?.default_project_id ? html` <span class="muted">(default)</span>` : ""}</td><td><code>${p.id}</code></td><td>${formatTime(p.created_at)}</td>
-<td>${owner ? html`<form class="inline" method="post" action="/dashboard/projects/${p.id}/rename"><input type="hidden" name="csrf" value="${s.session.csrf}"><input name="name" maxlength="200" required aria-label="new name of ${p.id}" value="${p.name}"><button class="quiet" type="submit">Rename</button></form>` : ""}</td></tr>`);
+    const rows = projects.map((p) => [
+      html`<span>${p.name}${p.id === org?.default_project_id ? html` <span class="muted">(default)</span>` : ""}</span>`,
+      html`<code>${p.id}</code>`,
+      formatTime(p.created_at),
+      owner ? html`<form class="inline" method="post" action="/dashboard/projects/${p.id}/rename"><input type="hidden" name="csrf" value="${s.session.csrf}"><input name="name" maxlength="200" required aria-label="new name of ${p.id}" value="${p.name}"><button class="quiet" type="submit">Rename</button></form>` : "",
+    ]);
     kit.sendHtml(ex, status, page(kit.layoutOf(s, "Projects", "projects"), html`<h1>Projects</h1>
 ${message ? html`<div class="notice${message.error ? " error" : ""}" role="status">${message.text}</div>` : ""}
-<table><thead><tr><th>Name</th><th>Id</th><th>Created</th><th></th></tr></thead><tbody>${rows}</tbody></table>
+${listTable(["Name", "Id", "Created", ""], rows, "projects")}
 ${owner ? html`<h2>New project</h2><div class="card"><form class="filters" method="post" action="/dashboard/projects">${csrf}<label>Name<input name="name" maxlength="200" required></label><button type="submit">Create project</button></form>
 <p class="muted">A project has its own keys, files, batches, logs and usage. Projects cannot be archived yet: revoke a project's keys to stop it.</p></div>` : html`<p class="muted">Owners create and rename projects.</p>`}`));
   }
@@ -90,8 +94,15 @@ ${owner ? html`<h2>New project</h2><div class="card"><form class="filters" metho
     const now = Math.floor(Date.now() / 1000);
     const rows = invitations.map((inv) => {
       const state = memberInvitationStatus(inv, now);
-      return html`<tr><td>${inv.email}</td><td>${inv.role}</td><td class="status-${state === "pending" ? "success" : "cancelled"}">${state}</td><td><code>${inv.id}</code></td><td>${formatTime(inv.created_at)}</td><td>${formatTime(inv.expires_at)}</td>
-<td>${owner && state === "pending" ? html`<form class="inline" method="post" action="/dashboard/invitations/${inv.id}/revoke"><input type="hidden" name="csrf" value="${s.session.csrf}"><button class="danger" type="submit">Revoke</button></form>` : ""}</td></tr>`;
+      return [
+        inv.email,
+        inv.role,
+        cell(state, `status-${state === "pending" ? "success" : "cancelled"}`),
+        html`<code>${inv.id}</code>`,
+        formatTime(inv.created_at),
+        formatTime(inv.expires_at),
+        owner && state === "pending" ? html`<form class="inline" method="post" action="/dashboard/invitations/${inv.id}/revoke"><input type="hidden" name="csrf" value="${s.session.csrf}"><button class="danger" type="submit">Revoke</button></form>` : "",
+      ];
     });
     const link = created ? `${origin(ex)}/dashboard/join?code=${encodeURIComponent(created.code)}` : "";
     kit.sendHtml(ex, status, page(kit.layoutOf(s, "Invitations", "invitations"), html`<h1>Invitations</h1>
@@ -100,7 +111,7 @@ ${created ? html`<div class="card"><p>Invitation of <strong>${created.invitation
 ${owner ? html`<div class="card"><form class="filters" method="post" action="/dashboard/invitations"><input type="hidden" name="csrf" value="${s.session.csrf}">
 <label>Email<input name="email" type="email" maxlength="254" required></label><label>Role<select name="role"><option value="member">member</option><option value="owner">owner</option></select></label>
 <button type="submit">Invite</button></form><p class="muted">The invited person opens the link, chooses a password and is a member from then on. An invitation is valid for ${MEMBER_INVITATION_TTL_SECONDS / 86_400} days.</p></div>` : html`<p class="muted">Owners invite members.</p>`}
-<table><thead><tr><th>Email</th><th>Role</th><th>Status</th><th>Id</th><th>Created</th><th>Expires</th><th></th></tr></thead><tbody>${rows}</tbody></table>
+${listTable(["Email", "Role", "Status", "Id", "Created", "Expires", ""], rows, "invitations")}
 ${invitations.length === 0 ? html`<p class="muted">No invitations.</p>` : ""}`));
   }
 
@@ -176,7 +187,7 @@ ${message ? html`<div class="notice error" role="alert">${message}</div>` : ""}
     try {
       const member = await deps.members.acceptInvitation(code, password);
       await kit.startSession(ex, member);
-      kit.redirect(ex, "/dashboard/traces");
+      kit.redirect(ex, HOME);
     } catch (err) {
       if (!isDomainError(err)) throw err;
       return joinPage(ex, 400, code, messageOf(err));

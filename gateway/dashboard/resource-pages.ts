@@ -4,8 +4,8 @@ import type { BudgetUse } from "../../modules/ratelimit/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
 import { streamBody } from "../http/stream-body.js";
-import { CSP, formatNumber, formatTime, Html, html, page } from "./html.js";
-import type { DashboardKit, Signed } from "./kit.js";
+import { cell, formatBytes, formatNumber, formatTime, Html, html, listTable, page } from "./html.js";
+import { type DashboardKit, downloadHeaders, field, type Signed } from "./kit.js";
 
 // Files of a project (a page of the list, a file's metadata, its download, deletion) and the rate
 // limits: each model's limits and what the current window of its budget has handed out.
@@ -36,10 +36,17 @@ export function registerResourcePages(router: Router, kit: DashboardKit): void {
     // A filtered page that stopped at its skip bound goes on from its cursor.
     const last = nextAfter(files);
     if (last) next.set("after", last);
-    const rows = files.data.map((f) => html`<tr><td><a href="${fileLink(s, f)}">${f.filename}</a></td><td><code>${f.id}</code></td><td>${f.purpose}</td><td class="num">${formatBytes(f.bytes)}</td><td>${formatTime(f.created_at)}</td><td>${f.expires_at ? formatTime(f.expires_at) : "never"}</td></tr>`);
+    const rows = files.data.map((f) => [
+      html`<a href="${fileLink(s, f)}">${f.filename}</a>`,
+      html`<code>${f.id}</code>`,
+      f.purpose,
+      cell(formatBytes(f.bytes), "num"),
+      formatTime(f.created_at),
+      f.expires_at ? formatTime(f.expires_at) : "never",
+    ]);
     const filters = html`<label>Purpose<select name="purpose"><option value="">any</option>${LISTED_PURPOSES.map((p) => html`<option ${purpose === p ? new Html("selected") : ""}>${p}</option>`)}</select></label>`;
     kit.sendHtml(ex, 200, page(kit.layoutOf(s, "Files", "files"), html`<h1>Files</h1>${kit.projectPicker(s, "/dashboard/files", filters)}
-<table><thead><tr><th>Name</th><th>Id</th><th>Purpose</th><th>Size</th><th>Created</th><th>Expires</th></tr></thead><tbody>${rows}</tbody></table>
+${listTable(["Name", "Id", "Purpose", "Size", "Created", "Expires"], rows, "files")}
 ${files.data.length === 0 && !files.has_more ? html`<p class="muted">No files in this project. Upload with <code>POST /v1/files</code>.</p>` : ""}
 <div class="pager">${files.has_more ? html`<a href="/dashboard/files?${next.toString()}">Older →</a>` : ""}</div>`));
   }, pub);
@@ -47,7 +54,6 @@ ${files.data.length === 0 && !files.has_more ? html`<p class="muted">No files in
   async function filePage(ex: HttpExchange, s: Signed, id: string): Promise<void> {
     const f = await deps.files.get(s.project, id);
     if (!f) return kit.sendHtml(ex, 404, page(kit.layoutOf(s, "Not found", "files"), html`<h1>File not found</h1><p>No file with this id in project ${s.project}.</p>`));
-    const field = (k: string, v: unknown) => html`<div><dt>${k}</dt><dd>${v}</dd></div>`;
     kit.sendHtml(ex, 200, page(kit.layoutOf(s, `File ${f.id}`, "files"), html`<h1>File <span class="muted">${f.id}</span></h1>
 <div class="card"><dl class="kv grid">${field("Name", f.filename)}${field("Purpose", f.purpose)}${field("Size", `${formatBytes(f.bytes)} (${f.bytes} bytes)`)}${field("Created", formatTime(f.created_at))}
 ${field("Expires", f.expires_at ? formatTime(f.expires_at) : "never")}${field("Status", f.status)}${field("Project", s.project)}</dl></div>
@@ -66,12 +72,7 @@ ${field("Expires", f.expires_at ? formatTime(f.expires_at) : "never")}${field("S
     if (!s) return;
     const f = await deps.files.get(s.project, id!);
     if (!f) return kit.sendHtml(ex, 404, page(kit.layoutOf(s, "Not found", "files"), html`<h1>File not found</h1>`));
-    // Always a download, never rendered: a file's contents are whatever was uploaded.
-    const h = ex.responseHeaders;
-    h["content-disposition"] = `attachment; filename="${f.filename.replace(/[^\x20-\x7e]|["\\]/g, "_")}"`;
-    h["content-security-policy"] = CSP + "; sandbox";
-    h["x-content-type-options"] = "nosniff";
-    h["cache-control"] = "no-store";
+    downloadHeaders(ex, f.filename);
     await streamBody(ex, "application/octet-stream", deps.files.content(f.id));
   }, pub);
 
@@ -106,11 +107,18 @@ ${field("Expires", f.expires_at ? formatTime(f.expires_at) : "never")}${field("S
       const budgets = await Promise.all(reads);
       const bar = (used: number, limit: number, what: string) =>
         html`<progress max="${Math.max(1, limit)}" value="${Math.min(used, limit)}" aria-label="${what}">${Math.round((used / Math.max(1, limit)) * 100)}%</progress> <span class="muted">${formatNumber(used)} / ${formatNumber(limit)}</span>`;
-      const rows = budgets.map((b) => html`<tr><td>${b.model}</td><td>${b.label}</td><td class="num">${formatNumber(b.limits.requests)}</td><td class="num">${formatNumber(b.limits.tokens)}</td>
-<td>${bar(b.granted.requests, b.limits.requests, `requests of ${b.model}`)}</td><td>${bar(b.granted.tokens, b.limits.tokens, `tokens of ${b.model}`)}</td>
-<td>${b.windowEndsInMs === null ? "—" : `${(b.windowEndsInMs / 1000).toFixed(1)} s`}</td><td>${b.owned ? "active" : "idle"}</td></tr>`);
+      const rows = budgets.map((b) => [
+        b.model,
+        b.label,
+        cell(formatNumber(b.limits.requests), "num"),
+        cell(formatNumber(b.limits.tokens), "num"),
+        html`<span>${bar(b.granted.requests, b.limits.requests, `requests of ${b.model}`)}</span>`,
+        html`<span>${bar(b.granted.tokens, b.limits.tokens, `tokens of ${b.model}`)}</span>`,
+        b.windowEndsInMs === null ? "—" : `${(b.windowEndsInMs / 1000).toFixed(1)} s`,
+        b.owned ? "active" : "idle",
+      ]);
       body = html`<p class="muted">Budgets are per model and ${scope}${scope === "key" ? ` (the first ${MAX_KEY_BUDGETS} keys of the project)` : ""}, per window of ${(budgets.find((b) => b.windowMs)?.windowMs ?? deps.rateLimitWindowMs) / 1000} s. <em>Used</em> is what the window has handed to gateways: the requests admitted and the tokens they were estimated at (settled to what they used when they end), plus chunks gateways hold and have not used yet.</p>
-<table><thead><tr><th>Model</th><th>Budget of</th><th>Requests / window</th><th>Tokens / window</th><th>Requests used</th><th>Tokens used</th><th>Window ends in</th><th>State</th></tr></thead><tbody>${rows}</tbody></table>
+${listTable(["Model", "Budget of", "Requests / window", "Tokens / window", "Requests used", "Tokens used", "Window ends in", "State"], rows, "budgets")}
 ${rows.length === 0 ? html`<p class="muted">No budgets to show${scope === "key" ? ": this project has no keys" : ""}.</p>` : ""}`;
     }
     const picker = scope === "organization" ? html`` : kit.projectPicker(s, "/dashboard/limits");
@@ -118,9 +126,3 @@ ${rows.length === 0 ? html`<p class="muted">No budgets to show${scope === "key" 
   }, pub);
 }
 
-function formatBytes(n: number): string {
-  if (n >= 1 << 30) return `${(n / (1 << 30)).toFixed(1)} GiB`;
-  if (n >= 1 << 20) return `${(n / (1 << 20)).toFixed(1)} MiB`;
-  if (n >= 1 << 10) return `${(n / (1 << 10)).toFixed(1)} KiB`;
-  return `${n} B`;
-}

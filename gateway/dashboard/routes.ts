@@ -4,13 +4,17 @@ import type { ApiKeyView, MemberRecord } from "../../modules/accounts/mod.js";
 import { normalizeEmail, SIGN_IN_LINK_PATH } from "../../modules/accounts/mod.js";
 import { isDomainError } from "../../modules/errors/mod.js";
 import { parseTraceQuery, TRACE_ID, type Trace } from "../../modules/traces/mod.js";
-import { latencyQuantile, mergeLatency, parseUsageQuery, usagePage, type LatencyHistogram } from "../../modules/usage/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
 import type { Router } from "../http/router.js";
-import { type DashboardDeps, type DashboardKit, errorNotice, messageOf, SIGNIN_COOKIE, type Signed } from "./kit.js";
+import { type DashboardDeps, type DashboardKit, errorNotice, field, HOME, messageOf, SIGNIN_COOKIE, type Signed } from "./kit.js";
 import { registerOrganizationPages } from "./organization-pages.js";
 import { registerResourcePages } from "./resource-pages.js";
-import { barChart, CSP, esc, lineChart, formatNumber, formatTime, Html, html, type Layout, page, STYLESHEET, timeline } from "./html.js";
+import { registerAppPages } from "./app-pages.js";
+import { registerJobPages } from "./job-pages.js";
+import { registerSandboxPages } from "./sandbox-pages.js";
+import { registerSecretPages } from "./secret-pages.js";
+import { registerUsagePage } from "./usage-page.js";
+import { cell, CSP, esc, formatTime, Html, html, type Layout, listTable, page, STYLESHEET, timeline } from "./html.js";
 import { parseCookies, sameToken, SignInThrottle } from "./sign-in-guard.js";
 
 
@@ -64,13 +68,13 @@ export function registerDashboardRoutes(router: Router, deps: DashboardDeps): vo
     return { session, token, project, projects };
   }
 
-  async function readForm(ex: HttpExchange): Promise<URLSearchParams> {
-    return new URLSearchParams((await ex.readBody(MAX_FORM_BYTES)).toString("utf8"));
+  async function readForm(ex: HttpExchange, maxBytes = MAX_FORM_BYTES): Promise<URLSearchParams> {
+    return new URLSearchParams((await ex.readBody(maxBytes)).toString("utf8"));
   }
 
   /** A state change needs the session's CSRF token in its form: otherwise 403 and nothing changes. */
-  async function checkedForm(ex: HttpExchange, signed: Signed): Promise<URLSearchParams | undefined> {
-    const form = await readForm(ex);
+  async function checkedForm(ex: HttpExchange, signed: Signed, maxBytes = MAX_FORM_BYTES): Promise<URLSearchParams | undefined> {
+    const form = await readForm(ex, maxBytes);
     if (!sameToken(form.get("csrf"), signed.session.csrf)) {
       sendHtml(ex, 403, page({ title: "Refused" }, html`<div class="notice error">This form has expired or did not come from the dashboard (CSRF check failed). Reload the page and try again.</div>`));
       return undefined;
@@ -98,7 +102,7 @@ export function registerDashboardRoutes(router: Router, deps: DashboardDeps): vo
     ex.send(200, STYLESHEET, "text/css; charset=utf-8");
   }, pub);
 
-  router.get("/dashboard", (ex) => redirect(ex, "/dashboard/traces"), pub);
+  router.get("/dashboard", (ex) => redirect(ex, HOME), pub);
 
   // ---- sign-in, sign-out ----
 
@@ -131,20 +135,19 @@ ${message ? html`<div class="notice error" role="alert">${message}</div>` : ""}
     }
     throttle.succeeded(keys[0]!);
     await startSession(ex, member);
-    redirect(ex, "/dashboard/traces");
+    redirect(ex, HOME);
   }, pub);
 
   // A one-time sign-in link (`tributary start` prints one for the local organization's owner): the
   // token in its query is the credential. A refused link counts against the address as a failed
-  // sign-in does. It lands on usage, which shows every request of the project (logs only those
-  // sent with `log: true`).
+  // sign-in does. It lands where a password sign-in does.
   router.get(SIGN_IN_LINK_PATH, async (ex) => {
     const keys = [`address:${ex.remoteAddress}`];
     if (!throttle.allowed(keys)) return signInPage(ex, 429, "Too many failed sign-ins. Please wait 15 minutes and try again.");
     try {
       const member = await deps.members.redeemSignInToken(ex.searchParams().get("token") ?? "");
       await startSession(ex, member);
-      redirect(ex, "/dashboard/usage");
+      redirect(ex, HOME);
     } catch (err) {
       if (!isDomainError(err)) throw err;
       throttle.failed(keys);
@@ -183,11 +186,18 @@ ${message ? html`<div class="notice error" role="alert">${message}</div>` : ""}
       next.set("project", s.project);
       const last = nextAfter(traces);
       if (last) next.set("after", last);
-      body = html`<table><thead><tr><th>Time</th><th>Model</th><th>Endpoint</th><th>Status</th><th>Input</th><th>Output</th><th>TTFT</th><th>Total</th><th>Key</th></tr></thead><tbody>
-${traces.data.map((tr) => html`<tr><td><a href="${link(tr)}">${formatTime(tr.created_at)}</a></td><td>${tr.model}</td><td>${tr.endpoint}${tr.stream ? " (stream)" : ""}${tr.batch ? " (batch)" : ""}</td>
-<td class="status-${tr.status}">${tr.status}</td><td class="num">${tr.usage.input_tokens}</td><td class="num">${tr.usage.output_tokens}</td>
-<td class="num">${tr.timings.ttft_ms === null ? "—" : `${tr.timings.ttft_ms.toFixed(1)} ms`}</td><td class="num">${tr.timings.total_ms.toFixed(1)} ms</td><td>${tr.api_key_id}</td></tr>`)}
-</tbody></table>${traces.data.length === 0 ? html`<p class="muted">No logged requests match. Requests are logged when their body says <code>"log": true</code>.</p>` : ""}
+      const rows = traces.data.map((tr) => [
+        html`<a href="${link(tr)}">${formatTime(tr.created_at)}</a>`,
+        tr.model,
+        `${tr.endpoint}${tr.stream ? " (stream)" : ""}${tr.batch ? " (batch)" : ""}`,
+        cell(tr.status, `status-${tr.status}`),
+        cell(tr.usage.input_tokens, "num"),
+        cell(tr.usage.output_tokens, "num"),
+        cell(tr.timings.ttft_ms === null ? "—" : `${tr.timings.ttft_ms.toFixed(1)} ms`, "num"),
+        cell(`${tr.timings.total_ms.toFixed(1)} ms`, "num"),
+        tr.api_key_id,
+      ]);
+      body = html`${listTable(["Time", "Model", "Endpoint", "Status", "Input", "Output", "TTFT", "Total", "Key"], rows, "traces")}${traces.data.length === 0 ? html`<p class="muted">No logged requests match. Requests are logged when their body says <code>"log": true</code>.</p>` : ""}
 <div class="pager">${traces.has_more ? html`<a href="/dashboard/traces?${next.toString()}">Older →</a>` : ""}</div>`;
     } catch (err) {
       body = errorNotice(err);
@@ -220,7 +230,6 @@ ${traces.data.map((tr) => html`<tr><td><a href="${link(tr)}">${formatTime(tr.cre
       }
       return html`<pre>${shown}</pre>${truncated ? html`<p class="muted">Truncated: only the first bytes were recorded.</p>` : ""}`;
     };
-    const field = (k: string, v: unknown) => html`<div><dt>${k}</dt><dd>${v === null || v === undefined || v === "" ? "—" : v}</dd></div>`;
     sendHtml(ex, 200, page(layoutOf(s, `Trace ${trace.id}`, "traces"), html`<h1>Trace <span class="muted">${trace.id}</span></h1>
 <div class="card"><dl class="kv grid">${field("Request id", trace.request_id)}${field("Model", trace.model)}${field("Endpoint", trace.endpoint)}${field("Status", trace.status)}
 ${field("HTTP status", trace.http_status)}${field("Stream", trace.stream ? "yes" : "no")}${field("Batch", trace.batch ? "yes" : "no")}${field("Runner", trace.runner_id)}
@@ -232,60 +241,6 @@ ${trace.error ? html`<div class="notice error">${trace.error.type}${trace.error.
 <h2>Request</h2>${pretty(trace.request.text, trace.request.truncated)}
 <h2>Response</h2>${pretty(trace.response.text, trace.response.truncated)}
 <h2>Attributes</h2><pre>${JSON.stringify(trace.attributes, null, 2)}</pre>`));
-  }, pub);
-
-  // ---- usage ----
-
-  router.get("/dashboard/usage", async (ex) => {
-    const s = await signedIn(ex);
-    if (!s) return;
-    const q = ex.searchParams();
-    const width = (["1m", "1h", "1d"] as const).find((w) => w === q.get("width")) ?? "1h";
-    const count = { "1m": 60, "1h": 24, "1d": 30 }[width];
-    const span = { "1m": 60, "1h": 3600, "1d": 86_400 }[width];
-    const end = Math.floor(Date.now() / 1000 / span) * span + span;
-    const start = end - count * span;
-    let body: Html;
-    try {
-      const query = parseUsageQuery(new URLSearchParams({ start_time: String(start), end_time: String(end), bucket_width: width, limit: String(count), group_by: "model" }));
-      const usage = await usagePage(deps.usage, [s.project], query, { histograms: true });
-      const label = (t: number) => (width === "1d" ? new Date(t * 1000).toISOString().slice(5, 10) : new Date(t * 1000).toISOString().slice(11, 16));
-      const per = (f: (r: (typeof usage.data)[number]["results"][number]) => number) =>
-        usage.data.map((b) => ({ label: label(b.start_time), value: b.results.reduce((n, r) => n + f(r), 0) }));
-      const totals = new Map<string, { requests: number; input: number; output: number; errors: number; ttft: LatencyHistogram; latency: LatencyHistogram }>();
-      for (const b of usage.data)
-        for (const r of b.results) {
-          const t = totals.get(r.model ?? "") ?? { requests: 0, input: 0, output: 0, errors: 0, ttft: [], latency: [] };
-          t.requests += r.num_model_requests;
-          t.input += r.input_tokens;
-          t.output += r.output_tokens;
-          t.errors += r.num_model_request_errors;
-          mergeLatency(t.ttft, r.histograms?.ttft_ms);
-          mergeLatency(t.latency, r.histograms?.request_ms);
-          totals.set(r.model ?? "", t);
-        }
-      // Percentiles per bucket over every model: the buckets' histograms merged (exact), then read.
-      const percentiles = (pick: (r: (typeof usage.data)[number]["results"][number]) => LatencyHistogram | undefined) =>
-        usage.data.map((b) => {
-          const h: LatencyHistogram = [];
-          for (const r of b.results) mergeLatency(h, pick(r));
-          return { label: label(b.start_time), values: [latencyQuantile(h, 0.5), latencyQuantile(h, 0.95)] };
-        });
-      const ms = (v: number | null) => (v === null ? "—" : `${formatNumber(Math.round(v * 10) / 10)} ms`);
-      body = html`${barChart(per((r) => r.num_model_requests), { title: "Requests" })}
-${barChart(per((r) => r.input_tokens + r.output_tokens), { title: "Tokens (input + output)", color: "#37b24d" })}
-${barChart(per((r) => r.num_model_request_errors), { title: "Errors", color: "#e03131", height: 100 })}
-${lineChart(percentiles((r) => r.histograms?.ttft_ms), { title: "Time to first token (ms): p50 and p95", series: ["p50", "p95"], id: "ttft" })}
-${lineChart(percentiles((r) => r.histograms?.request_ms), { title: "Request latency (ms): p50 and p95", series: ["p50", "p95"], id: "latency" })}
-<h2>By model</h2><table><thead><tr><th>Model</th><th>Requests</th><th>Input tokens</th><th>Output tokens</th><th>Errors</th><th>TTFT p50</th><th>TTFT p95</th><th>Latency p50</th><th>Latency p95</th></tr></thead><tbody>
-${[...totals].map(([model, t]) => html`<tr><td>${model}</td><td class="num">${formatNumber(t.requests)}</td><td class="num">${formatNumber(t.input)}</td><td class="num">${formatNumber(t.output)}</td><td class="num">${t.errors}</td>
-<td class="num">${ms(latencyQuantile(t.ttft, 0.5))}</td><td class="num">${ms(latencyQuantile(t.ttft, 0.95))}</td><td class="num">${ms(latencyQuantile(t.latency, 0.5))}</td><td class="num">${ms(latencyQuantile(t.latency, 0.95))}</td></tr>`)}</tbody></table>
-<p class="muted">Percentiles come from fixed latency buckets kept with the usage rows (bounds step by 1.5 to 2x), so they are exact for any bucket width and as precise as the bucket they fall in. Request latency counts the requests a runner took; TTFT those that had a first token.</p>`;
-    } catch (err) {
-      body = errorNotice(err);
-    }
-    const widthPicker = html`<label>Buckets<select name="width">${(["1m", "1h", "1d"] as const).map((w) => html`<option value="${w}" ${w === width ? new Html("selected") : ""}>${{ "1m": "minutes (last hour)", "1h": "hours (last day)", "1d": "days (last 30)" }[w]}</option>`)}</select></label>`;
-    sendHtml(ex, 200, page(layoutOf(s, "Usage", "usage"), html`<h1>Usage</h1>${projectPicker(s, "/dashboard/usage", widthPicker)}${body}`));
   }, pub);
 
   // ---- batches ----
@@ -300,14 +255,22 @@ ${[...totals].map(([model, t]) => html`<tr><td>${model}</td><td class="num">${fo
       const done = c.completed + c.failed;
       const pct = c.total > 0 ? Math.round((done / c.total) * 100) : 0;
       const file = (id: string | null) => (id ? html`<code>${id}</code>` : "—");
-      return html`<tr><td><code>${b.id}</code></td><td>${b.endpoint}</td><td>${b.status}</td>
-<td><progress max="${Math.max(1, c.total)}" value="${done}" aria-label="progress of ${b.id}">${pct}%</progress> <span class="muted">${done} / ${c.total}</span></td>
-<td class="num">${c.completed}</td><td class="num">${c.failed}</td><td>${file(b.output_file_id)}</td><td>${file(b.error_file_id)}</td><td>${formatTime(b.created_at)}</td></tr>`;
+      return [
+        html`<code>${b.id}</code>`,
+        b.endpoint,
+        b.status,
+        html`<span><progress max="${Math.max(1, c.total)}" value="${done}" aria-label="progress of ${b.id}">${pct}%</progress> <span class="muted">${done} / ${c.total}</span></span>`,
+        cell(c.completed, "num"),
+        cell(c.failed, "num"),
+        file(b.output_file_id),
+        file(b.error_file_id),
+        formatTime(b.created_at),
+      ];
     });
     const last = page.has_more ? nextAfter(page) : undefined;
     const next = last ? `/dashboard/batches?project=${encodeURIComponent(s.project)}&after=${encodeURIComponent(last)}` : undefined;
     sendHtml(ex, 200, page_(s, html`<h1>Batches</h1>${projectPicker(s, "/dashboard/batches")}
-<table><thead><tr><th>Batch</th><th>Endpoint</th><th>Status</th><th>Progress</th><th>Completed</th><th>Failed</th><th>Output file</th><th>Error file</th><th>Created</th></tr></thead><tbody>${rows}</tbody></table>
+${listTable(["Batch", "Endpoint", "Status", "Progress", "Completed", "Failed", "Output file", "Error file", "Created"], rows, "batches")}
 ${page.data.length === 0 ? html`<p class="muted">No batches in this project.</p>` : ""}<div class="pager">${next ? html`<a href="${next}">Older →</a>` : ""}</div>`));
   }, pub);
 
@@ -320,8 +283,7 @@ ${page.data.length === 0 ? html`<p class="muted">No batches in this project.</p>
     const owner = s.session.role === "owner";
     sendHtml(ex, status, page(layoutOf(s, "Members", "members"), html`<h1>Members</h1>
 ${message ? html`<div class="notice">${message}</div>` : ""}
-<table><thead><tr><th>Email</th><th>Role</th><th>Id</th><th>Added</th></tr></thead><tbody>
-${members.map((m) => html`<tr><td>${m.email}</td><td>${m.role}</td><td>${m.id}</td><td>${formatTime(m.created_at)}</td></tr>`)}</tbody></table>
+${listTable(["Email", "Role", "Id", "Added"], members.map((m) => [m.email, m.role, m.id, formatTime(m.created_at)]), "members")}
 ${owner ? html`<h2>Add a member</h2><div class="card"><form class="filters" method="post" action="/dashboard/members"><input type="hidden" name="csrf" value="${s.session.csrf}">
 <label>Email<input name="email" type="email" maxlength="254" required></label><label>Initial password<input name="password" type="password" minlength="8" maxlength="1024" required></label>
 <label>Role<select name="role"><option value="member">member</option><option value="owner">owner</option></select></label><button type="submit">Add</button></form>
@@ -361,10 +323,15 @@ ${owner ? html`<h2>Add a member</h2><div class="card"><form class="filters" meth
       deps.accounts.listApiKeys({ organizationId: s.session.organization_id }),
     ]);
     const rows = (keys: ApiKeyView[]) =>
-      keys.map((k) => html`<tr><td>${k.name}</td><td><code>${k.prefix}...</code></td><td>${k.id}</td><td>${formatTime(k.created_at)}</td><td>${k.last_used_at ? formatTime(k.last_used_at) : "never"}</td>
-<td><form method="post" action="/dashboard/keys/${k.id}/revoke?project=${s.project}"><input type="hidden" name="csrf" value="${s.session.csrf}"><button class="danger" type="submit">Revoke</button></form></td></tr>`);
-    const table = (keys: ApiKeyView[]) =>
-      keys.length === 0 ? html`<p class="muted">None.</p>` : html`<table><thead><tr><th>Name</th><th>Key</th><th>Id</th><th>Created</th><th>Last used</th><th></th></tr></thead><tbody>${rows(keys)}</tbody></table>`;
+      keys.map((k) => [
+        k.name,
+        html`<code>${k.prefix}...</code>`,
+        k.id,
+        formatTime(k.created_at),
+        k.last_used_at ? formatTime(k.last_used_at) : "never",
+        html`<form method="post" action="/dashboard/keys/${k.id}/revoke?project=${s.project}"><input type="hidden" name="csrf" value="${s.session.csrf}"><button class="danger" type="submit">Revoke</button></form>`,
+      ]);
+    const table = (keys: ApiKeyView[]) => (keys.length === 0 ? html`<p class="muted">None.</p>` : listTable(["Name", "Key", "Id", "Created", "Last used", ""], rows(keys)));
     sendHtml(ex, 200, page(layoutOf(s, "API keys", "keys"), html`<h1>API keys</h1>${projectPicker(s, "/dashboard/keys")}
 ${message ? html`<div class="notice">${message}</div>` : ""}
 ${created ? html`<div class="card"><p>Key <strong>${created.name}</strong> created. Copy it now: it is shown only once.</p><div class="secret" id="new-key">${created.secret}</div></div>` : ""}
@@ -410,8 +377,13 @@ ${created ? html`<div class="card"><p>Key <strong>${created.name}</strong> creat
     await keysPage(ex, s, undefined, `Key ${mine.name} (${mine.prefix}...) revoked: it is refused from now on.`);
   }, pub);
 
+  registerUsagePage(router, kit);
   registerOrganizationPages(router, kit);
   registerResourcePages(router, kit);
+  registerSandboxPages(router, kit);
+  registerJobPages(router, kit);
+  registerAppPages(router, kit);
+  registerSecretPages(router, kit);
 }
 
 

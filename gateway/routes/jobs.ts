@@ -1,6 +1,4 @@
-import type { NatsConnection } from "@nats-io/transport-node";
 import { newSortableId } from "../../lib/ids.js";
-import { subjects } from "../../lib/nats/subjects.js";
 import { errors, shown } from "../../modules/errors/mod.js";
 import { listObject } from "../../modules/openai/mod.js";
 import { JOB_ID, JOB_STATUSES, jobStates, parseJobCreate, type JobObject, type JobStore } from "../../modules/jobs/mod.js";
@@ -13,7 +11,6 @@ import { sseEvent, SseWriter } from "../sse/sse-writer.js";
 import { listQuery } from "./list-query.js";
 
 export interface JobRouteDeps {
-  nc: NatsConnection;
   jobs: JobStore;
   files: FileStore;
   maxBodyBytes: number;
@@ -91,9 +88,7 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
 
   router.post("/v1/jobs/:id/cancel", async (ex, { id }) => {
     await find(ex, id!);
-    const now = Math.floor(Date.now() / 1000);
-    const updated = await deps.jobs.transition(project(ex), id!, (job) => jobStates.cancel(job, now));
-    if (updated?.job.status === "cancelling") deps.nc.publish(subjects.jobCancel(id!), "");
+    await deps.jobs.cancel(project(ex), id!);
     ex.json(200, (await find(ex, id!)).job);
   });
 

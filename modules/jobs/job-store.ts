@@ -8,6 +8,7 @@ import type { Page, PageQuery } from "../../lib/page.js";
 import { prefixAdmission, type Admission } from "../../lib/nats/admission.js";
 import { sortableIdTime } from "../../lib/ids.js";
 import { buckets, kvToken, streams, subjects } from "../../lib/nats/subjects.js";
+import * as states from "./job-states.js";
 
 // Jobs: a command run to completion in a fresh sandbox, durably. The record (KV) holds the job
 // object and what is needed to run it again; the queue (a JetStream work-queue stream) holds one
@@ -71,13 +72,18 @@ export const jobLogChunk = valueSchema<JobLogChunk>()(LogSchema);
 const JOB_RECORD_LIFE_MS = 7 * 24 * 3600 * 1000;
 
 export class JobStore {
-  private constructor(readonly kv: KV, private readonly js: JetStreamClient, private readonly handles: JetStreamHandles) {}
+  private constructor(
+    private readonly nc: NatsConnection,
+    readonly kv: KV,
+    private readonly js: JetStreamClient,
+    private readonly handles: JetStreamHandles,
+  ) {}
 
   static async open(nc: NatsConnection): Promise<JobStore> {
     const jsm = await jetstreamManager(nc);
     await ensureStream(jsm, { name: streams.jobs, subjects: [subjects.jobQueue], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: 120 * 1_000_000_000 });
     await ensureStream(jsm, { name: streams.jobLogs, subjects: [subjects.jobLogsAll], storage: StorageType.File, max_age: 7 * 24 * 3600 * 1_000_000_000 });
-    return new JobStore(await openKv(nc, buckets.jobs, { history: 1, ttl: JOB_RECORD_LIFE_MS }), jetstream(nc), await jetStreamHandles(nc));
+    return new JobStore(nc, await openKv(nc, buckets.jobs, { history: 1, ttl: JOB_RECORD_LIFE_MS }), jetstream(nc), await jetStreamHandles(nc));
   }
 
   private key(project: string, id: string): string {
@@ -129,6 +135,17 @@ export class JobStore {
   }
 
   /**
+   * Cancels the job (idempotent): a queued job is cancelled at once, a running one turns
+   * cancelling and the worker running it is told to stop it. The job as it then is; undefined
+   * when the project has no such job.
+   */
+  async cancel(project: string, id: string): Promise<JobObject | undefined> {
+    const updated = await this.transition(project, id, (job) => states.cancel(job, Math.floor(Date.now() / 1000)));
+    if (updated?.job.status === "cancelling") this.nc.publish(subjects.jobCancel(id), "");
+    return (await this.get(project, id))?.job;
+  }
+
+  /**
    * A page of a project's jobs in `order` of creation (ids sort by it), after the job `after`
    * (undefined: it is not among them), reading only what the page needs (pageRecords: recent
    * records newest first; with `status`, at most MAX_SKIPPED_PER_PAGE jobs of other statuses).
@@ -145,6 +162,27 @@ export class JobStore {
   async *logs(jobId: string): AsyncGenerator<JobLogChunk> {
     for await (const msg of readStored(this.handles, streams.jobLogs, subjects.jobLogs(jobId)))
       yield jobLogChunk.parseBytes(`${msg.subject} #${msg.seq}`, msg.data);
+  }
+
+  /**
+   * The end of the job's output: its last chunks, at least `maxBytes` of them when there are that
+   * many, and whether earlier output is left out. A page that follows a running job asks for this
+   * every few seconds, so it reads back from the newest chunk in widening ranges of the stream
+   * (other jobs' output in between is skipped by the server) rather than the whole output.
+   */
+  async logTail(jobId: string, maxBytes: number): Promise<{ chunks: JobLogChunk[]; truncated: boolean }> {
+    const subject = subjects.jobLogs(jobId);
+    const newest = await this.handles.jsm.streams.getMessage(streams.jobLogs, { last_by_subj: subject });
+    if (!newest) return { chunks: [], truncated: false };
+    for (let span = 256; ; span *= 16) {
+      const from = Math.max(1, newest.seq - span + 1);
+      const chunks: JobLogChunk[] = [];
+      for await (const msg of readStored(this.handles, streams.jobLogs, subject, { startSeq: from })) chunks.push(jobLogChunk.parseBytes(`${msg.subject} #${msg.seq}`, msg.data));
+      let keep = chunks.length;
+      let bytes = 0;
+      while (keep > 0 && bytes < maxBytes) bytes += Buffer.byteLength(chunks[--keep]!.data, "base64");
+      if (bytes >= maxBytes || from === 1) return { chunks: chunks.slice(keep), truncated: keep > 0 || from > 1 };
+    }
   }
 
   /**

@@ -4,3 +4,4 @@ export { type UsageCounts, type UsageEvent, type UsageMessage, usageMessageSchem
 export { type BucketWidth, type StoredUsageRow, type UsageBucket, UsageStore, WIDTH_SECONDS } from "./usage-store.js";
 export { parseUsageQuery, type UsageBucketObject, type UsagePage, usagePage, type UsageQuery, type UsageResult } from "./usage-query.js";
 export { LATENCY_BOUNDS_MS, latencyCount, latencyQuantile, type LatencyHistogram, type LatencySummary, mergeLatency, observeLatency, summarizeLatency } from "./latency-histogram.js";
+export { overlapSeconds, RUN_KINDS, type RunKind, type RunSeconds, type RunSpan, runSecondsPerBucket } from "./run-time.js";

@@ -3,13 +3,19 @@ import type { AdminApi } from "../../modules/admin-api/mod.js";
 // Dashboard helpers: an organization with its first owner (an invitation redeemed with an email
 // and a password), and a cookie-keeping HTTP client that signs in through the form as a browser would.
 
-export async function ownerOrganization(stack: { admin: AdminApi; gateway: { url: string } }, email: string, password: string) {
+export async function ownerOrganization(
+  stack: { admin: AdminApi; gateway: { url: string } },
+  email: string,
+  password: string,
+  /** The names (a hosted address is made of them, and belongs to the first project that deploys at it). */
+  names = { organization: "Dash Org", project: "Dash Project" },
+) {
   const { gateway } = stack;
   const { code } = await stack.admin.createInvitation({ note: email, expiresInSeconds: 0 });
   const res = await fetch(gateway.url + "/v1/invitations/redeem", {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ code, organization_name: "Dash Org", project_name: "Dash Project", email, password }),
+    body: JSON.stringify({ code, organization_name: names.organization, project_name: names.project, email, password }),
   });
   if (res.status !== 200) throw new Error(`redeem failed: ${res.status} ${await res.text()}`);
   return (await res.json()) as { organization: { id: string }; project: { id: string }; api_key: { value: string; id: string }; owner: { id: string; email: string; role: string } };
@@ -36,6 +42,25 @@ export class CookieClient {
       else this.cookies.set(name!, value!);
     }
     return { status: res.status, headers: res.headers, text: await res.text() };
+  }
+
+  /**
+   * The cells' text of the table row whose cell `column` holds `text` (an object's row in a list):
+   * tags as spaces, entities decoded, white space collapsed; undefined when there is none.
+   */
+  static rowOf(html: string, text: string, column = 0): string[] | undefined {
+    const cells = (row: string) =>
+      row
+        .split(/<td[^>]*>/)
+        .slice(1)
+        .map((c) =>
+          c
+            .replace(/<[^>]*>/g, " ")
+            .replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, "&")
+            .replace(/\s+/g, " ")
+            .trim(),
+        );
+    return (html.match(/<tr>[^]*?<\/tr>/g) ?? []).map(cells).find((c) => c[column]?.includes(text));
   }
 
   /** The hidden csrf field of a page's first form. */

@@ -73,7 +73,7 @@ t.test("a wrong password, then signing in", async (t) => {
   t.equal(new URL(page.url()).pathname, "/dashboard/sign-in");
   await page.screenshot({ path: join(SHOTS, "sign-in-error.png") });
   await signIn(EMAIL, PASSWORD);
-  t.equal(new URL(page.url()).pathname, "/dashboard/traces");
+  t.equal(new URL(page.url()).pathname, "/dashboard/usage", "onto the project's usage");
   t.match(await page.textContent("header"), EMAIL);
   const cookies = await context.cookies();
   const session = cookies.find((c) => c.name === "tributary_session");
@@ -84,6 +84,7 @@ t.test("a wrong password, then signing in", async (t) => {
 
 t.test("logs: find a logged request by model and open its detail", async (t) => {
   // Traces are written in the background: reload until all four are listed.
+  await page.goto(base + "/dashboard/traces");
   for (let i = 0; i < 50 && (await page.locator("tbody tr").count()) < 4; i++) {
     await page.waitForTimeout(100);
     await page.goto(base + "/dashboard/traces");
@@ -127,16 +128,16 @@ t.test("usage: plots of requests, tokens and errors", async (t) => {
   let requests = "";
   for (let i = 0; i < 50 && requests !== "5"; i++) {
     await page.goto(base + "/dashboard/usage?width=1m");
-    requests = (await page.locator("main table tbody tr td").nth(1).textContent().catch(() => "")) ?? "";
+    requests = (await page.locator("#by-model tbody tr td").nth(1).textContent().catch(() => "")) ?? "";
     if (requests !== "5") await page.waitForTimeout(100);
   }
   t.equal(requests, "5", "five requests, logged or not (the batch below comes later)");
-  t.match(await page.textContent("main table tbody tr td"), TEST_MODEL);
+  t.match(await page.textContent("#by-model tbody tr td"), TEST_MODEL);
   const bars = await page.locator("figure svg rect").evaluateAll((rects) => rects.filter((r) => Number(r.getAttribute("height")) > 0).length);
   t.ok(bars >= 2, "requests and tokens plotted");
-  t.ok((await page.locator("figure#ttft svg circle").count()) >= 2, "TTFT p50 and p95 plotted");
-  t.ok((await page.locator("figure#latency svg circle").count()) >= 2, "latency p50 and p95 plotted");
-  const cells = await page.locator("main table tbody tr").first().locator("td").allTextContents();
+  t.ok((await page.locator("figure#ttft-0 svg circle").count()) >= 2, "the model's TTFT p50 and p95 plotted");
+  t.ok((await page.locator("figure#latency-0 svg circle").count()) >= 2, "its latency p50 and p95 plotted");
+  const cells = await page.locator("#by-model tbody tr").first().locator("td").allTextContents();
   t.match(cells.slice(5), [/^[\d.]+ ms$/, /^[\d.]+ ms$/, /^[\d.]+ ms$/, /^[\d.]+ ms$/], "TTFT and latency percentiles by model");
   await page.screenshot({ path: join(SHOTS, "usage.png"), fullPage: true });
 });
@@ -218,7 +219,7 @@ t.test("invitations: an owner invites a member, who joins with the link", async 
   await joinPage.fill('input[name="password"]', "linus's password");
   await joinPage.fill('input[name="password2"]', "linus's password");
   await joinPage.click('button[type="submit"]');
-  t.equal(new URL(joinPage.url()).pathname, "/dashboard/traces", "joined and signed in");
+  t.equal(new URL(joinPage.url()).pathname, "/dashboard/usage", "joined and signed in");
   t.match(await joinPage.textContent("header"), LINUS);
   await joinPage.goto(base + "/dashboard/projects");
   t.match(await joinPage.textContent("main"), /Owners create and rename projects/, "a member: no project forms");

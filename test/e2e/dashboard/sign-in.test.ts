@@ -75,7 +75,7 @@ t.test("sign in, the cookie's attributes, sign out", async (t) => {
   const form = await c.request("/dashboard/sign-in");
   const res = await c.request("/dashboard/sign-in", { form: { csrf: CookieClient.csrfOf(form.text), email: "ADA@example.com ", password: PASSWORD } });
   t.equal(res.status, 303);
-  t.equal(res.headers.get("location"), "/dashboard/traces");
+  t.equal(res.headers.get("location"), "/dashboard/usage", "onto the project's usage, where a sign-in link lands too");
   const setCookie = res.headers.get("set-cookie")!;
   t.match(setCookie, /^tributary_session=[A-Za-z0-9]{43};/);
   t.match(setCookie, /HttpOnly/);

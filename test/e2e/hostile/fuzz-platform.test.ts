@@ -362,7 +362,18 @@ t.test("the dashboard's forms: sign-in, keys and CSRF", async (t) => {
   ];
   const statuses: string[] = [];
   for (const form of forms)
-    for (const [path, withCookie] of [["/dashboard/sign-in", false], ["/dashboard/keys", true], ["/dashboard/members", true]] as const) {
+    for (const [path, withCookie] of [
+      ["/dashboard/sign-in", false],
+      ["/dashboard/keys", true],
+      ["/dashboard/members", true],
+      // The platform's forms, on objects no project has: a 404 at most, never a change.
+      ["/dashboard/secrets", true],
+      ["/dashboard/secrets/NO_SUCH_SECRET/rotate", true],
+      ["/dashboard/secrets/NO_SUCH_SECRET/delete", true],
+      [`/dashboard/sandboxes/sbx_${"0".repeat(24)}/stop`, true],
+      [`/dashboard/jobs/job_${"0".repeat(24)}/cancel`, true],
+      [`/dashboard/apps/dep_${"0".repeat(24)}/stop`, true],
+    ] as const) {
       const res = await fetch(stack.gateway.url + path, {
         method: "POST",
         headers: { "content-type": "application/x-www-form-urlencoded", ...(withCookie ? { cookie } : {}) },
@@ -376,6 +387,7 @@ t.test("the dashboard's forms: sign-in, keys and CSRF", async (t) => {
   t.same(statuses, [], "no form is a server error");
   const keys = await browser.request("/dashboard/keys");
   t.equal((keys.text.match(/\/revoke\?/g) ?? []).length, (keysPage.text.match(/\/revoke\?/g) ?? []).length, "no forged form and no hostile name created a key");
+  t.match((await browser.request("/dashboard/secrets")).text, /No secrets in this project/, "nor a secret");
 });
 
 t.test("the wrong type for every field: a 400 naming the field", async (t) => {
