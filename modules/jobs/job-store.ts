@@ -3,7 +3,7 @@ import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
 import { ensureStream, jetStreamHandles, openKv, readStored, type JetStreamHandles } from "../../lib/nats/jetstream.js";
-import { createRecord, getRecord, modifyRecord, pageRecords, valueSchema, type Mutable, type Versioned } from "../../lib/nats/kv-records.js";
+import { createRecord, getRecord, modifyRecord, pageRecords, valueSchema, type Mutable } from "../../lib/nats/kv-records.js";
 import type { Page, PageQuery } from "../../lib/page.js";
 import { prefixAdmission, type Admission } from "../../lib/nats/admission.js";
 import { sortableIdTime } from "../../lib/ids.js";
