@@ -35,7 +35,7 @@ t.teardown(() => gateway.close());
 const options: InstanceHostOptions = { isolation, cgroups, coreMhz: 1000, runRoot: join(root, "run"), platform: { host: "127.0.0.1", port: gatewayPort } };
 const policy: ReplicaPolicy = { healthTimeoutMs: 10_000, maxRestarts: 2, crashWindowMs: 60_000, backoffMs: 100, maxBackoffMs: 400 };
 const manifest = (over: Partial<AppManifest> = {}): AppManifest => ({
-  entrypoint: "app.main:app", organizationSlug: "acme", project: "Chat", projectSlug: "chat", cpuMhz: 500, gpuCount: 0, memorySizeMb: 128, env: { GREETING: "hi" }, secrets: [], runtime: "python", ...over,
+  entrypoint: "app.main:app", organizationSlug: "acme", project: "Chat", projectSlug: "chat", cpuMhz: 500, gpuCount: 0, memorySizeMb: 128, env: { GREETING: "hi" }, secrets: [], runtime: "python", minInstances: 1, maxInstances: 1, targetInflight: 10, ...over,
 });
 
 let bundles = 0;
