@@ -37,12 +37,27 @@ export {
 export { AppReplica, DEFAULT_REPLICA_POLICY, type ReplicaFailure, type ReplicaPolicy, type ReplicaState, type ReplicaStatus } from "./replica.js";
 export { AppHost, type AppHostOptions } from "./app-host.js";
 export * as deploymentStates from "./deployment-states.js";
-export { DEPLOYMENT_ID, DEPLOYMENT_STATUSES, DeploymentStore, type AppRoute, type DeploymentObject, type DeploymentStatus, type StoredDeployment } from "./deployments.js";
-export { AppExchangeClient, type AppExchangeRequest, type ResponseSink } from "./exchange-client.js";
+export {
+  DEPLOYMENT_ID,
+  DEPLOYMENT_STATUSES,
+  DeploymentStore,
+  INSTANCE_STATUSES,
+  RECONCILER_KEY,
+  type AppRoute,
+  type DeploymentInstance,
+  type DeploymentObject,
+  type DeploymentStatus,
+  type InstanceStatus,
+  type StoredDeployment,
+} from "./deployments.js";
+export { AppExchangeClient, type AppExchangeRequest, type ExchangeOutcome, type ResponseSink } from "./exchange-client.js";
 export { AppExchangeServer, MAX_FRAME_BYTES, REQUEST_WINDOW, RESPONSE_WINDOW } from "./exchange-host.js";
 export { AppConnectionPool, AppHttpRequest, MAX_RESPONSE_HEAD_BYTES, MAX_RESPONSE_HEADERS, type AppResponseHandlers } from "./app-http.js";
-export type { AppLogEvent } from "./protocol.js";
+export { HOST_INSTANCE_STATES, type AppHostHeartbeat, type AppLogEvent, type HostInstanceState } from "./protocol.js";
 export { hostedAddressOf, PATH_ADDRESS_SEGMENT, pathAddressOf, pathUrlOf, PREFIX_HEADER, responseHeadsUnder, type PathAddress } from "./addresses.js";
 export { LAUNCHER_PATH, LAUNCHER_SOURCE } from "./launcher-source.js";
-export { AppHostDirectory, AppService, type AppServiceOptions, type HostedTarget, type PresentedDeployment } from "./service.js";
-export { AppDeploymentSweeper } from "./sweeper.js";
+export { AppService, type AppServiceOptions, type HostedTarget, type PresentedDeployment } from "./service.js";
+export { AppHostDirectory, type HostView, type ServingInstance } from "./host-directory.js";
+export { AppBalancer, IDEMPOTENT_METHODS, type AppBalancerOptions } from "./balancer.js";
+export * as reconcile from "./reconcile.js";
+export { DeploymentReconciler, type ReconcilerOptions } from "./reconciler.js";
