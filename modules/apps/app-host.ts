@@ -15,7 +15,7 @@ import { AppExchangeServer, type ExchangeTarget } from "./exchange-host.js";
 import type { InstanceHostOptions, LogLine } from "./instance.js";
 import type { AppManifest } from "./manifest.js";
 import { AppConnectionPool } from "./app-http.js";
-import { appHostCall, encodeJson, type AppHostCall, type AppHostHeartbeat, type AppHostReply, type HostInstanceState } from "./protocol.js";
+import { appHostCall, encodeJson, refusal, type AppHostCall, type AppHostHeartbeat, type AppHostReply, type HostInstanceState } from "./protocol.js";
 import { AppReplica, DEFAULT_REPLICA_POLICY, type ReplicaPolicy, type ReplicaStatus } from "./replica.js";
 
 // An app host: runs instances of deployments on this machine (in the sandbox host process, under
@@ -262,18 +262,19 @@ export class AppHost {
    * already, or why not (the reconciler places it elsewhere).
    */
   private async admit(project: string, deploymentId: string, instanceId: string): Promise<{ instance: LiveInstance; record: StoredDeployment } | null | string> {
-    if (this.draining) return "the app host is shutting down";
+    if (this.draining) return refusal("host_draining", "the app host is shutting down");
     if (this.live.has(instanceId)) return null;
     const record = await this.deployments.get(project, deploymentId);
-    if (!record || states.isFinal(record.deployment.status) || !record.deployment.instances.some((i) => i.id === instanceId)) return "the deployment does not want this instance";
-    if (this.draining || this.live.has(instanceId)) return this.draining ? "the app host is shutting down" : null;
+    if (!record || states.isFinal(record.deployment.status) || !record.deployment.instances.some((i) => i.id === instanceId)) return refusal("unwanted", "the deployment does not want this instance");
+    if (this.draining) return refusal("host_draining", "the app host is shutting down");
+    if (this.live.has(instanceId)) return null;
     const manifest = record.manifest as AppManifest;
     const used = this.used();
     const over =
       used.cpu + manifest.cpuMhz > this.options.cpuMhz ? "CPU" : used.memory + manifest.memorySizeMb > this.options.memoryMb ? "memory" : used.gpus + manifest.gpuCount > this.options.gpuCount ? "GPUs" : undefined;
-    if (over) return `host_full: the app host has no ${over} left for it`;
+    if (over) return refusal("host_full", `the app host has no ${over} left for it`);
     const slot = this.options.uidBase === undefined ? undefined : this.freeSlots.pop();
-    if (this.options.uidBase !== undefined && slot === undefined) return "host_full: the app host runs as many instances as it has uids for";
+    if (this.options.uidBase !== undefined && slot === undefined) return refusal("host_full", "the app host runs as many instances as it has uids for");
     const now = performance.now();
     const instance: LiveInstance = {
       id: instanceId,
@@ -343,13 +344,14 @@ export class AppHost {
   private async reportHealthy(instance: LiveInstance, restarts: number): Promise<void> {
     const { project, deploymentId, manifest } = instance;
     const counted = restarts - instance.restartsCounted;
+    // Gateways hear it first (a request waiting for a cold start goes at once), then the record says so.
+    this.heartbeat();
     let first = false;
     const result = await this.deployments.apply(project, deploymentId, (cur) => {
       first = cur.status !== "healthy";
       const healthy = states.instanceHealthy(cur, instance.id, nowSeconds());
       return healthy && (states.restarted(healthy, counted) ?? healthy);
     });
-    this.heartbeat();
     if (!result?.changed) return this.stopInstance(instance, { drain: false, why: "its deployment no longer wants it" });
     instance.restartsCounted = restarts;
     if (!first) return;

@@ -135,7 +135,8 @@ export class AppHostDirectory {
       if (!set) this.waiters.set(deploymentId, (set = new Set()));
       const wake = () => {
         clearTimeout(timer);
-        this.waiters.get(deploymentId)?.delete(wake);
+        const set = this.waiters.get(deploymentId);
+        if (set?.delete(wake) && set.size === 0) this.waiters.delete(deploymentId);
         resolve();
       };
       const timer = setTimeout(wake, timeoutMs);

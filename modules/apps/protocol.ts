@@ -57,6 +57,15 @@ const ReplySchema = Schema.Struct({
 export type AppHostReply = Mutable<typeof ReplySchema.Type>;
 export const appHostReply = valueSchema<AppHostReply>()(ReplySchema);
 
+/**
+ * Why an app host refuses to start an instance: the first word of the refusal's message. It has
+ * no room, or is shutting down (the reconciler places the instance elsewhere and asks this host
+ * nothing for a while); or the instance's record no longer wants it (nothing is wrong with the host).
+ */
+export type StartRefusal = "host_full" | "host_draining" | "unwanted";
+export const refusal = (why: StartRefusal, words: string) => `${why}: ${words}`;
+export const refusalOf = (message: string | null): StartRefusal | undefined => /^(host_full|host_draining|unwanted):/.exec(message ?? "")?.[1] as StartRefusal | undefined;
+
 /** One line on a deployment's log subject; `end` marks that the deployment ended (followers stop). */
 const LogEventSchema = Schema.Struct({ at: Schema.Number, stream: Schema.Literals(["stdout", "stderr"]), line: Schema.String, end: Schema.Boolean });
 export type AppLogEvent = Mutable<typeof LogEventSchema.Type>;

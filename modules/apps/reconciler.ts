@@ -6,7 +6,7 @@ import { subjects } from "../../lib/nats/subjects.js";
 import * as states from "./deployment-states.js";
 import { nowSeconds, type DeploymentStore, type StoredDeployment } from "./deployments.js";
 import type { AppHostDirectory } from "./host-directory.js";
-import { appDemand, appHostReply, encodeJson, type AppHostCall } from "./protocol.js";
+import { appDemand, appHostReply, encodeJson, refusalOf, type AppHostCall } from "./protocol.js";
 import { decide, nextDesired, recommend, type Action, type HostState, type ScaleSample } from "./reconcile.js";
 
 // The reconciler of hosted-app deployments, run by the one actor host that owns it at a time
@@ -90,7 +90,9 @@ export class DeploymentReconciler {
     const now = Date.now();
     for (const [host, until] of this.refusedUntil) if (until <= now) this.refusedUntil.delete(host);
     for (const [id, until] of this.demandUntil) if (until <= now) this.demandUntil.delete(id);
-    await Promise.all([...this.live.keys()].map((id) => this.reconcile(id)));
+    // One view of the hosts for the round: each placement takes its share of it at once.
+    const hosts = this.hostStates(now);
+    await Promise.all([...this.live.keys()].map((id) => this.reconcile(id, hosts)));
     await this.stopUnwanted(now);
   }
 
@@ -113,14 +115,14 @@ export class DeploymentReconciler {
     if (this.running) void this.reconcile(id);
   }
 
-  private async reconcile(id: string): Promise<void> {
+  private async reconcile(id: string, hosts?: HostState[]): Promise<void> {
     if (this.busy.has(id)) {
       this.again.add(id);
       return;
     }
     this.busy.add(id);
     try {
-      await this.reconcileOnce(id);
+      await this.reconcileOnce(id, hosts);
     } catch (err) {
       this.log.warn("app deployment reconcile failed", { deploymentId: id, err });
     } finally {
@@ -129,11 +131,11 @@ export class DeploymentReconciler {
     }
   }
 
-  private async reconcileOnce(id: string): Promise<void> {
+  private async reconcileOnce(id: string, roundHosts: HostState[] | undefined): Promise<void> {
     let record = this.live.get(id);
     if (!record || !this.running) return;
     const nowMs = Date.now();
-    const hosts = this.hostStates(nowMs);
+    const hosts = roundHosts ?? this.hostStates(nowMs);
     const judgeHosts = this.hosts.listeningMs() > this.options.hostTimeoutMs;
     const desired = this.scale(record.value, hosts, nowMs);
     if (desired !== record.value.deployment.desired_instances) {
@@ -150,6 +152,13 @@ export class DeploymentReconciler {
       judgeHosts,
       reportGraceS: Math.ceil(this.options.hostTimeoutMs / 1000),
     });
+    for (const action of actions) {
+      if (action.kind !== "place") continue;
+      const host = hosts.find((h) => h.hostId === action.hostId)!;
+      host.free.cpuMhz -= manifest.cpuMhz;
+      host.free.memoryMb -= manifest.memorySizeMb;
+      host.free.gpus -= manifest.gpuCount;
+    }
     for (const action of actions) {
       const current = this.live.get(id);
       if (!current || !this.running) return;
@@ -191,8 +200,8 @@ export class DeploymentReconciler {
           this.log.info("app instance placed", { deploymentId: deployment.id, instanceId, hostId: action.hostId });
           return;
         }
-        // Another host gets it, next round; this one is left alone for a while.
-        this.refusedUntil.set(action.hostId, Date.now() + this.options.refusalBackoffMs);
+        // Another host gets it, next round; a host without room is left alone for a while.
+        if (refusalOf(refusal) !== "unwanted") this.refusedUntil.set(action.hostId, Date.now() + this.options.refusalBackoffMs);
         this.log.info("app host did not take an instance", { deploymentId: deployment.id, hostId: action.hostId, reason: refusal });
         await this.write(placed.value, (cur) => states.dropInstance(cur, instanceId));
         this.again.add(deployment.id);
@@ -234,7 +243,7 @@ export class DeploymentReconciler {
    * has not reported yet (its heartbeat lags the placements).
    */
   private hostStates(nowMs: number): HostState[] {
-    const out = new Map<string, HostState & { free: HostState["free"] }>();
+    const out = new Map<string, HostState>();
     for (const h of this.hosts.views()) {
       out.set(h.host_id, {
         hostId: h.host_id,
