@@ -123,7 +123,8 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
             batches.job,
             ...observations,
             sandboxes.rpc, jobs.queue, jobs.cancel,
-            apps.rpc, apps.exchange, apps.demand,
+            // Apps: calls to app hosts, exchanges, demand for an instance, and the end of a stopped deployment's logs.
+            apps.rpc, apps.exchange, apps.demand, apps.logs,
             ...jetStreamAccess(gatewayState),
             // The dashboard's rate-limit page reads budgets (direct gets only: it never writes them).
             `$JS.API.DIRECT.GET.${kvStream(buckets.rateLimits)}.>`,
@@ -143,8 +144,8 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
             batches.job, batches.work,
             ...observations,
             sandboxes.rpc, jobs.queue, jobs.cancel, jobs.logs,
-            // The reconciler starts and stops app instances, and asks who reconciles.
-            apps.rpc, apps.reconcilerProbe,
+            // The reconciler starts and stops app instances, asks who reconciles, ends a failed deployment's logs.
+            apps.rpc, apps.reconcilerProbe, apps.logs,
             ...jetStreamAccess(actorsState),
           ],
           deny: noStreamDeletion,

@@ -15,7 +15,7 @@ import { AppExchangeServer, type ExchangeTarget } from "./exchange-host.js";
 import type { InstanceHostOptions, LogLine } from "./instance.js";
 import type { AppManifest } from "./manifest.js";
 import { AppConnectionPool } from "./app-http.js";
-import { appHostCall, encodeJson, refusal, type AppHostCall, type AppHostHeartbeat, type AppHostReply, type HostInstanceState } from "./protocol.js";
+import { appHostCall, encodeJson, endedEvent, refusal, type AppHostCall, type AppHostHeartbeat, type AppHostReply, type HostInstanceState } from "./protocol.js";
 import { AppReplica, DEFAULT_REPLICA_POLICY, type ReplicaPolicy, type ReplicaStatus } from "./replica.js";
 
 // An app host: runs instances of deployments on this machine (in the sandbox host process, under
@@ -395,7 +395,7 @@ export class AppHost {
     const instances = [...this.live.values()].filter((i) => i.deploymentId === deploymentId);
     const how = { drain: reason === "superseded", why: reason === "superseded" ? "a newer deployment serves its address" : reason === "failed" ? "its deployment failed" : "its deployment was stopped" };
     await Promise.all(instances.map((i) => this.stopInstance(i, how)));
-    this.publishLog(deploymentId, { at: Date.now(), stream: "stderr", line: `[tributary] deployment ${reason === "user_stop" ? "stopped" : reason}` }, true);
+    this.nc.publish(subjects.appLogs(deploymentId), endedEvent(reason === "user_stop" ? "stopped" : reason));
   }
 
   /**

@@ -72,3 +72,10 @@ export type AppLogEvent = Mutable<typeof LogEventSchema.Type>;
 export const appLogEvent = valueSchema<AppLogEvent>()(LogEventSchema);
 
 export const encodeJson = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
+
+/**
+ * The last event on a deployment's log subject: it ended, and followers of its logs stop. Its
+ * hosts send one as they stop its instances; whoever ends it sends one too, for a deployment
+ * that had no instance running (scaled to zero, never placed).
+ */
+export const endedEvent = (status: string): Uint8Array => encodeJson({ at: Date.now(), stream: "stderr", line: `[tributary] deployment ${status}`, end: true } satisfies AppLogEvent);

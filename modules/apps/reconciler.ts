@@ -6,7 +6,7 @@ import { subjects } from "../../lib/nats/subjects.js";
 import * as states from "./deployment-states.js";
 import { nowSeconds, type DeploymentStore, type StoredDeployment } from "./deployments.js";
 import type { AppHostDirectory } from "./host-directory.js";
-import { appDemand, appHostReply, encodeJson, refusalOf, type AppHostCall } from "./protocol.js";
+import { appDemand, appHostReply, encodeJson, endedEvent, refusalOf, type AppHostCall } from "./protocol.js";
 import { decide, nextDesired, recommend, type Action, type HostState, type ScaleSample } from "./reconcile.js";
 
 // The reconciler of hosted-app deployments, run by the one actor host that owns it at a time
@@ -220,6 +220,7 @@ export class DeploymentReconciler {
         const ended = await this.write(record, (cur) => states.end(cur, states.startTimedOut(), nowSeconds()));
         if (!ended) return;
         for (const hostId of new Set(deployment.instances.map((i) => i.host))) this.tell(hostId, { op: "stop", project, deployment_id: deployment.id, reason: "failed" });
+        this.nc.publish(subjects.appLogs(deployment.id), endedEvent("failed"));
         this.log.warn("app deployment failed", { deploymentId: deployment.id, reason: "start_timeout" });
         return;
       }

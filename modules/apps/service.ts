@@ -12,7 +12,7 @@ import { DEPLOYMENT_ID, nowSeconds, type AppRoute, type DeploymentObject, type D
 import type { LogLine } from "./instance.js";
 import type { AppHostDirectory } from "./host-directory.js";
 import { parseManifest, slugOf, type AppManifest } from "./manifest.js";
-import { appDemand, appHostReply, appLogEvent, encodeJson, type AppDemand, type AppHostCall, type AppLogEvent } from "./protocol.js";
+import { appHostReply, appLogEvent, encodeJson, endedEvent, type AppDemand, type AppHostCall, type AppLogEvent } from "./protocol.js";
 
 // The gateway's side of hosted apps: deployments (create from an artifact, list, get, stop,
 // logs), and the hosted addresses' routes (cached from the KV watch, so a hosted request costs no
@@ -221,6 +221,7 @@ export class AppService {
     await Promise.all(
       [...new Set(placed)].filter((hostId) => this.hosts.alive(hostId)).map((hostId) => this.nc.request(subjects.appHostRpc(hostId), encodeJson(call), { timeout: this.options.stopTimeoutMs }).catch(() => undefined)),
     );
+    this.nc.publish(subjects.appLogs(id), endedEvent("stopped"));
     return this.present(await this.get(principal, id));
   }
 

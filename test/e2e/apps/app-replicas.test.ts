@@ -177,3 +177,14 @@ t.test("scale to zero: an idle app stops its last instance; its next request wai
   t.equal(res.status, 200, "the first request waits for an instance and is answered");
   t.match(await until(id, (d) => d.desired_instances === 1 && healthyOn(d).length === 1, "ran one instance"), { status: "healthy" });
 });
+
+t.test("a deployment stopped while scaled to zero ends its log followers and its address", async (t) => {
+  const id = (await (await api("/v1/apps/deployments?limit=1")).json() as any).data[0].id as string;
+  await until(id, (d) => d.desired_instances === 0 && d.instances.length === 0, "scaled to zero again");
+  const follower = await api(`/v1/apps/deployments/${id}/logs?follow=true`);
+  const followed = follower.text();
+  const stopped = (await (await api(`/v1/apps/deployments/${id}/stop`, { method: "POST" })).json()) as any;
+  t.match(stopped, { id, status: "stopped", reason: "user_stop", instances: [] });
+  t.match(await followed, /event: end\ndata: \{"status":"stopped"\}\n\n$/, "the follower hears the end, though no host ran it");
+  t.equal((await hosted(stack.gateway.port, ADDRESS, "/", { key: TEST_KEY })).status, 404, "nothing serves the address");
+});
