@@ -62,9 +62,11 @@ interface LiveInstance {
   /** Keep-alive connections to its socket. */
   pool: AppConnectionPool;
   inFlight: number;
-  /** Requests in flight integrated over time since the last heartbeat (ms), and when it last changed. */
+  /** Requests in flight integrated over time since the last regular heartbeat (ms), and when it last changed. */
   loadArea: number;
   loadSince: number;
+  /** Requests in flight on average over the last heartbeat interval. */
+  load: number;
   idleWaiters: Array<() => void>;
   bundleDir: string;
   /** running; stopping (told to stop: drains, then ends). */
@@ -114,7 +116,7 @@ export class AppHost {
       },
     });
     this.heartbeat();
-    this.heartbeatTimer = setInterval(() => this.heartbeat(), this.options.heartbeatMs);
+    this.heartbeatTimer = setInterval(() => this.heartbeat(true), this.options.heartbeatMs);
   }
 
   /**
@@ -183,20 +185,27 @@ export class AppHost {
     return { cpu, memory, gpus };
   }
 
-  private heartbeat(): void {
+  /**
+   * Says what runs here. `regular` (the timer's): each instance's load is measured anew, its
+   * requests in flight on average since the last regular heartbeat, rounded up (a request of a
+   * fraction of a millisecond still counts: it keeps a scale-to-zero app running); a heartbeat
+   * sent at once on a change repeats the last measure.
+   */
+  private heartbeat(regular = false): void {
     const { cpu, memory, gpus } = this.used();
     const now = performance.now();
     const interval = Math.max(1, now - this.lastBeat);
-    this.lastBeat = now;
+    if (regular) this.lastBeat = now;
     const instances: AppHostHeartbeat["instances"] = [];
     for (const i of this.live.values()) {
-      // Requests in flight on average since the last heartbeat: what scaling reads.
-      i.loadArea += i.inFlight * (now - i.loadSince);
-      i.loadSince = now;
-      const load = i.loadArea / interval;
-      i.loadArea = 0;
+      if (regular) {
+        i.loadArea += i.inFlight * (now - i.loadSince);
+        i.loadSince = now;
+        i.load = Math.ceil((i.loadArea / interval) * 1000) / 1000;
+        i.loadArea = 0;
+      }
       const state: HostInstanceState = i.stopping ? "stopping" : i.replica?.current.state === "healthy" ? "healthy" : "starting";
-      instances.push({ instance_id: i.id, project: i.project, deployment_id: i.deploymentId, state, in_flight: i.inFlight, load: Math.round(load * 1000) / 1000 });
+      instances.push({ instance_id: i.id, project: i.project, deployment_id: i.deploymentId, state, in_flight: i.inFlight, load: i.load });
     }
     const beat: AppHostHeartbeat = {
       host_id: this.options.hostId,
@@ -286,6 +295,7 @@ export class AppHost {
       inFlight: 0,
       loadArea: 0,
       loadSince: now,
+      load: 0,
       idleWaiters: [],
       bundleDir: join(this.options.bundleRoot, instanceId),
       stopping: false,

@@ -10,7 +10,8 @@ import { appDir, hosted, uploadBundle, waitForDeployment } from "../../harness/a
 // stopping every process of the stack and starting them again on the same NATS store does too.
 // A host is lost after 1.5 s of silence here (heartbeats every 250 ms); the reconciler's round is 250 ms.
 const env = { TRIBUTARY_APP_HOST_TIMEOUT_MS: "1500", TRIBUTARY_APP_RECONCILE_MS: "250" };
-const hostEnv = { TRIBUTARY_APP_MEMORY_MB: "1024", TRIBUTARY_APP_CPU_MHZ: "2000", TRIBUTARY_APP_SWITCH_DELAY_MS: "100" };
+// No egress probe: an app host starts sooner, and apps have no network anyway.
+const hostEnv = { TRIBUTARY_APP_MEMORY_MB: "1024", TRIBUTARY_APP_CPU_MHZ: "2000", TRIBUTARY_APP_SWITCH_DELAY_MS: "100", TRIBUTARY_SANDBOX_EGRESS: "off" };
 let stack = await startStack(t, { runners: 0, sandboxHosts: 1, env, sandboxHostEnv: hostEnv });
 const ADDRESS = "default-project.local.apps.localhost";
 const api = (path: string, init: RequestInit = {}) => fetch(stack.gateway.url + path, { ...init, headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" } });
