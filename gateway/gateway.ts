@@ -340,7 +340,7 @@ async function registerPlatformRoutes(
     stopTimeoutMs: 30_000,
   }, log));
   await apps.start();
-  const exchanges = running(new AppExchangeClient(nc, deps.gatewayId, { hostAlive: (id) => appHosts.alive(id), headTimeoutMs: settings.apps.headTimeoutMs }, log));
+  const exchanges = running(new AppExchangeClient(nc, deps.gatewayId, { hostAlive: (id) => appHosts.alive(id), hostHeardSince: (id, since) => appHosts.heardSince(id, since), headTimeoutMs: settings.apps.headTimeoutMs }, log));
   exchanges.start();
   const balancer = new AppBalancer(appHosts, exchanges, apps, { coldStartTimeoutMs: settings.appScaling.coldStartTimeoutMs });
   const appRoutes = { apps, balancer, maxBodyBytes, maxAppBodyBytes: settings.apps.maxBodyBytes, streamBudget };

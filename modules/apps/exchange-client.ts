@@ -58,6 +58,16 @@ export type ExchangeOutcome = "done" | "refused" | "lost_unaccepted" | "lost";
 
 /** An exchange's host went silent (its heartbeats stopped). */
 const HOST_LOST = "host_lost";
+/**
+ * A response head that comes alone is held back until its first body bytes (or its end), or,
+ * for a response whose body is slow to come (a stream's first event), until the host has been
+ * heard from after it (checked every HEAD_HOLD_MS; heartbeats come every second). Until it goes,
+ * the client has nothing of the response, so an exchange whose host is lost meanwhile can still
+ * be sent to another instance, or answered with a clean 502: a host killed between uvicorn's
+ * head and its body (two writes, apart by as much as the app's CPU quota stalls it) loses no
+ * request. A stream whose first event comes late gets its head up to a heartbeat later.
+ */
+export const HEAD_HOLD_MS = 250;
 
 interface Pending {
   hostId: string;
@@ -66,7 +76,14 @@ interface Pending {
   /** When the response head is overdue (performance.now() ms); checked with the hosts' liveness. */
   headDeadline: number;
   expectedSeq: number;
+  /** The host sent the response head. */
   headSeen: boolean;
+  /** The client has it: the response began (past this, a failure drops the connection). */
+  headSent: boolean;
+  /** A head held back (HEAD_HOLD_MS) until its first body bytes, when it came, and its timer. */
+  heldHead: AppResponseHead | undefined;
+  headAt: number;
+  headTimer: NodeJS.Timeout | undefined;
   requestCredit: number;
   creditWaiter: (() => void) | undefined;
   onFrame(frame: AppResponseFrame): void;
@@ -79,6 +96,8 @@ interface Pending {
 export interface AppExchangeClientOptions {
   /** Is the host alive (its heartbeats)? Checked every second for open exchanges, with their head deadlines. */
   hostAlive(hostId: string): boolean;
+  /** Was the host heard from after `since` (performance.now() ms)? */
+  hostHeardSince(hostId: string, since: number): boolean;
   /** Longest wait for the response head. */
   headTimeoutMs: number;
 }
@@ -201,6 +220,7 @@ export class AppExchangeClient {
         if (settled) return;
         settled = true;
         this.pending.delete(id);
+        clearTimeout(p.headTimer);
         p.creditWaiter?.();
         if (tellHost) publish({ $case: "cancel", value: {} });
         if (outcome instanceof Error) reject(outcome);
@@ -214,6 +234,15 @@ export class AppExchangeClient {
           owedCredit = 0;
         }
       };
+      /** The held head goes to the client (once). */
+      const sendHead = () => {
+        const head = p.heldHead;
+        if (!head) return;
+        p.heldHead = undefined;
+        clearTimeout(p.headTimer);
+        p.headSent = true;
+        sink.head(head.status, headerPairs(head));
+      };
       const p: Pending = {
         hostId: request.hostId,
         accepted: false,
@@ -221,12 +250,16 @@ export class AppExchangeClient {
         sink,
         expectedSeq: 1,
         headSeen: false,
+        headSent: false,
+        heldHead: undefined,
+        headAt: 0,
+        headTimer: undefined,
         // Nothing of the body goes before the host accepted the head (its first credit).
         requestCredit: 0,
         creditWaiter: undefined,
         fail: (code, message) => {
           if (settled) return;
-          if (!p.headSeen) {
+          if (!p.headSent) {
             if (code === "no_instance") return settle("refused", false);
             if (code === HOST_LOST || code === HOST_STOPPING) return settle(p.accepted || request.body === undefined ? "lost" : "lost_unaccepted", true);
             if (code === "app_overloaded") return settle(errors.appOverloaded(message), false);
@@ -238,6 +271,7 @@ export class AppExchangeClient {
         onWhole: (head, body) => {
           if (settled) return;
           p.headSeen = true;
+          p.headSent = true;
           sink.whole(head.status, headerPairs(head), body);
           settle("done", false);
         },
@@ -247,11 +281,19 @@ export class AppExchangeClient {
           switch (kind.$case) {
             case "head": {
               p.headSeen = true;
-              sink.head(kind.value.status, headerPairs(kind.value));
+              p.heldHead = kind.value;
+              p.headAt = performance.now();
+              const check = () => {
+                if (settled || !p.heldHead) return;
+                if (this.options.hostHeardSince(p.hostId, p.headAt)) sink.batch(sendHead);
+                else p.headTimer = setTimeout(check, HEAD_HOLD_MS);
+              };
+              p.headTimer = setTimeout(check, HEAD_HOLD_MS);
               return;
             }
             case "body": {
               if (!sink.live) return settle("done", true);
+              sendHead();
               const bytes = kind.value.length;
               if (sink.write(kind.value)) return grant(bytes);
               // The client is behind: the host gets this credit back once the socket drained.
@@ -263,6 +305,7 @@ export class AppExchangeClient {
               return;
             }
             case "end":
+              sendHead();
               void (creditInFlight ? sink.writable() : Promise.resolve()).then(() => sink.end());
               return settle("done", false);
             case "credit":

@@ -92,6 +92,11 @@ export class AppHostDirectory {
     return h !== undefined && performance.now() - h.lastSeen <= this.hostTimeoutMs;
   }
 
+  /** True when the host's latest heartbeat arrived after `since` (performance.now() ms). */
+  heardSince(hostId: string, since: number): boolean {
+    return (this.hosts.get(hostId)?.lastSeen ?? -Infinity) > since;
+  }
+
   /** How long this directory has listened: a host not heard within its first host timeout may just not have spoken yet. */
   listeningMs(): number {
     return this.listeningSince === 0 ? 0 : performance.now() - this.listeningSince;
