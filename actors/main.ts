@@ -14,7 +14,7 @@ import { UsageRecorder, UsageStore } from "../modules/usage/mod.js";
 import { BatchLineObserver } from "./observability/batch-line-observer.js";
 import { createLogger } from "../lib/log.js";
 import { connectionState, connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
-import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
+import { endWithParent, exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { platformActors } from "./registry.js";
 import { Supervisor } from "../modules/actor-runtime/mod.js";
 
@@ -64,4 +64,5 @@ async function main(): Promise<void> {
   });
 }
 
+endWithParent(log);
 exitIfStartFails(log, "actor host", main());

@@ -1,8 +1,12 @@
-import { parseArgs } from "node:util";
 import { join } from "node:path";
 import type { ApiKey, Invitation, Organization, Project } from "../proto/gen/tributary/v1/admin.js";
 import { adminClient, adminStatusName, isAdminCallError, resolveAdminToken } from "../modules/admin-api/mod.js";
-import { accountsConfig, commonConfig, optionToUndefined, readConfig, secretsConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readConfig, secretsConfig } from "../lib/config.js";
+import { CommandFailed, parseCommand, UsageError } from "./args.js";
+import { readHidden } from "./hidden-input.js";
+import { recordedGatewayUrl } from "./local-stack.js";
+import { localOrigin } from "../lib/local-origin.js";
+import { formatTime as when, renderTable } from "./table.js";
 
 // `tributary admin ...`: the operators' command line, a thin client of the admin gRPC service
 // (proto/tributary/v1/admin.proto) that the actor host serves on TRIBUTARY_ADMIN_ADDR.
@@ -21,7 +25,11 @@ export const adminUsage = `usage: tributary admin [--json] [--addr host:port] [-
   invitation create [--note TEXT] [--expires-in 14d]       the code is shown once
   invitation list
   invitation revoke INVITATION_ID
-  invitation redeem CODE --org-name NAME [--project-name NAME] [--key-name NAME] [--owner-email EMAIL  (password on stdin)]
+  invitation redeem CODE --org-name NAME [--project-name NAME] [--key-name NAME] [--owner-email EMAIL]
+                                                   with --owner-email, the owner's password is asked for
+                                                   (not shown as typed), or read from stdin when piped
+  sign-in-link                                     a dashboard link that signs in once as the local organization's
+                                                   owner (on the local stack's gateway)
   secrets rewrap                                   wrap every secret's data key with the current master key
                                                    (TRIBUTARY_SECRETS_KEY; the old one in TRIBUTARY_SECRETS_PREVIOUS_KEYS);
                                                    talks to NATS (NATS_URL) directly, not to the admin service
@@ -31,65 +39,45 @@ TRIBUTARY_ADMIN_TOKEN, else the one the actor host made in $TRIBUTARY_HOME/admin
 --json prints the reply as JSON (proto3 field names).
 `;
 
-class UsageError extends Error {}
-
 /** "14d", "12h", "30m", "90s" or plain seconds. */
 export function parseDurationSeconds(text: string): number {
   const m = /^(\d+)\s*([dhms]?)$/.exec(text.trim());
-  if (!m) throw new UsageError(`--expires-in: expected a duration like 14d, 12h, 30m or 3600, got '${text}'`);
+  if (!m) throw new UsageError(`tributary admin: --expires-in: expected a duration like 14d, 12h, 30m or 3600, got '${text}'`);
   return Number(m[1]) * { d: 86_400, h: 3_600, m: 60, s: 1, "": 1 }[m[2] as "d"];
 }
 
-const when = (unix: number) => (unix ? new Date(unix * 1000).toISOString().replace(".000Z", "Z") : "-");
-
-function table(rows: string[][]): string {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
-  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n") + "\n";
-}
-
-const orgRows = (orgs: Organization[]) => table([["ID", "NAME", "DEFAULT PROJECT", "CREATED"], ...orgs.map((o) => [o.id, o.name, o.defaultProjectId, when(o.createdAt)])]);
-const projectRows = (ps: Project[]) => table([["ID", "ORGANIZATION", "NAME", "CREATED"], ...ps.map((p) => [p.id, p.organizationId, p.name, when(p.createdAt)])]);
+const orgRows = (orgs: Organization[]) => renderTable(["ID", "NAME", "DEFAULT PROJECT", "CREATED"], orgs.map((o) => [o.id, o.name, o.defaultProjectId, when(o.createdAt)]));
+const projectRows = (ps: Project[]) => renderTable(["ID", "ORGANIZATION", "NAME", "CREATED"], ps.map((p) => [p.id, p.organizationId, p.name, when(p.createdAt)]));
 const keyRows = (ks: ApiKey[]) =>
-  table([
+  renderTable(
     ["ID", "PREFIX", "NAME", "SCOPE", "CREATED", "LAST USED", "REVOKED"],
-    ...ks.map((k) => [k.id, `${k.prefix}...`, k.name, k.projectId || `organization ${k.organizationId}`, when(k.createdAt), when(k.lastUsedAt), when(k.revokedAt)]),
-  ]);
+    ks.map((k) => [k.id, `${k.prefix}...`, k.name, k.projectId || `organization ${k.organizationId}`, when(k.createdAt), when(k.lastUsedAt), when(k.revokedAt)]),
+  );
 const invitationRows = (is: Invitation[]) =>
-  table([["ID", "STATUS", "NOTE", "CREATED", "EXPIRES", "ORGANIZATION"], ...is.map((i) => [i.id, i.status, i.note || "-", when(i.createdAt), when(i.expiresAt), i.organizationId || "-"])]);
+  renderTable(["ID", "STATUS", "NOTE", "CREATED", "EXPIRES", "ORGANIZATION"], is.map((i) => [i.id, i.status, i.note || "-", when(i.createdAt), when(i.expiresAt), i.organizationId || "-"]));
 
 export async function runAdmin(argv: string[], out: NodeJS.WritableStream = process.stdout): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        json: { type: "boolean", default: false },
-        addr: { type: "string" },
-        token: { type: "string" },
-        name: { type: "string" },
-        "project-name": { type: "string" },
-        "org-name": { type: "string" },
-        "key-name": { type: "string" },
-        "owner-email": { type: "string" },
-        org: { type: "string" },
-        project: { type: "string" },
-        note: { type: "string" },
-        "expires-in": { type: "string" },
-        all: { type: "boolean", default: false },
-        help: { type: "boolean", short: "h", default: false },
-      },
-    });
-  } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n\n${adminUsage}`);
-    return 2;
-  }
-  const { values: o, positionals } = parsed;
-  const [resource, action, arg] = positionals;
-  if (o.help || !resource) {
-    process.stderr.write(adminUsage);
-    return o.help ? 0 : 2;
-  }
+  const { values: o, positionals } = parseCommand(argv, {
+    name: "tributary admin",
+    usage: adminUsage,
+    positionals: ["RESOURCE", "[ACTION]", "[ARG]"],
+    options: {
+      json: { type: "boolean", default: false },
+      addr: { type: "string" },
+      token: { type: "string" },
+      name: { type: "string" },
+      "project-name": { type: "string" },
+      "org-name": { type: "string" },
+      "key-name": { type: "string" },
+      "owner-email": { type: "string" },
+      org: { type: "string" },
+      project: { type: "string" },
+      note: { type: "string" },
+      "expires-in": { type: "string" },
+      all: { type: "boolean", default: false },
+    },
+  });
+  const [resource, action, arg] = positionals as [string, string?, string?];
 
   const common = readConfig(commonConfig);
   if (resource === "secrets" && action === "rewrap") return rewrapSecrets(common.natsUrl, common.home, out, o.json);
@@ -103,7 +91,7 @@ export async function runAdmin(argv: string[], out: NodeJS.WritableStream = proc
   const client = adminClient(addr, token);
   const print = (json: unknown, human: string) => out.write(o.json ? JSON.stringify(json, null, 2) + "\n" : human);
   const need = (value: string | undefined, what: string): string => {
-    if (!value) throw new UsageError(`${resource} ${action}: ${what} is required`);
+    if (!value) throw new UsageError(`tributary admin ${resource} ${action}: ${what} is required`, adminUsage);
     return value;
   };
 
@@ -169,41 +157,32 @@ export async function runAdmin(argv: string[], out: NodeJS.WritableStream = proc
           projectName: o["project-name"] ?? "",
           keyName: o["key-name"] ?? "",
           ownerEmail: o["owner-email"] ?? "",
-          // The owner's password comes on stdin (one line), never on the command line where other users could see it.
-          ownerPassword: o["owner-email"] ? await readLine(process.stdin) : "",
+          // Never on the command line, where other users could see it.
+          ownerPassword: o["owner-email"] ? await readHidden(`password for ${o["owner-email"]}: `, { confirm: true }) : "",
         });
         print(r, `organization ${r.organization!.id} (${r.organization!.name}), project ${r.project!.id}${r.ownerId ? `, owner ${r.ownerId}` : ""}, key ${r.key!.id}:\n\n  ${r.secret}\n\n`);
         break;
       }
+      case "sign-in-link": {
+        const r = await client.createSignInLink({});
+        // The running local stack's address (tributary start records it), else the configured one;
+        // a port picked at start and not recorded: the path alone, to open on that gateway.
+        const gateway = readConfig(gatewayConfig);
+        const origin = recordedGatewayUrl(readConfig(commonConfig).home) ?? (gateway.port === 0 ? "" : localOrigin(gateway.host, gateway.port));
+        const url = origin + r.path;
+        print({ ...r, url }, `Sign in to the dashboard as ${r.memberEmail} (${r.organizationId}) with this link: it works once, until ${when(r.expiresAt)}.\n\n  ${url}\n\n`);
+        break;
+      }
       default:
-        throw new UsageError(`unknown command: admin ${positionals.join(" ")}`);
+        throw new UsageError(`tributary admin: unknown command '${positionals.join(" ")}'`, adminUsage);
     }
     return 0;
   } catch (err) {
-    if (err instanceof UsageError) {
-      process.stderr.write(`${err.message}\n\n${adminUsage}`);
-      return 2;
-    }
-    if (isAdminCallError(err)) {
-      process.stderr.write(`error: ${err.details || err.message} (${adminStatusName(err.code)})\n`);
-      return 1;
-    }
+    if (isAdminCallError(err)) throw new CommandFailed(`${err.details || err.message} (${adminStatusName(err.code)})`);
     throw err;
   } finally {
     client.close();
   }
-}
-
-/** The first line of a stream (a password piped in), without its line end. */
-async function readLine(input: NodeJS.ReadableStream): Promise<string> {
-  let text = "";
-  for await (const chunk of input) {
-    text += String(chunk);
-    const end = text.indexOf("\n");
-    if (end >= 0) return text.slice(0, end).replace(/\r$/, "");
-    if (text.length > 4096) break;
-  }
-  return text.replace(/\r?\n$/, "");
 }
 
 /** `tributary admin secrets rewrap`: the master key rotation's second step (docs/operations.md, "Upgrades and rotations"). */

@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { closeSync, openSync, writeSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { Duration, Effect, Exit } from "effect";
-import type { Logger } from "../lib/log.js";
+import { logStyle, parseLogRecord, renderChildLine, writeLogText, type Logger, type LogRecord } from "../lib/log.js";
 import { RESTART_POLICY, restartForever, type RestartPolicy } from "../lib/process/restart.js";
 
 export interface ChildSpec {
@@ -11,8 +12,15 @@ export interface ChildSpec {
   env: NodeJS.ProcessEnv;
   /** Grace period after SIGTERM before SIGKILL. */
   stopTimeoutMs: number;
-  /** Each line the child writes on stderr (its JSON logs). */
-  onLine?: (line: string) => void;
+  /** Each line the child writes (its JSON logs), with its record when it is one, after it is logged. */
+  onLine?: (line: string, record: LogRecord | undefined) => void;
+  /** Records a pretty log leaves out: the caller shows what they say its own way (the start report's progress bars). */
+  shownByCaller?: (record: LogRecord) => boolean;
+  /**
+   * A file the child's output is appended to instead of the terminal (nats-server's): created
+   * 0600, its directory made by the caller. onLine still sees each line.
+   */
+  logFile?: string;
 }
 
 interface Exit {
@@ -55,15 +63,32 @@ export function spawnScoped(spec: ChildSpec, log: Logger) {
   return Effect.acquireRelease(
     Effect.sync(() => {
       // Own process group: a terminal's Ctrl-C reaches only the supervisor, which stops the
-      // children in order (nats-server must outlive the gateway's drain).
-      const child = spawn(spec.command, spec.args, { env: spec.env, stdio: ["ignore", "inherit", "pipe"], detached: true });
+      // children in order (nats-server must outlive the gateway's drain). Their stdin is a pipe
+      // only this process holds: it closes when the supervisor dies, however it dies, and a child
+      // started with TRIBUTARY_PARENT_PIPE=stdin stops then (lib/process/lifecycle.ts).
+      // stdout too: whatever a child prints reaches the terminal as a line of its own.
+      const child = spawn(spec.command, spec.args, { env: spec.env, stdio: ["pipe", "pipe", "pipe"], detached: true });
       live.add(child);
       child.once("exit", () => live.delete(child));
-      const lines = createInterface({ input: child.stderr! });
-      lines.on("line", (line) => {
-        process.stderr.write(line + "\n");
-        spec.onLine?.(line);
-      });
+      const file = spec.logFile === undefined ? undefined : { fd: openSync(spec.logFile, "a", 0o600), open: true };
+      if (file)
+        child.once("close", () => {
+          file.open = false;
+          closeSync(file.fd);
+        });
+      const onLine = (line: string) => {
+        if (file) {
+          if (file.open) writeSync(file.fd, line + "\n");
+          spec.onLine?.(line, undefined);
+          return;
+        }
+        const record = parseLogRecord(line);
+        const text = record && logStyle.format === "pretty" && spec.shownByCaller?.(record) ? undefined : renderChildLine(logStyle, spec.name, line, record);
+        if (text !== undefined) writeLogText(text + "\n");
+        spec.onLine?.(line, record);
+      };
+      createInterface({ input: child.stdout! }).on("line", onLine);
+      createInterface({ input: child.stderr! }).on("line", onLine);
       return child;
     }),
     (child) => terminate(child, spec, log),

@@ -2,20 +2,22 @@ import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
-import { commonConfig, gatewayConfig, optionToUndefined, readConfig } from "../lib/config.js";
+import { CommandFailed, intOption, parseCommand, UsageError } from "./args.js";
+import { gatewayClient, gatewayOptions, gatewayOptionsUsage, type GatewayClient } from "./gateway-client.js";
 
 // `tributary deploy [dir]`: finds the app's tributary.yaml (the directory or a parent), packs the
 // app (a reproducible tar.gz, without .git, virtualenvs and caches), uploads it in parts with a
 // progress bar, creates the deployment, follows it until it is healthy or failed, and prints the
 // hosted address. The same bundle as the serving deployment changes nothing.
 
-export const deployUsage = `usage: tributary deploy [DIR] [--url http://127.0.0.1:8080] [--key KEY] [--parallel 4]
+export const deployUsage = `usage: tributary deploy [DIR] [--parallel 4]
 
-  DIR (default: the current directory) or one of its parents holds tributary.yaml.
-  The key is --key, else TRIBUTARY_API_KEY, else $TRIBUTARY_HOME/api-key (the local stack's).
-`;
+  Packs the app in DIR (default: the current directory) or the nearest parent holding
+  tributary.yaml, uploads it (--parallel parts at once), deploys it, follows it until it is
+  healthy, and prints its hosted address. The same bundle as the serving one changes nothing.
+
+${gatewayOptionsUsage}`;
 
 const MANIFEST = "tributary.yaml";
 /** Directory names never packed: version control, caches, dependencies installed locally. */
@@ -59,30 +61,6 @@ export async function pack(root: string, files: string[]): Promise<Buffer> {
   return gzipSync(Buffer.concat(chunks), { level: 9 });
 }
 
-interface Client {
-  json(method: string, path: string, body?: unknown): Promise<any>;
-  raw(path: string, bytes: Buffer): Promise<any>;
-}
-
-function client(base: string, key: string): Client {
-  const call = async (method: string, path: string, body: string | Uint8Array | undefined, contentType: string) => {
-    const res = await fetch(base + path, { method, body, headers: { authorization: `Bearer ${key}`, "content-type": contentType } });
-    const text = await res.text();
-    let json: any;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      json = { error: { message: text.slice(0, 200) } };
-    }
-    if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${json?.error?.message ?? text.slice(0, 200)}${json?.error?.param ? ` (${json.error.param})` : ""}`);
-    return json;
-  };
-  return {
-    json: (method, path, body) => call(method, path, body === undefined ? undefined : JSON.stringify(body), "application/json"),
-    raw: (path, bytes) => call("POST", path, new Uint8Array(bytes), "application/octet-stream"),
-  };
-}
-
 function progress(done: number, total: number): void {
   if (!process.stderr.isTTY) return;
   const width = 30;
@@ -92,7 +70,7 @@ function progress(done: number, total: number): void {
 }
 
 /** Uploads the bundle in parts (in parallel), returns the artifact id. */
-async function upload(api: Client, bundle: Buffer, sha256: string, manifest: string, parallel: number): Promise<string> {
+async function upload(api: GatewayClient, bundle: Buffer, sha256: string, manifest: string, parallel: number): Promise<string> {
   const upload = await api.json("POST", "/v1/multipart", { filename: "bundle.tar.gz", bytes: bundle.length, sha256, manifest });
   const partSize: number = upload.part_size;
   const count = Math.ceil(bundle.length / partSize);
@@ -104,7 +82,7 @@ async function upload(api: Client, bundle: Buffer, sha256: string, manifest: str
     while (next <= count) {
       const n = next++;
       const bytes = bundle.subarray((n - 1) * partSize, Math.min(bundle.length, n * partSize));
-      const part = await api.raw(`/v1/multipart/${upload.id}/part?part_number=${n}`, bytes);
+      const part = await api.upload(`/v1/multipart/${upload.id}/part?part_number=${n}`, bytes);
       parts[n - 1] = { part_number: n, sha256: part.sha256 };
       sent += bytes.length;
       progress(sent, bundle.length);
@@ -116,36 +94,14 @@ async function upload(api: Client, bundle: Buffer, sha256: string, manifest: str
 }
 
 export async function runDeploy(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, allowPositionals: true, options: { url: { type: "string" }, key: { type: "string" }, parallel: { type: "string", default: "4" }, help: { type: "boolean", short: "h", default: false } } });
-  } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n\n${deployUsage}`);
-    return 2;
-  }
-  if (parsed.values.help || parsed.positionals.length > 1) {
-    process.stderr.write(deployUsage);
-    return parsed.values.help ? 0 : 2;
-  }
-  const parallel = Number(parsed.values.parallel);
-  if (!Number.isInteger(parallel) || parallel < 1 || parallel > 32) {
-    process.stderr.write("--parallel: an integer from 1 to 32\n");
-    return 2;
-  }
-  const gateway = readConfig(gatewayConfig);
-  const keyFile = join(readConfig(commonConfig).home, "api-key");
-  const key = parsed.values.key ?? optionToUndefined(gateway.apiKey) ?? (existsSync(keyFile) ? readFileSync(keyFile, "utf8").trim() : undefined);
-  if (!key) {
-    process.stderr.write("no API key: pass --key or set TRIBUTARY_API_KEY\n");
-    return 2;
-  }
-  const root = findAppRoot(parsed.positionals[0] ?? ".");
-  if (!root) {
-    process.stderr.write(`no ${MANIFEST} in ${resolve(parsed.positionals[0] ?? ".")} or its parents\n`);
-    return 2;
-  }
-  const api = client((parsed.values.url ?? `http://${gateway.host === "0.0.0.0" ? "127.0.0.1" : gateway.host}:${gateway.port}`).replace(/\/+$/, ""), key);
+  const { values, positionals } = parseCommand(argv, { name: "tributary deploy", usage: deployUsage, positionals: ["[DIR]"], options: { ...gatewayOptions, parallel: { type: "string" } } });
+  const parallel = intOption("tributary deploy", "parallel", values.parallel, 1, 32) ?? 4;
+  const api = gatewayClient(values);
+  const root = findAppRoot(positionals[0] ?? ".");
+  if (!root) throw new UsageError(`tributary deploy: no ${MANIFEST} in ${resolve(positionals[0] ?? ".")} or its parents`);
   const started = performance.now();
+  // Set while stderr's last line is unfinished (the upload's bar, the deployment's statuses).
+  let lineOpen = false;
   try {
     const files = appFiles(root);
     const bundle = await pack(root, files);
@@ -158,6 +114,7 @@ export async function runDeploy(argv: string[]): Promise<number> {
       printAddresses(serving);
       return 0;
     }
+    lineOpen = process.stderr.isTTY;
     const artifactId = await upload(api, bundle, sha256, readFileSync(join(root, MANIFEST), "utf8"), parallel);
     const created = await api.json("POST", "/v1/apps/deployments", { artifact_id: artifactId });
     if (created.unchanged) {
@@ -166,6 +123,7 @@ export async function runDeploy(argv: string[]): Promise<number> {
       return 0;
     }
     process.stderr.write(`deployment ${created.id}: ${created.status}`);
+    lineOpen = true;
     let status = created.status as string;
     for (;;) {
       await new Promise((r) => setTimeout(r, 300));
@@ -184,8 +142,8 @@ export async function runDeploy(argv: string[]): Promise<number> {
       }
     }
   } catch (err) {
-    process.stderr.write(`\ndeploy failed: ${(err as Error).message}\n`);
-    return 1;
+    if (lineOpen) process.stderr.write("\n");
+    throw new CommandFailed(`deploy failed: ${(err as Error).message}`);
   }
 }
 

@@ -1,9 +1,10 @@
 import { mkdirSync, writeFileSync } from "node:fs";
-import { connect as tcpConnect } from "node:net";
 import { join } from "node:path";
 import { Duration, Effect } from "effect";
 import type { Logger } from "../lib/log.js";
 import { onCpus } from "../lib/process/cpu-affinity.js";
+import { withParentDeathSignal } from "../lib/process/death-signal.js";
+import { portInUse } from "../lib/process/ports.js";
 import { ensureNkeyIdentities, nkeyUsers } from "../lib/nats/identities.js";
 import { natsAuthorizationBlock, type NatsIdentity } from "../lib/nats/permissions.js";
 import { spawnScoped } from "./child-process.js";
@@ -71,32 +72,54 @@ function writeConfig(home: string, port: number, authorization: string): string 
   return path;
 }
 
-function portOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = tcpConnect({ host: "127.0.0.1", port }, () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.on("error", () => resolve(false));
-  });
+const portOpen = (port: number) => portInUse("127.0.0.1", port);
+
+/** nats-server's log: $TRIBUTARY_HOME/logs/nats-server.log (the directory 0700, the file 0600). */
+export function natsLogFile(home: string): string {
+  const dir = join(home, "logs");
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  return join(dir, "nats-server.log");
 }
 
-/** Starts nats-server as a scoped child and waits until it accepts connections. */
+/** nats-server's marker of an error line, and of a fatal one (it exits after). */
+const natsError = /\[(ERR|FTL)\] (.*)$/;
+const TAIL_LINES = 10;
+
+/**
+ * Starts nats-server as a scoped child and waits until it accepts connections. Its output goes to
+ * its log file; its error lines are logged here too, and a start that fails says why from the
+ * file's last lines.
+ */
 export function embeddedNats(options: EmbeddedNatsOptions) {
   return Effect.gen(function* () {
     if (yield* Effect.promise(() => portOpen(options.port)))
       return yield* Effect.fail(new Error(`port ${options.port} is taken: set TRIBUTARY_NATS_PORT, or NATS_URL to use the server there`));
     const config = writeConfig(options.home, options.port, options.authorization);
-    yield* spawnScoped({ name: "nats-server", ...onCpus("nats-server", ["-c", config], options.cpus), env: process.env, stopTimeoutMs: 10_000 }, options.log);
+    const logFile = natsLogFile(options.home);
+    const tail: string[] = [];
+    const onLine = (line: string) => {
+      tail.push(line);
+      if (tail.length > TAIL_LINES) tail.shift();
+      const error = natsError.exec(line);
+      if (error?.[1] === "FTL") options.log.error(`nats-server: ${error[2]}`, { log: logFile });
+      else if (error) options.log.warn(`nats-server: ${error[2]}`, { log: logFile });
+    };
+    // Ends with the supervisor even when it is killed (a Node child watches its stdin instead).
+    const { bound, ...line } = withParentDeathSignal(onCpus("nats-server", ["-c", config], options.cpus));
+    if (!bound) options.log.warn("nats-server would outlive a killed supervisor: setpriv (util-linux) with --pdeathsig is not installed");
+    const server = yield* spawnScoped({ name: "nats-server", ...line, env: process.env, stopTimeoutMs: 10_000, logFile, onLine }, options.log);
     const ready = yield* Effect.promise(async () => {
-      for (let i = 0; i < 100; i++) {
+      for (let i = 0; i < 100 && server.exitCode === null && server.signalCode === null; i++) {
         if (await portOpen(options.port)) return true;
         await new Promise((r) => setTimeout(r, 100));
       }
       return false;
     }).pipe(Effect.timeoutOption(Duration.seconds(15)));
-    if (ready._tag === "None" || !ready.value) return yield* Effect.fail(new Error("nats-server did not start (see its output above)"));
-    options.log.info("nats-server ready", { url: `nats://127.0.0.1:${options.port}`, store: join(options.home, "nats", "jetstream") });
+    if (ready._tag === "None" || !ready.value) {
+      const lines = tail.length > 0 ? `; its last lines:\n${tail.map((l) => "  " + l).join("\n")}` : " (it wrote nothing)";
+      return yield* Effect.fail(new Error(`nats-server did not start: see ${logFile}${lines}`));
+    }
+    options.log.info("nats-server ready", { url: `nats://127.0.0.1:${options.port}`, serverPid: server.pid, store: join(options.home, "nats", "jetstream"), log: logFile });
     return `nats://127.0.0.1:${options.port}`;
   });
 }

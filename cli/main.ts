@@ -1,50 +1,77 @@
 #!/usr/bin/env node
 // The tributary command line.
 //   tributary start      the whole stack on this machine (see README.md)
+//   tributary sandbox|jobs|secrets|apps|deploy ...  clients of a gateway (cli/gateway-client.ts)
 //   tributary admin ...  organizations, projects, API keys, invitations (cli/admin.ts)
+// Every command parses its arguments with cli/args.ts; errors become messages and exit codes here.
 // Each command loads only what it runs: `tributary --help` or `tributary admin` must not pay for
 // the stack launcher and its dependencies.
 
-const usage = `usage: tributary <command>
+const usage = `usage: tributary <command> [options]
 
-commands:
-  start     run the whole stack on this machine (embedded nats-server, actor host, runners, gateway)
-  admin     manage organizations, projects, API keys and invitations (tributary admin --help)
-  sandbox   sandbox shell SANDBOX_ID: a terminal in a sandbox (tributary sandbox --help)
-  deploy    deploy [DIR]: pack, upload and deploy the hosted app whose tributary.yaml is in DIR or a parent
-  gateway   run one gateway process (HTTP/SSE edge), as in a cluster
-  runner    run one runner process (the models in TRIBUTARY_RUNNER_MODELS, else all)
-  actors    run one platform actor host
+Run a stack:
+  start          the whole stack on this machine (embedded nats-server, actor host, runners, sandbox host,
+                 gateway); --model GGUF serves one model file, --port N, --host ADDRESS, --catalog FILE
+
+Use it (the local stack's gateway, or the one --url or TRIBUTARY_URL names):
+  sandbox        create, list, exec, shell, stop, rm: sandboxes of the key's project
+  jobs           create, list, logs, cancel: commands run to completion in a fresh sandbox
+  secrets        set, list, rm: the project's secrets (values are read hidden, never shown)
+  apps           list, logs, stop: hosted app deployments
+  deploy [DIR]   pack, upload and deploy the hosted app whose tributary.yaml is in DIR or a parent
+
+Operate:
+  admin          organizations, projects, API keys and invitations (the admin service)
+  gateway        run one gateway process (HTTP/SSE edge), as in a cluster
+  runner         run one runner process (the models in TRIBUTARY_RUNNER_MODELS, else all)
+  actors         run one platform actor host
+  sandbox-host   run one sandbox host (bubblewrap sandboxes on this machine)
   nats-auth-k8s  print k8s/nats-auth.yaml (the NATS users and permissions of a cluster)
-  sandbox-host  run one sandbox host (bubblewrap sandboxes on this machine)
+
+tributary <command> --help shows a command's options.
 `;
 
-/** The single-process commands: each module starts its process when imported. */
-const processes: Record<string, string> = {
-  gateway: "../gateway/main.js",
-  runner: "../runners/main.js",
-  actors: "../actors/main.js",
-  "sandbox-host": "../sandbox-host/main.js",
+/** The single-process commands: each module starts its process when imported, so their flags are checked first. */
+const processes: Record<string, { module: string; what: string }> = {
+  gateway: { module: "../gateway/main.js", what: "Runs one gateway process (the HTTP/SSE edge), as in a cluster." },
+  runner: { module: "../runners/main.js", what: "Runs one runner process: the models in TRIBUTARY_RUNNER_MODELS, else every catalog model." },
+  actors: { module: "../actors/main.js", what: "Runs one platform actor host." },
+  "sandbox-host": { module: "../sandbox-host/main.js", what: "Runs one sandbox host (bubblewrap sandboxes and hosted app instances on this machine)." },
 };
 
+/** The commands that take no options (nor arguments): `--help`, or anything else is a usage error. */
+async function noOptions(command: string, argv: string[], text: string): Promise<void> {
+  const { parseCommand } = await import("./args.js");
+  parseCommand(argv, { name: `tributary ${command}`, usage: `usage: tributary ${command}\n\n${text}\n`, options: {} });
+}
+
 async function main(argv: string[]): Promise<number> {
-  const [command] = argv;
+  const [command, ...rest] = argv;
   if (command && Object.hasOwn(processes, command)) {
-    await import(processes[command]!);
+    const { module, what } = processes[command]!;
+    await noOptions(command, rest, `${what}\nIt takes no options: every setting is an environment variable (docs/configuration.md).`);
+    await import(module);
     return new Promise<number>(() => {}); // the process runs until its own shutdown exits it
   }
   switch (command) {
     case "start": {
-      const [{ Cause, Effect, Exit, Fiber }, { createLogger }, { startStack }] = await Promise.all([import("effect"), import("../lib/log.js"), import("./start.js")]);
+      // The flags are checked before anything starts: --help or a bad flag starts nothing.
+      const options = (await import("./start-options.js")).parseStartOptions(rest);
+      const [{ Cause, Effect, Exit, Fiber }, { createLogger }, { startStack }, { terminal }] = await Promise.all([
+        import("effect"), import("../lib/log.js"), import("./start.js"), import("./terminal.js"),
+      ]);
       const log = createLogger("cli");
-      const fiber = Effect.runFork(Effect.scoped(startStack()));
+      const fiber = Effect.runFork(Effect.scoped(startStack(options)));
       let signals = 0;
+      // Said on stdout, like the start report: whatever the log level, the person who pressed
+      // Ctrl-C sees what it does.
       const stop = () => {
         if (++signals > 1) {
-          log.warn("second signal: exiting without waiting");
+          terminal.print("Second Ctrl-C: exiting now, without draining.\n");
           process.exit(130);
         }
-        log.info("stopping: draining gateway, then runners, then nats-server");
+        terminal.close();
+        terminal.print("\nStopping: draining the gateway's streams, then runners, then nats-server (Ctrl-C again to exit at once)...\n");
         Effect.runFork(Fiber.interrupt(fiber));
       };
       process.on("SIGINT", stop);
@@ -58,26 +85,39 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case "nats-auth-k8s": {
+      await noOptions(command, rest, "Prints k8s/nats-auth.yaml: the NATS users and permissions of a cluster.");
       const { k8sNatsAuthManifest } = await import("./k8s-nats-auth.js");
       process.stdout.write(k8sNatsAuthManifest());
       return 0;
     }
-    case "sandbox": {
-      const { runSandbox } = await import("./sandbox.js");
-      return runSandbox(argv.slice(1));
-    }
-    case "deploy": {
-      const { runDeploy } = await import("./deploy.js");
-      return runDeploy(argv.slice(1));
-    }
-    case "admin": {
-      const { runAdmin } = await import("./admin.js");
-      return runAdmin(argv.slice(1));
-    }
-    default:
+    case "sandbox":
+      return (await import("./sandbox.js")).runSandbox(rest);
+    case "jobs":
+      return (await import("./jobs.js")).runJobs(rest);
+    case "secrets":
+      return (await import("./secrets.js")).runSecrets(rest);
+    case "apps":
+      return (await import("./apps.js")).runApps(rest);
+    case "deploy":
+      return (await import("./deploy.js")).runDeploy(rest);
+    case "admin":
+      return (await import("./admin.js")).runAdmin(rest);
+    case "help":
+    case "--help":
+    case "-h":
+      process.stdout.write(usage);
+      return 0;
+    case undefined:
       process.stderr.write(usage);
-      return command === undefined || command === "help" || command === "--help" ? 0 : 2;
+      return 2;
+    default:
+      process.stderr.write(`tributary: unknown command '${command}'\n\n${usage}`);
+      return 2;
   }
 }
 
-main(process.argv.slice(2)).then((code) => process.exit(code));
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  // Bad input, --help, an API's refusal: a message and an exit code, never a stack trace.
+  async (err: unknown) => process.exit((await import("./args.js")).exitCodeOf(err)),
+);

@@ -1,16 +1,25 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Effect } from "effect";
-import { defaultModelCache, loadCatalog } from "../modules/catalog/mod.js";
+import { defaultModelCache, loadCatalog, singleModelCatalog } from "../modules/catalog/mod.js";
 import type { ModelSpec } from "../modules/catalog/mod.js";
-import { accountsConfig, commonConfig, gatewayConfig, optionToUndefined, readConfig, runnerConfig, startConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, commonConfig, gatewayConfig, metricsConfig, optionToUndefined, readConfig, runnerConfig, startConfig, timeoutsConfig } from "../lib/config.js";
 import { allowedCpus, formatCpuList, onCpus, planCpus, taskset, type CpuPlan } from "../lib/process/cpu-affinity.js";
-import { createLogger } from "../lib/log.js";
+import { createLogger, logStyle, setLogWriter, type LogRecord } from "../lib/log.js";
+import { localOrigin } from "../lib/local-origin.js";
 import { supervise, type ChildSpec } from "./child-process.js";
 import { embeddedIdentities, embeddedNats } from "./embedded-nats.js";
 import type { NatsIdentity } from "../lib/nats/permissions.js";
-import { localApiKey } from "./local-key.js";
+import { forgetGatewayUrl, localApiKey, recordGatewayUrl } from "./local-stack.js";
+import type { StartOptions } from "./start-options.js";
 import { decodeThreadEnv, machineFacts, modelFacts, pickLayout } from "../modules/runner-layout/mod.js";
-import { StartupReport } from "./startup-report.js";
+import { listeningPort, StartupReport } from "./startup-report.js";
+import { localSignInPath, StartSignInLink } from "./sign-in-link.js";
+import { resolveAdminToken } from "../modules/admin-api/mod.js";
+import { stackPortOf, takenPort, type StackPort } from "./stale-ports.js";
+import { terminal } from "./terminal.js";
 
 const log = createLogger("supervisor", { pid: process.pid });
 const entry = (path: string) => fileURLToPath(new URL(path, import.meta.url));
@@ -52,20 +61,57 @@ async function layOutRunners(catalog: readonly ModelSpec[], modelCache: string):
   return catalog.map((m, i) => ({ ...m, replicas: layouts[i]!.runners, threads: layouts[i]!.threads }));
 }
 
+/** A port free on `host` now: the kernel's pick for a socket bound to port 0, released. */
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, host, () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
 /**
  * `tributary start`: the whole stack on one machine. An embedded nats-server (unless NATS_URL
  * names one), the platform actor host, the runner processes of every catalog model, and the
  * gateway, each restarted when it dies. On SIGINT/SIGTERM the scope closes in reverse: the
  * gateway drains its streams first, then the runners, the actor host, then nats-server.
+ * `options` are its flags: settings over the environment's, and --model's one-model catalog.
  */
-export function startStack() {
+export function startStack(options: StartOptions = { env: {} }) {
   return Effect.gen(function* () {
-    const common = readConfig(commonConfig);
-    const gateway = readConfig(gatewayConfig);
-    const accounts = readConfig(accountsConfig);
-    const modelCache = optionToUndefined(readConfig(runnerConfig).modelCache) ?? defaultModelCache(common.home);
-    const catalog = yield* Effect.promise(() => layOutRunners(loadCatalog(common.catalogPath), modelCache));
-    const start = readConfig(startConfig);
+    setLogWriter((text) => terminal.log(text));
+    const environment: Record<string, string | undefined> = { ...process.env, ...options.env };
+    const common = readConfig(commonConfig, environment);
+    // The processes read the catalog from a file: --model's is written into TRIBUTARY_HOME.
+    const catalogPath = options.model ? join(common.home, "model-catalog.yaml") : common.catalogPath;
+    if (options.model) {
+      const text = yield* Effect.promise(() => singleModelCatalog(options.model!));
+      mkdirSync(common.home, { recursive: true });
+      writeFileSync(catalogPath, text);
+    }
+    // Port 0 (any free one) is picked here, once: the sandbox host's apps reach the gateway at an
+    // address fixed before it listens, and a restarted gateway keeps its address.
+    const configured = readConfig(gatewayConfig, environment);
+    if (configured.port === 0) environment.TRIBUTARY_PORT = String(yield* Effect.promise(() => freePort(configured.host)));
+    const gateway = readConfig(gatewayConfig, environment);
+    const accounts = readConfig(accountsConfig, environment);
+    const modelCache = optionToUndefined(readConfig(runnerConfig, environment).modelCache) ?? defaultModelCache(common.home);
+    const start = readConfig(startConfig, environment);
+    // Every port the stack listens on must be free before anything starts (stale-ports.ts).
+    const metrics = readConfig(metricsConfig, environment);
+    const adminPort = accounts.adminAddr === "off" ? undefined : stackPortOf(accounts.adminAddr, "TRIBUTARY_ADMIN_ADDR");
+    const ports: StackPort[] = [
+      ...(common.natsUrl ? [] : [{ host: "127.0.0.1", port: start.natsPort, setting: "TRIBUTARY_NATS_PORT" }]),
+      { host: gateway.host, port: gateway.port, setting: "TRIBUTARY_PORT" },
+      ...(adminPort ? [adminPort] : []),
+      { host: metrics.actorsHost, port: metrics.actorsPort, setting: "TRIBUTARY_ACTORS_METRICS_PORT" },
+    ];
+    const taken = yield* Effect.promise(() => takenPort(ports));
+    if (taken) return yield* Effect.fail(new Error(taken));
+    const catalog = yield* Effect.promise(() => layOutRunners(loadCatalog(catalogPath), modelCache));
     const placement = placeProcesses(catalog, start.runnerCpus);
     const services = placement?.services;
     const apiKey = optionToUndefined(gateway.apiKey) ?? localApiKey(common.home);
@@ -73,10 +119,17 @@ export function startStack() {
     // credentials are the environment's (TRIBUTARY_NATS_*), passed through to every process.
     const identities = common.natsUrl ? undefined : embeddedIdentities(common.home);
     const natsUrl = common.natsUrl || (yield* embeddedNats({ home: common.home, port: start.natsPort, log, cpus: services, authorization: identities!.authorization }));
-    const base = { ...process.env, NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: common.catalogPath };
+    // TRIBUTARY_PARENT_PIPE: each Node child ends with this supervisor (child-process.ts). The
+    // processes write JSON lines to their pipes, at info at least: the start report reads them
+    // whatever the terminal shows (the supervisor filters them by TRIBUTARY_LOG_LEVEL).
+    const base = {
+      ...environment,
+      NATS_URL: natsUrl, TRIBUTARY_API_KEY: apiKey, TRIBUTARY_HOME: common.home, TRIBUTARY_CATALOG: catalogPath, TRIBUTARY_PARENT_PIPE: "stdin",
+      TRIBUTARY_LOG_FORMAT: "json", TRIBUTARY_LOG_LEVEL: logStyle.level === "debug" ? "debug" : "info",
+    };
     const envOf = (identity: NatsIdentity) => ({ ...base, ...identities?.env(identity) });
     const env = envOf("actors");
-    const stopTimeoutMs = readConfig(timeoutsConfig).drainTimeoutMs + 5_000;
+    const stopTimeoutMs = readConfig(timeoutsConfig, environment).drainTimeoutMs + 5_000;
     const userDecodeEnv = { waitPolicy: optionToUndefined(start.openMpWaitPolicy), spinCount: optionToUndefined(start.openMpSpinCount), libuvPoolSize: optionToUndefined(start.libuvPoolSize) };
 
     const children: ChildSpec[] = [
@@ -102,29 +155,49 @@ export function startStack() {
     // One sandbox host (bubblewrap); it exits at once with a clear error where namespaces are unavailable.
     if (start.sandboxHost === "on") {
       // Its app instances reach the platform through this stack's gateway (unless configured otherwise).
-      const gatewayHost = gateway.host === "0.0.0.0" || gateway.host === "::" ? "127.0.0.1" : gateway.host;
-      const platform = { TRIBUTARY_APP_PLATFORM_URL: `http://${gatewayHost}:${gateway.port || 8080}` };
+      const platform = { TRIBUTARY_APP_PLATFORM_URL: localOrigin(gateway.host, gateway.port) };
       children.push({ name: "sandbox host", ...onCpus(process.execPath, [entry("../sandbox-host/main.js")], services), env: { ...platform, ...envOf("sandbox-host") }, stopTimeoutMs });
     }
+    // The dashboard one click away: the local owner's sign-in link, fresh for each gateway that starts.
+    const signInLink = new StartSignInLink({
+      makePath: localSignInPath({ adminAddr: accounts.adminAddr, adminToken: () => resolveAdminToken(optionToUndefined(accounts.adminToken), common.home, false), log }),
+      origin: (port) => localOrigin(gateway.host, port),
+    });
+    const catalogFile = relative(process.cwd(), catalogPath);
     const report = new StartupReport({
       models: catalog.filter((m) => m.replicas > 0).map((m) => m.id),
-      url: (port) => `http://${gateway.host}:${port}/v1`,
-      footer:
-        `(API key: ${apiKey})\n` +
-        `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.\n` +
-        (accounts.adminAddr === "off" ? "\n" : `Accounts and keys: tributary admin --help (admin service on ${accounts.adminAddr}).\n\n`),
-      write: (text) => process.stdout.write(text),
+      url: (port) => `${localOrigin(gateway.host, port)}/v1`,
+      apiKey,
+      footer: (port) => [
+        signInLink.footerLine() ?? `Dashboard: ${localOrigin(gateway.host, port)}/dashboard`,
+        `Models: ${catalog.map((m) => m.id).join(", ")}. Ctrl-C drains and stops everything.`,
+        ...(accounts.adminAddr === "off" ? [] : [`Accounts and keys: tributary admin --help (admin service on ${accounts.adminAddr}).`]),
+      ],
+      catalogPath: catalogFile.startsWith("..") ? catalogPath : catalogFile,
+      print: (text) => terminal.print(text),
+      status: terminal.drawsInPlace ? (lines) => terminal.status(lines) : undefined,
     });
     for (const child of children) {
       const model = catalog.find((m) => child.name.startsWith(`runner ${m.id}#`));
-      if (model) child.onLine = (line) => report.runnerLine(model.id, line);
+      if (model) {
+        child.onLine = (_line, record) => void (record && report.fromRunner(model.id, record));
+        child.shownByCaller = (record) => StartupReport.shows(record);
+      }
     }
+    // Where the gateway listens (its port is known once it does) goes into TRIBUTARY_HOME for the
+    // client commands, and is removed when the stack stops.
+    yield* Effect.addFinalizer(() => Effect.sync(() => forgetGatewayUrl(common.home)));
     children.push({
       name: "gateway",
       ...onCpus(process.execPath, [entry("../gateway/main.js")], services),
       env: envOf("gateway"),
       stopTimeoutMs,
-      onLine: (line) => report.gatewayLine(line),
+      onLine: (_line, record) => {
+        if (!record) return;
+        const port = listeningPort(record);
+        if (port !== undefined) recordGatewayUrl(common.home, localOrigin(gateway.host, port));
+        signInLink.fromGateway(record, (held) => report.fromGateway(held));
+      },
     });
     // Forked in order: the scope stops them in reverse (gateway first).
     for (const child of children) yield* Effect.forkScoped(supervise(child, log));

@@ -71,6 +71,7 @@ import { registerSandboxRoutes } from "./routes/sandboxes.js";
 import { registerSecretRoutes } from "./routes/secrets.js";
 import { registerTraceRoutes } from "./routes/traces.js";
 import { registerUsageRoutes } from "./routes/usage.js";
+import { localOrigin } from "../lib/local-origin.js";
 
 // The gateway, composed: its settings read once, its stores opened, its routes registered, its
 // server listening. gateway/main.ts runs it as a process; a test may run it in process, with a
@@ -226,12 +227,12 @@ async function openAccounts(nc: NatsConnection, settings: Settings, log: Logger,
   const apiKey = optionToUndefined(settings.http.apiKey);
   const configuredKeys = [...(apiKey ? [{ key: apiKey, projectId: LOCAL_PROJECT_ID }] : []), ...parseConfiguredKeys(settings.http.apiKeys)];
   const store = await AccountStore.open(nc);
-  await registerConfiguredKeys(store, configuredKeys);
+  const members = await MemberStore.open(nc, settings.dashboard.sessionTtlSeconds);
+  await registerConfiguredKeys(store, members, configuredKeys);
   const lastUsed = running(new LastUsedRecorder(store, settings.accounts.keyUsageFlushMs, log));
   lastUsed.start();
   const directory = running(new AccountDirectory(nc, store.kv, log));
   await directory.start();
-  const members = await MemberStore.open(nc, settings.dashboard.sessionTtlSeconds);
   return { store, members, authenticator: new AccountAuthenticator(directory, lastUsed) };
 }
 type Accounts = Awaited<ReturnType<typeof openAccounts>>;
@@ -335,15 +336,16 @@ async function registerPlatformRoutes(
     appsDomain: settings.apps.domain.toLowerCase(),
     publicScheme: settings.apps.publicScheme,
     publicPort: () => settings.apps.publicPort || listeningPort,
-    localBase: () => `http://${reachableHost(settings.http.host)}:${listeningPort}`,
+    localBase: () => localOrigin(settings.http.host, listeningPort),
     rpcTimeoutMs: 5_000,
     stopTimeoutMs: 30_000,
+    defaultTimeouts: { request_seconds: settings.apps.requestTimeoutSeconds, idle_seconds: settings.apps.idleTimeoutSeconds },
   }, log));
   await apps.start();
-  const exchanges = running(new AppExchangeClient(nc, deps.gatewayId, { hostAlive: (id) => appHosts.alive(id), hostHeardSince: (id, since) => appHosts.heardSince(id, since), headTimeoutMs: settings.apps.headTimeoutMs }, log));
+  const exchanges = running(new AppExchangeClient(nc, deps.gatewayId, { hostAlive: (id) => appHosts.alive(id), hostHeardSince: (id, since) => appHosts.heardSince(id, since) }, log));
   exchanges.start();
   const balancer = new AppBalancer(appHosts, exchanges, apps, { coldStartTimeoutMs: settings.appScaling.coldStartTimeoutMs });
-  const appRoutes = { apps, balancer, maxBodyBytes, maxAppBodyBytes: settings.apps.maxBodyBytes, streamBudget };
+  const appRoutes = { apps, balancer, maxBodyBytes, maxAppBodyBytes: settings.apps.maxBodyBytes, streamBudget, publicScheme: settings.apps.publicScheme };
   registerAppRoutes(router, appRoutes);
   // Path addresses are dispatched before the router: no route may sit under them.
   router.reserve(PATH_ADDRESS_SEGMENT);
@@ -378,8 +380,3 @@ async function registerPlatformRoutes(
   };
 }
 
-/** The host a client on this machine reaches a listener bound to `host` at (any address: the loopback). */
-function reachableHost(host: string): string {
-  if (host === "0.0.0.0" || host === "::" || host === "") return "127.0.0.1";
-  return host.includes(":") ? `[${host}]` : host;
-}

@@ -5,7 +5,7 @@ import { commonConfig, readConfig } from "../lib/config.js";
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
-import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
+import { endWithParent, exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { startGatewayServer } from "./gateway.js";
 import { keepServingOnUncaughtErrors } from "./last-resort.js";
 
@@ -28,4 +28,5 @@ async function main(): Promise<void> {
   );
 }
 
+endWithParent(log);
 exitIfStartFails(log, "gateway", main());

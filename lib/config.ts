@@ -30,13 +30,37 @@ export const commonConfig = Config.all({
 
 /**
  * Logging
- * Every process logs JSON lines on stderr.
+ * Every process logs on stderr: one JSON object per line, or one readable line per event on a
+ * terminal. `tributary start` reads its processes' JSON lines and shows them in its own format.
  */
 export const logConfig = Config.all({
   /** `debug`, `info`, `warn` or `error`, in any case; anything else logs at `info`. */
   level: str("TRIBUTARY_LOG_LEVEL", "info").pipe(
     Config.map((v) => LOG_LEVELS.find((l) => l === v.toLowerCase()) ?? "info"),
   ),
+  /**
+   * `pretty` (a line per event: time, process, level, message, fields; an error's stack only at
+   * `debug`), `json` (one JSON object per line, stacks included) or `auto`: pretty when stderr is a
+   * terminal, else JSON.
+   */
+  format: Config.schema(Schema.Literals(["pretty", "json", "auto"]), "TRIBUTARY_LOG_FORMAT").pipe(Config.withDefault("auto" as const)),
+  /** Set and not empty: pretty lines without colours ([no-color.org](https://no-color.org)). */
+  noColor: str("NO_COLOR", ""),
+  /** Set and not empty: pretty lines in colour even when stderr is not a terminal; `0` or `false`: never in colour. Wins over `NO_COLOR`. */
+  forceColor: str("FORCE_COLOR", ""),
+});
+
+/**
+ * Process lifecycle
+ * How a process ends together with the one that started it (every process).
+ */
+export const lifecycleConfig = Config.all({
+  /**
+   * `stdin`: stdin is a pipe that only the parent holds open; when it closes (the parent ended,
+   * a kill -9 included) the process stops as on SIGTERM, its drain cut short after 5 s.
+   * `tributary start` sets it for its children. `off`: stdin is not read.
+   */
+  parentPipe: Config.schema(Schema.Literals(["off", "stdin"]), "TRIBUTARY_PARENT_PIPE").pipe(Config.withDefault("off" as const)),
 });
 
 /**
@@ -120,7 +144,7 @@ export const gatewayConfig = Config.all({
   /**
    * A key registered (idempotently) as a key of the local organization's default project
    * `proj-local`. Unset, `tributary start` makes one in `$TRIBUTARY_HOME/api-key`. Revoking it
-   * sticks across restarts.
+   * sticks across restarts. The `tributary` client commands send it (see `TRIBUTARY_URL`).
    */
   apiKey: Config.option(Config.String("TRIBUTARY_API_KEY")),
   /** Largest request body (413 beyond). */
@@ -358,7 +382,7 @@ export const metricsConfig = Config.all({
 
 /**
  * Dashboard
- * Sign-in sessions of the dashboard. See [the dashboard](operations.md#the-dashboard).
+ * Sign-in sessions and sign-in links of the dashboard. See [the dashboard](operations.md#the-dashboard).
  */
 export const dashboardConfig = Config.all({
   /** A dashboard session ends this long after sign-in. */
@@ -367,6 +391,8 @@ export const dashboardConfig = Config.all({
   signInAttempts: int("TRIBUTARY_SIGNIN_ATTEMPTS", 10),
   /** `Secure` on the session cookie: `auto` when the request came over TLS (`x-forwarded-proto: https`), `on`, `off`. */
   secureCookies: Config.schema(Schema.Literals(["auto", "on", "off"]), "TRIBUTARY_SECURE_COOKIES").pipe(Config.withDefault("auto" as const)),
+  /** A sign-in link of the local organization's owner (`tributary start` prints one, `tributary admin sign-in-link` makes another) works once, within this long. Read by the actor host. */
+  signInLinkTtlSeconds: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 60, maximum: 30 * 24 * 3600 })), "TRIBUTARY_SIGN_IN_LINK_TTL_SECONDS").pipe(Config.withDefault(24 * 3600)),
 });
 
 /**
@@ -390,6 +416,19 @@ export const startConfig = Config.all({
   openMpSpinCount: Config.option(Config.String("GOMP_SPINCOUNT")),
   /** libuv's own thread pool size. Unset, `tributary start` gives runners decoding on the CPU one pool thread (a step then queues its samples with its decode); set, it reaches them as set. */
   libuvPoolSize: Config.option(Config.String("UV_THREADPOOL_SIZE")),
+});
+
+/**
+ * Command-line clients
+ * The `tributary` commands that call a gateway (`sandbox`, `jobs`, `secrets`, `apps`, `deploy`). A
+ * flag (`--url`, `--api-key`) wins over these.
+ */
+export const clientConfig = Config.all({
+  /** The gateway they call (`http://host:port`). Unset: the address `tributary start` records in `$TRIBUTARY_HOME/gateway-url` while it runs, else `http://127.0.0.1:8080`. */
+  url: Config.option(Config.String("TRIBUTARY_URL")),
+  /** Read as the key when `TRIBUTARY_API_KEY` is unset (the OpenAI SDKs' variable); unset too: `$TRIBUTARY_HOME/api-key`. */
+  openaiApiKey: Config.option(Config.String("OPENAI_API_KEY")),
+  apiKey: Config.option(Config.String("TRIBUTARY_API_KEY")),
 });
 
 /**
@@ -439,11 +478,17 @@ export const sandboxHostConfig = Config.all({
   heartbeatMs: int("TRIBUTARY_SANDBOX_HEARTBEAT_MS", 1_000),
   /** Sandboxes one host runs at once (also the size of its uid range). */
   maxSandboxes: int("TRIBUTARY_SANDBOX_MAX", 64),
-  /** CPU a host offers, in MHz-like units (`TRIBUTARY_SANDBOX_CORE_MHZ` per core); `0`: cores × core MHz. */
+  /** The host's CPU, in MHz-like units (`TRIBUTARY_SANDBOX_CORE_MHZ` per core); `0`: cores × core MHz. One sandbox's `cpu_mhz` is at most this. */
   cpuMhz: int("TRIBUTARY_SANDBOX_CPU_MHZ", 0),
+  /**
+   * CPU over-commit: the `cpu_mhz` of a host's sandboxes may add up to this many times its CPU.
+   * `cpu_mhz` is each sandbox's quota and weight, not a reservation (idle sandboxes use none);
+   * memory is never over-committed. See [admission](platform.md#admission-what-a-host-takes).
+   */
+  cpuOvercommit: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), "TRIBUTARY_SANDBOX_CPU_OVERCOMMIT").pipe(Config.withDefault(16)),
   /** What one core is worth in those units (`cpu_mhz: 1000` is one core's quota). */
   coreMhz: int("TRIBUTARY_SANDBOX_CORE_MHZ", 1_000),
-  /** Memory a host offers; a sandbox takes `memory_mb + disk_mb` of it (its workspace is a tmpfs). `0`: half the RAM. */
+  /** Memory a host offers, a hard limit: a sandbox reserves `memory_mb + disk_mb` of it (its workspace is a tmpfs). `0`: half the RAM. */
   memoryMb: int("TRIBUTARY_SANDBOX_MEMORY_MB", 0),
   /** First host uid of the per-sandbox uids: a host running as root gives sandbox slot N uid base + N. */
   uidBase: int("TRIBUTARY_SANDBOX_UID_BASE", 200_000),
@@ -513,8 +558,18 @@ export const appsConfig = Config.all({
   publicPort: int("TRIBUTARY_APPS_PUBLIC_PORT", 0),
   /** Largest request body relayed to a hosted app (413 beyond). */
   maxBodyBytes: int("TRIBUTARY_APPS_MAX_BODY_BYTES", 16 * 1024 * 1024),
-  /** Longest wait for a hosted app's response head (504 beyond). */
-  headTimeoutMs: int("TRIBUTARY_APPS_HEAD_TIMEOUT_MS", 60_000),
+  /**
+   * A deployment's wait for its app's response head, from the request's head on (upload included),
+   * when its manifest sets no `timeouts.request_seconds`: a 504 `app_timeout` past it. 1-3,600;
+   * fixed in the deployment when it is created.
+   */
+  requestTimeoutSeconds: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3600 })), "TRIBUTARY_APPS_REQUEST_TIMEOUT_S").pipe(Config.withDefault(60)),
+  /**
+   * A deployment's wait for the next bytes of a response body when its manifest sets no
+   * `timeouts.idle_seconds`: past it the response is cut off (its connection closed). Long, for
+   * server-sent events that go quiet between events. 1-3,600; fixed in the deployment when it is created.
+   */
+  idleTimeoutSeconds: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3600 })), "TRIBUTARY_APPS_IDLE_TIMEOUT_S").pipe(Config.withDefault(300)),
   /** An app host silent this long is lost: its exchanges end (502 before the response head, a dropped connection after). */
   hostTimeoutMs: int("TRIBUTARY_APP_HOST_TIMEOUT_MS", 5_000),
 });
@@ -531,6 +586,14 @@ export const appHostConfig = Config.all({
   cpuMhz: int("TRIBUTARY_APP_CPU_MHZ", 0),
   /** Memory an app host offers to app instances; `0`: the sandbox host's. */
   memoryMb: int("TRIBUTARY_APP_MEMORY_MB", 0),
+  /**
+   * Bytes one bundle's files may hold together once unpacked. Checked entry by entry while it
+   * unpacks: the first file that would cross it fails the deployment (`bundle_too_large`) before
+   * a byte of it is written, and what was unpacked is removed.
+   */
+  bundleMaxBytes: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), "TRIBUTARY_APP_BUNDLE_MAX_BYTES").pipe(Config.withDefault(1024 ** 3)),
+  /** Files, directories and links one bundle may hold, checked the same way (`bundle_too_large`). */
+  bundleMaxFiles: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), "TRIBUTARY_APP_BUNDLE_MAX_FILES").pipe(Config.withDefault(20_000)),
   /** GPUs an app host offers (`0`: a manifest with `gpu_count > 0` is refused). */
   gpus: int("TRIBUTARY_APP_GPUS", 0),
   /** The gateway an instance's platform socket forwards to (`tributary start` sets its own gateway's address). */

@@ -5,7 +5,7 @@ import { loadCatalog } from "../modules/catalog/mod.js";
 import { commonConfig, optionToUndefined, readConfig, runnerConfig, timeoutsConfig } from "../lib/config.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
-import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
+import { endWithParent, exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import { Supervisor } from "../modules/actor-runtime/mod.js";
 import { createEngine, defaultModelCache } from "./engines/create-engine.js";
 import { startHealthServer } from "./health-server.js";
@@ -54,4 +54,5 @@ async function main(): Promise<void> {
   });
 }
 
+endWithParent(log);
 exitIfStartFails(log, "runner", main());

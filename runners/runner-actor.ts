@@ -12,7 +12,7 @@ import {
 import { queues, subjects } from "../lib/nats/subjects.js";
 import { randomToken } from "../lib/ids.js";
 import { Outbox } from "../lib/nats/outbox.js";
-import type { ModelSpec } from "../modules/catalog/mod.js";
+import { classifyModelFailure, type ModelSpec } from "../modules/catalog/mod.js";
 import type { Actor, ActorContext } from "../modules/actor-runtime/mod.js";
 import { openMailbox } from "../modules/actor-runtime/mod.js";
 import { EngineRequestError, type DecodeThreadsStatus, type Engine } from "./engines/engine.js";
@@ -128,6 +128,7 @@ export class RunnerActor implements Actor {
 
   private async loadWithRetry(): Promise<void> {
     let delay = this.options.loadRetryMs ?? 2_000;
+    let stackLogged = false;
     while (!this.stopped) {
       try {
         this.state = State.STATE_LOADING;
@@ -144,9 +145,15 @@ export class RunnerActor implements Actor {
         this.heartbeat();
         return;
       } catch (err) {
+        const failure = classifyModelFailure(err);
         this.state = State.STATE_FAILED;
-        this.detail = err instanceof Error ? err.message : String(err);
-        this.ctx.log.error("model load failed; retrying", { model: this.spec.id, err, retryInMs: delay });
+        this.detail = failure.message;
+        // A failure of a known cause says all in its message; an unknown one carries its stack
+        // the first time, not on every retry (at debug, every time).
+        const stack: string | undefined = failure._tag === "ModelLoadFailed" && !stackLogged && err instanceof Error ? err.stack : undefined;
+        stackLogged ||= stack !== undefined;
+        this.ctx.log.error("model load failed; retrying", { model: this.spec.id, err: failure.message, cause: failure._tag, retryInMs: delay, stack });
+        this.ctx.log.debug("model load failure", { model: this.spec.id, err });
         this.heartbeat();
         await new Promise((r) => setTimeout(r, delay));
         delay = Math.min(delay * 2, 60_000);

@@ -8,7 +8,7 @@ import { appHostConfig, commonConfig, readConfig, sandboxHostConfig, secretsConf
 import { randomToken } from "../lib/ids.js";
 import { createLogger } from "../lib/log.js";
 import { connectNats, DEFAULT_NATS_URL } from "../lib/nats/connection.js";
-import { exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
+import { endWithParent, exitIfStartFails, onShutdown } from "../lib/process/lifecycle.js";
 import {
   DEFAULT_EGRESS_DENY,
   detectCgroups,
@@ -52,6 +52,7 @@ async function main(): Promise<void> {
     heartbeatMs: config.heartbeatMs,
     maxSandboxes: config.maxSandboxes,
     cpuMhz: config.cpuMhz > 0 ? config.cpuMhz : availableParallelism() * config.coreMhz,
+    cpuOvercommit: config.cpuOvercommit,
     coreMhz: config.coreMhz,
     memoryMb: config.memoryMb > 0 ? config.memoryMb : Math.floor(totalmem() / 1024 / 1024 / 2),
     uidBase,
@@ -83,6 +84,7 @@ async function main(): Promise<void> {
       },
       // Beside them (not in TRIBUTARY_HOME, which other uids may not traverse): instances' uids read their bundles.
       bundleRoot: join(tmpdir(), `tributary-apps-${hostId}`, "bundles"),
+      bundleBounds: { maxBytes: apps.bundleMaxBytes, maxEntries: apps.bundleMaxFiles },
       policy: { ...DEFAULT_REPLICA_POLICY, healthTimeoutMs: apps.healthTimeoutMs, maxRestarts: apps.maxRestarts },
       switchDelayMs: apps.switchDelayMs,
       drainMs: apps.drainMs,
@@ -126,4 +128,5 @@ async function egressSettings(
   return undefined;
 }
 
+endWithParent(log);
 exitIfStartFails(log, "sandbox host", main());

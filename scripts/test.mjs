@@ -2,8 +2,9 @@
 // Runs the test suite: every test file (tap tests, compiled under dist/test/) in a process of its
 // own, in two phases. First every file that may share the machine, TEST_JOBS at a time (default
 // 3); then the timing-sensitive files (a `// tier: serial` line near their top), TEST_SERIAL_JOBS
-// at a time (default 2: never more than one other beside each). Both
-// phases use one shared stack (test/harness/shared-stack.ts), which lives as long as this script.
+// at a time (default 2: never more than one other file beside each; the first of them start as
+// the last parallel files end). Both phases use one shared stack (test/harness/shared-stack.ts),
+// which lives as long as this script.
 // Each file's TAP output is kept in .tap/test-results/; a failing file's is printed. Ends with the
 // slowest files and one summary line for the run, in tap's own form.
 //
@@ -70,8 +71,10 @@ for (const f of files)
 const tiers = new Map(files.map((f) => [f, tierOf(f)]));
 const chosen = quick ? files.filter((f) => tiers.get(f) === "parallel") : files;
 const serial = chosen.filter((f) => tiers.get(f) === "serial");
-// Unit tests first: they need no stack, and run while the shared one starts.
-const parallel = chosen.filter((f) => tiers.get(f) !== "serial").sort((a, b) => Number(a.startsWith("dist/test/e2e/")) - Number(b.startsWith("dist/test/e2e/")));
+// Unit tests first: they need no stack, and run while the shared one starts. Then the slow files
+// (most start a stack of their own), so that the long ones do not end the phase alone.
+const rank = (f) => (f.startsWith("dist/test/e2e/") ? (tiers.get(f) === "slow" ? 1 : 2) : 0);
+const parallel = chosen.filter((f) => tiers.get(f) !== "serial").sort((a, b) => rank(a) - rank(b));
 
 rmSync(resultsDir, { recursive: true, force: true });
 const totals = { total: 0, pass: 0, fail: 0, todo: 0, skip: 0 };
@@ -123,12 +126,34 @@ function runFile(file) {
   });
 }
 
-/** Runs `list` with at most `width` files at a time. */
-async function pool(list, width) {
-  const queue = [...list];
-  await Promise.all(Array.from({ length: Math.min(width, queue.length) }, async () => {
-    for (let file = queue.shift(); file !== undefined; file = queue.shift()) await runFile(file);
-  }));
+/**
+ * Runs every file: `parallel` ones `jobs` at a time, then `serial` ones `serialJobs` at a time.
+ * A serial file starts only when at most `serialJobs - 1` other files run (so it never shares the
+ * machine with more than that), which lets the first serial files start beside the last parallel
+ * ones instead of after them.
+ */
+async function schedule(parallel, serial) {
+  const waiting = [...parallel];
+  const waitingSerial = [...serial];
+  let running = 0;
+  let serialRunning = 0;
+  await new Promise((resolve) => {
+    const next = () => {
+      while (waiting.length > 0 && running < jobs) start(waiting.shift(), false);
+      while (waiting.length === 0 && waitingSerial.length > 0 && serialRunning < serialJobs && running < serialJobs) start(waitingSerial.shift(), true);
+      if (running === 0) resolve();
+    };
+    const start = (file, isSerial) => {
+      running++;
+      if (isSerial) serialRunning++;
+      runFile(file).then(() => {
+        running--;
+        if (isSerial) serialRunning--;
+        next();
+      });
+    };
+    next();
+  });
 }
 
 const began = Date.now();
@@ -138,8 +163,7 @@ if (chosen.some((f) => f.startsWith("dist/test/e2e/"))) {
   startSharedStack(process.pid);
 }
 process.stdout.write(`# ${parallel.length} test files, ${jobs} at a time${serial.length ? `; then ${serial.length} timing-sensitive ones, ${serialJobs} at a time` : ""}\n`);
-await pool(parallel, jobs);
-await pool(serial, serialJobs);
+await schedule(parallel, serial);
 
 times.sort((a, b) => b[1] - a[1]);
 process.stdout.write(`\n# the ${Math.min(SLOWEST, times.length)} slowest test files\n`);

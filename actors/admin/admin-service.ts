@@ -10,7 +10,19 @@ import {
 import { errors, isDomainError } from "../../modules/errors/mod.js";
 import { dashboardConfig, readConfig } from "../../lib/config.js";
 import { tokenMatches } from "../../modules/admin-api/mod.js";
-import { AccountStore, checkEmail, checkPassword, MemberStore, type ApiKeyView, invitationStatus, type InvitationRecord, type OrganizationRecord, type ProjectRecord } from "../../modules/accounts/mod.js";
+import {
+  AccountStore,
+  checkEmail,
+  checkPassword,
+  localOwnerSignInToken,
+  MemberStore,
+  signInLinkPath,
+  type ApiKeyView,
+  invitationStatus,
+  type InvitationRecord,
+  type OrganizationRecord,
+  type ProjectRecord,
+} from "../../modules/accounts/mod.js";
 import type { Logger } from "../../lib/log.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 
@@ -59,8 +71,9 @@ interface GrpcError {
   details: string;
 }
 
-/** The AdminService implementation over the account store; every call checks the admin token. */
-export function adminServiceImpl(store: AccountStore, token: string, log: Logger, members?: MemberStore): AdminServiceServer {
+/** The AdminService implementation over the account and member stores; every call checks the admin token. */
+export function adminServiceImpl(store: AccountStore, token: string, log: Logger, dashboard: { members: MemberStore; signInLinkTtlSeconds: number }): AdminServiceServer {
+  const { members } = dashboard;
   const authorized = (metadata: Metadata): boolean => {
     const value = metadata.get("authorization")[0];
     const m = typeof value === "string" ? /^Bearer\s+(\S+)\s*$/i.exec(value) : null;
@@ -114,8 +127,12 @@ export function adminServiceImpl(store: AccountStore, token: string, log: Logger
         checkPassword(req.ownerPassword, "owner_password");
       }
       const r = await store.redeemInvitation({ code: req.code, organizationName: req.organizationName, projectName: req.projectName, keyName: req.keyName });
-      const owner = req.ownerEmail && members ? await members.create({ organizationId: r.organization.id, email: req.ownerEmail, password: req.ownerPassword, role: "owner" }) : undefined;
+      const owner = req.ownerEmail ? await members.create({ organizationId: r.organization.id, email: req.ownerEmail, password: req.ownerPassword, role: "owner" }) : undefined;
       return { organization: toOrganization(r.organization), project: toProject(r.project), key: toApiKey(r.key.key), secret: r.key.secret, ownerId: owner?.id ?? "" };
+    }),
+    createSignInLink: unary("CreateSignInLink", async () => {
+      const { token, owner, record } = await localOwnerSignInToken(store, members, dashboard.signInLinkTtlSeconds);
+      return { path: signInLinkPath(token), expiresAt: record.expires_at, organizationId: owner.organization_id, memberEmail: owner.email };
     }),
   };
 }
@@ -142,9 +159,10 @@ export class AdminServiceActor implements Actor {
       throw new Error(`no admin token: set TRIBUTARY_ADMIN_TOKEN, or let the actor host write $TRIBUTARY_HOME/admin-token (${(err as Error).message})`);
     }
     const store = await AccountStore.open(ctx.nc);
-    const members = await MemberStore.open(ctx.nc, readConfig(dashboardConfig).sessionTtlSeconds);
+    const dashboard = readConfig(dashboardConfig);
+    const members = await MemberStore.open(ctx.nc, dashboard.sessionTtlSeconds);
     const server = new Server();
-    server.addService(AdminServiceService, adminServiceImpl(store, token, ctx.log, members));
+    server.addService(AdminServiceService, adminServiceImpl(store, token, ctx.log, { members, signInLinkTtlSeconds: dashboard.signInLinkTtlSeconds }));
     const port = await new Promise<number>((resolve, reject) =>
       server.bindAsync(this.address, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
     );

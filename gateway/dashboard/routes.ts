@@ -1,7 +1,7 @@
 import { randomToken } from "../../lib/ids.js";
 import { nextAfter } from "../../lib/page.js";
 import type { ApiKeyView, MemberRecord } from "../../modules/accounts/mod.js";
-import { normalizeEmail } from "../../modules/accounts/mod.js";
+import { normalizeEmail, SIGN_IN_LINK_PATH } from "../../modules/accounts/mod.js";
 import { isDomainError } from "../../modules/errors/mod.js";
 import { parseTraceQuery, TRACE_ID, type Trace } from "../../modules/traces/mod.js";
 import { latencyQuantile, mergeLatency, parseUsageQuery, usagePage, type LatencyHistogram } from "../../modules/usage/mod.js";
@@ -102,7 +102,7 @@ export function registerDashboardRoutes(router: Router, deps: DashboardDeps): vo
 
   // ---- sign-in, sign-out ----
 
-  function signInPage(ex: HttpExchange, status: number, message?: string): void {
+  function signInPage(ex: HttpExchange, status: number, message?: string | Html): void {
     // Login CSRF: the form carries a token that must match a cookie set with it (double submit).
     const token = randomToken(32);
     ex.responseHeaders["set-cookie"] = cookie(ex, SIGNIN_COOKIE, token, 3600);
@@ -132,6 +132,25 @@ ${message ? html`<div class="notice error" role="alert">${message}</div>` : ""}
     throttle.succeeded(keys[0]!);
     await startSession(ex, member);
     redirect(ex, "/dashboard/traces");
+  }, pub);
+
+  // A one-time sign-in link (`tributary start` prints one for the local organization's owner): the
+  // token in its query is the credential. A refused link counts against the address as a failed
+  // sign-in does. It lands on usage, which shows every request of the project (logs only those
+  // sent with `log: true`).
+  router.get(SIGN_IN_LINK_PATH, async (ex) => {
+    const keys = [`address:${ex.remoteAddress}`];
+    if (!throttle.allowed(keys)) return signInPage(ex, 429, "Too many failed sign-ins. Please wait 15 minutes and try again.");
+    try {
+      const member = await deps.members.redeemSignInToken(ex.searchParams().get("token") ?? "");
+      await startSession(ex, member);
+      redirect(ex, "/dashboard/usage");
+    } catch (err) {
+      if (!isDomainError(err)) throw err;
+      throttle.failed(keys);
+      deps.log.info("dashboard sign-in link refused", { address: ex.remoteAddress, reason: err._tag });
+      signInPage(ex, err._tag === "InvalidParam" ? 400 : 401, html`${messageOf(err)} For a new link, run <code>tributary admin sign-in-link</code>.`);
+    }
   }, pub);
 
   router.post("/dashboard/sign-out", async (ex) => {

@@ -1,4 +1,4 @@
-import { deploymentStates, pathAddressOf, PREFIX_HEADER, responseHeadsUnder, type AppBalancer, type AppService, type ResponseSink } from "../../modules/apps/mod.js";
+import { appRequestHeaders, deploymentStates, pathAddressOf, responseHeadsUnder, type AppBalancer, type AppService, type ResponseSink } from "../../modules/apps/mod.js";
 import { errors } from "../../modules/errors/mod.js";
 import { listObject, listQuery } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
@@ -15,6 +15,8 @@ export interface AppRouteDeps {
   maxBodyBytes: number;
   maxAppBodyBytes: number;
   streamBudget: PendingBudget;
+  /** The scheme clients reach hosted addresses with: the app's X-Forwarded-Proto. */
+  publicScheme: string;
 }
 
 const principal = (ex: HttpExchange) => ex.principal!;
@@ -115,10 +117,8 @@ export function hostedAppsHandler(deps: AppRouteDeps): {
       if (target.project !== principal(ex).projectId) throw errors.forbidden("This API key's project does not own the app at this address.", "wrong_project");
       const hasBody = ex.method === "POST" || ex.method === "PUT" || ex.method === "PATCH";
       const body = hasBody ? ex.bodyChunks(deps.maxAppBodyBytes) : undefined;
-      // The prefix header is the gateway's word to the app: a client's copy never reaches it.
-      const headers = Object.entries(ex.headers).filter(([name]) => name !== PREFIX_HEADER);
-      if (prefix) headers.push([PREFIX_HEADER, prefix]);
-      headers.push(["x-forwarded-for", ex.remoteAddress], ["x-request-id", ex.requestId]);
+      // Forwarded headers are the gateway's word to the app: a client's copies never reach it.
+      const headers = appRequestHeaders(ex.headers, { clientAddress: ex.remoteAddress, host: ex.headers.host, scheme: deps.publicScheme, prefix: prefix || undefined, requestId: ex.requestId });
       const request = { method: ex.method, target: path! + (ex.query ? `?${ex.query}` : ""), headers, body };
       // To the least busy instance; another one when the first failed it for a reason not the app's (AppBalancer).
       await deps.balancer.relay(address!, target, request, sink(ex, prefix || undefined));

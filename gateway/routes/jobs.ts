@@ -64,6 +64,7 @@ export function registerJobRoutes(router: Router, deps: JobRouteDeps): void {
       exit_code: null,
       error: null,
       sandbox_id: null,
+      waiting_reason: null,
       input_files: request.input_files,
       output_files: [],
       created_at: Math.floor(Date.now() / 1000),

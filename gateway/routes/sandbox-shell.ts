@@ -58,8 +58,7 @@ export function registerShellRoute(app: uWS.TemplatedApp, deps: { sandboxes: San
         const principal = await deps.authenticator.authenticate(headers.authorization, headers);
         const rows = bounded(query.get("rows"), 24, "rows");
         const cols = bounded(query.get("cols"), 80, "cols");
-        const record = await deps.sandboxes.record(principal.projectId, sandboxId);
-        if (record.sandbox.status !== "running") throw errors.conflict(`The sandbox ${sandboxId} is ${record.sandbox.status}; it must be running.`, "sandbox_id", "sandbox_not_running");
+        await deps.sandboxes.running(principal.projectId, sandboxId);
         return { project: principal.projectId, sandboxId, rows, cols, early: [], closed: false };
       })().then(
         (data) => {

@@ -241,7 +241,7 @@ export const buckets = {
   usageMinute: "tributary_usage_minute",
   usageHour: "tributary_usage_hour",
   usageDay: "tributary_usage_day",
-  /** KV: dashboard members, `member.<org>.<member>` (scrypt password hash), and `email.<sha256 of the email>` (index). */
+  /** KV: dashboard members, `member.<org>.<member>` (scrypt password hash), `email.<sha256 of the email>` (index), invitations, and `signin.<sha256 of the token>` (one-time sign-in links). */
   members: "tributary_members",
   /** KV (max age: the session lifetime): dashboard sessions, `session.<sha256 of the token>`. */
   sessions: "tributary_sessions",

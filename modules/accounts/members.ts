@@ -10,6 +10,7 @@ import { createRecord, getRecord, listRecords, live, modifyRecord, removeKey, va
 import { Admission } from "../../lib/nats/admission.js";
 import { errors } from "../errors/mod.js";
 import { sameDigest, sha256Hex } from "./secrets.js";
+import { isSignInTokenShape, newSignInToken, type SignInTokenRecord, signInTokenSchema, signInTokenStatus } from "./sign-in-links.js";
 
 // People of an organization who sign in to the dashboard, and their sessions. A password is
 // stored only as an scrypt hash (random salt, N=2^15, r=8, p=1); a session token only as its
@@ -27,7 +28,7 @@ export interface MemberRecord {
   organization_id: string;
   email: string;
   role: MemberRole;
-  /** `scrypt$N$r$p$<salt b64>$<hash b64>` */
+  /** `scrypt$N$r$p$<salt b64>$<hash b64>`; empty for a member without a password, who signs in with one-time links only. */
   password_hash: string;
   created_at: number;
 }
@@ -127,6 +128,8 @@ const keys = {
   invitationsOf: (orgId: string) => `invite.${orgId}.*`,
   /** The organization's invitation counter (lib/nats/admission.ts): admits invitations at the bound. */
   invitationCount: (orgId: string) => `invitecount.${orgId}`,
+  signInToken: (token: string) => `signin.${sha256Hex(token)}`,
+  signInTokens: "signin.*",
 };
 
 export function normalizeEmail(email: string): string {
@@ -159,7 +162,7 @@ export async function verifyPassword(password: string, stored: string): Promise<
   return got.length === expected.length && timingSafeEqual(got, expected);
 }
 
-/** A password hash computed once, compared when the email is unknown: a sign-in takes as long either way. */
+/** A password hash computed once, compared when the email is unknown or has no password: a sign-in takes as long either way. */
 let decoyHash: Promise<string> | undefined;
 
 /**
@@ -204,11 +207,63 @@ export class MemberStore {
   async authenticate(email: string, password: string): Promise<MemberRecord | undefined> {
     const index = await getRecord(this.members, keys.email(email), emailSchema);
     const member = index && (await getRecord(this.members, keys.member(index.value.organization_id, index.value.member_id), memberSchema));
-    if (!member) {
+    if (!member || member.value.password_hash === "") {
       await verifyPassword(password, await (decoyHash ??= hashPassword(randomToken(16))));
       return undefined;
     }
     return (await verifyPassword(password, member.value.password_hash)) ? member.value : undefined;
+  }
+
+  /**
+   * Adds a member the platform makes itself (the local organization's owner), idempotently: a
+   * member already under its id stays as it is. Its email is not checked, so it may be one that
+   * no person can take (see registerLocalOwner).
+   */
+  async register(member: MemberRecord): Promise<MemberRecord> {
+    await createRecord(this.members, keys.email(member.email), { organization_id: member.organization_id, member_id: member.id });
+    await createRecord(this.members, keys.member(member.organization_id, member.id), member);
+    const stored = await getRecord(this.members, keys.member(member.organization_id, member.id), memberSchema);
+    if (!stored) throw new Error(`member ${member.id} was removed while it was registered`);
+    return stored.value;
+  }
+
+  // ---- one-time sign-in links ----
+
+  /**
+   * The token of a one-time sign-in link for `member`, valid `ttlSeconds`: returned this once,
+   * stored as its sha256. Links past their expiry are forgotten here, so the ones a local stack
+   * makes at each start do not pile up.
+   */
+  async createSignInToken(member: MemberRecord, ttlSeconds: number): Promise<{ token: string; record: SignInTokenRecord }> {
+    const now = Math.floor(Date.now() / 1000);
+    const stale = (await listRecords(this.members, keys.signInTokens, signInTokenSchema)).filter((r) => r.value.expires_at <= now);
+    await Promise.all(stale.map((r) => removeKey(this.members, r.key)));
+    const token = newSignInToken();
+    const record: SignInTokenRecord = { member_id: member.id, organization_id: member.organization_id, created_at: now, expires_at: now + ttlSeconds, used_at: null };
+    if ((await createRecord(this.members, keys.signInToken(token), record)) === undefined) throw new Error("sign-in token collision");
+    return { token, record };
+  }
+
+  /**
+   * Uses a sign-in link's token: claims it (compare-and-set, so of two uses racing one wins) and
+   * returns its member. A token not of a token's shape is an InvalidParam; an unknown one a
+   * NotFound, a used one a Conflict, an expired one Gone (each naming `token`).
+   */
+  async redeemSignInToken(token: string): Promise<MemberRecord> {
+    if (!isSignInTokenShape(token)) throw errors.invalidParam("token", "This sign-in link is incomplete or altered: copy the whole link.", "sign_in_link_malformed");
+    const notFound = () => errors.notFound("This sign-in link is not valid.", "token", "sign_in_link_not_found");
+    const now = Math.floor(Date.now() / 1000);
+    const claimed = await modifyRecord(this.members, keys.signInToken(token), signInTokenSchema, (cur) =>
+      signInTokenStatus(cur, now) === "unused" ? { ...cur, used_at: now } : undefined,
+    );
+    if (!claimed) throw notFound();
+    if (!claimed.changed) {
+      if (signInTokenStatus(claimed.value, now) === "used") throw errors.conflict("This sign-in link has been used already: it works once.", "token", "sign_in_link_used");
+      throw errors.gone("This sign-in link has expired.", "token", "sign_in_link_expired");
+    }
+    const member = await getRecord(this.members, keys.member(claimed.value.organization_id, claimed.value.member_id), memberSchema);
+    if (!member) throw notFound();
+    return member.value;
   }
 
   /** A new session: its token (the cookie's value, stored nowhere) and record. */

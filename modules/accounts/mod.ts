@@ -4,9 +4,10 @@ export { AccountDirectory } from "./account-directory.js";
 export { AccountStore, type ApiKeyView, MAX_KEYS_PER_ORGANIZATION } from "./account-store.js";
 export { type Authenticator } from "./authenticator.js";
 export { LastUsedRecorder } from "./last-used.js";
-export { LOCAL_PROJECT_ID, parseConfiguredKeys, registerConfiguredKeys } from "./local-keys.js";
+export { LOCAL_ORGANIZATION_ID, LOCAL_OWNER_EMAIL, LOCAL_PROJECT_ID, localOwnerSignInToken, parseConfiguredKeys, registerConfiguredKeys } from "./local-keys.js";
 export { type Principal } from "./principal.js";
 export { accountRecords, type InvitationRecord, invitationStatus, type OrganizationRecord, type ProjectRecord } from "./records.js";
+export { isSignInTokenShape, SIGN_IN_LINK_PATH, signInLinkPath, type SignInTokenRecord, signInTokenStatus } from "./sign-in-links.js";
 export { invitationIdOfCode, keyPrefix, newApiKey, newInvitationCode, sameDigest, sha256Hex } from "./secrets.js";
 export {
   checkEmail,

@@ -1,14 +1,16 @@
 import { spawn } from "node:child_process";
-import { chmodSync, createWriteStream, existsSync, mkdirSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import { createGunzip } from "node:zlib";
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { ArtifactStore } from "../artifacts/mod.js";
 import { walledCommand } from "../sandboxes/mod.js";
 import type { SecretStore } from "../secrets/mod.js";
+import { BoundedTar, BundleRefused, type BundleBounds } from "./bundle-archive.js";
 import * as states from "./deployment-states.js";
 import { LAST_LOG_LINES, nowSeconds, type DeploymentStore, type StoredDeployment } from "./deployments.js";
 import { AppExchangeServer, type ExchangeTarget } from "./exchange-host.js";
@@ -36,6 +38,8 @@ export interface AppHostOptions {
   instance: InstanceHostOptions;
   /** Where bundles are unpacked (a directory per instance). */
   bundleRoot: string;
+  /** What one bundle may unpack to. */
+  bundleBounds: BundleBounds;
   policy: ReplicaPolicy;
   /** After an instance is told to stop (a redeploy switched, scaled down), how long it still takes requests (gateways catch up). */
   switchDelayMs: number;
@@ -314,9 +318,9 @@ export class AppHost {
     const starting = await this.deployments.transition(project, deploymentId, (cur) => states.instanceStarting(cur, instance.id));
     if (!starting?.deployment.instances.some((i) => i.id === instance.id)) return this.stopInstance(instance, { drain: false, why: "its deployment no longer wants it" });
 
-    const problem = await this.prepareBundle(project, record, instance.bundleDir).catch((err: Error) => `the bundle could not be unpacked: ${err.message}`);
+    const problem = await this.prepareBundle(project, record, instance.bundleDir).catch((err: Error) => ({ reason: "bundle_invalid", message: `the bundle could not be unpacked: ${err.message}` }));
     if (instance.stopping) return;
-    if (problem) return this.failDeployment(instance, states.appFailed("bundle_invalid", problem));
+    if (problem) return this.failDeployment(instance, states.appFailed(problem.reason, problem.message));
 
     let secretValues: Record<string, string> = {};
     if (manifest.secrets.length > 0) {
@@ -366,7 +370,8 @@ export class AppHost {
     instance.restartsCounted = restarts;
     if (!first) return;
     // The address serves this deployment from now on (unless a newer one serves it already).
-    const switched = await this.deployments.switchRoute(manifest.projectSlug, manifest.organizationSlug, { project, deployment_id: deploymentId, sha256: result.value.deployment.sha256 });
+    const { sha256, timeouts } = result.value.deployment;
+    const switched = await this.deployments.switchRoute(manifest.projectSlug, manifest.organizationSlug, { project, deployment_id: deploymentId, sha256, ...(timeouts ? { timeouts } : {}) });
     if ("newer" in switched) {
       this.log.info("deployment healthy after a newer one: it is superseded", { deploymentId, by: switched.newer.deployment_id });
       return this.endDeployment(project, deploymentId, states.supersededBy(switched.newer.deployment_id), "superseded");
@@ -426,7 +431,6 @@ export class AppHost {
     instance.pool.destroy();
     if (instance.slot !== undefined) this.freeSlots.push(instance.slot);
     rmSync(instance.bundleDir, { recursive: true, force: true });
-    rmSync(`${instance.bundleDir}.tgz`, { force: true });
     this.publishLog(instance.deploymentId, { at: Date.now(), stream: "stderr", line: `[tributary] instance ${instance.id} stopped: ${how.why}` }, false);
     this.heartbeat();
   }
@@ -435,43 +439,65 @@ export class AppHost {
     this.nc.publish(subjects.appLogs(deploymentId), encodeJson({ ...line, end }));
   }
 
-  /** Fetches the bundle (tar.gz) and unpacks it behind the walls; a problem in words, or undefined. */
-  private async prepareBundle(project: string, record: StoredDeployment, dir: string): Promise<string | undefined> {
-    const archive = `${dir}.tgz`;
+  /**
+   * Unpacks the bundle (tar.gz) behind the walls, streamed from the artifact store through its
+   * bounds (BoundedTar) into tar; a problem (its reason and words), or undefined. A refused bundle
+   * leaves nothing behind.
+   */
+  private async prepareBundle(project: string, record: StoredDeployment, dir: string): Promise<{ reason: "bundle_invalid" | "bundle_too_large"; message: string } | undefined> {
     mkdirSync(dir, { recursive: true, mode: 0o755 });
-    await pipeline(Readable.from(this.artifacts.content(project, record.deployment.artifact_id)), createWriteStream(archive, { mode: 0o600 }));
+    const bounds = this.options.bundleBounds;
     // tar runs walled in too: whatever the archive holds (links, .. paths), it writes only below the bundle.
-    const argv = walledCommand(this.options.instance.isolation, { memoryMb: 256, diskMb: 1024, cpuMhz: 1000, pids: 16, openFiles: 256 }, undefined, {
-      mounts: ["--ro-bind", archive, "/bundle.tgz", "--bind", dir, "/bundle"],
+    const argv = walledCommand(this.options.instance.isolation, { memoryMb: 256, diskMb: Math.ceil(bounds.maxBytes / 1024 / 1024), cpuMhz: 1000, pids: 16, openFiles: 256 }, undefined, {
+      mounts: ["--bind", dir, "/bundle"],
       env: { HOME: "/home/untar" },
       workdir: "/home/untar",
       // Readable by the instance's own uid whatever modes the archive carries (a 0700 top directory is common).
-      argv: ["/bin/sh", "-c", "tar -xzf /bundle.tgz -C /bundle --no-same-owner --no-same-permissions && chmod -R a+rX,go-w /bundle"],
+      argv: ["/bin/sh", "-c", "tar -xf - -C /bundle --no-same-owner --no-same-permissions && chmod -R a+rX,go-w /bundle"],
     });
-    const { code, stderr } = await run(argv, 60_000);
-    if (code !== 0) return `tar failed (${code}): ${stderr.trim().slice(0, 400)}`;
+    const tar = spawn(argv[0]!, argv.slice(1), { stdio: ["pipe", "ignore", "pipe"], env: {}, timeout: 60_000 });
+    let stderr = "";
+    tar.stderr!.setEncoding("utf8").on("data", (c: string) => {
+      if (stderr.length < 4096) stderr += c;
+    });
+    const exited = new Promise<number | null>((resolve) => {
+      tar.on("error", (err) => {
+        stderr += err.message;
+        resolve(null);
+      });
+      tar.on("exit", (code) => resolve(code));
+    });
+    const bounded = new BoundedTar(bounds);
+    const fed = await pipeline(Readable.from(this.artifacts.content(project, record.deployment.artifact_id)), createGunzip(), bounded, tar.stdin!).then(
+      () => undefined,
+      (err: Error) => err,
+    );
+    const errorCode = fed && "code" in fed ? String(fed.code) : undefined;
+    if (fed && errorCode !== "EPIPE") {
+      // Refused while unpacking (or the store failed under it): tar stops where it is, and what it wrote goes.
+      tar.kill("SIGKILL");
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+      if (fed instanceof BundleRefused) return { reason: fed.reason, message: fed.message };
+      if (errorCode?.startsWith("Z_")) return { reason: "bundle_invalid", message: "the bundle is not a gzip-compressed tar archive" };
+      throw fed;
+    }
+    const code = await exited;
+    if (code !== 0) {
+      rmSync(dir, { recursive: true, force: true });
+      return { reason: "bundle_invalid", message: `tar failed (${code}): ${stderr.trim().slice(0, 400)}` };
+    }
+    this.log.info("bundle unpacked", { deploymentId: record.deployment.id, files: bounded.entries, bytes: bounded.bytes });
     const modulePath = record.manifest.entrypoint.split(":")[0]!.split(".");
     const file = join(dir, ...modulePath);
     if (!existsSync(`${file}.py`) && !existsSync(join(file, "__init__.py")))
-      return `the entrypoint's module ${modulePath.join(".")} is not in the bundle (no ${modulePath.join("/")}.py or ${modulePath.join("/")}/__init__.py)`;
+      return { reason: "bundle_invalid", message: `the entrypoint's module ${modulePath.join(".")} is not in the bundle (no ${modulePath.join("/")}.py or ${modulePath.join("/")}/__init__.py)` };
     return undefined;
   }
 }
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function run(argv: string[], timeoutMs: number): Promise<{ code: number | null; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(argv[0]!, argv.slice(1), { stdio: ["ignore", "ignore", "pipe"], env: {}, timeout: timeoutMs });
-    let stderr = "";
-    child.stderr!.setEncoding("utf8").on("data", (c: string) => {
-      if (stderr.length < 4096) stderr += c;
-    });
-    child.on("error", (err) => resolve({ code: null, stderr: err.message }));
-    child.on("exit", (code) => resolve({ code, stderr }));
-  });
 }
 
 export { DEFAULT_REPLICA_POLICY };

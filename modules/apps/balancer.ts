@@ -52,7 +52,7 @@ export class AppBalancer {
   ) {}
 
   /** Relays one request to an instance of the deployment `address` serves (`target`), retrying as the module's header says. */
-  async relay(address: string, target: HostedTarget, request: Omit<AppExchangeRequest, "hostId" | "deploymentId" | "instanceId">, sink: ResponseSink): Promise<void> {
+  async relay(address: string, target: HostedTarget, request: Omit<AppExchangeRequest, "hostId" | "deploymentId" | "instanceId" | "timeouts">, sink: ResponseSink): Promise<void> {
     const body = request.body ? new SharedBody(request.body) : undefined;
     try {
       const deadline = performance.now() + this.options.coldStartTimeoutMs;
@@ -117,11 +117,11 @@ export class AppBalancer {
     }
   }
 
-  private async send(instance: ServingInstance, target: HostedTarget, request: Omit<AppExchangeRequest, "hostId" | "deploymentId" | "instanceId">, sink: ResponseSink): Promise<ExchangeOutcome> {
+  private async send(instance: ServingInstance, target: HostedTarget, request: Omit<AppExchangeRequest, "hostId" | "deploymentId" | "instanceId" | "timeouts">, sink: ResponseSink): Promise<ExchangeOutcome> {
     const id = instance.instanceId;
     this.inFlight.set(id, (this.inFlight.get(id) ?? 0) + 1);
     try {
-      return await this.exchanges.exchange({ ...request, hostId: instance.hostId, deploymentId: target.deploymentId, instanceId: id }, sink);
+      return await this.exchanges.exchange({ ...request, hostId: instance.hostId, deploymentId: target.deploymentId, instanceId: id, timeouts: target.timeouts }, sink);
     } finally {
       const left = (this.inFlight.get(id) ?? 1) - 1;
       if (left > 0) this.inFlight.set(id, left);

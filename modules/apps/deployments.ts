@@ -38,6 +38,8 @@ const InstanceSchema = Schema.Struct({
 // Fields records written before them lack decode as one instance, as every deployment had.
 const ScalingSchema = Schema.Struct({ min_instances: Schema.Number, max_instances: Schema.Number, target_inflight: Schema.Number });
 const oneInstance = () => Schema.Number.pipe(Schema.withDecodingDefaultKey(Effect.succeed(1)));
+const EffectiveTimeoutsSchema = Schema.Struct({ request_seconds: Schema.Number, idle_seconds: Schema.Number });
+export type EffectiveTimeouts = Mutable<typeof EffectiveTimeoutsSchema.Type>;
 
 export const DeploymentObjectSchema = Schema.Struct({
   id: Schema.String,
@@ -68,6 +70,8 @@ export const DeploymentObjectSchema = Schema.Struct({
   superseded_by: Schema.NullOr(Schema.String),
   /** The last log lines of a failed deployment. */
   last_logs: Schema.mutable(Schema.Array(Schema.String)),
+  /** What the gateways wait for the app: the manifest's `timeouts`, the defaults where it sets none (absent on records made before). */
+  timeouts: Schema.optionalKey(EffectiveTimeoutsSchema),
 });
 export type DeploymentObject = Mutable<typeof DeploymentObjectSchema.Type>;
 export type DeploymentInstance = DeploymentObject["instances"][number];
@@ -86,6 +90,7 @@ const ManifestSchema = Schema.Struct({
   minInstances: oneInstance(),
   maxInstances: oneInstance(),
   targetInflight: Schema.Number.pipe(Schema.withDecodingDefaultKey(Effect.succeed(DEFAULT_TARGET_INFLIGHT))),
+  timeouts: Schema.optionalKey(Schema.Struct({ requestSeconds: Schema.optionalKey(Schema.Number), idleSeconds: Schema.optionalKey(Schema.Number) })),
 });
 
 const StoredDeploymentSchema = Schema.Struct({
@@ -97,7 +102,8 @@ export type StoredDeployment = Mutable<typeof StoredDeploymentSchema.Type>;
 const storedDeployment = valueSchema<StoredDeployment>()(StoredDeploymentSchema);
 
 // Which instances serve it is not in the route: gateways learn that from the app hosts' heartbeats.
-const RouteSchema = Schema.Struct({ project: Schema.String, deployment_id: Schema.String, sha256: Schema.String });
+/** `timeouts`: the deployment's (absent on routes written before: the gateway's defaults apply). */
+const RouteSchema = Schema.Struct({ project: Schema.String, deployment_id: Schema.String, sha256: Schema.String, timeouts: Schema.optionalKey(EffectiveTimeoutsSchema) });
 export type AppRoute = Mutable<typeof RouteSchema.Type>;
 const route = valueSchema<AppRoute>()(RouteSchema);
 

@@ -43,6 +43,8 @@ export interface AppExchangeRequest {
   headers: Array<[string, string]>;
   /** Undefined: no body. */
   body: AsyncIterable<Uint8Array> | undefined;
+  /** The deployment's: the wait for the response head (from now), and between frames of its body. */
+  timeouts: { requestMs: number; idleMs: number };
 }
 
 /**
@@ -73,8 +75,15 @@ interface Pending {
   hostId: string;
   /** The host answered something (credit, a head): it took the request. */
   accepted: boolean;
+  timeouts: AppExchangeRequest["timeouts"];
   /** When the response head is overdue (performance.now() ms); checked with the hosts' liveness. */
   headDeadline: number;
+  /**
+   * When the response body last moved (performance.now() ms): a frame came, or the client took
+   * what it was behind on. Undefined while the gateway waits on the client (the host has no
+   * credit then, so the app's silence is not the app's).
+   */
+  lastMoved: number | undefined;
   expectedSeq: number;
   /** The host sent the response head. */
   headSeen: boolean;
@@ -94,12 +103,10 @@ interface Pending {
 }
 
 export interface AppExchangeClientOptions {
-  /** Is the host alive (its heartbeats)? Checked every second for open exchanges, with their head deadlines. */
+  /** Is the host alive (its heartbeats)? Checked every second for open exchanges, with their timeouts. */
   hostAlive(hostId: string): boolean;
   /** Was the host heard from after `since` (performance.now() ms)? */
   hostHeardSince(hostId: string, since: number): boolean;
-  /** Longest wait for the response head. */
-  headTimeoutMs: number;
 }
 
 export class AppExchangeClient {
@@ -156,7 +163,8 @@ export class AppExchangeClient {
       const now = performance.now();
       for (const p of this.pending.values()) {
         if (!this.options.hostAlive(p.hostId)) p.fail(HOST_LOST, "the app's host stopped answering");
-        else if (!p.headSeen && now > p.headDeadline) p.fail("timeout", `the app did not answer within ${this.options.headTimeoutMs} ms`);
+        else if (!p.headSeen && now > p.headDeadline) p.fail("app_timeout", `The app did not answer within ${seconds(p.timeouts.requestMs)} (the deployment's timeouts.request_seconds).`);
+        else if (p.headSeen && p.lastMoved !== undefined && now - p.lastMoved > p.timeouts.idleMs) p.fail("app_idle", `the app sent nothing for ${seconds(p.timeouts.idleMs)}`);
       }
     }, 1_000);
     this.livenessTimer.unref();
@@ -246,7 +254,9 @@ export class AppExchangeClient {
       const p: Pending = {
         hostId: request.hostId,
         accepted: false,
-        headDeadline: performance.now() + this.options.headTimeoutMs,
+        timeouts: request.timeouts,
+        headDeadline: performance.now() + request.timeouts.requestMs,
+        lastMoved: undefined,
         sink,
         expectedSeq: 1,
         headSeen: false,
@@ -263,8 +273,9 @@ export class AppExchangeClient {
             if (code === "no_instance") return settle("refused", false);
             if (code === HOST_LOST || code === HOST_STOPPING) return settle(p.accepted || request.body === undefined ? "lost" : "lost_unaccepted", true);
             if (code === "app_overloaded") return settle(errors.appOverloaded(message), false);
-            return settle(code === "timeout" ? errors.deadline(message) : errors.appUnavailable(message, code === "app_error" ? "app_unavailable" : code), true);
+            return settle(code === "app_timeout" ? errors.deadline(message, "app_timeout") : errors.appUnavailable(message, code === "app_error" ? "app_unavailable" : code), true);
           }
+          if (code === "app_idle") this.log.info("app response cut off", { hostId: p.hostId, reason: message });
           sink.abort();
           settle("done", true);
         },
@@ -283,6 +294,7 @@ export class AppExchangeClient {
               p.headSeen = true;
               p.heldHead = kind.value;
               p.headAt = performance.now();
+              p.lastMoved = p.headAt;
               const check = () => {
                 if (settled || !p.heldHead) return;
                 if (this.options.hostHeardSince(p.hostId, p.headAt)) sink.batch(sendHead);
@@ -295,11 +307,16 @@ export class AppExchangeClient {
               if (!sink.live) return settle("done", true);
               sendHead();
               const bytes = kind.value.length;
-              if (sink.write(kind.value)) return grant(bytes);
+              if (sink.write(kind.value)) {
+                if (!creditInFlight) p.lastMoved = performance.now();
+                return grant(bytes);
+              }
               // The client is behind: the host gets this credit back once the socket drained.
               creditInFlight = true;
+              p.lastMoved = undefined;
               void sink.writable().then(() => {
                 creditInFlight = false;
+                p.lastMoved = performance.now();
                 grant(bytes);
               });
               return;
@@ -363,6 +380,9 @@ export class AppExchangeClient {
     if (!over()) publish({ $case: "end", value: {} });
   }
 }
+
+/** A duration for an error message: "1 s", "300 s", "1.5 s". */
+const seconds = (ms: number) => `${ms / 1000} s`;
 
 /** Header values are bytes on the wire (latin1 text here): read in place, not copied. */
 function headerPairs(head: AppResponseHead): Array<[string, string]> {

@@ -23,6 +23,8 @@ export const MAX_INSTANCES = 100;
 /** Scaling's default target: requests in flight per instance (`target_inflight`). */
 export const DEFAULT_TARGET_INFLIGHT = 10;
 export const MAX_TARGET_INFLIGHT = 10_000;
+/** Bounds of `timeouts.request_seconds` and `timeouts.idle_seconds`. */
+export const MAX_TIMEOUT_SECONDS = 3600;
 
 /** `package.module:variable`: Python identifiers, dots between packages, one colon. */
 const IDENT = "[A-Za-z_][A-Za-z0-9_]*";
@@ -33,7 +35,8 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** Variables the platform sets in every instance: a manifest may not override them. */
 export const PLATFORM_ENV_PREFIX = "TRIBUTARY_";
 
-const FIELDS = ["entrypoint", "organization_slug", "project", "project_slug", "cpu_mhz", "gpu_count", "memory_size_mb", "env", "secrets", "runtime", "min_instances", "max_instances", "target_inflight"] as const;
+const FIELDS = ["entrypoint", "organization_slug", "project", "project_slug", "cpu_mhz", "gpu_count", "memory_size_mb", "env", "secrets", "runtime", "timeouts", "min_instances", "max_instances", "target_inflight"] as const;
+const TIMEOUT_FIELDS = ["request_seconds", "idle_seconds"] as const;
 const REQUIRED = ["entrypoint", "organization_slug", "project", "project_slug", "cpu_mhz", "gpu_count", "memory_size_mb"] as const;
 
 export interface AppManifest {
@@ -53,6 +56,18 @@ export interface AppManifest {
   maxInstances: number;
   /** Requests in flight per instance that scaling aims at. */
   targetInflight: number;
+  /** As written (absent when the manifest sets none); the gateway's defaults fill the rest at deploy time. */
+  timeouts?: AppTimeouts;
+}
+
+/**
+ * How long the gateway waits on the app: for the response head (`requestSeconds`: from the
+ * request's head on, a 504 `app_timeout` past it), and for the next bytes of a response body
+ * (`idleSeconds`: the response is cut off past it; streams should send something more often).
+ */
+export interface AppTimeouts {
+  requestSeconds?: number;
+  idleSeconds?: number;
 }
 
 /** What the app hosts offer: the largest instance one host can run. */
@@ -86,10 +101,11 @@ export function slugOf(name: string): string {
 
 const param = (field: string) => `manifest.${field}`;
 
-function integerField(raw: Record<string, unknown>, field: string, min: number): number {
+/** `raw[field]` as an integer of at least `min`; `path`: the field's name in the manifest (nested fields). */
+function integerField(raw: Record<string, unknown>, field: string, min: number, path = field): number {
   const value = raw[field];
-  if (typeof value !== "number" || !Number.isInteger(value)) throw errors.invalidParam(param(field), `${field} must be an integer.`, "invalid_type");
-  if (value < min) throw errors.invalidParam(param(field), `${field} must be at least ${min}.`);
+  if (typeof value !== "number" || !Number.isInteger(value)) throw errors.invalidParam(param(path), `${field} must be an integer.`, "invalid_type");
+  if (value < min) throw errors.invalidParam(param(path), `${field} must be at least ${min}.`);
   return value;
 }
 
@@ -166,7 +182,8 @@ export function checkManifest(raw: unknown, target: DeployTarget, offer: AppHost
     if (name in env) throw errors.invalidParam(param(`env.${name}`), `${name} is both in env and in secrets: name it once.`, "conflicting_fields");
 
   const { minInstances, maxInstances, targetInflight } = scalingFields(fields);
-  return { entrypoint, organizationSlug, project, projectSlug, cpuMhz, gpuCount, memorySizeMb, env, secrets, runtime: "python", minInstances, maxInstances, targetInflight };
+  const timeouts = timeoutsField(fields.timeouts);
+  return { entrypoint, organizationSlug, project, projectSlug, cpuMhz, gpuCount, memorySizeMb, env, secrets, runtime: "python", minInstances, maxInstances, targetInflight, ...(timeouts ? { timeouts } : {}) };
 }
 
 /** min_instances (default 1), max_instances (default min_instances, at least 1) and target_inflight. */
@@ -183,6 +200,22 @@ function scalingFields(fields: Record<string, unknown>): Pick<AppManifest, "minI
     throw errors.invalidParam(param("max_instances"), `max_instances ${maxInstances} is less than min_instances ${minInstances}.`, "conflicting_fields");
   const targetInflight = optional("target_inflight", 1, MAX_TARGET_INFLIGHT, DEFAULT_TARGET_INFLIGHT);
   return { minInstances, maxInstances, targetInflight };
+}
+
+function timeoutsField(value: unknown): AppTimeouts | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== "object" || Array.isArray(value)) throw errors.invalidParam(param("timeouts"), "timeouts must be a mapping: request_seconds, idle_seconds.", "invalid_type");
+  const fields = value as Record<string, unknown>;
+  for (const key of Object.keys(fields)) if (!(TIMEOUT_FIELDS as readonly string[]).includes(key)) throw errors.unknownParam(param(`timeouts.${key.slice(0, 64)}`));
+  const seconds = (field: (typeof TIMEOUT_FIELDS)[number]): number | undefined => {
+    if (fields[field] === undefined || fields[field] === null) return undefined;
+    const n = integerField(fields, field, 1, `timeouts.${field}`);
+    if (n > MAX_TIMEOUT_SECONDS) throw errors.invalidParam(param(`timeouts.${field}`), `${field} must be at most ${MAX_TIMEOUT_SECONDS}.`);
+    return n;
+  };
+  const requestSeconds = seconds("request_seconds");
+  const idleSeconds = seconds("idle_seconds");
+  return { ...(requestSeconds !== undefined ? { requestSeconds } : {}), ...(idleSeconds !== undefined ? { idleSeconds } : {}) };
 }
 
 function envField(value: unknown): Record<string, string> {

@@ -13,12 +13,14 @@ export {
   MAX_TARGET_INFLIGHT,
   DEFAULT_TARGET_INFLIGHT,
   MAX_SECRETS,
+  MAX_TIMEOUT_SECONDS,
   MIN_CPU_MHZ,
   MIN_MEMORY_MB,
   parseManifest,
   slugOf,
   type AppHostOffer,
   type AppManifest,
+  type AppTimeouts,
   type DeployTarget,
 } from "./manifest.js";
 export {
@@ -47,6 +49,7 @@ export {
   type DeploymentInstance,
   type DeploymentObject,
   type DeploymentStatus,
+  type EffectiveTimeouts,
   type InstanceStatus,
   type StoredDeployment,
 } from "./deployments.js";
@@ -54,6 +57,7 @@ export { AppExchangeClient, type AppExchangeRequest, type ExchangeOutcome, type 
 export { AppExchangeServer, MAX_FRAME_BYTES, REQUEST_WINDOW, RESPONSE_WINDOW } from "./exchange-host.js";
 export { AppConnectionPool, AppHttpRequest, MAX_RESPONSE_HEAD_BYTES, MAX_RESPONSE_HEADERS, type AppResponseHandlers } from "./app-http.js";
 export { HOST_INSTANCE_STATES, type AppHostHeartbeat, type AppLogEvent, type HostInstanceState } from "./protocol.js";
+export { appRequestHeaders, EDGE_HEADERS, type EdgeFacts } from "./forwarded-headers.js";
 export { hostedAddressOf, PATH_ADDRESS_SEGMENT, pathAddressOf, pathUrlOf, PREFIX_HEADER, responseHeadsUnder, type PathAddress } from "./addresses.js";
 export { LAUNCHER_PATH, LAUNCHER_SOURCE } from "./launcher-source.js";
 export { AppService, type AppServiceOptions, type HostedTarget, type PresentedDeployment } from "./service.js";

@@ -8,7 +8,7 @@ import type { ArtifactStore } from "../artifacts/mod.js";
 import { errors, shown } from "../errors/mod.js";
 import { hostedAddressOf, pathUrlOf } from "./addresses.js";
 import * as states from "./deployment-states.js";
-import { DEPLOYMENT_ID, nowSeconds, type AppRoute, type DeploymentObject, type DeploymentStore, type StoredDeployment } from "./deployments.js";
+import { DEPLOYMENT_ID, nowSeconds, type AppRoute, type DeploymentObject, type DeploymentStore, type EffectiveTimeouts, type StoredDeployment } from "./deployments.js";
 import type { LogLine } from "./instance.js";
 import type { AppHostDirectory } from "./host-directory.js";
 import { parseManifest, slugOf, type AppManifest } from "./manifest.js";
@@ -29,6 +29,8 @@ export interface AppServiceOptions {
   localBase: () => string;
   rpcTimeoutMs: number;
   stopTimeoutMs: number;
+  /** What a deployment whose manifest sets no `timeouts` (or one field only) gets. */
+  defaultTimeouts: EffectiveTimeouts;
 }
 
 /**
@@ -42,6 +44,8 @@ export type PresentedDeployment = DeploymentObject & { local_url: string };
 export interface HostedTarget {
   project: string;
   deploymentId: string;
+  /** How long the app may take to its response head, and between bytes of its body. */
+  timeouts: { requestMs: number; idleMs: number };
 }
 
 /** The recent log lines a deployment's logs show (its instances' together, the latest). */
@@ -80,7 +84,7 @@ export class AppService {
   /** The deployment a hosted address serves when the route cache holds it (no wait: the usual case). */
   resolveCached(address: string): HostedTarget | undefined {
     const route = this.routes.get(address);
-    return route ? { project: route.project, deploymentId: route.deployment_id } : undefined;
+    return route && this.targetOf(route);
   }
 
   /** The deployment a hosted address serves (the cache first; `fresh` reads KV, after a refused exchange). */
@@ -91,7 +95,7 @@ export class AppService {
       route = await this.store.route(projectSlug, organizationSlug);
       if (route) this.routes.set(address, route);
     }
-    return route ? { project: route.project, deploymentId: route.deployment_id } : undefined;
+    return route && this.targetOf(route);
   }
 
   /** True when the deployment still runs (it is not final): worth waiting for an instance of. */
@@ -103,6 +107,11 @@ export class AppService {
   /** Asks the reconciler for an instance of a deployment none serves (scaled to zero, or all lost). */
   demand(target: HostedTarget): void {
     this.nc.publish(subjects.appDemand, encodeJson({ project: target.project, deployment_id: target.deploymentId } satisfies AppDemand));
+  }
+
+  private targetOf(route: AppRoute): HostedTarget {
+    const timeouts = route.timeouts ?? this.options.defaultTimeouts;
+    return { project: route.project, deploymentId: route.deployment_id, timeouts: { requestMs: timeouts.request_seconds * 1000, idleMs: timeouts.idle_seconds * 1000 } };
   }
 
   hostedUrl(manifest: Pick<AppManifest, "projectSlug" | "organizationSlug">): string {
@@ -181,6 +190,10 @@ export class AppService {
       replaces: route?.deployment_id ?? null,
       superseded_by: null,
       last_logs: [],
+      timeouts: {
+        request_seconds: manifest.timeouts?.requestSeconds ?? this.options.defaultTimeouts.request_seconds,
+        idle_seconds: manifest.timeouts?.idleSeconds ?? this.options.defaultTimeouts.idle_seconds,
+      },
     };
     // What should run; the reconciler (on an actor host) places its instances.
     const record: StoredDeployment = { deployment, project, manifest };

@@ -148,6 +148,22 @@ export class QueueFull extends Data.TaggedError("QueueFull")<{ readonly model: s
   }
 }
 
+/**
+ * No sandbox host can start a sandbox now: none is heard from, or every one is full (`detail`
+ * names the limit reached, with its figures: "memory: 3.9 of 4.0 GiB reserved, 1.0 GiB asked").
+ */
+export class NoSandboxHost extends Data.TaggedError("NoSandboxHost")<{ readonly state: "none" | "full"; readonly detail: string | null; readonly retryAfterSeconds: number }> {
+  /** What keeps a sandbox from starting, as a sentence's clause (a queued job's `waiting_reason`). */
+  get situation(): string {
+    return this.state === "none" ? "no sandbox host is running" : `every sandbox host is full (${this.detail})`;
+  }
+
+  override get message(): string {
+    const situation = this.situation;
+    return `${situation[0]!.toUpperCase()}${situation.slice(1)}. ${this.state === "none" ? "Please retry shortly." : "Please retry after some sandboxes stop."}`;
+  }
+}
+
 /** The runner of an admitted request went silent (crashed, partitioned). */
 export class RunnerLost extends Data.TaggedError("RunnerLost")<{ readonly message: string }> {}
 
@@ -160,8 +176,8 @@ export class AppOverloaded extends Data.TaggedError("AppOverloaded")<{ readonly 
 /** Events of an admitted request were lost on the way (a sequence gap). */
 export class StreamInterrupted extends Data.TaggedError("StreamInterrupted")<{ readonly message: string }> {}
 
-/** The request's deadline passed (queueing included), or no runner answered in time. */
-export class DeadlineExceeded extends Data.TaggedError("DeadlineExceeded")<{ readonly message: string }> {}
+/** The request's deadline passed (queueing included), no runner answered in time, or a hosted app did not (`code` app_timeout). */
+export class DeadlineExceeded extends Data.TaggedError("DeadlineExceeded")<{ readonly message: string; readonly code?: string }> {}
 
 export type CancelReason = "client_closed" | "cancelled" | "batch_cancelled";
 
@@ -210,6 +226,7 @@ export type DomainError =
   | MethodNotAllowed
   | NoRunner
   | QueueFull
+  | NoSandboxHost
   | RunnerLost
   | AppUnavailable
   | AppOverloaded
@@ -223,7 +240,7 @@ export type DomainError =
 const TAGS: ReadonlySet<string> = new Set<DomainError["_tag"]>([
   "InvalidParam", "InvalidJson", "ContextLengthExceeded", "TooLarge", "HeadersTooLarge", "AmbiguousRequest", "RequestTimeout", "TooManyConnections", "UnsupportedMediaType", "NotFound", "ModelNotFound",
   "Conflict", "Gone", "Unauthenticated", "Forbidden", "RateLimited", "UnknownRoute", "MethodNotAllowed", "NoRunner",
-  "QueueFull", "RunnerLost", "AppUnavailable", "AppOverloaded", "StreamInterrupted", "DeadlineExceeded", "Cancelled", "ShuttingDown", "Unavailable", "Internal",
+  "QueueFull", "NoSandboxHost", "RunnerLost", "AppUnavailable", "AppOverloaded", "StreamInterrupted", "DeadlineExceeded", "Cancelled", "ShuttingDown", "Unavailable", "Internal",
 ]);
 
 export function isDomainError(err: unknown): err is DomainError {
@@ -255,6 +272,7 @@ export function isTransient(err: DomainError): boolean {
   switch (err._tag) {
     case "NoRunner":
     case "QueueFull":
+    case "NoSandboxHost":
     case "RunnerLost":
     case "AppUnavailable":
     case "AppOverloaded":
@@ -305,7 +323,7 @@ export const errors = {
   invalidKey: () => new Unauthenticated({ reason: "invalid_api_key" }),
   forbidden: (message: string, code: string | null = null) => new Forbidden({ message, code }),
   unavailable: (message: string, retryAfterSeconds = 1) => new Unavailable({ message, retryAfterSeconds }),
-  deadline: (message: string) => new DeadlineExceeded({ message }),
+  deadline: (message: string, code = "timeout") => new DeadlineExceeded({ message, code }),
   cancelled: (reason: CancelReason = "cancelled") => new Cancelled({ reason }),
   internal: (cause?: unknown) => new Internal({ cause }),
   appUnavailable: (message: string, code = "app_unavailable") => new AppUnavailable({ message, code }),

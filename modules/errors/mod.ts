@@ -23,6 +23,7 @@ export {
   MethodNotAllowed,
   ModelNotFound,
   NoRunner,
+  NoSandboxHost,
   NotFound,
   QueueFull,
   RateLimited,

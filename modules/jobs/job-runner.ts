@@ -9,6 +9,13 @@ import type { JobObject, JobStore, StoredJob } from "./job-store.js";
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
+/** Why a job's sandbox could not start, as its waiting_reason says it. */
+function waitingReason(err: unknown): string {
+  if (!isDomainError(err) || err._tag === "Internal") return "its sandbox could not be started (an internal error)";
+  if (err._tag === "NoSandboxHost") return err.situation;
+  return `its sandbox could not be started: ${err.message}`;
+}
+
 /** What became of one delivery of a job: final (ack), or to be tried again later (nak). */
 export type JobOutcome = "final" | "retry";
 
@@ -69,11 +76,13 @@ export class JobRunner {
       if (sandbox.status !== "running") throw new Error(sandbox.error ?? "the sandbox did not start");
       sandboxId = sandbox.id;
     } catch (err) {
-      if (isDomainError(err) && err._tag === "InvalidParam") {
-        // A secret named by the job is gone: no attempt will do better.
+      if (isDomainError(err) && err._tag === "InvalidParam" && err.code !== "sandbox_limit_reached") {
+        // A secret named by the job is gone, or no host could ever hold it: no attempt will do better.
         return this.fail(project, jobId, { code: "invalid_job", message: err.message });
       }
       this.log.warn("job sandbox could not be started; retrying later", { jobId, err: err instanceof Error ? err.message : String(err) });
+      // The record says why it waits, so a client need not guess from a job that stays queued.
+      await this.jobs.transition(project, jobId, (job) => states.waiting(job, waitingReason(err))).catch(() => undefined);
       return "retry";
     }
     const started = await this.jobs.transition(project, jobId, (job) => states.start(job, attempt, sandboxId, nowSeconds()));

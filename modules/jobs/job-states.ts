@@ -12,6 +12,7 @@ import type { JobObject, JobStatus } from "./job-store.js";
 //     └──cancel (the user)──▶ cancelled
 //   queued | running | cancelling ──fail (attempts used up, its input or secret gone)──▶ failed
 //   queued | running | cancelling ──stopped (a cancel seen by the worker)──▶ cancelled
+//   queued ──waiting (no room for its sandbox yet)──▶ queued, its waiting_reason saying why (cleared on leaving queued)
 //
 // A final record (succeeded, failed, cancelled) never moves again.
 
@@ -70,10 +71,19 @@ export function keepsOutputs(job: JobObject, attempt: number, end: RunEnd): bool
   return (end.error.code === "exit_code" || end.error.code === "oom") && !triesAgain(job, attempt, end);
 }
 
+/**
+ * Its worker could not start it (no sandbox host with room, the project's sandboxes at their
+ * limit): it stays queued, saying why. From queued only; undefined when it says so already.
+ */
+export function waiting(job: JobObject, reason: string): JobObject | undefined {
+  if (job.status !== "queued" || job.waiting_reason === reason) return undefined;
+  return { ...job, waiting_reason: reason };
+}
+
 /** Attempt `attempt` starts in sandbox `sandboxId`. From queued, or running (a redelivery after its worker died). */
 export function start(job: JobObject, attempt: number, sandboxId: string, at: number): JobObject | undefined {
   if (job.status !== "queued" && job.status !== "running") return undefined;
-  return { ...job, status: "running", attempt, sandbox_id: sandboxId, started_at: job.started_at ?? at };
+  return { ...job, status: "running", attempt, sandbox_id: sandboxId, started_at: job.started_at ?? at, waiting_reason: null };
 }
 
 /** The project files its command left. Undefined for a final job. */
@@ -89,21 +99,21 @@ export function withOutputs(job: JobObject, fileIds: string[]): JobObject | unde
  */
 export function runEnded(job: JobObject, attempt: number, end: RunEnd, at: number): JobObject | undefined {
   if (isFinal(job.status)) return undefined;
-  if (end.kind === "succeeded") return { ...job, status: "succeeded", exit_code: 0, error: null, finished_at: at };
+  if (end.kind === "succeeded") return { ...job, status: "succeeded", exit_code: 0, error: null, finished_at: at, waiting_reason: null };
   if (triesAgain(job, attempt, end)) return job.status === "running" ? { ...job, status: "queued", exit_code: end.exitCode, error: end.error } : undefined;
-  return { ...job, status: "failed", exit_code: end.exitCode, error: end.error, finished_at: at };
+  return { ...job, status: "failed", exit_code: end.exitCode, error: end.error, finished_at: at, waiting_reason: null };
 }
 
 /** It cannot run (attempts used up, an input file or a secret gone): it fails, its last exit code kept. Undefined for a final job. */
 export function fail(job: JobObject, error: JobError, at: number): JobObject | undefined {
   if (isFinal(job.status)) return undefined;
-  return { ...job, status: "failed", error, finished_at: at };
+  return { ...job, status: "failed", error, finished_at: at, waiting_reason: null };
 }
 
 /** A worker saw its cancel (before or while it ran): it ends cancelled. Undefined for a final job. */
 export function stopped(job: JobObject, at: number): JobObject | undefined {
   if (isFinal(job.status)) return undefined;
-  return { ...job, status: "cancelled", error: null, finished_at: at };
+  return { ...job, status: "cancelled", error: null, finished_at: at, waiting_reason: null };
 }
 
 /**
@@ -112,7 +122,7 @@ export function stopped(job: JobObject, at: number): JobObject | undefined {
  * already, nothing changes.
  */
 export function cancel(job: JobObject, at: number): JobObject | undefined {
-  if (job.status === "queued") return { ...job, status: "cancelled", finished_at: at };
+  if (job.status === "queued") return { ...job, status: "cancelled", finished_at: at, waiting_reason: null };
   if (job.status === "running") return { ...job, status: "cancelling" };
   return undefined;
 }

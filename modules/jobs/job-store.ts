@@ -37,6 +37,12 @@ const JobObjectSchema = Schema.Struct({
   exit_code: Schema.NullOr(Schema.Number),
   error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
   sandbox_id: Schema.NullOr(Schema.String),
+  /**
+   * Why a queued job is not running yet, in words ("every sandbox host is full (memory: 3.9 of 4.0
+   * GiB reserved, 1.0 GiB asked)"), from its worker's last try; null once it starts or ends, and
+   * before any try. Absent from records written before it existed.
+   */
+  waiting_reason: Schema.optionalKey(Schema.NullOr(Schema.String)),
   /** Project files mounted read-only at /workspace/input before the command runs. */
   input_files: Schema.mutable(Schema.Array(Schema.String)),
   /** Files the command left in /workspace/output, stored as project files (purpose user_data). */

@@ -70,6 +70,8 @@ export function openAIError(err: DomainError, requestId: string): OpenAIError {
       return of(503, err.message, SERVER, "service_unavailable", null, retryAfter(err.retryAfterSeconds));
     case "QueueFull":
       return of(503, err.message, SERVER, "server_overloaded", null, retryAfter(1));
+    case "NoSandboxHost":
+      return of(503, err.message, SERVER, "service_unavailable", null, retryAfter(err.retryAfterSeconds));
     case "RunnerLost":
       return of(502, err.message, SERVER, "runner_lost");
     case "AppUnavailable":
@@ -80,7 +82,7 @@ export function openAIError(err: DomainError, requestId: string): OpenAIError {
     case "StreamInterrupted":
       return of(502, err.message, SERVER, "stream_interrupted");
     case "DeadlineExceeded":
-      return of(504, err.message, SERVER, "timeout");
+      return of(504, err.message, SERVER, err.code ?? "timeout");
     case "Cancelled":
       return of(499, err.message, INVALID, err.reason);
     case "ShuttingDown":

@@ -37,6 +37,19 @@ def send(obj):
     with out_lock:
         os.write(1, line)
 
+# The agent's exit code when it cannot go on (its I/O thread or its main loop failed): rather than
+# linger half alive, where calls would hang until their deadlines, it ends, and the host fails the
+# sandbox at once, naming this.
+AGENT_FAILED = 70
+
+def signame(n):
+    """A signal's name, real-time ones included (the enum lacks them: SIGRTMIN+1)."""
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        if signal.SIGRTMIN <= n <= signal.SIGRTMAX: return "SIGRTMIN+%d" % (n - signal.SIGRTMIN)
+        return "SIG%d" % n
+
 def b64(data):
     return base64.b64encode(data).decode()
 
@@ -141,7 +154,7 @@ class Run:
         for fd in list(self.pipes): self.detach(fd)
         rc = self.proc.returncode
         running.pop(self.id, None)
-        msg = {"id": self.id, "t": "exit", "code": rc if rc >= 0 else None, "signal": signal.Signals(-rc).name if rc < 0 else None,
+        msg = {"id": self.id, "t": "exit", "code": rc if rc >= 0 else None, "signal": signame(-rc) if rc < 0 else None,
                "timed_out": self.timed_out, "truncated": self.truncated}
         if not self.stream:
             msg["stdout"] = b64(bytes(self.kept["out"]))
@@ -230,7 +243,7 @@ class PtySession:
         except Exception: pass
         running.pop(self.id, None)
         code = os.WEXITSTATUS(self.status) if os.WIFEXITED(self.status) else None
-        sig = signal.Signals(os.WTERMSIG(self.status)).name if os.WIFSIGNALED(self.status) else None
+        sig = signame(os.WTERMSIG(self.status)) if os.WIFSIGNALED(self.status) else None
         send({"id": self.id, "t": "exit", "code": code, "signal": sig, "timed_out": self.timed_out, "truncated": False})
         return True
 
@@ -262,7 +275,13 @@ def io_loop():
         now = time.monotonic()
         active = [r for r in active if not r.check(now)]
 
-threading.Thread(target=io_loop, daemon=True).start()
+def io_thread():
+    try:
+        io_loop()
+    finally:
+        os._exit(AGENT_FAILED)
+
+threading.Thread(target=io_thread, daemon=True).start()
 
 def handle(req):
     op, rid = req.get("op"), req.get("id")
@@ -329,9 +348,12 @@ def handle(req):
 
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 send({"t": "ready"})
-for line in sys.stdin.buffer:
-    try:
-        req = json.loads(line)
-    except Exception:
-        continue
-    handle(req)
+try:
+    for line in sys.stdin.buffer:
+        try:
+            req = json.loads(line)
+        except Exception:
+            continue
+        handle(req)
+except BaseException:
+    os._exit(AGENT_FAILED)

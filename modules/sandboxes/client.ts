@@ -1,11 +1,14 @@
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { errors } from "../errors/mod.js";
 import { subjects } from "../../lib/nats/subjects.js";
+import { fromRoom, memoryOf, shortage, type SandboxNeed } from "./admission.js";
 import { encodeJson, execEvent, hostCall, hostHeartbeat, hostReply, type ExecEvent, type HostCall, type HostHeartbeat, type HostReply } from "./protocol.js";
 
 interface HostView extends HostHeartbeat {
   lastSeen: number;
 }
+
+export type Placement = { kind: "placed"; host: HostHeartbeat } | { kind: "none" } | { kind: "full"; detail: string };
 
 /**
  * The sandbox hosts a process knows of, from their heartbeats: which are alive, how much room
@@ -41,24 +44,34 @@ export class SandboxHostDirectory {
     return h && performance.now() - h.lastSeen <= this.hostTimeoutMs ? h : undefined;
   }
 
-  /** A live, ready host with room for the sandbox: the one with the most memory free. */
-  place(need: { cpu_mhz: number; memory_mb: number; disk_mb: number; egress?: boolean }): HostHeartbeat | "none" | "full" {
+  /**
+   * A live, ready host with room for the sandbox (admission.ts's rule on its last heartbeat): the
+   * one with the most memory free. Else "none" (no such host heard from) or "full", saying why.
+   */
+  place(need: SandboxNeed & { egress?: boolean }): Placement {
     let best: HostView | undefined;
-    let any = false;
+    let roomiest: { host: HostView; detail: string } | undefined;
+    let live = 0;
     for (const h of this.hosts.values()) {
       if (!this.alive(h.host_id) || h.state !== "ready" || (need.egress && !h.egress)) continue;
-      any = true;
-      if (h.sandboxes_running >= h.sandboxes_max || h.cpu_mhz_free < need.cpu_mhz || h.memory_mb_free < need.memory_mb + need.disk_mb) continue;
+      live++;
+      const { budget, reserved } = fromRoom(h);
+      const short = shortage(budget, reserved, need);
+      if (short) {
+        if (!roomiest || h.memory_mb_free > roomiest.host.memory_mb_free) roomiest = { host: h, detail: short.detail };
+        continue;
+      }
       if (!best || h.memory_mb_free > best.memory_mb_free) best = h;
     }
     if (best) {
       // Count it now: the next placement before its heartbeat sees the room this one takes.
       best.sandboxes_running++;
       best.cpu_mhz_free -= need.cpu_mhz;
-      best.memory_mb_free -= need.memory_mb + need.disk_mb;
-      return best;
+      best.memory_mb_free -= memoryOf(need);
+      return { kind: "placed", host: best };
     }
-    return any ? "full" : "none";
+    if (!roomiest) return { kind: "none" };
+    return { kind: "full", detail: live > 1 ? `${live} hosts, the roomiest: ${roomiest.detail}` : roomiest.detail };
   }
 
   /** Whether any live host offers network egress (undefined: no host heard from yet). */

@@ -5,6 +5,7 @@ import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { SecretStore } from "../secrets/mod.js";
 import { EGRESS_DNS, type EgressOptions } from "./egress.js";
+import { roomOf, shortage, type HostBudget, type Reserved } from "./admission.js";
 import { SandboxCgroup, type CgroupMode, type IsolationOptions, type SandboxLimits } from "./isolation.js";
 import { encodeJson, hostCall, type CallOf, type HostCall, type HostHeartbeat, type HostReply } from "./protocol.js";
 import { nowSeconds, type SandboxStore } from "./records.js";
@@ -15,8 +16,12 @@ export interface SandboxHostOptions {
   hostId: string;
   heartbeatMs: number;
   maxSandboxes: number;
+  /** The host's CPU (cores × core MHz): one sandbox's quota is at most this. */
   cpuMhz: number;
+  /** Sandboxes' `cpu_mhz` may add up to this many times `cpuMhz` (admission.ts). */
+  cpuOvercommit: number;
   coreMhz: number;
+  /** Memory for sandboxes' `memory_mb + disk_mb`, a hard limit. */
   memoryMb: number;
   /** First host uid of the per-sandbox range; undefined: sandboxes run as this process's uid. */
   uidBase: number | undefined;
@@ -50,6 +55,7 @@ interface LiveSandbox {
 }
 
 const READY_TIMEOUT_MS = 15_000;
+const OOM = "the sandbox ran out of memory";
 const FILES_PER_SANDBOX = 1024;
 /** Processes per sandbox (the pids cgroup, and RLIMIT_NPROC of its uid). */
 export const SANDBOX_PIDS = 256;
@@ -147,28 +153,27 @@ export class SandboxHost {
     rmSync(this.options.workDir, { recursive: true, force: true });
   }
 
-  private used() {
-    let cpu = 0;
-    let memory = 0;
+  private get budget(): HostBudget {
+    return { sandboxesMax: this.options.maxSandboxes, cpuMhz: this.options.cpuMhz, cpuOvercommit: this.options.cpuOvercommit, memoryMb: this.options.memoryMb };
+  }
+
+  private reserved(): Reserved {
+    let cpuMhz = 0;
+    let memoryMb = 0;
     for (const s of this.sandboxes.values()) {
-      cpu += s.limits.cpuMhz;
-      memory += s.limits.memoryMb + s.limits.diskMb;
+      cpuMhz += s.limits.cpuMhz;
+      memoryMb += s.limits.memoryMb + s.limits.diskMb;
     }
-    return { cpu, memory };
+    return { sandboxes: this.sandboxes.size, cpuMhz, memoryMb };
   }
 
   private heartbeat(): void {
-    const used = this.used();
+    const reserved = this.reserved();
     const beat: HostHeartbeat = {
       host_id: this.options.hostId,
       state: this.draining ? "draining" : "ready",
       interval_ms: this.options.heartbeatMs,
-      sandboxes_running: this.sandboxes.size,
-      sandboxes_max: this.options.maxSandboxes,
-      cpu_mhz_total: this.options.cpuMhz,
-      cpu_mhz_free: this.options.cpuMhz - used.cpu,
-      memory_mb_total: this.options.memoryMb,
-      memory_mb_free: this.options.memoryMb - used.memory,
+      ...roomOf(this.budget, reserved),
       sandbox_ids: [...this.sandboxes.keys()],
       egress: this.options.egress !== undefined,
     };
@@ -236,12 +241,10 @@ export class SandboxHost {
     const egress = call.network === "egress";
     if (egress && !this.options.egress) return { ok: false, code: "no_egress", message: "this host offers no network egress" };
     const limits: SandboxLimits = { cpuMhz: call.limits.cpu_mhz, memoryMb: call.limits.memory_mb, diskMb: call.limits.disk_mb, pids: SANDBOX_PIDS, openFiles: FILES_PER_SANDBOX };
-    const used = this.used();
-    const slot = this.freeSlots.pop();
-    if (slot === undefined || used.cpu + limits.cpuMhz > this.options.cpuMhz || used.memory + limits.memoryMb + limits.diskMb > this.options.memoryMb) {
-      if (slot !== undefined) this.freeSlots.push(slot);
-      return { ok: false, code: "no_capacity", message: "the host has no room for this sandbox" };
-    }
+    // Gateways place by heartbeats, which lag: the host's own count decides.
+    const short = shortage(this.budget, this.reserved(), call.limits);
+    const slot = short ? undefined : this.freeSlots.pop();
+    if (slot === undefined) return { ok: false, code: "no_capacity", message: short?.detail ?? `sandboxes: no uid left of ${this.options.maxSandboxes}` };
     let revealed: Record<string, string>;
     try {
       const { values, missing } = await this.secrets.reveal(call.project, call.secrets);
@@ -332,25 +335,44 @@ export class SandboxHost {
     await s.finished;
   }
 
+  /**
+   * Why the sandbox failed when its processes ended without this host ending them (its agent
+   * died, or the memory limit killed it); undefined while they run, or when they were ended on
+   * purpose.
+   */
+  private failureOf(s: LiveSandbox): string | undefined {
+    if (s.stopReason === "oom") return OOM;
+    if (s.stopReason !== undefined || s.proc.endedHow === undefined) return undefined;
+    return (s.cgroup?.oomKills() ?? 0) > 0 ? OOM : s.proc.endedHow;
+  }
+
+  /** The answer to a call on a sandbox that is ending: failed (saying how), or stopping. */
+  private notRunning(s: LiveSandbox): HostReply {
+    const failure = this.failureOf(s);
+    return failure ? { ok: false, code: "sandbox_failed", message: failure } : { ok: false, code: "not_running", message: "the sandbox is stopping" };
+  }
+
   private async onExit(s: LiveSandbox): Promise<void> {
-    const oom = (s.cgroup?.oomKills() ?? 0) > 0;
-    const reason: states.TerminationReason = s.stopReason === undefined || s.stopReason === "error" ? (oom ? "oom" : "error") : s.stopReason;
-    const detail = reason === "oom" ? "the sandbox ran out of memory" : reason === "error" ? "the sandbox's processes ended unexpectedly" : null;
-    this.sandboxes.delete(s.id);
-    this.freeSlots.push(s.slot);
-    await s.cgroup?.remove();
-    if (s.inputDir) rmSync(join(s.inputDir, ".."), { recursive: true, force: true });
+    const failure = this.failureOf(s);
+    const reason: states.TerminationReason = failure === OOM ? "oom" : failure !== undefined || s.stopReason === undefined ? "error" : s.stopReason;
+    const detail = failure ?? (reason === "error" ? "the sandbox's processes ended unexpectedly" : null);
+    if (failure) this.log.warn("sandbox failed", { sandboxId: s.id, failure });
+    // The record first: until it says so, calls still find the sandbox here and are told it failed.
     try {
       await this.store.transition(s.project, s.id, (current) => states.end(current, reason, nowSeconds(), detail));
     } catch (err) {
       this.log.error("sandbox record could not be updated", { sandboxId: s.id, err });
     }
+    this.sandboxes.delete(s.id);
+    this.freeSlots.push(s.slot);
+    await s.cgroup?.remove();
+    if (s.inputDir) rmSync(join(s.inputDir, ".."), { recursive: true, force: true });
     this.log.info("sandbox ended", { sandboxId: s.id, reason });
     this.heartbeat();
   }
 
   private async exec(s: LiveSandbox, call: CallOf<"exec">): Promise<HostReply> {
-    if (s.stopReason) return { ok: false, code: "not_running", message: "the sandbox is stopping" };
+    if (s.stopReason || !s.proc.alive) return this.notRunning(s);
     s.activeExecs++;
     s.lastActive = Date.now();
     s.execs.set(call.exec_id, s.proc.peekNextId());
@@ -370,7 +392,7 @@ export class SandboxHost {
         // A command the memory limit killed ends its sandbox as oom: the sandbox's own process may be next.
         if (oom) void this.end(s, "oom");
         if (line.t === "error" && line.code === "invalid") return { ok: false, code: "invalid", message: line.message ?? "invalid" } satisfies HostReply;
-        if (line.t !== "exit") return { ok: false, code: "not_running", message: line.message ?? "the sandbox ended" } satisfies HostReply;
+        if (line.t !== "exit") return s.proc.alive ? ({ ok: false, code: "not_running", message: line.message ?? "the sandbox ended" } satisfies HostReply) : this.notRunning(s);
         return {
           ok: true,
           exit_code: typeof line.code === "number" ? line.code : null,
@@ -398,7 +420,7 @@ export class SandboxHost {
 
   /** Writes a piece of a read-only input file (host side: the sandbox only reads it). */
   private stage(s: LiveSandbox, call: CallOf<"stage">): HostReply {
-    if (s.stopReason) return { ok: false, code: "not_running", message: "the sandbox is stopping" };
+    if (s.stopReason || !s.proc.alive) return this.notRunning(s);
     if (!s.inputDir) return { ok: false, code: "invalid", message: "the sandbox has no input directory" };
     if (!INPUT_NAME.test(call.name) || call.name === "." || call.name === "..") return { ok: false, code: "invalid", message: "not a file name" };
     const data = Buffer.from(call.data, "base64");
@@ -409,11 +431,12 @@ export class SandboxHost {
   }
 
   private async fileCall(s: LiveSandbox, call: CallOf<"write" | "read" | "list">): Promise<HostReply> {
-    if (s.stopReason) return { ok: false, code: "not_running", message: "the sandbox is stopping" };
+    if (s.stopReason || !s.proc.alive) return this.notRunning(s);
     s.lastActive = Date.now();
     const { op: _op, project: _p, sandbox_id: _s, ...args } = call;
     const line = await s.proc.call({ op: call.op, ...args });
     s.lastActive = Date.now();
+    if (line.t === "error" && !s.proc.alive) return this.notRunning(s);
     if (line.t === "error") {
       const code = typeof line.code === "string" ? line.code : "error";
       return { ok: false, code, message: line.message ?? "the file operation failed" };

@@ -159,14 +159,30 @@ export function detectCgroups(name: string, root = "/sys/fs/cgroup"): CgroupMode
   }
 }
 
+/**
+ * How `cpu_mhz` bounds a sandbox's CPU: a CFS quota of `cpu_mhz / coreMhz` cores per 100 ms period
+ * (its ceiling, busy host or idle), and a weight in proportion (its share when sandboxes together
+ * want more than the host has: hosts admit more `cpu_mhz` than they have CPU). Default weights are
+ * one core's: v1 `cpu.shares` 1024, v2 `cpu.weight` 100.
+ */
+export function cpuControls(cpuMhz: number, coreMhz: number): { period: number; quota: number; shares: number; weight: number } {
+  const period = 100_000;
+  const cores = cpuMhz / coreMhz;
+  return {
+    period,
+    quota: Math.max(1_000, Math.round(cores * period)),
+    shares: Math.max(2, Math.round(cores * 1024)),
+    weight: Math.min(10_000, Math.max(1, Math.round(cores * 100))),
+  };
+}
+
 /** One sandbox's cgroup (a group per v1 controller, or one v2 group). */
 export class SandboxCgroup {
   private constructor(private readonly mode: CgroupMode, private readonly dirs: string[]) {}
 
   /** Creates the group with the sandbox's limits; undefined when the host has no cgroups. */
   static create(mode: CgroupMode, sandboxId: string, limits: SandboxLimits, coreMhz: number): SandboxCgroup | undefined {
-    const period = 100_000;
-    const quota = Math.max(1_000, Math.round((limits.cpuMhz / coreMhz) * period));
+    const { period, quota, shares, weight } = cpuControls(limits.cpuMhz, coreMhz);
     // The workspace is a tmpfs: its pages count in the memory group too.
     const memoryBytes = (limits.memoryMb + limits.diskMb) * 1024 * 1024;
     if (mode.version === 1) {
@@ -181,7 +197,7 @@ export class SandboxCgroup {
       }
       writeFileSync(join(dir("cpu"), "cpu.cfs_period_us"), String(period));
       writeFileSync(join(dir("cpu"), "cpu.cfs_quota_us"), String(quota));
-      writeFileSync(join(dir("cpu"), "cpu.shares"), String(Math.max(2, Math.round((limits.cpuMhz / coreMhz) * 1024))));
+      writeFileSync(join(dir("cpu"), "cpu.shares"), String(shares));
       writeFileSync(join(dir("pids"), "pids.max"), String(limits.pids));
       return new SandboxCgroup(mode, dirs);
     }
@@ -195,6 +211,7 @@ export class SandboxCgroup {
         // no swap controller
       }
       writeFileSync(join(d, "cpu.max"), `${quota} ${period}`);
+      writeFileSync(join(d, "cpu.weight"), String(weight));
       writeFileSync(join(d, "pids.max"), String(limits.pids));
       return new SandboxCgroup(mode, [d]);
     }

@@ -11,9 +11,14 @@ const HeartbeatSchema = Schema.Struct({
   interval_ms: Schema.Number,
   sandboxes_running: Schema.Number,
   sandboxes_max: Schema.Number,
+  /** The host's CPU (cores × core MHz): the ceiling of one sandbox's `cpu_mhz`. */
   cpu_mhz_total: Schema.Number,
+  /** `cpu_mhz` it still admits: total × over-commit, less its sandboxes' `cpu_mhz`. */
   cpu_mhz_free: Schema.Number,
+  /** How many times its CPU its sandboxes' `cpu_mhz` may add up to (absent from older hosts: 1). */
+  cpu_overcommit: Schema.optionalKey(Schema.Number),
   memory_mb_total: Schema.Number,
+  /** Memory not reserved: total less its sandboxes' `memory_mb + disk_mb`. */
   memory_mb_free: Schema.Number,
   /** Ids of the sandboxes it runs (the sweeper ends records of a live host that lost one). */
   sandbox_ids: Schema.mutable(Schema.Array(Schema.String)),

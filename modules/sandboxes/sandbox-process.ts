@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { constants } from "node:os";
 import { AGENT_SOURCE } from "./agent-source.js";
 import { EGRESS_READY_TIMEOUT_MS, EgressStack, readChildPid, type EgressOptions } from "./egress.js";
 import { inCgroup, sandboxCommand, type IsolationOptions, type SandboxCgroup, type SandboxLimits, type SandboxMounts } from "./isolation.js";
@@ -26,6 +27,8 @@ export class SandboxProcess {
   private readyResolve!: () => void;
   readonly ready = new Promise<void>((resolve) => (this.readyResolve = resolve));
   badLines = 0;
+  /** Once its process tree ended: how, in words ("the sandbox's agent was killed by SIGKILL"). */
+  endedHow: string | undefined;
   /** The sandbox's network stack (egress sandboxes only). */
   private egress: EgressStack | undefined;
   /** Resolves once the sandbox's network is up (at once without egress); rejects when it cannot be. */
@@ -55,7 +58,9 @@ export class SandboxProcess {
     this.child.stdout!.on("data", (chunk: Buffer) => this.onData(chunk));
     this.exited = new Promise((resolve) =>
       this.child.once("exit", (code, signal) => {
-        for (const [, p] of this.pending) p.resolve({ t: "error", message: "the sandbox ended" });
+        // Before the calls in flight are answered: their callers read it to say how it ended.
+        this.endedHow = describeEnd(code, signal);
+        for (const [, p] of this.pending) p.resolve({ t: "error", message: this.endedHow });
         this.pending.clear();
         this.egress?.kill();
         resolve({ code, signal });
@@ -127,6 +132,25 @@ export class SandboxProcess {
     this.pending.delete(id!);
     pending.resolve(line);
   }
+}
+
+/** The agent's exit code when it could not go on (AGENT_FAILED in agent.py). */
+const AGENT_FAILED = 70;
+
+/**
+ * How a sandbox's process tree ended, from the exit of the bwrap it was started as: bwrap exits
+ * as soon as its first child, the agent, does (exiting as it did, 128 + N for signal N), and ends
+ * the rest; a signal of its own means bwrap itself was killed.
+ */
+export function describeEnd(code: number | null, signal: NodeJS.Signals | null): string {
+  if (signal !== null) return `the sandbox's processes were killed by ${signal}`;
+  if (code === AGENT_FAILED) return "the sandbox's agent failed (an internal error) and exited";
+  if (code !== null && code > 128 && code < 128 + 65) return `the sandbox's agent was killed by ${signalName(code - 128)}`;
+  return `the sandbox's agent exited with code ${code}`;
+}
+
+function signalName(n: number): string {
+  return Object.entries(constants.signals).find(([, v]) => v === n)?.[0] ?? `signal ${n}`;
 }
 
 /**

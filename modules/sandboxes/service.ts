@@ -3,7 +3,7 @@ import { newId, newSortableId } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
 import { pageOfSorted, type Page, type PageQuery } from "../../lib/page.js";
 import { subjects } from "../../lib/nats/subjects.js";
-import { errors, type DomainError } from "../errors/mod.js";
+import { errors, NoSandboxHost, type DomainError } from "../errors/mod.js";
 import type { SandboxHostClient, SandboxHostDirectory } from "./client.js";
 import type { DirEntry, ExecEvent, HostCall, HostReply } from "./protocol.js";
 import { nowSeconds, SANDBOX_ID, type SandboxObject, type SandboxStore, type StoredSandbox } from "./records.js";
@@ -26,6 +26,11 @@ const CREATE_TIMEOUT_MS = 30_000;
 const HOST_WAIT_MS = 2_000;
 /** How often a streamed exec checks that its host is still heard from. */
 const HOST_WATCH_MS = 500;
+
+/** A 409 for a call on a sandbox that failed (its agent died, it ran out of memory, its host was lost), saying why. */
+function failedError(id: string, why: string): DomainError {
+  return errors.conflict(`The sandbox ${id} failed: ${why}.`, "sandbox_id", "sandbox_failed");
+}
 
 export interface ExecResult {
   object: "sandbox.exec_result";
@@ -85,14 +90,15 @@ export class SandboxService {
     if (request.network === "egress" && this.directory.offersEgress() === false)
       throw errors.invalidParam("network", "Invalid value for 'network': no sandbox host here offers network egress (TRIBUTARY_SANDBOX_EGRESS on the hosts, see docs/platform.md).");
     const need = { cpu_mhz: request.cpu_mhz, memory_mb: request.memory_mb, disk_mb: request.disk_mb, egress: request.network === "egress" };
-    let host = this.directory.place(need);
+    let placement = this.directory.place(need);
     // Just after a gateway (re)start no heartbeat has come yet: wait for one rather than fail.
-    for (let waited = 0; host === "none" && waited < HOST_WAIT_MS; waited += 100) {
+    for (let waited = 0; placement.kind === "none" && waited < HOST_WAIT_MS; waited += 100) {
       await new Promise((r) => setTimeout(r, 100));
-      host = this.directory.place(need);
+      placement = this.directory.place(need);
     }
-    if (host === "none") throw errors.unavailable("No sandbox host is running. Please retry shortly.", 2);
-    if (host === "full") throw errors.unavailable("Every sandbox host is full. Please retry after some sandboxes stop.", 5);
+    if (placement.kind === "none") throw new NoSandboxHost({ state: "none", detail: null, retryAfterSeconds: 2 });
+    if (placement.kind === "full") throw new NoSandboxHost({ state: "full", detail: placement.detail, retryAfterSeconds: 5 });
+    const host = placement.host;
     const id = newSortableId("sbx_");
     await this.admit(project, id);
     const now = nowSeconds();
@@ -148,7 +154,12 @@ export class SandboxService {
         await this.store.delete(project, sandbox.id);
         throw errors.invalidParam("secrets", reply.message ?? "No such secret.", "secret_not_found");
       }
-      if (reply.code === "no_capacity" || reply.code === "no_egress") {
+      if (reply.code === "no_capacity") {
+        // Placed by a heartbeat that lagged: the host's own count says what it lacks.
+        await this.store.delete(project, sandbox.id);
+        throw new NoSandboxHost({ state: "full", detail: reply.message ?? "no room", retryAfterSeconds: 1 });
+      }
+      if (reply.code === "no_egress") {
         await this.store.delete(project, sandbox.id);
         throw errors.unavailable("The sandbox host chosen had no room after all. Please retry.", 1);
       }
@@ -216,9 +227,10 @@ export class SandboxService {
     return updated.sandbox;
   }
 
-  /** The record of a running sandbox, or a 404 / 409. */
-  private async running(project: string, id: string): Promise<StoredSandbox> {
+  /** The record of a running sandbox, or a 404 / 409 (sandbox_failed naming why, sandbox_not_running). */
+  async running(project: string, id: string): Promise<StoredSandbox> {
     const record = await this.record(project, id);
+    if (record.sandbox.status === "failed") throw failedError(id, record.sandbox.error ?? `it ended as ${record.sandbox.termination_reason}`);
     if (record.sandbox.status !== "running")
       throw errors.conflict(`The sandbox ${id} is ${record.sandbox.status}; it must be running.`, "sandbox_id", "sandbox_not_running");
     return record;
@@ -228,9 +240,15 @@ export class SandboxService {
     const reply = await this.hosts.call(record.host_id, call, timeoutMs);
     if (reply.ok) return reply;
     switch (reply.code) {
+      case "sandbox_failed":
+        throw failedError(record.sandbox.id, reply.message ?? "the sandbox failed");
       case "no_sandbox":
-      case "not_running":
+      case "not_running": {
+        // It ended since the record was read: a failed one says why.
+        const now = await this.store.get(record.project, record.sandbox.id).catch(() => undefined);
+        if (now?.sandbox.status === "failed") throw failedError(record.sandbox.id, now.sandbox.error ?? `it ended as ${now.sandbox.termination_reason}`);
         throw errors.conflict(`The sandbox ${record.sandbox.id} is not running.`, "sandbox_id", "sandbox_not_running");
+      }
       case "not_found":
         throw errors.notFound(`No such file or directory in the sandbox: ${"path" in call ? call.path.slice(0, 256) : ""}`, "path");
       case "invalid": {

@@ -1,5 +1,5 @@
 import t from "tap";
-import { checkManifest, DEFAULT_TARGET_INFLIGHT, MAX_ENTRYPOINT_LENGTH, MAX_INSTANCES, MAX_TARGET_INFLIGHT, MAX_ENV_VALUE_BYTES, MAX_ENV_VARS, MAX_MANIFEST_BYTES, MAX_SECRETS, MIN_CPU_MHZ, MIN_MEMORY_MB, parseManifest, slugOf } from "../../modules/apps/mod.js";
+import { checkManifest, DEFAULT_TARGET_INFLIGHT, MAX_ENTRYPOINT_LENGTH, MAX_INSTANCES, MAX_TARGET_INFLIGHT, MAX_ENV_VALUE_BYTES, MAX_ENV_VARS, MAX_MANIFEST_BYTES, MAX_SECRETS, MAX_TIMEOUT_SECONDS, MIN_CPU_MHZ, MIN_MEMORY_MB, parseManifest, slugOf } from "../../modules/apps/mod.js";
 
 // Each manifest rule at its edge: at the limit passes, one past it fails with the field named.
 
@@ -156,4 +156,21 @@ t.test("secrets: names, count, duplicates, not also in env", async (t) => {
   t.match(check(with_({ secrets: ["TRIBUTARY_X"] })), { param: "manifest.secrets[0]", code: "reserved_name" });
   t.match(check(with_({ secrets: "A" })), { param: "manifest.secrets", code: "invalid_type" });
   t.match(check(with_({ secrets: ["KEY"], env: { KEY: "plain" } })), { param: "manifest.env.KEY", code: "conflicting_fields" });
+});
+
+t.test("timeouts: whole seconds from 1 to the bound, each optional", async (t) => {
+  const timeoutsOf = (timeouts: unknown) => checkManifest(with_({ timeouts }), target, offer).timeouts;
+  t.equal(checkManifest(base, target, offer).timeouts, undefined, "none written: the defaults apply later");
+  t.same(timeoutsOf({ request_seconds: 1, idle_seconds: MAX_TIMEOUT_SECONDS }), { requestSeconds: 1, idleSeconds: MAX_TIMEOUT_SECONDS }, "at both edges");
+  t.same(timeoutsOf({ idle_seconds: 900 }), { idleSeconds: 900 }, "one field only");
+  t.same(timeoutsOf({}), {}, "an empty mapping");
+  for (const field of ["request_seconds", "idle_seconds"]) {
+    t.match(check(with_({ timeouts: { [field]: 0 } })), { param: `manifest.timeouts.${field}`, code: "invalid_value" }, `${field} 0`);
+    t.match(check(with_({ timeouts: { [field]: MAX_TIMEOUT_SECONDS + 1 } })), { param: `manifest.timeouts.${field}`, code: "invalid_value" }, `${field} past the bound`);
+    t.match(check(with_({ timeouts: { [field]: 1.5 } })), { param: `manifest.timeouts.${field}`, code: "invalid_type" }, `${field} not whole`);
+    t.match(check(with_({ timeouts: { [field]: "60" } })), { param: `manifest.timeouts.${field}`, code: "invalid_type" }, `${field} a string`);
+  }
+  t.match(check(with_({ timeouts: { connect_seconds: 5 } })), { param: "manifest.timeouts.connect_seconds", code: "unknown_parameter" });
+  t.match(check(with_({ timeouts: 60 })), { param: "manifest.timeouts", code: "invalid_type" });
+  t.match(check(with_({ timeouts: [60] })), { param: "manifest.timeouts", code: "invalid_type" });
 });

@@ -1,7 +1,7 @@
 import t from "tap";
 import { openAIError } from "../../modules/openai/mod.js";
 import {
-  Cancelled, ContextLengthExceeded, DeadlineExceeded, errors, Forbidden, Internal, MethodNotAllowed, NoRunner, QueueFull, RateLimited,
+  Cancelled, ContextLengthExceeded, DeadlineExceeded, errors, Forbidden, Internal, MethodNotAllowed, NoRunner, NoSandboxHost, QueueFull, RateLimited,
   RunnerLost, AppOverloaded, AppUnavailable, shown, ShuttingDown, StreamInterrupted, Unauthenticated, Unavailable, UnsupportedMediaType, type DomainError,
 } from "../../modules/errors/mod.js";
 
@@ -43,6 +43,10 @@ const cases: { [Tag in DomainError["_tag"]]: Expected } = {
   MethodNotAllowed: { error: new MethodNotAllowed({ method: "PUT", path: "/v1/files", allowed: ["GET", "POST"] }), status: 405, type: "invalid_request_error", code: "method_not_allowed", headers: { allow: "GET, POST" } },
   NoRunner: { error: new NoRunner({ model: "m", state: "loading", retryAfterSeconds: 5 }), status: 503, type: "server_error", code: "service_unavailable", headers: { "retry-after": "5" } },
   QueueFull: { error: new QueueFull({ model: "m", detail: "every runner's queue is full" }), status: 503, type: "server_error", code: "server_overloaded", headers: { "retry-after": "1" } },
+  NoSandboxHost: {
+    error: new NoSandboxHost({ state: "full", detail: "memory: 3.9 of 4.0 GiB reserved, 1.0 GiB asked", retryAfterSeconds: 5 }),
+    status: 503, type: "server_error", code: "service_unavailable", headers: { "retry-after": "5" },
+  },
   RunnerLost: { error: new RunnerLost({ message: "silent" }), status: 502, type: "server_error", code: "runner_lost" },
   AppUnavailable: { error: new AppUnavailable({ message: "lost", code: "app_instance_lost" }), status: 502, type: "server_error", code: "app_instance_lost" },
   AppOverloaded: { error: new AppOverloaded({ message: "busy" }), status: 503, type: "server_error", code: "app_overloaded", headers: { "retry-after": "1" } },

@@ -61,6 +61,20 @@ t.test("start: a queued or running job runs attempt n in its sandbox; no other",
   for (const s of ["cancelling", ...FINAL] as const) t.equal(states.start(job(s), 1, "sbx_1", AT), undefined, s);
 });
 
+t.test("waiting: a queued job says why it waits; every move out of queued clears it", async (t) => {
+  const full = "every sandbox host is full (memory: 3.9 of 4.0 GiB reserved, 1.0 GiB asked)";
+  const waiting = states.waiting(job("queued"), full);
+  t.equal(waiting?.waiting_reason, full);
+  t.equal(waiting?.status, "queued");
+  t.equal(states.waiting(waiting!, full), undefined, "the same reason again writes nothing");
+  t.equal(states.waiting(waiting!, "no sandbox host is running")?.waiting_reason, "no sandbox host is running", "a new reason replaces it");
+  for (const s of [...FINAL, "running", "cancelling"] as const) t.equal(states.waiting(job(s), full), undefined, `not from ${s}`);
+  t.equal(states.start(waiting!, 1, "sbx_1", AT)?.waiting_reason, null, "start clears it");
+  t.equal(states.cancel(waiting!, AT)?.waiting_reason, null, "cancel clears it");
+  t.equal(states.fail(waiting!, { code: "invalid_job", message: "gone" }, AT)?.waiting_reason, null, "fail clears it");
+  t.equal(states.stopped(waiting!, AT)?.waiting_reason, null, "stopped clears it");
+});
+
 t.test("runEnd: what the last exec event says", async (t) => {
   t.same(states.runEnd(exit(0), 60), { kind: "succeeded" });
   t.same(states.runEnd(exit(3), 60), { kind: "failed", error: { code: "exit_code", message: "The command exited with code 3." }, exitCode: 3, retryable: true });

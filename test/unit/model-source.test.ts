@@ -87,26 +87,34 @@ t.test("a checksum mismatch discards the download with a clear error", async (t)
   const dir = cache(t);
   hub.etag = "0".repeat(64);
   t.teardown(() => void (hub.etag = sha));
-  await t.rejects(resolveModelFile(source, { cacheDir: dir, expectedSha256: undefined, hfToken: undefined, hfEndpoint: hub.endpoint, log }), /sha256 mismatch/);
+  await t.rejects(resolveModelFile(source, { cacheDir: dir, expectedSha256: undefined, hfToken: undefined, hfEndpoint: hub.endpoint, log }), { _tag: "ChecksumMismatch", message: /sha256 mismatch/ });
   const catalogSha = "1".repeat(64);
   await t.rejects(resolveModelFile(source, { cacheDir: dir, expectedSha256: catalogSha, hfToken: undefined, hfEndpoint: hub.endpoint, log }), new RegExp(`expected ${catalogSha}`), "the catalog's sha256 wins");
   const files = readdirSync(dir, { recursive: true }).map(String).filter((f) => statSync(join(dir, f)).isFile());
   t.same(files, [], "nothing left behind");
 });
 
-t.test("missing files, refused access and unreachable hubs are clear errors", async (t) => {
+t.test("missing files, refused access and unreachable hubs are failures of their cause", async (t) => {
   const dir = cache(t);
-  await t.rejects(resolveModelFile("hf:acme/tiny-GGUF/other.gguf", { cacheDir: dir, expectedSha256: undefined, hfToken: undefined, hfEndpoint: hub.endpoint, log }), /has no file/);
+  await t.rejects(resolveModelFile("hf:acme/tiny-GGUF/other.gguf", { cacheDir: dir, expectedSha256: undefined, hfToken: undefined, hfEndpoint: hub.endpoint, log }), {
+    _tag: "HttpStatus",
+    status: 404,
+    message: `not found at ${hub.endpoint}/acme/tiny-GGUF/resolve/main/other.gguf`,
+  });
   hub.status = 401;
   t.teardown(() => void (hub.status = undefined));
-  await t.rejects(resolveModelFile(source, { cacheDir: dir, expectedSha256: undefined, hfToken: undefined, hfEndpoint: hub.endpoint, log }), /HF_TOKEN/);
+  await t.rejects(resolveModelFile(source, { cacheDir: dir, expectedSha256: undefined, hfToken: undefined, hfEndpoint: hub.endpoint, log }), { _tag: "HttpStatus", message: /needs a token: set HF_TOKEN/ });
+  await t.rejects(resolveModelFile(source, { cacheDir: dir, expectedSha256: undefined, hfToken: "hf_wrong", hfEndpoint: hub.endpoint, log }), { message: /refused the token in HF_TOKEN/ });
   hub.status = undefined;
-  await t.rejects(resolveModelFile(source, { cacheDir: dir, expectedSha256: undefined, hfToken: undefined, hfEndpoint: "http://127.0.0.1:1", log }), /cannot reach Hugging Face/);
+  // A port nothing listens on: the hub's, once closed.
+  const closed = await startHub();
+  await new Promise<void>((r) => closed.server.close(() => r()));
+  await t.rejects(resolveModelFile(source, { cacheDir: dir, expectedSha256: undefined, hfToken: undefined, hfEndpoint: closed.endpoint, log }), { _tag: "NoNetwork", message: /^no network: connect ECONNREFUSED/ });
 });
 
 t.test("local files: must exist, and match the catalog's sha256 when given", async (t) => {
   const local = join(repoRoot, "..", "shared", "models", "stories260K.gguf");
   t.equal(await resolveModelFile(local, { cacheDir: "/nonexistent", expectedSha256: sha, hfToken: undefined, log }), local);
   await t.rejects(resolveModelFile(local, { cacheDir: "/nonexistent", expectedSha256: "2".repeat(64), hfToken: undefined, log }), /sha256 mismatch/);
-  await t.rejects(resolveModelFile("/no/such/model.gguf", { cacheDir: "/nonexistent", expectedSha256: undefined, hfToken: undefined, log }), /not found/);
+  await t.rejects(resolveModelFile("/no/such/model.gguf", { cacheDir: "/nonexistent", expectedSha256: undefined, hfToken: undefined, log }), { _tag: "ModelFileMissing", message: "model file not found: /no/such/model.gguf" });
 });

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_EGRESS_DENY, detectCgroups, parseCidrList, parseExec, parseSandboxCreate } from "../../modules/sandboxes/mod.js";
 import { sandboxCommand } from "../../modules/sandboxes/isolation.js";
+import { describeEnd } from "../../modules/sandboxes/sandbox-process.js";
 
 // The walls a sandbox's command line puts up, the cgroup detection on fake hierarchies, and the
 // request bounds that need no running host.
@@ -126,4 +127,13 @@ t.test("the in-sandbox agent (agent.py) is read from the source tree and compile
   const { execFileSync } = await import("node:child_process");
   // compile() only: nothing of it runs, and no .pyc lands beside the source.
   t.doesNotThrow(() => execFileSync("/usr/bin/python3", ["-I", "-S", "-c", "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')", AGENT_PATH.pathname], { stdio: "pipe" }));
+});
+
+t.test("how a sandbox's processes ended, from the exit of its bwrap", async (t) => {
+  t.equal(describeEnd(137, null), "the sandbox's agent was killed by SIGKILL", "bwrap exits 128 + N when its agent was killed by signal N");
+  t.equal(describeEnd(143, null), "the sandbox's agent was killed by SIGTERM");
+  t.equal(describeEnd(70, null), "the sandbox's agent failed (an internal error) and exited", "the agent's own code for giving up");
+  t.equal(describeEnd(3, null), "the sandbox's agent exited with code 3");
+  t.equal(describeEnd(0, null), "the sandbox's agent exited with code 0");
+  t.equal(describeEnd(null, "SIGKILL"), "the sandbox's processes were killed by SIGKILL", "bwrap itself killed");
 });

@@ -1,6 +1,6 @@
 import { getLlama, LlamaLogLevel, LlamaText, SpecialToken, TokenBias, type ChatModelFunctions, type ChatWrapper, type Llama, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import { ErrorCode, ResponseFormat_Type, ToolChoice_Mode, Truncation, type GenerateRequest } from "../../../proto/gen/tributary/v1/inference.js";
-import type { ModelSpec } from "../../../modules/catalog/mod.js";
+import { InvalidGguf, type ModelSpec } from "../../../modules/catalog/mod.js";
 import type { Logger } from "../../../lib/log.js";
 import { EngineRequestError, type DecodeThreadsStatus, type ChoiceOutcome, type ChoiceSink, type Engine, type PreparedRequest } from "../engine.js";
 import { dropOldestTurns } from "../context-fit.js";
@@ -40,6 +40,20 @@ export interface LlamaEngineOptions {
  * the queued input of all sequences into one batch per step, so every active choice advances
  * together and a new one joins at the next step.
  */
+/**
+ * Why node-llama-cpp could not load a file as a model, when it is the file's fault: its GGUF
+ * parser's errors (not exported, known by class name), and llama.cpp's bare "Failed to load model"
+ * (a corrupt or truncated file, or an architecture it does not know; llama.cpp prints which on
+ * stderr). Undefined for anything else (memory, the backend).
+ */
+function notGguf(err: unknown): string | undefined {
+  if (!(err instanceof Error)) return undefined;
+  // The magic it read is quoted raw: a file of zeros would put NULs on the terminal.
+  if (/^(InvalidGguf|UnsupportedGguf)/.test(err.constructor.name)) return err.message.replace(/[\x00-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+  if (err.message === "Failed to load model") return "llama.cpp could not load it: corrupt, incomplete, or an unknown architecture (its reason is in the runner's log)";
+  return undefined;
+}
+
 export class LlamaEngine implements Engine {
   readonly kind = "llama" as const;
   readonly slots: number;
@@ -64,9 +78,13 @@ export class LlamaEngine implements Engine {
     const gpu = this.spec.gpuLayers !== 0;
     // maxThreads 0: no thread budget shared between contexts (a runner has one context, with the
     // catalog's threads). With a budget, node-llama-cpp awaits a thread allocation at every
-    // decode step: a promise and an allocation per token.
-    this.llama = await getLlama({ gpu: gpu ? "auto" : false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false, maxThreads: 0 });
-    this.model = await this.llama.loadModel({ modelPath: path, gpuLayers: this.spec.gpuLayers as number | "auto" | "max" });
+    // decode step: a promise and an allocation per token. A load that is retried (the runner
+    // retries a failed one) keeps the first: each getLlama adds process listeners of its own.
+    this.llama ??= await getLlama({ gpu: gpu ? "auto" : false, build: "never", logLevel: LlamaLogLevel.error, progressLogs: false, maxThreads: 0 });
+    this.model = await this.llama.loadModel({ modelPath: path, gpuLayers: this.spec.gpuLayers as number | "auto" | "max" }).catch((err: unknown) => {
+      const reason = notGguf(err);
+      throw reason !== undefined ? new InvalidGguf({ path, detail: reason }) : err;
+    });
     this.context = await this.model.createContext({
       sequences: this.slots,
       contextSize: this.spec.contextLength,

@@ -5,12 +5,13 @@ import { dirname } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { Logger } from "../../../lib/log.js";
-import { hfCachePath, hfReference } from "../../../modules/catalog/mod.js";
+import { ChecksumMismatch, classifyModelFailure, HttpStatus, hfCachePath, hfReference, ModelFileMissing, ModelLoadFailed, type ModelFileFailure } from "../../../modules/catalog/mod.js";
 
 // A GGUF source is a local path or a Hugging Face reference "hf:<owner>/<repo>/<path/in/repo.gguf>[@revision]".
 // Hugging Face files are downloaded once into the cache (resuming a partial download), checked
 // against a sha256 (the catalog's, else the one Hugging Face publishes for LFS files), and then
-// moved into place atomically, so a half-written file is never loaded.
+// moved into place atomically, so a half-written file is never loaded. What goes wrong is thrown
+// as a ModelFileFailure (modules/catalog): no network, an HTTP status, a checksum, a full disk.
 
 export interface HfReference {
   repo: string;
@@ -18,6 +19,7 @@ export interface HfReference {
   revision: string;
 }
 
+/** A source that is not a Hugging Face reference (the catalog's schema lets none through). */
 export class ModelSourceError extends Error {
   override name = "ModelSourceError";
 }
@@ -46,24 +48,36 @@ export interface ResolveOptions {
   signal?: AbortSignal;
 }
 
-/** Returns a local path to the model file, downloading it first when needed. */
+/**
+ * Returns a local path to the model file, downloading it first when needed. Fails with a
+ * ModelFileFailure (a system error is classified: ENOSPC is DiskFull, ECONNRESET NoNetwork).
+ */
 export async function resolveModelFile(source: string, opts: ResolveOptions): Promise<string> {
-  if (!source.startsWith("hf:")) {
-    if (!existsSync(source)) throw new ModelSourceError(`model file not found: ${source}`);
-    if (opts.expectedSha256) {
-      const actual = await sha256File(source);
-      if (actual !== opts.expectedSha256)
-        throw new ModelSourceError(`sha256 mismatch for ${source}: expected ${opts.expectedSha256}, got ${actual}`);
+  try {
+    if (!source.startsWith("hf:")) {
+      if (!existsSync(source)) throw new ModelFileMissing({ path: source });
+      if (opts.expectedSha256) {
+        const actual = await sha256File(source);
+        if (actual !== opts.expectedSha256) throw new ChecksumMismatch({ source, expected: opts.expectedSha256, actual, discarded: false });
+      }
+      return source;
     }
-    return source;
+    const ref = parseHfReference(source);
+    const target = hfCachePath(ref, opts.cacheDir);
+    const dir = dirname(target);
+    if (existsSync(target)) return target;
+    await mkdir(dir, { recursive: true });
+    await download(ref, target, opts);
+    return target;
+  } catch (err) {
+    throw classifyModelFailure(err);
   }
-  const ref = parseHfReference(source);
-  const target = hfCachePath(ref, opts.cacheDir);
-  const dir = dirname(target);
-  if (existsSync(target)) return target;
-  await mkdir(dir, { recursive: true });
-  await download(ref, target, opts);
-  return target;
+}
+
+/** A fetch of `url` that failed before any answer: no network, or else why, naming the URL. */
+function unreachable(url: string, err: unknown): ModelFileFailure {
+  const failure = classifyModelFailure(err);
+  return failure._tag === "ModelLoadFailed" ? new ModelLoadFailed({ detail: `cannot reach ${url}: ${failure.detail}` }) : failure;
 }
 
 function hfUrl(ref: HfReference, endpoint = "https://huggingface.co"): string {
@@ -78,12 +92,10 @@ async function download(ref: HfReference, target: string, opts: ResolveOptions):
   if (opts.hfToken) headers.authorization = `Bearer ${opts.hfToken}`;
 
   // Hugging Face answers a HEAD on resolve/ with the LFS object's sha256 as X-Linked-Etag.
-  const head = await fetch(url, { method: "HEAD", headers, redirect: "manual", signal: opts.signal }).catch((err: Error) => {
-    throw new ModelSourceError(`cannot reach Hugging Face for ${url}: ${err.message}`);
+  const head = await fetch(url, { method: "HEAD", headers, redirect: "manual", signal: opts.signal }).catch((err: unknown) => {
+    throw unreachable(url, err);
   });
-  if (head.status === 401 || head.status === 403)
-    throw new ModelSourceError(`Hugging Face refused ${url} (${head.status}): set HF_TOKEN for gated or private models`);
-  if (head.status === 404) throw new ModelSourceError(`Hugging Face has no file at ${url}`);
+  if (head.status === 401 || head.status === 403 || head.status === 404) throw new HttpStatus({ url, status: head.status, tokenSent: Boolean(opts.hfToken) });
   const published = (head.headers.get("x-linked-etag") ?? "").replaceAll('"', "").toLowerCase();
   const expected = opts.expectedSha256 ?? (/^[0-9a-f]{64}$/.test(published) ? published : undefined);
   if (!expected) opts.log.warn("no sha256 known for this model file; it is downloaded unchecked", { url });
@@ -92,8 +104,10 @@ async function download(ref: HfReference, target: string, opts: ResolveOptions):
   const res = await fetch(url, {
     headers: offset > 0 ? { ...headers, range: `bytes=${offset}-` } : headers,
     signal: opts.signal,
+  }).catch((err: unknown) => {
+    throw unreachable(url, err);
   });
-  if (!res.ok || !res.body) throw new ModelSourceError(`download of ${url} failed: HTTP ${res.status}`);
+  if (!res.ok || !res.body) throw new HttpStatus({ url, status: res.status, tokenSent: Boolean(opts.hfToken) });
   if (offset > 0 && res.status !== 206) offset = 0; // the server ignored the range: start over
   const total = offset + Number(res.headers.get("content-length") ?? 0);
   let done = offset;
@@ -115,7 +129,7 @@ async function download(ref: HfReference, target: string, opts: ResolveOptions):
     const actual = await sha256File(partial);
     if (actual !== expected) {
       await rm(partial, { force: true });
-      throw new ModelSourceError(`sha256 mismatch for ${url}: expected ${expected}, got ${actual}; the download was discarded`);
+      throw new ChecksumMismatch({ source: url, expected, actual, discarded: true });
     }
   }
   await rename(partial, target);

@@ -68,7 +68,7 @@ with urllib.request.urlopen(request, timeout=20) as response:
 `;
 
 /** `tributary deploy DIR` against this stack: its exit code, stdout and stderr (it waits until healthy: a minute and more on a busy machine). */
-const cliDeploy = (dir: string) => runCli(["deploy", dir, "--url", stack.gateway.url, "--key", stack.key], { timeoutMs: 120_000 });
+const cliDeploy = (dir: string) => runCli(["deploy", dir, "--url", stack.gateway.url, "--api-key", stack.key], { timeoutMs: 120_000 });
 
 await api("/v1/secrets", { method: "POST", body: JSON.stringify({ name: "PLATFORM_API_KEY", value: stack.key }) });
 // A fresh directory with a cache and a virtualenv the CLI must not pack; deployed from a subdirectory.

@@ -1,3 +1,4 @@
+// tier: slow (a stack of its own)
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
 import { batchResults, chatLine, createBatch, waitForBatch } from "../../harness/batches.js";

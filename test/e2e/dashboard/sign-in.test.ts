@@ -1,3 +1,4 @@
+// tier: slow (a stack of its own)
 import t from "tap";
 import { startActorHost, startGateway, startNats } from "../../harness/processes.js";
 import { testAdmin } from "../../harness/stack.js";

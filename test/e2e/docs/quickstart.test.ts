@@ -14,12 +14,13 @@ import { uniqueEmail } from "../../harness/stack.js";
 // comment `<!-- runnable: /regex/ ... -->` on the line before its fence) runs here against a real
 // stack, and its output must match each regex. The blocks run the way a person runs them after
 // `npm start`: from a directory that looks like the checkout (`.tributary/api-key` holding the
-// key, `.tributary/admin-token`, `bin/`, `examples/`, `node_modules/`), with the environment a
-// one-machine stack implies (its home, port and admin address). The substitutions are the
-// gateway's address (the snippets say http://127.0.0.1:8080, the shared stack listens elsewhere)
-// and the example app's addresses: the tenant's organization is not the local stack's, so the
-// example app's manifest names the tenant's slugs, as the README tells a person with another key
-// to do, and its host name and path address are the tenant's. Emails are run-unique.
+// key, `.tributary/gateway-url` the gateway's address, `.tributary/admin-token`, `bin/`,
+// `examples/`, `node_modules/`), with the environment a one-machine stack implies (its home, port
+// and admin address). The substitutions are the gateway's address (the snippets say
+// http://127.0.0.1:8080, the shared stack listens elsewhere) and the example app's addresses: the
+// tenant's organization is not the local stack's, so the example app's manifest names the
+// tenant's slugs, as the README tells a person with another key to do, and its host name and
+// path address are the tenant's. Emails are run-unique.
 
 const PAGES = ["README.md", "docs/getting-started.md", "docs/api.md"];
 const DOC_URL = "http://127.0.0.1:8080";
@@ -66,6 +67,7 @@ const home = join(work, ".tributary");
 mkdirSync(home);
 writeFileSync(join(home, "api-key"), stack.key + "\n", { mode: 0o600 });
 writeFileSync(join(home, "admin-token"), TEST_ADMIN_TOKEN + "\n", { mode: 0o600 });
+writeFileSync(join(home, "gateway-url"), stack.gateway.url + "\n");
 symlinkSync(join(repoRoot, "bin"), join(work, "bin"));
 symlinkSync(join(repoRoot, "node_modules"), join(work, "node_modules"));
 const organization = (await stack.admin.listOrganizations({})).organizations.find((o: { id: string }) => o.id === stack.organizationId)!;
@@ -89,7 +91,7 @@ const appAddresses: Array<[string, string]> = [
 const email = uniqueEmail("ada");
 const env = childEnv({ TRIBUTARY_HOME: home, TRIBUTARY_HOST: "127.0.0.1", TRIBUTARY_PORT: String(stack.gateway.port), TRIBUTARY_ADMIN_ADDR: stack.actors.adminAddr });
 // What npm start never sets must not leak in from this process.
-for (const name of ["TRIBUTARY_API_KEY", "TRIBUTARY_ADMIN_TOKEN", "OPENAI_API_KEY", "OPENAI_BASE_URL"]) delete env[name];
+for (const name of ["TRIBUTARY_API_KEY", "TRIBUTARY_ADMIN_TOKEN", "TRIBUTARY_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"]) delete env[name];
 
 /** Python's openai client, when this machine has it: pip needs the internet, which CI may not have. */
 const python = "/usr/bin/python3";

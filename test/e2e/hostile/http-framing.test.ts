@@ -131,6 +131,12 @@ hostileCase(t, hostile, "heads uWS refuses before the gateway sees them stay una
   }
   // uWS speaks HTTP/1.1 only: an HTTP/1.0 request is held unanswered until its idle timeout (about 10 s).
   t.equal((await send("GET /healthz HTTP/1.0\r\nhost: tributary.test\r\n\r\n")).res, undefined, "HTTP/1.0: unanswered");
+  // Nor does its parser take a target in absolute form (RFC 9112 §3.2.2, what a proxy is sent):
+  // held the same way, whatever authority or Host it names, so no route runs for it and it is never
+  // routed by a Host that disagrees with its own authority. Should uWS start passing such targets
+  // through, this fails, and the gateway must route by the target's authority as the RFC says.
+  for (const target of ["http://other.example/healthz", `http://127.0.0.1:${port}/healthz`])
+    t.equal((await send(`GET ${target} HTTP/1.1\r\nhost: tributary.test\r\n\r\n`)).res, undefined, `absolute form ${target}: unanswered`);
 });
 
 hostileCase(t, hostile, "well-formed heads of ordinary clients still work", async (t) => {

@@ -1,9 +1,10 @@
+// tier: slow (a stack of its own)
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
 
 // The per-project job bound (TRIBUTARY_JOB_MAX_PER_PROJECT, here 3) is exact under parallel
 // creates: with 2 jobs present, of 5 creates sent at once exactly one is made and the others are
-// refused with 400 too_many_jobs naming the limit. No sandbox host: the jobs stay queued.
+// refused with 400 too_many_jobs naming the limit. No sandbox host: the jobs stay queued, saying so.
 const MAX_JOBS = 3;
 const stack = await startStack(t, { runners: 0, sandboxHosts: 0, gatewayEnv: { TRIBUTARY_JOB_MAX_PER_PROJECT: String(MAX_JOBS) } });
 const create = () => stack.fetch("/v1/jobs", { method: "POST", body: JSON.stringify({ command: ["true"], cpu_mhz: 100, memory_mb: 64 }) });
@@ -24,4 +25,13 @@ t.test("parallel creates at the edge: exactly one gets the last place", async (t
   }
   const listed = (await (await stack.fetch("/v1/jobs?limit=100")).json()) as { data: unknown[] };
   t.equal(listed.data.length, MAX_JOBS, "the project holds exactly the bound");
+});
+
+t.test("with no sandbox host, a queued job says why it waits", async (t) => {
+  const listed = (await (await stack.fetch("/v1/jobs?limit=1")).json()) as { data: Array<{ id: string }> };
+  const id = listed.data[0]!.id;
+  const read = async () => (await (await stack.fetch(`/v1/jobs/${id}`)).json()) as { status: string; waiting_reason: string | null };
+  let job = await read();
+  for (const end = Date.now() + 30_000; !job.waiting_reason && Date.now() < end; job = await read()) await new Promise((r) => setTimeout(r, 200));
+  t.match(job, { status: "queued", waiting_reason: "no sandbox host is running" });
 });

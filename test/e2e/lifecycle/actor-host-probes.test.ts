@@ -1,3 +1,4 @@
+// tier: slow (a stack of its own)
 import t from "tap";
 import { freePort } from "../../harness/cluster.js";
 import { startActorHost, startNats } from "../../harness/processes.js";

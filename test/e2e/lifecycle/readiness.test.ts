@@ -1,3 +1,4 @@
+// tier: slow (a stack of its own)
 import t from "tap";
 import { startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "../../harness/processes.js";
 

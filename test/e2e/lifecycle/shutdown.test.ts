@@ -25,20 +25,21 @@ t.test("tributary start: Ctrl-C lets in-flight streams finish, then every proces
   const home = mkdtempSync(join(tmpdir(), "tributary-home-"));
   t.teardown(() => rmSync(home, { recursive: true, force: true }));
   const natsPort = await freePort();
+  const adminAddr = `127.0.0.1:${await freePort()}`;
   const cli = spawnCli(["start"], {
-    env: { TRIBUTARY_HOME: home, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_PORT: "0", TRIBUTARY_NATS_PORT: String(natsPort), TRIBUTARY_MODEL_OVERRIDES: overrides, NATS_URL: "" },
+    env: { TRIBUTARY_HOME: home, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_PORT: "0", TRIBUTARY_NATS_PORT: String(natsPort), TRIBUTARY_ADMIN_ADDR: adminAddr, TRIBUTARY_MODEL_OVERRIDES: overrides, NATS_URL: "" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   t.teardown(() => cli.kill("SIGKILL"));
   const pids = new Set<number>();
   const gatewayPids: number[] = [];
   let layout: { models?: Record<string, { runners: number; threads: number; class: string }> } | undefined;
+  // stderr is a pipe: JSON lines (nats-server's own output goes to its log file).
   createInterface({ input: cli.stderr! }).on("line", (line) => {
-    const nats = /^\[(\d+)\]/.exec(line);
-    if (nats) pids.add(Number(nats[1]));
     try {
-      const record = JSON.parse(line) as { pid?: number; msg?: string };
+      const record = JSON.parse(line) as { pid?: number; msg?: string; serverPid?: number };
       if (record.msg === "runner layout") layout = record as typeof layout;
+      if (record.msg === "nats-server ready" && record.serverPid) pids.add(record.serverPid);
       if (record.pid) pids.add(record.pid);
       if (record.msg === "gateway listening" && record.pid) gatewayPids.push(record.pid);
     } catch {}
@@ -60,6 +61,15 @@ t.test("tributary start: Ctrl-C lets in-flight streams finish, then every proces
   const first = await banner(1);
   const key = /API key: (\S+)\)/.exec(first)![1]!;
   t.match(key, /^sk-local-/, "a local key was made and printed");
+  // The dashboard one click away: the footer has a sign-in link of the local owner, on the gateway's port.
+  const signInLinks = () => [...stdout.matchAll(/^Dashboard \(a sign-in link that works once\): (\S+)$/gm)].map((m) => m[1]!);
+  const firstOrigin = /Tributary is up: (http:\/\/[^/]+)\/v1/.exec(first)![1]!;
+  t.equal(signInLinks().length, 1, "the footer has a sign-in link");
+  t.match(signInLinks()[0]!.slice(firstOrigin.length), /^\/dashboard\/sign-in\/link\?token=[A-Za-z0-9]{43}$/);
+  t.ok(signInLinks()[0]!.startsWith(firstOrigin), "on the gateway's address");
+  const signIn = await fetch(signInLinks()[0]!, { redirect: "manual" });
+  t.equal(signIn.status, 303, "it signs in");
+  t.match(signIn.headers.get("set-cookie"), /^tributary_session=[A-Za-z0-9]{43};/);
   // The supervisor picked and logged the layout: the tiny test model is overhead-bound, so its
   // runners decode on one thread each (the test catalog sets neither replicas nor threads).
   t.match(layout?.models?.[TEST_MODEL], { threads: 1, class: "overhead-bound" }, "the runner layout was logged");
@@ -69,6 +79,9 @@ t.test("tributary start: Ctrl-C lets in-flight streams finish, then every proces
   process.kill(gatewayPids[0]!, "SIGKILL");
   const baseURL = /Tributary is up: (\S+)/.exec(await banner(2))![1]!;
   t.equal(gatewayPids.length, 2, "a new gateway process started after the first was killed");
+  t.equal(signInLinks().length, 2, "the new gateway's banner has a link too");
+  t.ok(signInLinks()[1]!.startsWith(baseURL.replace(/\/v1$/, "/dashboard/sign-in/link?token=")), "on the new gateway's port");
+  t.not(signInLinks()[1], signInLinks()[0], "a fresh one");
   t.not(gatewayPids[1], gatewayPids[0]);
   const client = new OpenAI({ apiKey: key, baseURL, maxRetries: 0 });
   // The runner may still be loading: retry until it serves.

@@ -1,3 +1,4 @@
+// tier: slow (a stack of its own)
 import t from "tap";
 import { createServer } from "node:net";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";

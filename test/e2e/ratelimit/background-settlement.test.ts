@@ -1,4 +1,4 @@
-// tier: serial (budgets checked per time window)
+// tier: slow (a stack of its own)
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
 import { TEST_MODEL } from "../../harness/processes.js";

@@ -1,3 +1,4 @@
+// tier: slow (a stack of its own)
 import t, { type Test } from "tap";
 import { jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";

@@ -1,3 +1,4 @@
+// tier: slow (a stack of its own)
 import t from "tap";
 import { GenerateRequest } from "../../../proto/gen/tributary/v1/inference.js";
 import { orderByPrefix, prefixKey } from "../../../modules/inference/mod.js";

@@ -1,3 +1,4 @@
+// tier: slow (a stack of its own)
 import t from "tap";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";

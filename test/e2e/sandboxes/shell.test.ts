@@ -64,7 +64,7 @@ t.test("the key is checked on the upgrade, and another project's sandbox is a 40
 });
 
 t.test("tributary sandbox shell, without a terminal: stdin in, output out, the shell's exit code", async (t) => {
-  const cli = spawnCli(["sandbox", "shell", sandbox.id, "--url", stack.gateway.url, "--key", stack.key]);
+  const cli = spawnCli(["sandbox", "shell", sandbox.id, "--url", stack.gateway.url, "--api-key", stack.key]);
   let out = "";
   cli.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   cli.stdin!.write("echo from-the-cli\nexit 5\n");

@@ -1,3 +1,4 @@
+// tier: slow (a stack of its own)
 import t, { type Test } from "tap";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { newTraceId, packTraces, type Trace } from "../../../modules/traces/mod.js";

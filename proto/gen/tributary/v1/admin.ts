@@ -24,7 +24,8 @@ export const protobufPackage = "tributary.v1";
 export const protobufFileName = "tributary/v1/admin.proto";
 
 /**
- * The operators' service: organizations, projects, API keys and private-beta invitations.
+ * The operators' service: organizations, projects, API keys, private-beta invitations, and the
+ * local organization owner's sign-in links.
  *
  * Served over gRPC by the platform actor host (bound to loopback by default, TRIBUTARY_ADMIN_ADDR)
  * and called by `tributary admin ...` and, later, the dashboard. Every call carries the admin
@@ -182,6 +183,22 @@ export interface RedeemInvitationResponse {
   secret: string;
   /** Set when an owner was created. */
   ownerId: string;
+}
+
+export interface CreateSignInLinkRequest {
+}
+
+export interface CreateSignInLinkResponse {
+  /**
+   * The dashboard path with the one-time token ("/dashboard/sign-in/link?token=..."), to open on a
+   * gateway: it signs the browser in once, until expires_at. Returned this once (only the token's
+   * sha256 is kept).
+   */
+  path: string;
+  expiresAt: number;
+  organizationId: string;
+  /** The member it signs in as: the local organization's owner. */
+  memberEmail: string;
 }
 
 function createBaseOrganization(): Organization {
@@ -1903,6 +1920,140 @@ export const RedeemInvitationResponse: MessageFns<RedeemInvitationResponse> = {
   },
 };
 
+function createBaseCreateSignInLinkRequest(): CreateSignInLinkRequest {
+  return {};
+}
+
+export const CreateSignInLinkRequest: MessageFns<CreateSignInLinkRequest> = {
+  encode(_: CreateSignInLinkRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateSignInLinkRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateSignInLinkRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<CreateSignInLinkRequest>): CreateSignInLinkRequest {
+    return CreateSignInLinkRequest.fromPartial(base ?? {});
+  },
+  fromPartial(_: DeepPartial<CreateSignInLinkRequest>): CreateSignInLinkRequest {
+    const message = createBaseCreateSignInLinkRequest();
+    return message;
+  },
+};
+
+function createBaseCreateSignInLinkResponse(): CreateSignInLinkResponse {
+  return { path: "", expiresAt: 0, organizationId: "", memberEmail: "" };
+}
+
+export const CreateSignInLinkResponse: MessageFns<CreateSignInLinkResponse> = {
+  encode(message: CreateSignInLinkResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.path !== "") {
+      writer.uint32(10).string(message.path);
+    }
+    if (message.expiresAt !== 0) {
+      writer.uint32(16).int64(message.expiresAt);
+    }
+    if (message.organizationId !== "") {
+      writer.uint32(26).string(message.organizationId);
+    }
+    if (message.memberEmail !== "") {
+      writer.uint32(34).string(message.memberEmail);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateSignInLinkResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateSignInLinkResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.path = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.expiresAt = longToNumber(reader.int64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.organizationId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.memberEmail = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<CreateSignInLinkResponse>): CreateSignInLinkResponse {
+    return CreateSignInLinkResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<CreateSignInLinkResponse>): CreateSignInLinkResponse {
+    const message = createBaseCreateSignInLinkResponse();
+    message.path = object.path ?? "";
+    message.expiresAt = object.expiresAt ?? 0;
+    message.organizationId = object.organizationId ?? "";
+    message.memberEmail = object.memberEmail ?? "";
+    return message;
+  },
+};
+
 export type AdminServiceService = typeof AdminServiceService;
 export const AdminServiceService = {
   /** An organization and its first project. */
@@ -2020,6 +2171,21 @@ export const AdminServiceService = {
       Buffer.from(RedeemInvitationResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RedeemInvitationResponse => RedeemInvitationResponse.decode(value),
   },
+  /**
+   * A one-time dashboard sign-in link for the local organization's owner (what `tributary start`
+   * prints). NOT_FOUND where there is no local organization (no TRIBUTARY_API_KEY or _KEYS).
+   */
+  createSignInLink: {
+    path: "/tributary.v1.AdminService/CreateSignInLink" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateSignInLinkRequest): Buffer =>
+      Buffer.from(CreateSignInLinkRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateSignInLinkRequest => CreateSignInLinkRequest.decode(value),
+    responseSerialize: (value: CreateSignInLinkResponse): Buffer =>
+      Buffer.from(CreateSignInLinkResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateSignInLinkResponse => CreateSignInLinkResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServiceServer extends UntypedServiceImplementation {
@@ -2037,6 +2203,11 @@ export interface AdminServiceServer extends UntypedServiceImplementation {
   revokeInvitation: handleUnaryCall<RevokeInvitationRequest, Invitation>;
   /** What POST /v1/invitations/redeem does: the organization, its first project and first key. */
   redeemInvitation: handleUnaryCall<RedeemInvitationRequest, RedeemInvitationResponse>;
+  /**
+   * A one-time dashboard sign-in link for the local organization's owner (what `tributary start`
+   * prints). NOT_FOUND where there is no local organization (no TRIBUTARY_API_KEY or _KEYS).
+   */
+  createSignInLink: handleUnaryCall<CreateSignInLinkRequest, CreateSignInLinkResponse>;
 }
 
 export interface AdminServiceClient extends Client {
@@ -2207,6 +2378,25 @@ export interface AdminServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RedeemInvitationResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * A one-time dashboard sign-in link for the local organization's owner (what `tributary start`
+   * prints). NOT_FOUND where there is no local organization (no TRIBUTARY_API_KEY or _KEYS).
+   */
+  createSignInLink(
+    request: CreateSignInLinkRequest,
+    callback: (error: ServiceError | null, response: CreateSignInLinkResponse) => void,
+  ): ClientUnaryCall;
+  createSignInLink(
+    request: CreateSignInLinkRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateSignInLinkResponse) => void,
+  ): ClientUnaryCall;
+  createSignInLink(
+    request: CreateSignInLinkRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateSignInLinkResponse) => void,
   ): ClientUnaryCall;
 }
 
