@@ -1,13 +1,13 @@
 import type { ModelSpec } from "../modules/catalog/mod.js";
 import { resolveAdminToken } from "../modules/admin-api/mod.js";
-import { accountsConfig, appsConfig, artifactsConfig, filesConfig, sandboxesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, routingConfig, timeoutsConfig } from "../lib/config.js";
+import { accountsConfig, appScalingConfig, appsConfig, artifactsConfig, filesConfig, sandboxesConfig, optionToUndefined, rateLimitConfig, readConfig, responsesConfig, routingConfig, timeoutsConfig } from "../lib/config.js";
 import { AdminServiceActor } from "./admin/admin-service.js";
 import { BatchCoordinator } from "./batches/batch-coordinator.js";
 import { BatchWorker } from "./batches/batch-worker.js";
 import { fileSweeper } from "./files/file-sweeper.js";
 import { artifactSweeper } from "./artifacts/artifact-sweeper.js";
 import { SandboxSweeperActor } from "./sandboxes/sandbox-sweeper.js";
-import { appDeploymentSweeper } from "./apps/deployment-sweeper.js";
+import { DeploymentReconcilerActor } from "./apps/deployment-reconciler.js";
 import { JobWorker } from "./jobs/job-worker.js";
 import { BudgetHostActor, budgetHostOptions } from "./ratelimit/budget-host.js";
 import { BackgroundResponseWorker } from "./responses/background-worker.js";
@@ -44,12 +44,14 @@ function usageActors(ctx: PlatformContext): Array<() => Actor> {
   return [() => new UsageFolder({ minuteRetentionSeconds: usage.minuteRetentionSeconds, folded })];
 }
 
-/** Sandboxes: the sweeper of lost hosts and missed deadlines. */
+/** Sandboxes: the sweeper of lost hosts and missed deadlines; jobs; hosted apps' reconciler. */
 function sandboxActors(): Array<() => Actor> {
   const sandboxes = readConfig(sandboxesConfig);
+  const scaling = readConfig(appScalingConfig);
+  const reconciler = { hostTimeoutMs: readConfig(appsConfig).hostTimeoutMs, scaleDownDelayMs: scaling.scaleDownDelayMs, rpcTimeoutMs: 5_000, refusalBackoffMs: 5_000 };
   return [
     () => new SandboxSweeperActor(sandboxes.sweepMs, sandboxes.hostTimeoutMs),
-    () => appDeploymentSweeper(sandboxes.sweepMs, readConfig(appsConfig).hostTimeoutMs),
+    () => new DeploymentReconcilerActor(scaling.reconcileMs, reconciler),
     () =>
       new JobWorker({
         concurrency: sandboxes.jobConcurrency,

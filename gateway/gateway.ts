@@ -13,6 +13,7 @@ import {
 import {
   accountsConfig,
   appsConfig,
+  appScalingConfig,
   catalogOverridesConfig,
   artifactsConfig,
   commonConfig,
@@ -34,7 +35,7 @@ import type { Logger } from "../lib/log.js";
 import { connectionState } from "../lib/nats/connection.js";
 import { METRICS_CONTENT_TYPE } from "../lib/metrics.js";
 import { SandboxHostClient, SandboxHostDirectory, SandboxService, SandboxStore } from "../modules/sandboxes/mod.js";
-import { AppExchangeClient, AppHostDirectory, AppService, DeploymentStore, PATH_ADDRESS_SEGMENT } from "../modules/apps/mod.js";
+import { AppBalancer, AppExchangeClient, AppHostDirectory, AppService, DeploymentStore, PATH_ADDRESS_SEGMENT } from "../modules/apps/mod.js";
 import { loadKeyRing, SecretStore } from "../modules/secrets/mod.js";
 import { JobStore } from "../modules/jobs/mod.js";
 import { FileStore } from "../modules/files/mod.js";
@@ -94,6 +95,7 @@ function readSettings(env: Record<string, string | undefined>) {
     responses: read(responsesConfig),
     artifacts: read(artifactsConfig),
     apps: read(appsConfig),
+    appScaling: read(appScalingConfig),
     sandboxes: read(sandboxesConfig),
     secrets: read(secretsConfig),
   };
@@ -359,9 +361,10 @@ async function registerPlatformRoutes(
     defaultTimeouts: { request_seconds: settings.apps.requestTimeoutSeconds, idle_seconds: settings.apps.idleTimeoutSeconds },
   }, log));
   await apps.start();
-  const exchanges = running(new AppExchangeClient(nc, deps.gatewayId, { hostAlive: (id) => appHosts.alive(id) }, log));
+  const exchanges = running(new AppExchangeClient(nc, deps.gatewayId, { hostAlive: (id) => appHosts.alive(id), hostHeardSince: (id, since) => appHosts.heardSince(id, since) }, log));
   exchanges.start();
-  const appRoutes = { apps, exchanges, maxBodyBytes, maxAppBodyBytes: settings.apps.maxBodyBytes, streamBudget, publicScheme: settings.apps.publicScheme };
+  const balancer = new AppBalancer(appHosts, exchanges, apps, { coldStartTimeoutMs: settings.appScaling.coldStartTimeoutMs });
+  const appRoutes = { apps, balancer, maxBodyBytes, maxAppBodyBytes: settings.apps.maxBodyBytes, streamBudget, publicScheme: settings.apps.publicScheme };
   registerAppRoutes(router, appRoutes);
   // Path addresses are dispatched before the router: no route may sit under them.
   router.reserve(PATH_ADDRESS_SEGMENT);

@@ -617,6 +617,24 @@ export const appHostConfig = Config.all({
 });
 
 /**
+ * Hosted apps: instances and scaling
+ * The reconciler on the actor hosts (one at a time) places, replaces and scales deployments'
+ * instances; gateways hold a request while an instance starts. See
+ * [desired state](platform.md#desired-state-instances-and-scaling).
+ */
+export const appScalingConfig = Config.all({
+  /** How often the reconciler compares every deployment with what the app hosts run (it also acts at once on a new deployment, and on a request waiting for an instance). */
+  reconcileMs: int("TRIBUTARY_APP_RECONCILE_MS", 1_000),
+  /**
+   * Scaling down waits this long: a deployment runs the most instances its load asked for over
+   * this window (a scale-to-zero app stops its last instance after this long without a request).
+   */
+  scaleDownDelayMs: int("TRIBUTARY_APP_SCALE_DOWN_DELAY_MS", 60_000),
+  /** Longest a gateway holds a request for an app with no instance serving (scaled to zero, or all lost) while one starts; then a 502 `app_not_running`. */
+  coldStartTimeoutMs: int("TRIBUTARY_APPS_COLD_START_TIMEOUT_MS", 60_000),
+});
+
+/**
  * Secrets
  * Gateways, sandbox hosts and `tributary admin secrets`. See [secrets](platform.md#secrets).
  */

@@ -92,7 +92,7 @@ async function main(): Promise<void> {
       maxConcurrentPerInstance: apps.maxConcurrentPerInstance,
       // Its own uids, after the sandboxes' range: an app never shares a uid with a sandbox.
       uidBase: uidBase === undefined ? undefined : uidBase + config.maxSandboxes,
-      maxDeployments: config.maxSandboxes,
+      maxInstances: config.maxSandboxes,
     }, log);
     appHost.start();
   }

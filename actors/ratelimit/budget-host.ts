@@ -3,9 +3,9 @@ import type { KV } from "@nats-io/kv";
 import { Activation, BudgetKey, OwnerProbeReply } from "../../proto/gen/tributary/v1/ratelimit.js";
 import { randomToken } from "../../lib/ids.js";
 import { openKv } from "../../lib/nats/jetstream.js";
-import { compareAndSet, kvRecord } from "../../lib/nats/kv-records.js";
+import { kvRecord } from "../../lib/nats/kv-records.js";
 import { buckets, queues, subjects } from "../../lib/nats/subjects.js";
-import { openMailbox } from "../../modules/actor-runtime/mod.js";
+import { claimOwnership, openMailbox } from "../../modules/actor-runtime/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import { BudgetActor, type BudgetActorOptions } from "./budget-actor.js";
 import { budgetRecordSchema, budgetStateKey, freshRecord, type BudgetRecord } from "../../modules/ratelimit/mod.js";
@@ -34,10 +34,10 @@ const MAX_CLAIM_ATTEMPTS = 8;
 /**
  * The rate-limit budgets of one actor host: it activates budgets that have no live owner (NATS
  * queue group: one host answers each activation), runs a BudgetActor for each budget it owns, and
- * answers probes from other hosts about them. Ownership is recorded in the budget's KV record; a
- * host takes a budget over when its recorded owner does not answer a probe (the process died or
- * is cut off). Taking over writes the record by compare-and-set, which fences the old owner: its
- * next write fails and it steps down.
+ * answers probes from other hosts about them. Ownership is recorded in the budget's KV record
+ * (claimOwnership): a host takes a budget over when its recorded owner does not answer a probe
+ * (the process died or is cut off), by compare-and-set, which fences the old owner: its next
+ * write fails and it steps down.
  */
 export class BudgetHostActor implements Actor {
   readonly name = "rate-limit budgets";
@@ -112,27 +112,15 @@ export class BudgetHostActor implements Actor {
   /** Makes this host the owner of the budget, unless a live host owns it. */
   private async claim(key: BudgetKey, id: string): Promise<Activation> {
     if (this.budgets.get(id)?.owns) return { ownerHost: this.hostId, error: "" };
-    let liveOwner = "";
-    let previousOwner = "";
-    const claimed = await compareAndSet(
-      kvRecord(this.kv!, id, budgetRecordSchema),
-      async (current) => {
-        previousOwner = current?.owner ?? "";
-        // Limits come with the first lease; a window with nothing granted needs none yet.
-        if (!current) return freshRecord(this.hostId, this.options.windowMs, Date.now(), { requests: 0, tokens: 0 });
-        if (this.stopping) return undefined;
-        if (current.owner && current.owner !== this.hostId && (await this.ownerAlive(current.owner, key))) {
-          liveOwner = current.owner;
-          return undefined;
-        }
-        liveOwner = "";
-        return { ...current, owner: this.hostId, updated_at: Date.now() };
-      },
-      { where: id, create: true, attempts: MAX_CLAIM_ATTEMPTS },
-    );
-    if (!claimed?.changed) return liveOwner ? { ownerHost: liveOwner, error: "" } : { ownerHost: "", error: "host stopping" };
-    if (previousOwner && previousOwner !== this.hostId) this.ctx?.log.info("took over a budget from an owner that did not answer", { budget: id, previousOwner });
-    return this.own(key, id, claimed.value, claimed.revision);
+    const claim = await claimOwnership(kvRecord(this.kv!, id, budgetRecordSchema), this.hostId, {
+      ownerOf: (record) => record.owner,
+      // Limits come with the first lease; a window with nothing granted needs none yet.
+      claimedBy: (current, me) => (current ? { ...current, owner: me, updated_at: Date.now() } : freshRecord(me, this.options.windowMs, Date.now(), { requests: 0, tokens: 0 })),
+    }, { where: id, attempts: MAX_CLAIM_ATTEMPTS, ownerAlive: (owner) => this.ownerAlive(owner, key), stopping: () => this.stopping });
+    if ("liveOwner" in claim) return { ownerHost: claim.liveOwner, error: "" };
+    if ("stopping" in claim) return { ownerHost: "", error: "host stopping" };
+    if (claim.previousOwner && claim.previousOwner !== this.hostId) this.ctx?.log.info("took over a budget from an owner that did not answer", { budget: id, previousOwner: claim.previousOwner });
+    return this.own(key, id, claim.owned.value, claim.owned.revision);
   }
 
   private async own(key: BudgetKey, id: string, record: BudgetRecord, revision: number): Promise<Activation> {

@@ -1,4 +1,4 @@
-import { appRequestHeaders, deploymentStates, pathAddressOf, responseHeadsUnder, type AppExchangeClient, type AppService, type ResponseSink } from "../../modules/apps/mod.js";
+import { appRequestHeaders, deploymentStates, pathAddressOf, responseHeadsUnder, type AppBalancer, type AppService, type ResponseSink } from "../../modules/apps/mod.js";
 import { errors } from "../../modules/errors/mod.js";
 import { listObject, listQuery } from "../../modules/openai/mod.js";
 import type { HttpExchange } from "../http/exchange.js";
@@ -11,7 +11,7 @@ import { sseEvent, SseWriter } from "../sse/sse-writer.js";
 
 export interface AppRouteDeps {
   apps: AppService;
-  exchanges: AppExchangeClient;
+  balancer: AppBalancer;
   maxBodyBytes: number;
   maxAppBodyBytes: number;
   streamBudget: PendingBudget;
@@ -112,7 +112,7 @@ export function hostedAppsHandler(deps: AppRouteDeps): {
       return underPath && { pattern: "(hosted app, path address)", params: { ...underPath } };
     },
     handler: async (ex, { address, prefix, path }) => {
-      let target = deps.apps.resolveCached(address!) ?? (await deps.apps.resolve(address!));
+      const target = deps.apps.resolveCached(address!) ?? (await deps.apps.resolve(address!));
       if (!target) throw errors.notFound(`No app is deployed at ${prefix || address}.`, null, "app_not_found");
       if (target.project !== principal(ex).projectId) throw errors.forbidden("This API key's project does not own the app at this address.", "wrong_project");
       const hasBody = ex.method === "POST" || ex.method === "PUT" || ex.method === "PATCH";
@@ -120,17 +120,8 @@ export function hostedAppsHandler(deps: AppRouteDeps): {
       // Forwarded headers are the gateway's word to the app: a client's copies never reach it.
       const headers = appRequestHeaders(ex.headers, { clientAddress: ex.remoteAddress, host: ex.headers.host, scheme: deps.publicScheme, prefix: prefix || undefined, requestId: ex.requestId });
       const request = { method: ex.method, target: path! + (ex.query ? `?${ex.query}` : ""), headers, body };
-      // A host that refuses (its instance just went: a redeploy switched, a crash) touched
-      // nothing of the request: the route is read again and the exchange tried once more.
-      for (let attempt = 0; attempt < 3; attempt++) {
-        const outcome = await deps.exchanges.exchange({ ...request, hostId: target.hostId, deploymentId: target.deploymentId, timeouts: target.timeouts }, sink(ex, prefix || undefined));
-        if (outcome === "done") return;
-        await new Promise((r) => setTimeout(r, 100 * (attempt + 1)));
-        const fresh = await deps.apps.resolve(address!, true);
-        if (!fresh || fresh.project !== target.project) break;
-        target = fresh;
-      }
-      throw errors.appUnavailable("The app has no healthy instance right now. Please retry shortly.", "app_not_running");
+      // To the least busy instance; another one when the first failed it for a reason not the app's (AppBalancer).
+      await deps.balancer.relay(address!, target, request, sink(ex, prefix || undefined));
     },
   };
 }

@@ -51,7 +51,7 @@ const sandboxes = { heartbeat: w.sandboxHostHeartbeat, rpc: w.sandboxHostRpc, ex
 /** Jobs: queued into their stream by the gateway, cancelled on core NATS, their output into the log stream. */
 const jobs = { queue: w.jobQueue, cancel: w.jobCancel, logs: w.jobLogs };
 /** App hosts: heartbeats, calls (gateway -> host), HTTP exchanges (both ways) and deployment logs (host -> gateway). */
-const apps = { heartbeat: w.appHostHeartbeat, rpc: w.appHostRpc, exchange: w.appHostExchange, reply: w.appReply, logs: w.appLogs };
+const apps = { heartbeat: w.appHostHeartbeat, rpc: w.appHostRpc, demand: w.appDemand, reconcilerProbe: w.appReconcilerProbe, exchange: w.appHostExchange, reply: w.appReply, logs: w.appLogs };
 
 const kvStream = (bucket: string) => `KV_${bucket}`;
 const objStream = (bucket: string) => `OBJ_${bucket}`;
@@ -123,7 +123,8 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
             batches.job,
             ...observations,
             sandboxes.rpc, jobs.queue, jobs.cancel,
-            apps.rpc, apps.exchange,
+            // Apps: calls to app hosts, exchanges, demand for an instance, and the end of a stopped deployment's logs.
+            apps.rpc, apps.exchange, apps.demand, apps.logs,
             ...jetStreamAccess(gatewayState),
             // The dashboard's rate-limit page reads budgets (direct gets only: it never writes them).
             `$JS.API.DIRECT.GET.${kvStream(buckets.rateLimits)}.>`,
@@ -143,6 +144,8 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
             batches.job, batches.work,
             ...observations,
             sandboxes.rpc, jobs.queue, jobs.cancel, jobs.logs,
+            // The reconciler starts and stops app instances, asks who reconciles, ends a failed deployment's logs.
+            apps.rpc, apps.reconcilerProbe, apps.logs,
             ...jetStreamAccess(actorsState),
           ],
           deny: noStreamDeletion,
@@ -150,7 +153,7 @@ export function natsPermissions(identity: NatsIdentity): NatsPermissions {
         subscribe: {
           allow: [
             generation.replies, generation.heartbeats, budgets.lease, budgets.ret, budgets.activate, budgets.probe, responses.cancel,
-            sandboxes.heartbeat, sandboxes.execEvents, jobs.cancel, apps.heartbeat, inbox,
+            sandboxes.heartbeat, sandboxes.execEvents, jobs.cancel, apps.heartbeat, apps.demand, apps.reconcilerProbe, inbox,
           ],
         },
         allowResponses: true,

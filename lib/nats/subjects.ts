@@ -91,8 +91,12 @@ export const subjects = {
   jobLogsAll: `${SUBJECT_ROOT}.jobs.logs.*`,
   /** App host heartbeats (capacity, and the deployments each runs with their state), one subject for every host. */
   appHostHeartbeat: `${SUBJECT_ROOT}.app-host.heartbeat`,
-  /** Calls to one app host (deploy, stop, logs), request/reply, schema-checked JSON. */
+  /** Calls to one app host (start or stop an instance, stop a deployment, logs), request/reply, schema-checked JSON. */
   appHostRpc: (hostId: string) => `${SUBJECT_ROOT}.app-host.${hostId}.rpc`,
+  /** A gateway holding a request for a deployment with no instance serving: the reconciler starts one. */
+  appDemand: `${SUBJECT_ROOT}.app-demand`,
+  /** "Do you reconcile deployments now?", to the actor host the reconciler's record names. */
+  appReconcilerProbe: (hostId: string) => `${SUBJECT_ROOT}.app-reconciler.${hostId}.probe`,
   /** HTTP exchange frames (AppRequestFrame, protobuf) from gateways to one app host. */
   appHostExchange: (hostId: string) => `${SUBJECT_ROOT}.app-host.${hostId}.exchange`,
   /** HTTP exchange frames (AppResponseFrame) back to one gateway: it subscribes to its wildcard and routes by exchange id. */
@@ -132,6 +136,8 @@ export const subjectWildcards = {
   jobLogs: subjects.jobLogsAll,
   appHostHeartbeat: subjects.appHostHeartbeat,
   appHostRpc: `${SUBJECT_ROOT}.app-host.*.rpc`,
+  appDemand: subjects.appDemand,
+  appReconcilerProbe: `${SUBJECT_ROOT}.app-reconciler.*.probe`,
   appHostExchange: `${SUBJECT_ROOT}.app-host.*.exchange`,
   appReply: `${SUBJECT_ROOT}.app-reply.>`,
   appLogs: `${SUBJECT_ROOT}.app-logs.*`,

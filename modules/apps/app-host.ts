@@ -17,14 +17,17 @@ import { AppExchangeServer, type ExchangeTarget } from "./exchange-host.js";
 import type { InstanceHostOptions, LogLine } from "./instance.js";
 import type { AppManifest } from "./manifest.js";
 import { AppConnectionPool } from "./app-http.js";
-import { appHostCall, encodeJson, type AppHostCall, type AppHostHeartbeat, type AppHostReply } from "./protocol.js";
+import { appHostCall, encodeJson, endedEvent, refusal, type AppHostCall, type AppHostHeartbeat, type AppHostReply, type HostInstanceState } from "./protocol.js";
 import { AppReplica, DEFAULT_REPLICA_POLICY, type ReplicaPolicy, type ReplicaStatus } from "./replica.js";
 
-// An app host: runs deployments' instances on this machine (in the sandbox host process, under
-// the same walls), serves HTTP exchanges to them over NATS, and owns the life of the deployments
-// it was given: it writes their records (the moves of deployment-states.ts: starting, healthy,
-// failed with logs), switches the hosted address to a new deployment once it is healthy, and
-// drains the one it replaced.
+// An app host: runs instances of deployments on this machine (in the sandbox host process, under
+// the same walls), serves HTTP exchanges to them over NATS, and says in its heartbeats what it
+// runs (each instance's state and load). The reconciler places instances here (start_instance)
+// and retires them; this host reports each one's health in its deployment's record (the moves of
+// deployment-states.ts: starting, healthy, restarts), switches the hosted address to a deployment
+// whose first instance answers and drains the one it replaced, and ends a deployment whose app
+// fails for a reason of its own (crash loop, memory, health check, bundle, secrets). Its own end
+// ends no deployment: the reconciler places its instances elsewhere, or here again once it is back.
 
 export interface AppHostOptions {
   hostId: string;
@@ -33,47 +36,62 @@ export interface AppHostOptions {
   memoryMb: number;
   gpuCount: number;
   instance: InstanceHostOptions;
-  /** Where bundles are unpacked (a directory per deployment). */
+  /** Where bundles are unpacked (a directory per instance). */
   bundleRoot: string;
   /** What one bundle may unpack to. */
   bundleBounds: BundleBounds;
   policy: ReplicaPolicy;
-  /** After a switch, how long the replaced instance still takes requests (gateways' route caches catch up). */
+  /** After an instance is told to stop (a redeploy switched, scaled down), how long it still takes requests (gateways catch up). */
   switchDelayMs: number;
-  /** Longest wait for the replaced instance's exchanges to finish before it is stopped. */
+  /** Longest wait for a stopping instance's exchanges to finish before it is stopped. */
   drainMs: number;
   /** uvicorn's grace after SIGTERM before the instance is killed. */
   graceMs: number;
   /** Requests one instance serves at once (and connections to its socket); those beyond get a busy answer. */
   maxConcurrentPerInstance: number;
   /**
-   * First host uid of the per-deployment range (when this process may change uid: root), of
-   * `maxDeployments` uids; undefined: instances run as this process's uid.
+   * First host uid of the per-instance range (when this process may change uid: root), of
+   * `maxInstances` uids; undefined: instances run as this process's uid.
    */
   uidBase: number | undefined;
-  maxDeployments: number;
+  maxInstances: number;
 }
 
-interface LiveDeployment {
+interface LiveInstance {
   id: string;
+  deploymentId: string;
   project: string;
   manifest: AppManifest;
   replica: AppReplica | undefined;
-  /** Keep-alive connections to its instances' sockets. */
+  /** Keep-alive connections to its socket. */
   pool: AppConnectionPool;
   inFlight: number;
+  /** Requests in flight integrated over time since the last regular heartbeat (ms), and when it last changed. */
+  loadArea: number;
+  loadSince: number;
+  /** Requests in flight on average over the last heartbeat interval. */
+  load: number;
   idleWaiters: Array<() => void>;
   bundleDir: string;
-  ending: boolean;
-  /** Its slot in the uid range (its instances' host uid is uidBase + slot). */
+  /** running; stopping (told to stop: drains, then ends). */
+  stopping: boolean;
+  /** performance.now() from which a stopping instance takes no new exchange. */
+  refuseFrom: number;
+  /** Its slot in the uid range (its host uid is uidBase + slot). */
   slot: number | undefined;
+  /** Its replica's restarts already added to the deployment's count. */
+  restartsCounted: number;
 }
 
+/** How an instance stops: drained (its requests finish first) or at once (SIGTERM: uvicorn finishes what it holds). */
+type StopHow = { drain: boolean; why: string };
+
 export class AppHost {
-  private readonly live = new Map<string, LiveDeployment>();
+  private readonly live = new Map<string, LiveInstance>();
   private readonly exchanges: AppExchangeServer;
   private subscription: Subscription | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
+  private lastBeat = performance.now();
   private draining = false;
   private readonly freeSlots: number[];
 
@@ -85,8 +103,8 @@ export class AppHost {
     private readonly options: AppHostOptions,
     private readonly log: Logger,
   ) {
-    this.exchanges = new AppExchangeServer(nc, options.hostId, (id) => this.target(id), log, options.maxConcurrentPerInstance);
-    this.freeSlots = Array.from({ length: options.maxDeployments }, (_, i) => options.maxDeployments - 1 - i);
+    this.exchanges = new AppExchangeServer(nc, options.hostId, (deploymentId, instanceId) => this.target(deploymentId, instanceId), log, options.maxConcurrentPerInstance);
+    this.freeSlots = Array.from({ length: options.maxInstances }, (_, i) => options.maxInstances - 1 - i);
   }
 
   start(): void {
@@ -102,55 +120,97 @@ export class AppHost {
       },
     });
     this.heartbeat();
-    this.heartbeatTimer = setInterval(() => this.heartbeat(), this.options.heartbeatMs);
+    this.heartbeatTimer = setInterval(() => this.heartbeat(true), this.options.heartbeatMs);
   }
 
-  /** Ends every instance (records say stopped, host_stopped); routes stay for a host that comes back. */
+  /**
+   * Stops every instance, and takes them out of their records: the reconciler places them on
+   * another host at once (their deployments stay as they were: this host's end is not theirs).
+   */
   async stop(): Promise<void> {
     this.draining = true;
     this.heartbeat();
     this.subscription?.unsubscribe();
     this.exchanges.stop();
-    await Promise.all([...this.live.values()].map((d) => this.end(d, states.stoppedBy("host_stopped", "the app host shut down"), 0)));
+    const instances = [...this.live.values()];
+    await Promise.all(instances.map((i) => this.stopInstance(i, { drain: false, why: "its app host shut down" })));
+    await Promise.all(instances.map((i) => this.deployments.transition(i.project, i.deploymentId, (cur) => states.dropInstance(cur, i.id)).catch(() => undefined)));
     clearInterval(this.heartbeatTimer);
   }
 
-  private uidOf(d: LiveDeployment): number | undefined {
-    return this.options.uidBase === undefined || d.slot === undefined ? undefined : this.options.uidBase + d.slot;
+  private uidOf(i: LiveInstance): number | undefined {
+    return this.options.uidBase === undefined || i.slot === undefined ? undefined : this.options.uidBase + i.slot;
   }
 
-  private target(deploymentId: string): ExchangeTarget | undefined {
-    const d = this.live.get(deploymentId);
-    const socketPath = d?.replica?.appSocket;
-    if (!d || !socketPath) return undefined;
-    d.inFlight++;
+  /** The instance an exchange goes to: the one the gateway chose, else the least busy of the deployment's here. */
+  private target(deploymentId: string, instanceId: string): ExchangeTarget | undefined {
+    let chosen = instanceId ? this.live.get(instanceId) : undefined;
+    if (!instanceId)
+      for (const i of this.live.values()) if (i.deploymentId === deploymentId && this.serves(i) && (!chosen || i.inFlight < chosen.inFlight)) chosen = i;
+    if (!chosen || chosen.deploymentId !== deploymentId || !this.serves(chosen)) return undefined;
+    const instance = chosen;
+    const socketPath = instance.replica!.appSocket!;
+    this.countInFlight(instance, +1);
     let released = false;
     return {
       socketPath,
-      pool: d.pool,
+      pool: instance.pool,
       release: () => {
         if (released) return;
         released = true;
-        if (--d.inFlight === 0) for (const w of d.idleWaiters.splice(0)) w();
+        this.countInFlight(instance, -1);
+        if (instance.inFlight === 0) for (const w of instance.idleWaiters.splice(0)) w();
       },
     };
   }
 
-  /** What the live deployments hold of this host's budget. */
+  /** Takes new exchanges: answering, and not stopping (or within the switch delay of its stop). */
+  private serves(i: LiveInstance): boolean {
+    return i.replica?.appSocket !== undefined && (!i.stopping || performance.now() < i.refuseFrom);
+  }
+
+  private countInFlight(i: LiveInstance, delta: number): void {
+    const now = performance.now();
+    i.loadArea += i.inFlight * (now - i.loadSince);
+    i.loadSince = now;
+    i.inFlight += delta;
+  }
+
+  /** What the instances here hold of this host's budget. */
   private used(): { cpu: number; memory: number; gpus: number } {
     let cpu = 0;
     let memory = 0;
     let gpus = 0;
-    for (const d of this.live.values()) {
-      cpu += d.manifest.cpuMhz;
-      memory += d.manifest.memorySizeMb;
-      gpus += d.manifest.gpuCount;
+    for (const i of this.live.values()) {
+      cpu += i.manifest.cpuMhz;
+      memory += i.manifest.memorySizeMb;
+      gpus += i.manifest.gpuCount;
     }
     return { cpu, memory, gpus };
   }
 
-  private heartbeat(): void {
+  /**
+   * Says what runs here. `regular` (the timer's): each instance's load is measured anew, its
+   * requests in flight on average since the last regular heartbeat, rounded up (a request of a
+   * fraction of a millisecond still counts: it keeps a scale-to-zero app running); a heartbeat
+   * sent at once on a change repeats the last measure.
+   */
+  private heartbeat(regular = false): void {
     const { cpu, memory, gpus } = this.used();
+    const now = performance.now();
+    const interval = Math.max(1, now - this.lastBeat);
+    if (regular) this.lastBeat = now;
+    const instances: AppHostHeartbeat["instances"] = [];
+    for (const i of this.live.values()) {
+      if (regular) {
+        i.loadArea += i.inFlight * (now - i.loadSince);
+        i.loadSince = now;
+        i.load = Math.ceil((i.loadArea / interval) * 1000) / 1000;
+        i.loadArea = 0;
+      }
+      const state: HostInstanceState = i.stopping ? "stopping" : i.replica?.current.state === "healthy" ? "healthy" : "starting";
+      instances.push({ instance_id: i.id, project: i.project, deployment_id: i.deploymentId, state, in_flight: i.inFlight, load: i.load });
+    }
     const beat: AppHostHeartbeat = {
       host_id: this.options.hostId,
       state: this.draining ? "draining" : "ready",
@@ -160,7 +220,7 @@ export class AppHost {
       memory_mb_total: this.options.memoryMb,
       memory_mb_free: this.options.memoryMb - memory,
       gpu_count: this.options.gpuCount - gpus,
-      deployments: [...this.live.values()].map((d) => ({ deployment_id: d.id, state: d.replica?.current.state ?? "starting" })),
+      instances,
     };
     this.nc.publish(subjects.appHostHeartbeat, encodeJson(beat));
   }
@@ -173,23 +233,33 @@ export class AppHost {
       return this.reply(msg, { ok: false, message: `bad call: ${(err as Error).message}`, logs: [] });
     }
     try {
-      if (call.op === "deploy") {
-        if (this.draining) return this.reply(msg, { ok: false, message: "the app host is shutting down", logs: [] });
-        // Accepted now; the record tells how it goes.
-        this.reply(msg, { ok: true, message: null, logs: [] });
-        await this.deploy(call.project, call.deployment_id);
-        return;
+      switch (call.op) {
+        case "start_instance": {
+          const admitted = await this.admit(call.project, call.deployment_id, call.instance_id);
+          if (typeof admitted === "string") return this.reply(msg, { ok: false, message: admitted, logs: [] });
+          // Accepted now; the record tells how it goes.
+          this.reply(msg, { ok: true, message: null, logs: [] });
+          if (admitted) await this.runInstance(admitted.instance, admitted.record);
+          return;
+        }
+        case "stop_instance": {
+          const instance = this.live.get(call.instance_id);
+          this.reply(msg, { ok: true, message: null, logs: [] });
+          if (instance?.deploymentId === call.deployment_id) await this.stopInstance(instance, { drain: true, why: call.reason === "retired" ? "scaled down" : "no deployment wants it" });
+          return;
+        }
+        case "stop": {
+          // A user's stop is answered once its instances here ended; other ends drain in their own time.
+          if (call.reason !== "user_stop") this.reply(msg, { ok: true, message: null, logs: [] });
+          await this.stopDeployment(call.deployment_id, call.reason);
+          if (call.reason === "user_stop") this.reply(msg, { ok: true, message: null, logs: [] });
+          return;
+        }
+        case "logs": {
+          const lines = [...this.live.values()].filter((i) => i.deploymentId === call.deployment_id).flatMap((i) => i.replica?.recentLogs() ?? []);
+          return this.reply(msg, { ok: true, message: null, logs: lines.sort((a, b) => a.at - b.at) });
+        }
       }
-      if (call.op === "stop") {
-        // A user's stop is answered once the instance ended and the record says so; a
-        // supersede (from another host) drains in its own time.
-        if (call.reason === "superseded") this.reply(msg, { ok: true, message: null, logs: [] });
-        await this.stopDeployment(call.project, call.deployment_id, call.reason, call.superseded_by);
-        if (call.reason === "user_stop") this.reply(msg, { ok: true, message: null, logs: [] });
-        return;
-      }
-      const d = this.live.get(call.deployment_id);
-      this.reply(msg, { ok: true, message: null, logs: d?.replica?.recentLogs() ?? [] });
     } catch (err) {
       this.log.error("app host call failed", { op: call.op, deploymentId: call.deployment_id, err });
     }
@@ -199,128 +269,174 @@ export class AppHost {
     if (msg.reply) msg.respond(encodeJson(reply));
   }
 
-  private async deploy(project: string, id: string): Promise<void> {
-    if (this.live.has(id)) return;
-    const record = await this.deployments.get(project, id);
-    if (!record || record.deployment.status !== "pending") return;
+  /**
+   * Takes an instance the reconciler placed here, within this host's own budget (the reconciler
+   * places by heartbeats, which lag): the instance and its record, null when it runs here
+   * already, or why not (the reconciler places it elsewhere).
+   */
+  private async admit(project: string, deploymentId: string, instanceId: string): Promise<{ instance: LiveInstance; record: StoredDeployment } | null | string> {
+    if (this.draining) return refusal("host_draining", "the app host is shutting down");
+    if (this.live.has(instanceId)) return null;
+    const record = await this.deployments.get(project, deploymentId);
+    if (!record || states.isFinal(record.deployment.status) || !record.deployment.instances.some((i) => i.id === instanceId)) return refusal("unwanted", "the deployment does not want this instance");
+    if (this.draining) return refusal("host_draining", "the app host is shutting down");
+    if (this.live.has(instanceId)) return null;
     const manifest = record.manifest as AppManifest;
-    // Gateways place by heartbeats, which lag: the host holds its own budget and refuses past it.
     const used = this.used();
     const over =
       used.cpu + manifest.cpuMhz > this.options.cpuMhz ? "CPU" : used.memory + manifest.memorySizeMb > this.options.memoryMb ? "memory" : used.gpus + manifest.gpuCount > this.options.gpuCount ? "GPUs" : undefined;
+    if (over) return refusal("host_full", `the app host has no ${over} left for it`);
     const slot = this.options.uidBase === undefined ? undefined : this.freeSlots.pop();
-    if (this.options.uidBase !== undefined && slot === undefined && !over) {
-      const ending = states.placementFailed("host_full", "the app host runs as many deployments as it has uids for; deploy again");
-      await this.deployments.transition(project, id, (cur) => states.end(cur, ending, nowSeconds()));
-      return;
-    }
-    if (over) {
-      if (slot !== undefined) this.freeSlots.push(slot);
-      const ending = states.placementFailed("host_full", `the app host had no ${over} left for it; deploy again`);
-      await this.deployments.transition(project, id, (cur) => states.end(cur, ending, nowSeconds()));
-      return;
-    }
-    const d: LiveDeployment = {
-      id,
+    if (this.options.uidBase !== undefined && slot === undefined) return refusal("host_full", "the app host runs as many instances as it has uids for");
+    const now = performance.now();
+    const instance: LiveInstance = {
+      id: instanceId,
+      deploymentId,
       project,
       manifest,
       replica: undefined,
       pool: new AppConnectionPool(this.options.maxConcurrentPerInstance),
       inFlight: 0,
+      loadArea: 0,
+      loadSince: now,
+      load: 0,
       idleWaiters: [],
-      bundleDir: join(this.options.bundleRoot, id),
-      ending: false,
+      bundleDir: join(this.options.bundleRoot, instanceId),
+      stopping: false,
+      refuseFrom: Infinity,
       slot,
+      restartsCounted: 0,
     };
-    this.live.set(id, d);
-    const starting = await this.deployments.transition(project, id, states.start);
-    if (starting?.deployment.status !== "starting") {
-      // Stopped before it started (the stop found it here, or came before it did): it never runs.
-      if (!d.ending) {
-        this.live.delete(id);
-        d.pool.destroy();
-        if (d.slot !== undefined) this.freeSlots.push(d.slot);
-      }
-      return;
-    }
+    this.live.set(instanceId, instance);
+    this.heartbeat();
+    return { instance, record };
+  }
 
-    const problem = await this.prepareBundle(project, record, d.bundleDir).catch((err: Error) => ({ reason: "bundle_invalid", message: `the bundle could not be unpacked: ${err.message}` }));
-    if (problem) return this.end(d, states.appFailed(problem.reason, problem.message), 0);
+  /** Marks the instance starting in its record, unpacks the bundle, starts uvicorn and reports how it goes. */
+  private async runInstance(instance: LiveInstance, record: StoredDeployment): Promise<void> {
+    const { project, deploymentId, manifest } = instance;
+    const starting = await this.deployments.transition(project, deploymentId, (cur) => states.instanceStarting(cur, instance.id));
+    if (!starting?.deployment.instances.some((i) => i.id === instance.id)) return this.stopInstance(instance, { drain: false, why: "its deployment no longer wants it" });
+
+    const problem = await this.prepareBundle(project, record, instance.bundleDir).catch((err: Error) => ({ reason: "bundle_invalid", message: `the bundle could not be unpacked: ${err.message}` }));
+    if (instance.stopping) return;
+    if (problem) return this.failDeployment(instance, states.appFailed(problem.reason, problem.message));
 
     let secretValues: Record<string, string> = {};
     if (manifest.secrets.length > 0) {
       const { values, missing } = await this.secrets.reveal(project, manifest.secrets);
-      if (missing.length > 0) return this.end(d, states.appFailed("secret_missing", `secrets not found in the project: ${missing.join(", ")}`), 0);
+      if (missing.length > 0) return this.failDeployment(instance, states.appFailed("secret_missing", `secrets not found in the project: ${missing.join(", ")}`));
       secretValues = values;
     }
-    if (d.ending) return;
-    const replica = new AppReplica(this.options.instance, { bundleDir: d.bundleDir, manifest, env: { ...manifest.env, ...secretValues }, uid: this.uidOf(d) }, id, this.options.policy);
-    d.replica = replica;
-    replica.onLog((line) => this.publishLog(id, line, false));
+    if (instance.stopping) return;
+    const replica = new AppReplica(this.options.instance, { bundleDir: instance.bundleDir, manifest, env: { ...manifest.env, ...secretValues }, uid: this.uidOf(instance) }, instance.id, this.options.policy);
+    instance.replica = replica;
+    replica.onLog((line) => this.publishLog(deploymentId, line, false));
     const outcome = await replica.start();
-    if (outcome.state !== "healthy") return this.end(d, states.appFailed(outcome.reason ?? "exited_before_healthy", outcome.message), 0);
-    replica.onState((s) => void this.onReplicaState(d, s));
-
-    const healthy = await this.deployments.transition(project, id, (cur) => states.serve(cur, outcome.restarts, nowSeconds()));
-    if (!healthy || healthy.deployment.status !== "healthy") {
-      // Stopped while it started: it never serves.
-      return this.end(d, states.stoppedBy("user_stop"), 0);
-    }
-    // Switch: the hosted address serves this deployment from now on; the one it replaced drains.
-    const timeouts = record.deployment.timeouts;
-    const previous = await this.deployments.switchRoute(manifest.projectSlug, manifest.organizationSlug, { project, deployment_id: id, host_id: this.options.hostId, sha256: record.deployment.sha256, ...(timeouts ? { timeouts } : {}) });
-    this.log.info("deployment healthy", { deploymentId: id, project, replaced: previous?.deployment_id ?? null });
-    if (previous && previous.deployment_id !== id) {
-      if (previous.host_id === this.options.hostId) void this.stopDeployment(previous.project, previous.deployment_id, "superseded", id);
-      else this.nc.publish(subjects.appHostRpc(previous.host_id), encodeJson({ op: "stop", project: previous.project, deployment_id: previous.deployment_id, reason: "superseded", superseded_by: id } satisfies AppHostCall));
-    }
+    // Stopped meanwhile: its stop took care of it.
+    if (instance.stopping) return;
+    if (outcome.state !== "healthy") return this.failDeployment(instance, states.appFailed(outcome.reason ?? "exited_before_healthy", outcome.message));
+    replica.onState((status) => void this.onReplicaState(instance, status));
+    await this.reportHealthy(instance, outcome.restarts);
   }
 
-  private async onReplicaState(d: LiveDeployment, status: ReplicaStatus): Promise<void> {
-    if (d.ending) return;
-    if (status.state === "failed") return this.end(d, states.appFailed(status.reason ?? "crash_loop", status.message), 0);
-    if (status.state === "healthy") await this.deployments.transition(d.project, d.id, (cur) => states.restarted(cur, status.restarts)).catch(() => undefined);
-  }
-
-  private async stopDeployment(project: string, id: string, reason: "user_stop" | "superseded", by: string | null): Promise<void> {
-    const d = this.live.get(id);
-    const ending = reason === "superseded" ? states.supersededBy(by) : states.stoppedBy("user_stop");
-    if (!d) {
-      await this.deployments.transition(project, id, (cur) => states.end(cur, ending, nowSeconds()));
-      return;
+  private async onReplicaState(instance: LiveInstance, status: ReplicaStatus): Promise<void> {
+    if (instance.stopping) return;
+    if (status.state === "failed") return this.failDeployment(instance, states.appFailed(status.reason ?? "crash_loop", status.message));
+    if (status.state === "starting") {
+      this.heartbeat();
+      await this.deployments.transition(instance.project, instance.deploymentId, (cur) => states.instanceStarting(cur, instance.id)).catch(() => undefined);
     }
-    if (reason === "user_stop") await this.deployments.dropRoute(d.manifest.projectSlug, d.manifest.organizationSlug, id);
-    await this.end(d, ending, reason === "superseded" ? this.options.drainMs : 0);
+    if (status.state === "healthy") await this.reportHealthy(instance, status.restarts).catch((err) => this.log.warn("app instance report failed", { instanceId: instance.id, err }));
   }
 
   /**
-   * Ends a live deployment once: drains it (`drainMs` > 0: it keeps taking requests for the
-   * switch delay, then its exchanges get up to `drainMs` to finish), stops its instance, writes
-   * how it ended (with its last logs when it failed) and frees its bundle.
+   * The instance answers: its record says so (with its restarts since the last report), and the
+   * first instance of a deployment to answer switches its hosted address to it, the deployment
+   * it replaced ending as superseded. An instance its record no longer lists stops.
    */
-  private async end(d: LiveDeployment, how: states.Ending, drainMs: number): Promise<void> {
-    if (d.ending) return;
-    d.ending = true;
-    if (drainMs > 0) {
-      await sleep(this.options.switchDelayMs);
-      if (d.inFlight > 0) await Promise.race([new Promise<void>((resolve) => d.idleWaiters.push(resolve)), sleep(drainMs)]);
+  private async reportHealthy(instance: LiveInstance, restarts: number): Promise<void> {
+    const { project, deploymentId, manifest } = instance;
+    const counted = restarts - instance.restartsCounted;
+    // Gateways hear it first (a request waiting for a cold start goes at once), then the record says so.
+    this.heartbeat();
+    let first = false;
+    const result = await this.deployments.apply(project, deploymentId, (cur) => {
+      first = cur.status !== "healthy";
+      const healthy = states.instanceHealthy(cur, instance.id, nowSeconds());
+      return healthy && (states.restarted(healthy, counted) ?? healthy);
+    });
+    if (!result?.changed) return this.stopInstance(instance, { drain: false, why: "its deployment no longer wants it" });
+    instance.restartsCounted = restarts;
+    if (!first) return;
+    // The address serves this deployment from now on (unless a newer one serves it already).
+    const { sha256, timeouts } = result.value.deployment;
+    const switched = await this.deployments.switchRoute(manifest.projectSlug, manifest.organizationSlug, { project, deployment_id: deploymentId, sha256, ...(timeouts ? { timeouts } : {}) });
+    if ("newer" in switched) {
+      this.log.info("deployment healthy after a newer one: it is superseded", { deploymentId, by: switched.newer.deployment_id });
+      return this.endDeployment(project, deploymentId, states.supersededBy(switched.newer.deployment_id), "superseded");
     }
-    const logs = d.replica?.recentLogs() ?? [];
-    await d.replica?.stop(this.options.graceMs);
-    this.live.delete(d.id);
-    d.pool.destroy();
-    if (d.slot !== undefined) this.freeSlots.push(d.slot);
-    rmSync(d.bundleDir, { recursive: true, force: true });
-    // A failed deployment keeps its last lines, the evidence of why.
-    const lastLogs = logs.slice(-LAST_LOG_LINES).map((l) => l.line);
-    await this.deployments.transition(d.project, d.id, (cur) => states.end(cur, how, nowSeconds(), lastLogs)).catch((err) => this.log.error("deployment record update failed", { deploymentId: d.id, err }));
-    this.publishLog(d.id, { at: Date.now(), stream: "stderr", line: `[tributary] deployment ${how.status}${how.reason ? ` (${how.reason})` : ""}` }, true);
-    if (how.status === "failed") this.log.warn("deployment failed", { deploymentId: d.id, reason: how.reason, message: how.message });
+    const previous = switched.previous;
+    this.log.info("deployment healthy", { deploymentId, project, replaced: previous?.deployment_id ?? null });
+    if (previous && previous.deployment_id !== deploymentId) await this.endDeployment(previous.project, previous.deployment_id, states.supersededBy(deploymentId), "superseded");
+  }
+
+  /**
+   * Ends a deployment (its record first, then its instances: here, and on the other hosts its
+   * record placed them on). `lastLogs`: the evidence a failed one keeps.
+   */
+  private async endDeployment(project: string, deploymentId: string, ending: states.Ending, reason: "superseded" | "failed", lastLogs: string[] = []): Promise<void> {
+    let placed: string[] = [];
+    await this.deployments
+      .apply(project, deploymentId, (cur) => {
+        placed = cur.instances.map((i) => i.host);
+        return states.end(cur, ending, nowSeconds(), lastLogs);
+      })
+      .catch((err) => this.log.error("deployment record update failed", { deploymentId, err }));
+    for (const hostId of new Set(placed))
+      if (hostId !== this.options.hostId) this.nc.publish(subjects.appHostRpc(hostId), encodeJson({ op: "stop", project, deployment_id: deploymentId, reason } satisfies AppHostCall));
+    await this.stopDeployment(deploymentId, reason);
+  }
+
+  /** The app failed for a reason of its own: the deployment fails, with the instance's last log lines. */
+  private async failDeployment(instance: LiveInstance, ending: states.Ending): Promise<void> {
+    const lastLogs = (instance.replica?.recentLogs() ?? []).slice(-LAST_LOG_LINES).map((l) => l.line);
+    if (ending.status === "failed") this.log.warn("deployment failed", { deploymentId: instance.deploymentId, instanceId: instance.id, reason: ending.reason, message: ending.message });
+    await this.endDeployment(instance.project, instance.deploymentId, ending, "failed", lastLogs);
+  }
+
+  /** Its record ended (or ends now): its instances here stop; followers of its logs hear the end. */
+  private async stopDeployment(deploymentId: string, reason: "user_stop" | "superseded" | "failed"): Promise<void> {
+    const instances = [...this.live.values()].filter((i) => i.deploymentId === deploymentId);
+    const how = { drain: reason === "superseded", why: reason === "superseded" ? "a newer deployment serves its address" : reason === "failed" ? "its deployment failed" : "its deployment was stopped" };
+    await Promise.all(instances.map((i) => this.stopInstance(i, how)));
+    this.nc.publish(subjects.appLogs(deploymentId), endedEvent(reason === "user_stop" ? "stopped" : reason));
+  }
+
+  /**
+   * Stops an instance once: drained (it says `stopping` at once, still takes requests for the
+   * switch delay, then its exchanges get up to `drainMs`), or at once; then frees its resources.
+   */
+  private async stopInstance(instance: LiveInstance, how: StopHow): Promise<void> {
+    if (instance.stopping) return;
+    instance.stopping = true;
+    instance.refuseFrom = performance.now() + (how.drain ? this.options.switchDelayMs : 0);
+    this.heartbeat();
+    if (how.drain) {
+      await sleep(this.options.switchDelayMs);
+      if (instance.inFlight > 0) await Promise.race([new Promise<void>((resolve) => instance.idleWaiters.push(resolve)), sleep(this.options.drainMs)]);
+    }
+    await instance.replica?.stop(this.options.graceMs);
+    this.live.delete(instance.id);
+    instance.pool.destroy();
+    if (instance.slot !== undefined) this.freeSlots.push(instance.slot);
+    rmSync(instance.bundleDir, { recursive: true, force: true });
+    this.publishLog(instance.deploymentId, { at: Date.now(), stream: "stderr", line: `[tributary] instance ${instance.id} stopped: ${how.why}` }, false);
     this.heartbeat();
   }
 
-  private publishLog(id: string, line: LogLine, end: boolean): void {
-    this.nc.publish(subjects.appLogs(id), encodeJson({ ...line, end }));
+  private publishLog(deploymentId: string, line: LogLine, end: boolean): void {
+    this.nc.publish(subjects.appLogs(deploymentId), encodeJson({ ...line, end }));
   }
 
   /**

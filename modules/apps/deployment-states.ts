@@ -1,69 +1,104 @@
 import type { DeploymentObject, DeploymentStatus } from "./deployments.js";
 
-// The states of a deployment and every move between them, as pure functions of the deployment
-// object: its app host (start, serve, restarted, end), the gateway (a deploy its host did not
-// take, a stop when its host is gone) and the sweeper apply each with a compare-and-set on the
-// record (DeploymentStore.transition), so of two moves racing exactly one happens.
+// The states of a deployment, its instances, and every move between them, as pure functions of
+// the deployment object. The record says what should run (desired_instances) and where each
+// instance was placed; the reconciler (reconcile.ts, on one actor host at a time) places and
+// forgets instances and sets the count, app hosts report their instances' health and end a
+// deployment that fails, the gateway creates and stops. Each applies its move with a
+// compare-and-set on the record (DeploymentStore.transition), so of two moves racing exactly one
+// happens, and a move finds the record as the other left it.
 //
-//   pending ──start (its host takes it)──▶ starting ──serve (its instance answers)──▶ healthy
-//      │                                     │                                    │  ▲
-//      │                                     │                                    └──┘ restarted
-//      └─────────────────────────────────────┴──────────┬─────────────────────────┘
-//                                                        end
-//                                                         ▼
-//      failed      its own failure (appFailed: bundle, secrets, crash loop, memory, health check)
-//                  or its placement's (placementFailed: host full, host lost, not started in time)
-//      stopped     a user's stop, or its host shutting down (stoppedBy)
-//      superseded  a newer deployment of its address became healthy (supersededBy)
+//   pending ──(an instance starts)──▶ starting ──(an instance answers)──▶ healthy
+//      │                                │                                   │
+//      └────────────────────────────────┴─────────────┬─────────────────────┘
+//                                                      end
+//                                                       ▼
+//      failed      its own failure (appFailed: bundle, secrets, crash loop, memory, health check),
+//                  or it never answered within START_LIMIT_S of its creation (start_timeout)
+//      stopped     a user's stop
+//      superseded  a newer deployment of its address became healthy
 //
-// A final record (failed, stopped, superseded) never moves again. Today the platform's doings (a
-// placementFailed, a stoppedBy host_stopped) end the deployment as before; they are the moves a
-// reconciler will turn into placing it again, leaving the app's own failures (appFailed) final.
+// A healthy deployment stays healthy while its instances are lost, replaced, scaled, or scaled
+// to zero: their own statuses (pending, starting, healthy) say that. Losing an app host, or the
+// whole stack stopping, ends no deployment: the reconciler places its instances again.
+// A final record (failed, stopped, superseded) never moves again and lists no instances.
 
 export const isFinal = (status: DeploymentStatus) => status === "failed" || status === "superseded" || status === "stopped";
 
-/** Its host took it and starts its instance. Only from pending (one stopped meanwhile never runs). */
-export function start(current: DeploymentObject): DeploymentObject | undefined {
-  if (current.status !== "pending") return undefined;
-  return { ...current, status: "starting" };
+/** An instance placed on `host` (pending until its host starts it). Only for a live deployment. */
+export function placeInstance(current: DeploymentObject, instance: { id: string; host: string; at: number }): DeploymentObject | undefined {
+  if (isFinal(current.status) || current.instances.some((i) => i.id === instance.id)) return undefined;
+  return { ...current, instances: [...current.instances, { id: instance.id, host: instance.host, status: "pending", started_at: instance.at }] };
 }
 
-/** Its instance answers its health check: it serves, after `restarts` restarts. From any live state. */
-export function serve(current: DeploymentObject, restarts: number, at: number): DeploymentObject | undefined {
-  if (isFinal(current.status)) return undefined;
-  return { ...current, status: "healthy", healthy_at: at, restarts };
+/**
+ * Its host starts (or restarts) the instance; the deployment, if still pending, is starting.
+ * Undefined when the record no longer lists the instance (forgotten, retired: it must not run).
+ */
+export function instanceStarting(current: DeploymentObject, instanceId: string): DeploymentObject | undefined {
+  if (isFinal(current.status) || !current.instances.some((i) => i.id === instanceId)) return undefined;
+  return {
+    ...current,
+    status: current.status === "pending" ? "starting" : current.status,
+    instances: current.instances.map((i) => (i.id === instanceId ? { ...i, status: "starting" } : i)),
+  };
 }
 
-/** Its instance restarted and answers again: the count of restarts. From any live state. */
-export function restarted(current: DeploymentObject, restarts: number): DeploymentObject | undefined {
-  if (isFinal(current.status)) return undefined;
-  return { ...current, restarts };
+/**
+ * The instance answers its health check; a deployment not yet healthy is, from `at` (its first
+ * answering instance makes it serve its address). Undefined when the record no longer lists it.
+ */
+export function instanceHealthy(current: DeploymentObject, instanceId: string, at: number): DeploymentObject | undefined {
+  if (isFinal(current.status) || !current.instances.some((i) => i.id === instanceId)) return undefined;
+  const first = current.status !== "healthy";
+  return {
+    ...current,
+    status: "healthy",
+    healthy_at: first ? at : current.healthy_at,
+    instances: current.instances.map((i) => (i.id === instanceId ? { ...i, status: "healthy" } : i)),
+  };
 }
 
-/** Why the platform could not keep a deployment placed (its host's doing, not the app's). */
-export type PlacementFailure = "host_full" | "host_lost" | "start_timeout";
+/** The instance is no longer placed (its host was lost or stopped it, or it was retired). */
+export function dropInstance(current: DeploymentObject, instanceId: string): DeploymentObject | undefined {
+  if (!current.instances.some((i) => i.id === instanceId)) return undefined;
+  return { ...current, instances: current.instances.filter((i) => i.id !== instanceId) };
+}
+
+/** How many instances should run (scaling's decision). Only for a live deployment. */
+export function scaleTo(current: DeploymentObject, desired: number): DeploymentObject | undefined {
+  if (isFinal(current.status) || current.desired_instances === desired || desired < 0) return undefined;
+  return { ...current, desired_instances: desired };
+}
+
+/** Its instances restarted `count` more times after crashing (the deployment's running total). */
+export function restarted(current: DeploymentObject, count: number): DeploymentObject | undefined {
+  if (isFinal(current.status) || count <= 0) return undefined;
+  return { ...current, restarts: current.restarts + count };
+}
 
 /** How a deployment ends: its final status, why (a reason code and words) and what replaced it. */
 export type Ending =
   | { status: "failed"; reason: string; message: string | null }
-  | { status: "stopped"; reason: "user_stop" | "host_stopped"; message: string | null }
+  | { status: "stopped"; reason: "user_stop"; message: string | null }
   | { status: "superseded"; reason: "superseded"; message: string | null; supersededBy: string | null };
 
 /** The app failed for a reason of its own (bundle_invalid, secret_missing, crash_loop, memory_exceeded, health_check_timeout, exited_before_healthy). */
 export const appFailed = (reason: string, message: string | null): Ending => ({ status: "failed", reason, message });
 
-/** Its placement failed: its host had no room, went silent, or did not start it in time. */
-export const placementFailed = (reason: PlacementFailure, message: string): Ending => ({ status: "failed", reason, message });
+/** It never answered: no instance was healthy within START_LIMIT_S of its creation. */
+export const startTimedOut = (): Ending => ({ status: "failed", reason: "start_timeout", message: `no instance answered within ${START_LIMIT_S / 60} minutes of the deploy` });
 
-/** A user stopped it, or its host shut down. */
-export const stoppedBy = (reason: "user_stop" | "host_stopped", message: string | null = null): Ending => ({ status: "stopped", reason, message });
+/** A user stopped it. */
+export const stoppedBy = (reason: "user_stop", message: string | null = null): Ending => ({ status: "stopped", reason, message });
 
 /** A newer deployment of its address (`by`) became healthy. */
 export const supersededBy = (by: string | null): Ending => ({ status: "superseded", reason: "superseded", message: by ? `replaced by ${by}` : null, supersededBy: by });
 
 /**
  * It ends as `ending` says; a failed one keeps `lastLogs` (its instance's last lines, the
- * evidence of why). From any live state; undefined for a final record.
+ * evidence of why). From any live state; undefined for a final record. Its instances are no
+ * longer placed (their hosts stop them).
  */
 export function end(current: DeploymentObject, ending: Ending, at: number, lastLogs: string[] = []): DeploymentObject | undefined {
   if (isFinal(current.status)) return undefined;
@@ -75,19 +110,12 @@ export function end(current: DeploymentObject, ending: Ending, at: number, lastL
     ended_at: at,
     superseded_by: (ending.status === "superseded" ? ending.supersededBy : null) ?? current.superseded_by,
     last_logs: ending.status === "failed" ? lastLogs : [],
+    instances: [],
   };
 }
 
-/** A deployment still pending or starting this long after its creation did not start. */
+/** A deployment none of whose instances answered this long after its creation did not start. */
 export const START_LIMIT_S = 600;
 
-/**
- * What the sweeper (the backstop of deployments) finds wrong with a live deployment at `now`:
- * its app host went silent, or it did not start in time; undefined when nothing is.
- */
-export function verdict(current: DeploymentObject, now: number, hostAlive: boolean): "host_lost" | "start_timeout" | undefined {
-  if (isFinal(current.status)) return undefined;
-  if (!hostAlive) return "host_lost";
-  if ((current.status === "pending" || current.status === "starting") && now - current.created_at > START_LIMIT_S) return "start_timeout";
-  return undefined;
-}
+/** True when a deployment that never served has had START_LIMIT_S to start (`now` in seconds). */
+export const startOverdue = (current: DeploymentObject, now: number) => !isFinal(current.status) && current.healthy_at === null && now - current.created_at > START_LIMIT_S;

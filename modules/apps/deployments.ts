@@ -1,23 +1,43 @@
-import { Schema } from "effect";
+import { Effect, Schema } from "effect";
 import type { KV, KvEntry } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { listKeys, openKv } from "../../lib/nats/jetstream.js";
-import { createRecord, decodeEntry, getRecord, modifyRecord, pageRecords, upsertRecord, valueSchema, type Mutable, type Versioned } from "../../lib/nats/kv-records.js";
+import { openKv } from "../../lib/nats/jetstream.js";
+import { createRecord, decodeEntry, getRecord, modifyRecord, pageRecords, upsertRecord, valueSchema, type Modified, type Mutable, type Versioned } from "../../lib/nats/kv-records.js";
 import type { Page, PageQuery } from "../../lib/page.js";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
+import { DEFAULT_TARGET_INFLIGHT } from "./manifest.js";
 
 // Deployment records and the routes of hosted addresses (KV `tributary_app_deployments`).
-//   <project>.<deployment id>        the deployment object, its project, manifest and host
+//   <project>.<deployment id>        the deployment object (what should run: its desired count of
+//                                    instances; where each runs), its project and manifest
 //   route.<project slug>.<org slug>  the deployment a hosted address serves (and its project)
-// A deployment's status moves as deployment-states.ts says.
+//   reconciler                       which actor host reconciles deployments now (reconciler.ts)
+// A deployment's status and its instances move as deployment-states.ts says.
 
 export const DEPLOYMENT_STATUSES = ["pending", "starting", "healthy", "failed", "superseded", "stopped"] as const;
 export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number];
+/** An instance: placed on a host that was told to start it, starting (or restarting), answering. */
+export const INSTANCE_STATUSES = ["pending", "starting", "healthy"] as const;
+export type InstanceStatus = (typeof INSTANCE_STATUSES)[number];
+/** Instance ids: the prefix and 16 random base62 characters. */
+export const INSTANCE_ID = /^ins_[0-9A-Za-z]{16}$/;
 /** Deployment ids: the prefix and 24 base62 characters (newSortableId). */
 export const DEPLOYMENT_ID = /^dep_[0-9A-Za-z]{24}$/;
 /** Log lines a failed deployment's record keeps (the evidence of why). */
 export const LAST_LOG_LINES = 50;
 
+const InstanceSchema = Schema.Struct({
+  id: Schema.String,
+  /** The app host it was placed on. */
+  host: Schema.String,
+  status: Schema.Literals(INSTANCE_STATUSES),
+  /** When it was placed (seconds). */
+  started_at: Schema.Number,
+});
+
+// Fields records written before them lack decode as one instance, as every deployment had.
+const ScalingSchema = Schema.Struct({ min_instances: Schema.Number, max_instances: Schema.Number, target_inflight: Schema.Number });
+const oneInstance = () => Schema.Number.pipe(Schema.withDecodingDefaultKey(Effect.succeed(1)));
 const EffectiveTimeoutsSchema = Schema.Struct({ request_seconds: Schema.Number, idle_seconds: Schema.Number });
 export type EffectiveTimeouts = Mutable<typeof EffectiveTimeoutsSchema.Type>;
 
@@ -33,6 +53,12 @@ export const DeploymentObjectSchema = Schema.Struct({
   hosted_url: Schema.String,
   entrypoint: Schema.String,
   resources: Schema.Struct({ cpu_mhz: Schema.Number, memory_size_mb: Schema.Number, gpu_count: Schema.Number }),
+  /** The manifest's instance counts and scaling target. */
+  scaling: ScalingSchema.pipe(Schema.withDecodingDefaultKey(Effect.succeed({ min_instances: 1, max_instances: 1, target_inflight: DEFAULT_TARGET_INFLIGHT }))),
+  /** How many instances should run now: between min and max, moved by load (the reconciler). */
+  desired_instances: oneInstance(),
+  /** The instances placed for it (none once it is final). */
+  instances: Schema.mutable(Schema.Array(InstanceSchema)).pipe(Schema.withDecodingDefaultKey(Effect.succeed([]))),
   env_names: Schema.mutable(Schema.Array(Schema.String)),
   secrets: Schema.mutable(Schema.Array(Schema.String)),
   restarts: Schema.Number,
@@ -48,6 +74,7 @@ export const DeploymentObjectSchema = Schema.Struct({
   timeouts: Schema.optionalKey(EffectiveTimeoutsSchema),
 });
 export type DeploymentObject = Mutable<typeof DeploymentObjectSchema.Type>;
+export type DeploymentInstance = DeploymentObject["instances"][number];
 
 const ManifestSchema = Schema.Struct({
   entrypoint: Schema.String,
@@ -60,24 +87,29 @@ const ManifestSchema = Schema.Struct({
   env: Schema.Record(Schema.String, Schema.String),
   secrets: Schema.mutable(Schema.Array(Schema.String)),
   runtime: Schema.Literal("python"),
+  minInstances: oneInstance(),
+  maxInstances: oneInstance(),
+  targetInflight: Schema.Number.pipe(Schema.withDecodingDefaultKey(Effect.succeed(DEFAULT_TARGET_INFLIGHT))),
   timeouts: Schema.optionalKey(Schema.Struct({ requestSeconds: Schema.optionalKey(Schema.Number), idleSeconds: Schema.optionalKey(Schema.Number) })),
 });
 
 const StoredDeploymentSchema = Schema.Struct({
   deployment: DeploymentObjectSchema,
   project: Schema.String,
-  host_id: Schema.String,
   manifest: ManifestSchema,
 });
 export type StoredDeployment = Mutable<typeof StoredDeploymentSchema.Type>;
 const storedDeployment = valueSchema<StoredDeployment>()(StoredDeploymentSchema);
 
+// Which instances serve it is not in the route: gateways learn that from the app hosts' heartbeats.
 /** `timeouts`: the deployment's (absent on routes written before: the gateway's defaults apply). */
-const RouteSchema = Schema.Struct({ project: Schema.String, deployment_id: Schema.String, host_id: Schema.String, sha256: Schema.String, timeouts: Schema.optionalKey(EffectiveTimeoutsSchema) });
+const RouteSchema = Schema.Struct({ project: Schema.String, deployment_id: Schema.String, sha256: Schema.String, timeouts: Schema.optionalKey(EffectiveTimeoutsSchema) });
 export type AppRoute = Mutable<typeof RouteSchema.Type>;
 const route = valueSchema<AppRoute>()(RouteSchema);
 
 export const nowSeconds = () => Math.floor(Date.now() / 1000);
+/** The key of the record naming the actor host that reconciles deployments (one token: no deployment's key). */
+export const RECONCILER_KEY = "reconciler";
 const routeKey = (projectSlug: string, organizationSlug: string) => `route.${projectSlug}.${organizationSlug}`;
 
 export class DeploymentStore {
@@ -106,11 +138,15 @@ export class DeploymentStore {
    * stored afterwards.
    */
   async transition(project: string, id: string, move: (current: DeploymentObject) => DeploymentObject | undefined): Promise<StoredDeployment | undefined> {
-    const result = await modifyRecord(this.kv, this.key(project, id), storedDeployment, (current) => {
+    return (await this.apply(project, id, move))?.value;
+  }
+
+  /** `transition`, telling whether this call's move is what the record now holds, and its revision. */
+  apply(project: string, id: string, move: (current: DeploymentObject) => DeploymentObject | undefined): Promise<Modified<StoredDeployment> | undefined> {
+    return modifyRecord(this.kv, this.key(project, id), storedDeployment, (current) => {
       const next = move(current.deployment);
       return next ? { ...current, deployment: next } : undefined;
     });
-    return result?.value;
   }
 
   /**
@@ -122,25 +158,44 @@ export class DeploymentStore {
     return pageRecords(this.kv, kvToken(project), query, async (id) => (await getRecord(this.kv, this.key(project, id), storedDeployment).catch(() => undefined))?.value, { idPrefix: "dep_" });
   }
 
-  /** Every deployment record of every project, final ones too (the sweeper's view; routes are not deployments). */
-  async all(): Promise<StoredDeployment[]> {
-    const keys = await listKeys(this.kv, "*.*");
-    const records = await Promise.all(keys.map((k) => getRecord(this.kv, k, storedDeployment).catch(() => undefined)));
-    return records.flatMap((r) => (r ? [r.value] : []));
+  /**
+   * Every deployment record of every project (final ones too), then each change as it happens:
+   * `onChange(record with its revision)`; routes and the reconciler's record are not deployments.
+   */
+  async watchDeployments(onChange: (record: Versioned<StoredDeployment>) => void): Promise<() => void> {
+    const watcher = await this.kv.watch({ key: "*.*" });
+    void (async () => {
+      for await (const entry of watcher as AsyncIterable<KvEntry>) {
+        if (entry.operation !== "PUT") continue;
+        try {
+          const record = decodeEntry(entry, storedDeployment);
+          if (record) onChange(record);
+        } catch {
+          // a record that does not decode is nothing to reconcile
+        }
+      }
+    })();
+    return () => watcher.stop();
   }
 
   async route(projectSlug: string, organizationSlug: string): Promise<AppRoute | undefined> {
     return (await getRecord(this.kv, routeKey(projectSlug, organizationSlug), route))?.value;
   }
 
-  /** Points a hosted address at a deployment; returns the route it replaced. */
-  async switchRoute(projectSlug: string, organizationSlug: string, next: AppRoute): Promise<AppRoute | undefined> {
+  /**
+   * Points a hosted address at a deployment, unless it serves a newer one (ids sort by creation:
+   * of two deployments becoming healthy out of order, the later deploy serves). Returns the route
+   * it replaced, or `newer`: the deployment the address keeps serving.
+   */
+  async switchRoute(projectSlug: string, organizationSlug: string, next: AppRoute): Promise<{ previous: AppRoute | undefined } | { newer: AppRoute }> {
     let previous: AppRoute | undefined;
+    let newer: AppRoute | undefined;
     await upsertRecord(this.kv, routeKey(projectSlug, organizationSlug), route, (current) => {
       previous = current;
-      return next;
+      newer = current && current.deployment_id > next.deployment_id ? current : undefined;
+      return newer ? undefined : next;
     });
-    return previous;
+    return newer ? { newer } : { previous };
   }
 
   /** Removes the route when it still points at `deploymentId` (a stop of the serving deployment). */

@@ -4,13 +4,14 @@ import type { Logger } from "../../lib/log.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import { AppRequestFrame, AppResponseFrames, type AppResponseFrame, type AppResponseHead } from "../../proto/gen/tributary/v1/apps.js";
 import { errors } from "../errors/mod.js";
-import { INSTANCE_BUSY, MAX_FRAME_BYTES, RESPONSE_WINDOW } from "./exchange-host.js";
+import { HOST_STOPPING, INSTANCE_BUSY, MAX_FRAME_BYTES, RESPONSE_WINDOW } from "./exchange-host.js";
 
 // The gateway's side of HTTP exchanges with hosted apps over NATS: sends the request head and
 // body (within the host's credit), writes the response to the client as frames arrive, and
 // grants the host more response credit only as the client's socket takes the bytes. A host that
-// goes silent (its heartbeats stop), a sequence gap or a failure frame ends the exchange: a 502
-// before the response head, a dropped connection after it.
+// goes silent (its heartbeats stop) or shuts down before the response head ends the exchange as
+// `lost` (the balancer may try another instance); a sequence gap or a failure frame is a 502
+// before the response head; after it, any failure drops the connection.
 
 /** Where a response goes (the gateway's HTTP exchange). */
 export interface ResponseSink {
@@ -34,6 +35,8 @@ export interface ResponseSink {
 export interface AppExchangeRequest {
   hostId: string;
   deploymentId: string;
+  /** The instance on that host ("": any that serves the deployment). */
+  instanceId: string;
   method: string;
   /** Path and query. */
   target: string;
@@ -44,8 +47,34 @@ export interface AppExchangeRequest {
   timeouts: { requestMs: number; idleMs: number };
 }
 
+/**
+ * How an exchange ended, when it did not throw:
+ * - done: the response ended (or the client left);
+ * - refused: the host serves no such instance; nothing of the request reached the app;
+ * - lost_unaccepted: the instance's host went silent or shut down before it took the request
+ *   (a request with a body: the host never granted credit, so the app cannot have seen it);
+ * - lost: its host went silent or shut down before the response head, after it may have taken
+ *   the request (the app may have begun it).
+ */
+export type ExchangeOutcome = "done" | "refused" | "lost_unaccepted" | "lost";
+
+/** An exchange's host went silent (its heartbeats stopped). */
+const HOST_LOST = "host_lost";
+/**
+ * A response head that comes alone is held back until its first body bytes (or its end), or,
+ * for a response whose body is slow to come (a stream's first event), until the host has been
+ * heard from after it (checked every HEAD_HOLD_MS; heartbeats come every second). Until it goes,
+ * the client has nothing of the response, so an exchange whose host is lost meanwhile can still
+ * be sent to another instance, or answered with a clean 502: a host killed between uvicorn's
+ * head and its body (two writes, apart by as much as the app's CPU quota stalls it) loses no
+ * request. A stream whose first event comes late gets its head up to a heartbeat later.
+ */
+export const HEAD_HOLD_MS = 250;
+
 interface Pending {
   hostId: string;
+  /** The host answered something (credit, a head): it took the request. */
+  accepted: boolean;
   timeouts: AppExchangeRequest["timeouts"];
   /** When the response head is overdue (performance.now() ms); checked with the hosts' liveness. */
   headDeadline: number;
@@ -56,7 +85,14 @@ interface Pending {
    */
   lastMoved: number | undefined;
   expectedSeq: number;
+  /** The host sent the response head. */
   headSeen: boolean;
+  /** The client has it: the response began (past this, a failure drops the connection). */
+  headSent: boolean;
+  /** A head held back (HEAD_HOLD_MS) until its first body bytes, when it came, and its timer. */
+  heldHead: AppResponseHead | undefined;
+  headAt: number;
+  headTimer: NodeJS.Timeout | undefined;
   requestCredit: number;
   creditWaiter: (() => void) | undefined;
   onFrame(frame: AppResponseFrame): void;
@@ -69,6 +105,8 @@ interface Pending {
 export interface AppExchangeClientOptions {
   /** Is the host alive (its heartbeats)? Checked every second for open exchanges, with their timeouts. */
   hostAlive(hostId: string): boolean;
+  /** Was the host heard from after `since` (performance.now() ms)? */
+  hostHeardSince(hostId: string, since: number): boolean;
 }
 
 export class AppExchangeClient {
@@ -100,6 +138,7 @@ export class AppExchangeClient {
         if (!first) return;
         const p = this.pending.get(first.exchangeId);
         if (!p) return;
+        p.accepted = true;
         // The host sends one exchange's frames per message: a small response is head, body and
         // end at once, written to the client whole; anything else frame by frame, in one write.
         if (frames.length >= 2 && this.whole(p, frames)) return;
@@ -123,7 +162,7 @@ export class AppExchangeClient {
     this.livenessTimer = setInterval(() => {
       const now = performance.now();
       for (const p of this.pending.values()) {
-        if (!this.options.hostAlive(p.hostId)) p.fail("app_instance_lost", "the app's host stopped answering");
+        if (!this.options.hostAlive(p.hostId)) p.fail(HOST_LOST, "the app's host stopped answering");
         else if (!p.headSeen && now > p.headDeadline) p.fail("app_timeout", `The app did not answer within ${seconds(p.timeouts.requestMs)} (the deployment's timeouts.request_seconds).`);
         else if (p.headSeen && p.lastMoved !== undefined && now - p.lastMoved > p.timeouts.idleMs) p.fail("app_idle", `the app sent nothing for ${seconds(p.timeouts.idleMs)}`);
       }
@@ -172,23 +211,24 @@ export class AppExchangeClient {
   }
 
   /**
-   * Runs one exchange. Resolves "done" once the response ended (or the client left), or
-   * "no_instance" when the host serves no healthy instance of the deployment (nothing was sent
-   * to the app: the caller may try another host). Throws AppUnavailable (a 502) or a deadline
-   * before the response head; after it, a failure drops the client's connection.
+   * Runs one exchange to the instance named. Resolves how it ended (ExchangeOutcome: the caller
+   * may try another instance unless it is "done"). Throws AppUnavailable (a 502: the app's own
+   * failure), AppOverloaded or a deadline before the response head; after it, a failure drops
+   * the client's connection.
    */
-  exchange(request: AppExchangeRequest, sink: ResponseSink): Promise<"done" | "no_instance"> {
+  exchange(request: AppExchangeRequest, sink: ResponseSink): Promise<ExchangeOutcome> {
     const id = randomToken(16);
     const toHost = subjects.appHostExchange(request.hostId);
     const publish = (frame: AppRequestFrame["frame"]) => this.publish(toHost, AppRequestFrame.encode({ exchangeId: id, frame }).finish());
-    return new Promise<"done" | "no_instance">((resolve, reject) => {
+    return new Promise<ExchangeOutcome>((resolve, reject) => {
       let settled = false;
       let owedCredit = 0;
       let creditInFlight = false;
-      const settle = (outcome: "done" | "no_instance" | Error, tellHost: boolean) => {
+      const settle = (outcome: ExchangeOutcome | Error, tellHost: boolean) => {
         if (settled) return;
         settled = true;
         this.pending.delete(id);
+        clearTimeout(p.headTimer);
         p.creditWaiter?.();
         if (tellHost) publish({ $case: "cancel", value: {} });
         if (outcome instanceof Error) reject(outcome);
@@ -202,21 +242,36 @@ export class AppExchangeClient {
           owedCredit = 0;
         }
       };
+      /** The held head goes to the client (once). */
+      const sendHead = () => {
+        const head = p.heldHead;
+        if (!head) return;
+        p.heldHead = undefined;
+        clearTimeout(p.headTimer);
+        p.headSent = true;
+        sink.head(head.status, headerPairs(head));
+      };
       const p: Pending = {
         hostId: request.hostId,
+        accepted: false,
         timeouts: request.timeouts,
         headDeadline: performance.now() + request.timeouts.requestMs,
         lastMoved: undefined,
         sink,
         expectedSeq: 1,
         headSeen: false,
+        headSent: false,
+        heldHead: undefined,
+        headAt: 0,
+        headTimer: undefined,
         // Nothing of the body goes before the host accepted the head (its first credit).
         requestCredit: 0,
         creditWaiter: undefined,
         fail: (code, message) => {
           if (settled) return;
-          if (!p.headSeen) {
-            if (code === "no_instance") return settle("no_instance", false);
+          if (!p.headSent) {
+            if (code === "no_instance") return settle("refused", false);
+            if (code === HOST_LOST || code === HOST_STOPPING) return settle(p.accepted || request.body === undefined ? "lost" : "lost_unaccepted", true);
             if (code === "app_overloaded") return settle(errors.appOverloaded(message), false);
             return settle(code === "app_timeout" ? errors.deadline(message, "app_timeout") : errors.appUnavailable(message, code === "app_error" ? "app_unavailable" : code), true);
           }
@@ -227,6 +282,7 @@ export class AppExchangeClient {
         onWhole: (head, body) => {
           if (settled) return;
           p.headSeen = true;
+          p.headSent = true;
           sink.whole(head.status, headerPairs(head), body);
           settle("done", false);
         },
@@ -236,12 +292,20 @@ export class AppExchangeClient {
           switch (kind.$case) {
             case "head": {
               p.headSeen = true;
-              p.lastMoved = performance.now();
-              sink.head(kind.value.status, headerPairs(kind.value));
+              p.heldHead = kind.value;
+              p.headAt = performance.now();
+              p.lastMoved = p.headAt;
+              const check = () => {
+                if (settled || !p.heldHead) return;
+                if (this.options.hostHeardSince(p.hostId, p.headAt)) sink.batch(sendHead);
+                else p.headTimer = setTimeout(check, HEAD_HOLD_MS);
+              };
+              p.headTimer = setTimeout(check, HEAD_HOLD_MS);
               return;
             }
             case "body": {
               if (!sink.live) return settle("done", true);
+              sendHead();
               const bytes = kind.value.length;
               if (sink.write(kind.value)) {
                 if (!creditInFlight) p.lastMoved = performance.now();
@@ -258,6 +322,7 @@ export class AppExchangeClient {
               return;
             }
             case "end":
+              sendHead();
               void (creditInFlight ? sink.writable() : Promise.resolve()).then(() => sink.end());
               return settle("done", false);
             case "credit":
@@ -266,7 +331,8 @@ export class AppExchangeClient {
               return;
             case "failure":
               if (kind.value.code === INSTANCE_BUSY) return p.fail("app_overloaded", `The app is overloaded: ${kind.value.message}. Please retry after a short wait.`);
-              return p.fail(kind.value.code === "no_instance" ? "no_instance" : kind.value.code === "instance_lost" ? "app_instance_lost" : "app_error", `the app failed: ${kind.value.message}`);
+              if (kind.value.code === "no_instance" || kind.value.code === HOST_STOPPING) return p.fail(kind.value.code, kind.value.message);
+              return p.fail(kind.value.code === "instance_lost" ? "app_instance_lost" : "app_error", `the app failed: ${kind.value.message}`);
           }
         },
       };
@@ -277,6 +343,7 @@ export class AppExchangeClient {
         $case: "head",
         value: {
           deploymentId: request.deploymentId,
+          instanceId: request.instanceId,
           method: request.method,
           target: request.target,
           headers: request.headers.map(([name, value]) => ({ name, value: Buffer.from(value, "latin1") })),

@@ -32,6 +32,8 @@ const STALL_MS = 60_000;
  * 504s anyway); an immediate 503 with Retry-After costs nothing and lets clients back off.
  */
 export const INSTANCE_BUSY = "instance_busy";
+/** The failure code of an exchange this host ends before the response head because it shuts down (the gateway may try another instance). */
+export const HOST_STOPPING = "host_stopping";
 
 /** Headers that describe one hop, not the message: never forwarded either way. */
 export const HOP_HEADERS: ReadonlySet<string> = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization", "proxy-authenticate"]);
@@ -76,8 +78,8 @@ export class AppExchangeServer {
   constructor(
     private readonly nc: NatsConnection,
     private readonly hostId: string,
-    /** The instance serving a deployment here (undefined: none healthy). */
-    private readonly resolve: (deploymentId: string) => ExchangeTarget | undefined,
+    /** The instance of a deployment here an exchange goes to (the one named, or any when ""; undefined: none that serves). */
+    private readonly resolve: (deploymentId: string, instanceId: string) => ExchangeTarget | undefined,
     private readonly log: Logger,
     /** Exchanges one instance serves at once; those beyond are refused (INSTANCE_BUSY). */
     private readonly maxPerInstance: number,
@@ -112,7 +114,7 @@ export class AppExchangeServer {
   stop(): void {
     this.subscription?.unsubscribe();
     clearInterval(this.sweepTimer);
-    for (const ex of this.open.values()) this.finish(ex, { code: "instance_lost", message: "the app host is shutting down" });
+    for (const ex of this.open.values()) this.finish(ex, { code: ex.headSeen ? "instance_lost" : HOST_STOPPING, message: "the app host is shutting down" });
   }
 
   private onFrame(frame: AppRequestFrame): void {
@@ -146,7 +148,7 @@ export class AppExchangeServer {
 
   private begin(id: string, head: AppRequestHead): void {
     if (!head.replySubject || this.open.has(id)) return;
-    const target = this.resolve(head.deploymentId);
+    const target = this.resolve(head.deploymentId, head.instanceId);
     if (!target) return this.refuse(id, head.replySubject, "no_instance", "no healthy instance of the deployment on this host");
     const busy = this.perInstance.get(target.socketPath) ?? 0;
     if (busy >= this.maxPerInstance) {

@@ -18,6 +18,11 @@ export const MIN_MEMORY_MB = 64;
 /** Smallest CPU share: below this uvicorn cannot answer its health check in time. */
 export const MIN_CPU_MHZ = 50;
 export const RUNTIMES = ["python"] as const;
+/** Most instances one deployment may ask for (`min_instances`, `max_instances`). */
+export const MAX_INSTANCES = 100;
+/** Scaling's default target: requests in flight per instance (`target_inflight`). */
+export const DEFAULT_TARGET_INFLIGHT = 10;
+export const MAX_TARGET_INFLIGHT = 10_000;
 /** Bounds of `timeouts.request_seconds` and `timeouts.idle_seconds`. */
 export const MAX_TIMEOUT_SECONDS = 3600;
 
@@ -30,7 +35,7 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** Variables the platform sets in every instance: a manifest may not override them. */
 export const PLATFORM_ENV_PREFIX = "TRIBUTARY_";
 
-const FIELDS = ["entrypoint", "organization_slug", "project", "project_slug", "cpu_mhz", "gpu_count", "memory_size_mb", "env", "secrets", "runtime", "timeouts"] as const;
+const FIELDS = ["entrypoint", "organization_slug", "project", "project_slug", "cpu_mhz", "gpu_count", "memory_size_mb", "env", "secrets", "runtime", "timeouts", "min_instances", "max_instances", "target_inflight"] as const;
 const TIMEOUT_FIELDS = ["request_seconds", "idle_seconds"] as const;
 const REQUIRED = ["entrypoint", "organization_slug", "project", "project_slug", "cpu_mhz", "gpu_count", "memory_size_mb"] as const;
 
@@ -45,6 +50,12 @@ export interface AppManifest {
   env: Record<string, string>;
   secrets: string[];
   runtime: "python";
+  /** Instances kept running whatever the load (0: scaled to zero when idle; the first request waits for a start). */
+  minInstances: number;
+  /** Instances scaling may add up to. */
+  maxInstances: number;
+  /** Requests in flight per instance that scaling aims at. */
+  targetInflight: number;
   /** As written (absent when the manifest sets none); the gateway's defaults fill the rest at deploy time. */
   timeouts?: AppTimeouts;
 }
@@ -170,8 +181,25 @@ export function checkManifest(raw: unknown, target: DeployTarget, offer: AppHost
   for (const name of secrets)
     if (name in env) throw errors.invalidParam(param(`env.${name}`), `${name} is both in env and in secrets: name it once.`, "conflicting_fields");
 
+  const { minInstances, maxInstances, targetInflight } = scalingFields(fields);
   const timeouts = timeoutsField(fields.timeouts);
-  return { entrypoint, organizationSlug, project, projectSlug, cpuMhz, gpuCount, memorySizeMb, env, secrets, runtime: "python", ...(timeouts ? { timeouts } : {}) };
+  return { entrypoint, organizationSlug, project, projectSlug, cpuMhz, gpuCount, memorySizeMb, env, secrets, runtime: "python", minInstances, maxInstances, targetInflight, ...(timeouts ? { timeouts } : {}) };
+}
+
+/** min_instances (default 1), max_instances (default min_instances, at least 1) and target_inflight. */
+function scalingFields(fields: Record<string, unknown>): Pick<AppManifest, "minInstances" | "maxInstances" | "targetInflight"> {
+  const optional = (field: string, min: number, max: number, fallback: number) => {
+    if (fields[field] === undefined || fields[field] === null) return fallback;
+    const value = integerField(fields, field, min);
+    if (value > max) throw errors.invalidParam(param(field), `${field} must be at most ${max}.`);
+    return value;
+  };
+  const minInstances = optional("min_instances", 0, MAX_INSTANCES, 1);
+  const maxInstances = optional("max_instances", 1, MAX_INSTANCES, Math.max(minInstances, 1));
+  if (maxInstances < minInstances)
+    throw errors.invalidParam(param("max_instances"), `max_instances ${maxInstances} is less than min_instances ${minInstances}.`, "conflicting_fields");
+  const targetInflight = optional("target_inflight", 1, MAX_TARGET_INFLIGHT, DEFAULT_TARGET_INFLIGHT);
+  return { minInstances, maxInstances, targetInflight };
 }
 
 function timeoutsField(value: unknown): AppTimeouts | undefined {

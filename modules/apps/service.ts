@@ -10,70 +10,14 @@ import { hostedAddressOf, pathUrlOf } from "./addresses.js";
 import * as states from "./deployment-states.js";
 import { DEPLOYMENT_ID, nowSeconds, type AppRoute, type DeploymentObject, type DeploymentStore, type EffectiveTimeouts, type StoredDeployment } from "./deployments.js";
 import type { LogLine } from "./instance.js";
-import { parseManifest, slugOf, type AppHostOffer, type AppManifest } from "./manifest.js";
-import { appHostHeartbeat, appHostReply, appLogEvent, encodeJson, type AppHostCall, type AppHostHeartbeat, type AppLogEvent } from "./protocol.js";
+import type { AppHostDirectory } from "./host-directory.js";
+import { parseManifest, slugOf, type AppManifest } from "./manifest.js";
+import { appHostReply, appLogEvent, encodeJson, endedEvent, type AppDemand, type AppHostCall, type AppLogEvent } from "./protocol.js";
 
-// The gateway's side of hosted apps: the app hosts it hears (capacity, liveness), deployments
-// (create from an artifact, list, get, stop, logs), and the hosted addresses' routes (cached
-// from the KV watch, so a hosted request costs no KV read).
-
-interface HostView extends AppHostHeartbeat {
-  lastSeen: number;
-}
-
-export class AppHostDirectory {
-  private readonly hosts = new Map<string, HostView>();
-  private subscription: Subscription | undefined;
-
-  constructor(private readonly nc: NatsConnection, private readonly hostTimeoutMs: number) {}
-
-  start(): void {
-    this.subscription = this.nc.subscribe(subjects.appHostHeartbeat, {
-      callback: (err, msg) => {
-        if (err) return;
-        try {
-          const beat = appHostHeartbeat.parseBytes(msg.subject, msg.data);
-          this.hosts.set(beat.host_id, { ...beat, lastSeen: performance.now() });
-        } catch {
-          // a heartbeat that does not decode leaves the host looking silent
-        }
-      },
-    });
-  }
-
-  stop(): void {
-    this.subscription?.unsubscribe();
-  }
-
-  alive(hostId: string): boolean {
-    const h = this.hosts.get(hostId);
-    return h !== undefined && performance.now() - h.lastSeen <= this.hostTimeoutMs;
-  }
-
-  /** The largest instance a live app host could run (its totals); undefined when none is alive. */
-  offer(): AppHostOffer | undefined {
-    let out: AppHostOffer | undefined;
-    for (const h of this.hosts.values()) {
-      if (!this.alive(h.host_id)) continue;
-      out = { maxCpuMhz: Math.max(out?.maxCpuMhz ?? 0, h.cpu_mhz_total), maxMemoryMb: Math.max(out?.maxMemoryMb ?? 0, h.memory_mb_total), maxGpuCount: Math.max(out?.maxGpuCount ?? 0, h.gpu_count) };
-    }
-    return out;
-  }
-
-  /** A live, ready host with room for the manifest's instance (the most memory free), or undefined. */
-  place(manifest: AppManifest): string | undefined {
-    let best: HostView | undefined;
-    for (const h of this.hosts.values()) {
-      if (!this.alive(h.host_id) || h.state !== "ready") continue;
-      if (h.cpu_mhz_free < manifest.cpuMhz || h.memory_mb_free < manifest.memorySizeMb || h.gpu_count < manifest.gpuCount) continue;
-      if (!best || h.memory_mb_free > best.memory_mb_free) best = h;
-    }
-    if (!best) return undefined;
-    best.cpu_mhz_free -= manifest.cpuMhz;
-    best.memory_mb_free -= manifest.memorySizeMb;
-    return best.host_id;
-  }
-}
+// The gateway's side of hosted apps: deployments (create from an artifact, list, get, stop,
+// logs), and the hosted addresses' routes (cached from the KV watch, so a hosted request costs no
+// KV read). Which instances serve a deployment, the gateway learns from the app hosts'
+// heartbeats (AppHostDirectory); the reconciler places them.
 
 export interface AppServiceOptions {
   /** Hosted addresses are `<project slug>.<organization slug>.<appsDomain>`. */
@@ -96,14 +40,16 @@ export interface AppServiceOptions {
  */
 export type PresentedDeployment = DeploymentObject & { local_url: string };
 
-/** Where a hosted request goes. */
+/** The deployment a hosted address serves. */
 export interface HostedTarget {
   project: string;
   deploymentId: string;
-  hostId: string;
   /** How long the app may take to its response head, and between bytes of its body. */
   timeouts: { requestMs: number; idleMs: number };
 }
+
+/** The recent log lines a deployment's logs show (its instances' together, the latest). */
+const LOG_LINES_SHOWN = 200;
 
 export class AppService {
   private readonly routes = new Map<string, AppRoute>();
@@ -152,9 +98,20 @@ export class AppService {
     return route && this.targetOf(route);
   }
 
+  /** True when the deployment still runs (it is not final): worth waiting for an instance of. */
+  async isLive(target: HostedTarget): Promise<boolean> {
+    const record = await this.store.get(target.project, target.deploymentId);
+    return record !== undefined && !states.isFinal(record.deployment.status);
+  }
+
+  /** Asks the reconciler for an instance of a deployment none serves (scaled to zero, or all lost). */
+  demand(target: HostedTarget): void {
+    this.nc.publish(subjects.appDemand, encodeJson({ project: target.project, deployment_id: target.deploymentId } satisfies AppDemand));
+  }
+
   private targetOf(route: AppRoute): HostedTarget {
     const timeouts = route.timeouts ?? this.options.defaultTimeouts;
-    return { project: route.project, deploymentId: route.deployment_id, hostId: route.host_id, timeouts: { requestMs: timeouts.request_seconds * 1000, idleMs: timeouts.idle_seconds * 1000 } };
+    return { project: route.project, deploymentId: route.deployment_id, timeouts: { requestMs: timeouts.request_seconds * 1000, idleMs: timeouts.idle_seconds * 1000 } };
   }
 
   hostedUrl(manifest: Pick<AppManifest, "projectSlug" | "organizationSlug">): string {
@@ -204,8 +161,10 @@ export class AppService {
       if (current && current.deployment.status === "healthy" && sameManifest(current.manifest, manifest)) return { deployment: this.present(current), unchanged: true };
     }
 
-    const hostId = this.hosts.place(manifest);
-    if (!hostId) throw errors.unavailable("No app host has room for this app now. Please retry shortly.", 5);
+    if (!this.hosts.fits(manifest)) throw errors.unavailable("No app host has room for this app now. Please retry shortly.", 5);
+    // A redeploy starts as many instances as the deployment it replaces runs (within its own bounds).
+    const replaced = route ? await this.store.get(project, route.deployment_id) : undefined;
+    const running = replaced && !states.isFinal(replaced.deployment.status) ? replaced.deployment.desired_instances : 0;
     const id = newSortableId("dep_");
     const deployment: DeploymentObject = {
       id,
@@ -218,6 +177,10 @@ export class AppService {
       hosted_url: this.hostedUrl(manifest),
       entrypoint: manifest.entrypoint,
       resources: { cpu_mhz: manifest.cpuMhz, memory_size_mb: manifest.memorySizeMb, gpu_count: manifest.gpuCount },
+      scaling: { min_instances: manifest.minInstances, max_instances: manifest.maxInstances, target_inflight: manifest.targetInflight },
+      // At least one, even scaled to zero: a deploy proves the app answers.
+      desired_instances: Math.min(manifest.maxInstances, Math.max(manifest.minInstances, 1, running)),
+      instances: [],
       env_names: Object.keys(manifest.env),
       secrets: manifest.secrets,
       restarts: 0,
@@ -232,16 +195,9 @@ export class AppService {
         idle_seconds: manifest.timeouts?.idleSeconds ?? this.options.defaultTimeouts.idle_seconds,
       },
     };
-    const record: StoredDeployment = { deployment, project, host_id: hostId, manifest };
+    // What should run; the reconciler (on an actor host) places its instances.
+    const record: StoredDeployment = { deployment, project, manifest };
     await this.store.create(record);
-    try {
-      const reply = appHostReply.parseBytes("app host", (await this.nc.request(subjects.appHostRpc(hostId), encodeJson({ op: "deploy", project, deployment_id: id } satisfies AppHostCall), { timeout: this.options.rpcTimeoutMs })).data);
-      if (!reply.ok) throw new Error(reply.message ?? "refused");
-    } catch (err) {
-      const ending = states.placementFailed("host_lost", `the app host did not take the deployment: ${(err as Error).message}`);
-      await this.store.transition(project, id, (cur) => states.end(cur, ending, nowSeconds()));
-      throw errors.unavailable("The app host did not answer. Please retry shortly.", 2);
-    }
     return { deployment: this.present(record), unchanged: false };
   }
 
@@ -259,36 +215,47 @@ export class AppService {
     return record;
   }
 
-  /** Stops a deployment (its host drops the route when it serves the address). */
+  /**
+   * Stops a deployment: its record ends (so nothing places it again) and its address stops
+   * routing to it; answered once the hosts running its instances stopped them (a host that does
+   * not answer has its instances stopped by the reconciler, as no record wants them).
+   */
   async stopDeployment(principal: Principal, id: string): Promise<PresentedDeployment> {
     const record = await this.get(principal, id);
     if (states.isFinal(record.deployment.status)) return this.present(record);
-    const call: AppHostCall = { op: "stop", project: record.project, deployment_id: id, reason: "user_stop", superseded_by: null };
-    if (this.hosts.alive(record.host_id)) {
-      try {
-        // Answered once the instance ended: uvicorn's grace plus a margin.
-        await this.nc.request(subjects.appHostRpc(record.host_id), encodeJson(call), { timeout: this.options.stopTimeoutMs });
-      } catch {
-        throw errors.unavailable("The deployment's app host did not answer. Please retry shortly.", 2);
-      }
-    } else {
-      // Its host is gone: nothing runs it any more.
-      await this.store.transition(record.project, id, (cur) => states.end(cur, states.stoppedBy("user_stop"), nowSeconds()));
-      await this.store.dropRoute(record.manifest.projectSlug, record.manifest.organizationSlug, id);
-    }
+    let placed: string[] = [];
+    await this.store.apply(record.project, id, (cur) => {
+      placed = cur.instances.map((i) => i.host);
+      return states.end(cur, states.stoppedBy("user_stop"), nowSeconds());
+    });
+    await this.store.dropRoute(record.manifest.projectSlug, record.manifest.organizationSlug, id);
+    const call: AppHostCall = { op: "stop", project: record.project, deployment_id: id, reason: "user_stop" };
+    // Answered once the instances ended: uvicorn's grace plus a margin.
+    await Promise.all(
+      [...new Set(placed)].filter((hostId) => this.hosts.alive(hostId)).map((hostId) => this.nc.request(subjects.appHostRpc(hostId), encodeJson(call), { timeout: this.options.stopTimeoutMs }).catch(() => undefined)),
+    );
+    this.nc.publish(subjects.appLogs(id), endedEvent("stopped"));
     return this.present(await this.get(principal, id));
   }
 
-  /** The recent log lines: the live instance's (from its host), else those its record kept. */
+  /** The recent log lines: the live instances' (from their hosts), else those its record kept. */
   async logs(principal: Principal, id: string): Promise<LogLine[]> {
     const record = await this.get(principal, id);
-    if (this.hosts.alive(record.host_id) && !states.isFinal(record.deployment.status)) {
-      try {
-        const msg = await this.nc.request(subjects.appHostRpc(record.host_id), encodeJson({ op: "logs", project: record.project, deployment_id: id } satisfies AppHostCall), { timeout: this.options.rpcTimeoutMs });
-        return appHostReply.parseBytes("app host", msg.data).logs;
-      } catch {
-        // fall back to the record
-      }
+    const hosts = [...new Set(record.deployment.instances.map((i) => i.host))].filter((hostId) => this.hosts.alive(hostId));
+    if (hosts.length > 0 && !states.isFinal(record.deployment.status)) {
+      const call: AppHostCall = { op: "logs", project: record.project, deployment_id: id };
+      const replies = await Promise.all(
+        hosts.map(async (hostId) => {
+          try {
+            const msg = await this.nc.request(subjects.appHostRpc(hostId), encodeJson(call), { timeout: this.options.rpcTimeoutMs });
+            return appHostReply.parseBytes("app host", msg.data).logs;
+          } catch {
+            return undefined;
+          }
+        }),
+      );
+      const lines = replies.flatMap((r) => r ?? []);
+      if (replies.some((r) => r !== undefined)) return lines.sort((a, b) => a.at - b.at).slice(-LOG_LINES_SHOWN);
     }
     return record.deployment.last_logs.map((line) => ({ at: 0, stream: "stderr" as const, line }));
   }

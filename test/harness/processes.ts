@@ -187,6 +187,8 @@ export interface NatsServer extends Proc {
   env(identity: NatsIdentity): Record<string, string>;
   /** A connection as `identity` (default `admin`: tests that inspect or tamper with state). */
   connect(identity?: NatsIdentity): Promise<NatsConnection>;
+  /** SIGTERM, keeping its store (and identities) for a server started on `storeDir` after it: a restart. */
+  stopKeepingStore(timeoutMs?: number): Promise<number | null>;
 }
 
 // Servers started here run with authorization on, as `tributary start` does: each process gets
@@ -217,8 +219,12 @@ export function connectAs(natsUrl: string, identity: NatsIdentity = "admin"): Pr
   return connect({ servers: natsUrl.split(","), noAsyncTraces: true, ...natsClientOptions(identity, identityEnv(natsUrl, identity)) });
 }
 
-export async function startNats(cpus?: readonly number[], options: { auth?: boolean } = {}): Promise<NatsServer> {
-  const storeDir = mkdtempSync(join(tmpdir(), "tributary-nats-"));
+/**
+ * A nats-server with JetStream in a fresh store directory, or in `storeDir`: the store of a
+ * server stopped with stopKeepingStore (the same streams, buckets and identities, on a new port).
+ */
+export async function startNats(cpus?: readonly number[], options: { auth?: boolean; storeDir?: string } = {}): Promise<NatsServer> {
+  const storeDir = options.storeDir ?? mkdtempSync(join(tmpdir(), "tributary-nats-"));
   const config = join(storeDir, "nats-server.conf");
   const identities = options.auth === false ? undefined : testIdentities(storeDir);
   writeFileSync(config, natsServerConfig(-1, join(storeDir, "jetstream"), { authorization: identities?.authorization }));
@@ -229,6 +235,7 @@ export async function startNats(cpus?: readonly number[], options: { auth?: bool
   const url = `nats://127.0.0.1:${port}`;
   const env = (identity: NatsIdentity) => identities?.env(identity) ?? {};
   credentialsByUrl.set(url, env);
+  let storeHandedOn = false;
   return {
     ...proc,
     url,
@@ -238,7 +245,13 @@ export async function startNats(cpus?: readonly number[], options: { auth?: bool
     async stop(timeoutMs) {
       const code = await stop(timeoutMs);
       credentialsByUrl.delete(url);
-      rmSync(storeDir, { recursive: true, force: true });
+      if (!storeHandedOn) rmSync(storeDir, { recursive: true, force: true });
+      return code;
+    },
+    async stopKeepingStore(timeoutMs) {
+      storeHandedOn = true;
+      const code = await stop(timeoutMs);
+      credentialsByUrl.delete(url);
       return code;
     },
   };

@@ -68,6 +68,8 @@ export interface StackOptions {
   /** Sandbox hosts to start (none by default). */
   sandboxHosts?: number;
   sandboxHostEnv?: NodeJS.ProcessEnv;
+  /** The JetStream store of a stack stopped before (restartStack): its state is this one's. */
+  natsStoreDir?: string;
 }
 
 /** The tenant whose key is `key`, with clients for the gateway at `gatewayUrl`. */
@@ -125,7 +127,7 @@ export interface StackProcesses {
  * caller can stop it even when a later one fails to start.
  */
 export async function launchStack(options: StackOptions, started: (stop: () => Promise<unknown>) => void): Promise<StackProcesses> {
-  const nats = await startNats();
+  const nats = await startNats(undefined, { storeDir: options.natsStoreDir });
   started(() => nats.stop());
   const actors = await startActorHost(nats.url, { ...options.env, ...options.actorsEnv });
   started(() => actors.kill());
@@ -168,6 +170,21 @@ export async function startStack(t: Test, options: StackOptions = {}): Promise<S
     tenant: (name) => createTenant(admin, gatewayUrl, name),
     project: (name) => createProject(admin, gatewayUrl, "org-local", name),
   };
+}
+
+/**
+ * A full restart of a stack of the test file's own: every process stops (SIGTERM, the gateway
+ * first and nats-server last, as an operator stops a machine), then a stack with `options`
+ * starts on the same JetStream store (new ports, new process ids: only the stored state is
+ * the same).
+ */
+export async function restartStack(t: Test, stack: Stack, options: StackOptions = {}): Promise<Stack> {
+  await stack.gateway.stop();
+  await Promise.all(stack.sandboxHosts.map((h) => h.stop()));
+  await Promise.all(stack.runners.map((r) => r.stop()));
+  await stack.actors.stop();
+  await stack.nats.stopKeepingStore();
+  return startStack(t, { ...options, natsStoreDir: stack.nats.storeDir });
 }
 
 /** Waits until the gateway's /readyz counts `count` ready runners (a bench's big model loads longer). */

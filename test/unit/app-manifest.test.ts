@@ -1,5 +1,5 @@
 import t from "tap";
-import { checkManifest, MAX_ENTRYPOINT_LENGTH, MAX_ENV_VALUE_BYTES, MAX_ENV_VARS, MAX_MANIFEST_BYTES, MAX_SECRETS, MAX_TIMEOUT_SECONDS, MIN_CPU_MHZ, MIN_MEMORY_MB, parseManifest, slugOf } from "../../modules/apps/mod.js";
+import { checkManifest, DEFAULT_TARGET_INFLIGHT, MAX_ENTRYPOINT_LENGTH, MAX_INSTANCES, MAX_TARGET_INFLIGHT, MAX_ENV_VALUE_BYTES, MAX_ENV_VARS, MAX_MANIFEST_BYTES, MAX_SECRETS, MAX_TIMEOUT_SECONDS, MIN_CPU_MHZ, MIN_MEMORY_MB, parseManifest, slugOf } from "../../modules/apps/mod.js";
 
 // Each manifest rule at its edge: at the limit passes, one past it fails with the field named.
 
@@ -26,7 +26,29 @@ t.test("a full manifest parses from YAML", async (t) => {
     target,
     offer,
   );
-  t.same(m, { entrypoint: "pkg.app:app", organizationSlug: "acme", project: "Chat", projectSlug: "chat", cpuMhz: 500, gpuCount: 0, memorySizeMb: 256, env: { MODEL: "stories", N: "3" }, secrets: ["API_KEY"], runtime: "python" });
+  t.same(m, { entrypoint: "pkg.app:app", organizationSlug: "acme", project: "Chat", projectSlug: "chat", cpuMhz: 500, gpuCount: 0, memorySizeMb: 256, env: { MODEL: "stories", N: "3" }, secrets: ["API_KEY"], runtime: "python", minInstances: 1, maxInstances: 1, targetInflight: DEFAULT_TARGET_INFLIGHT });
+});
+
+t.test("instances: one by default; min and max at their edges; scaling's target", async (t) => {
+  const scaling = (over: Record<string, unknown>) => {
+    const m = checkManifest(with_(over), target, offer);
+    return [m.minInstances, m.maxInstances, m.targetInflight];
+  };
+  t.same(scaling({}), [1, 1, DEFAULT_TARGET_INFLIGHT], "one instance, always");
+  t.same(scaling({ min_instances: 0 }), [0, 1, DEFAULT_TARGET_INFLIGHT], "scale to zero, at most one");
+  t.same(scaling({ min_instances: 3 }), [3, 3, DEFAULT_TARGET_INFLIGHT], "max follows min");
+  t.same(scaling({ max_instances: 4 }), [1, 4, DEFAULT_TARGET_INFLIGHT]);
+  t.same(scaling({ min_instances: MAX_INSTANCES, max_instances: MAX_INSTANCES, target_inflight: MAX_TARGET_INFLIGHT }), [MAX_INSTANCES, MAX_INSTANCES, MAX_TARGET_INFLIGHT]);
+  t.same(scaling({ min_instances: 2, max_instances: 2, target_inflight: 1 }), [2, 2, 1]);
+  t.match(check(with_({ min_instances: -1 })), { param: "manifest.min_instances", code: "invalid_value" });
+  t.match(check(with_({ min_instances: MAX_INSTANCES + 1 })), { param: "manifest.min_instances" });
+  t.match(check(with_({ min_instances: 1.5 })), { param: "manifest.min_instances", code: "invalid_type" });
+  t.match(check(with_({ max_instances: 0 })), { param: "manifest.max_instances" });
+  t.match(check(with_({ max_instances: MAX_INSTANCES + 1 })), { param: "manifest.max_instances" });
+  t.match(check(with_({ min_instances: 3, max_instances: 2 })), { param: "manifest.max_instances", code: "conflicting_fields" });
+  t.match(check(with_({ target_inflight: 0 })), { param: "manifest.target_inflight" });
+  t.match(check(with_({ target_inflight: MAX_TARGET_INFLIGHT + 1 })), { param: "manifest.target_inflight" });
+  t.match(check(with_({ target_inflight: "10" })), { param: "manifest.target_inflight", code: "invalid_type" });
 });
 
 t.test("YAML: not YAML, not a mapping, aliases, too large", async (t) => {

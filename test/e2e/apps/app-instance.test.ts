@@ -35,7 +35,7 @@ t.teardown(() => gateway.close());
 const options: InstanceHostOptions = { isolation, cgroups, coreMhz: 1000, runRoot: join(root, "run"), platform: { host: "127.0.0.1", port: gatewayPort } };
 const policy: ReplicaPolicy = { healthTimeoutMs: 10_000, maxRestarts: 2, crashWindowMs: 60_000, backoffMs: 100, maxBackoffMs: 400 };
 const manifest = (over: Partial<AppManifest> = {}): AppManifest => ({
-  entrypoint: "app.main:app", organizationSlug: "acme", project: "Chat", projectSlug: "chat", cpuMhz: 500, gpuCount: 0, memorySizeMb: 128, env: { GREETING: "hi" }, secrets: [], runtime: "python", ...over,
+  entrypoint: "app.main:app", organizationSlug: "acme", project: "Chat", projectSlug: "chat", cpuMhz: 500, gpuCount: 0, memorySizeMb: 128, env: { GREETING: "hi" }, secrets: [], runtime: "python", minInstances: 1, maxInstances: 1, targetInflight: 10, ...over,
 });
 
 let bundles = 0;
@@ -118,6 +118,36 @@ t.test("an instance serves on its socket, sees its env and reaches only the plat
   t.ok(replica.recentLogs().some((l) => /restarting in 100 ms/.test(l.line)), "the restart is in the logs");
   await replica.stop(2_000);
   t.equal(replica.current.state, "stopped");
+});
+
+t.test("a response sent in one body message gets a Content-Length (relayed whole); a stream, a HEAD, a 204 are as the app sent them", async (t) => {
+  const framing = `
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    if scope["path"] == "/stream":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"a", "more_body": True})
+        return await send({"type": "http.response.body", "body": b"b"})
+    status = 204 if scope["path"] == "/empty" else 200
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"" if status == 204 else b"whole"})
+`;
+  const replica = new AppReplica(options, { bundleDir: bundle(framing), manifest: manifest(), env: {}, uid: undefined }, "r5", policy);
+  t.teardown(() => replica.stop(500));
+  t.equal((await replica.start()).state, "healthy", JSON.stringify(replica.recentLogs()));
+  const head = (path: string, method = "GET") =>
+    new Promise<{ status: number; length: string | undefined; chunked: boolean; body: string }>((resolve, reject) => {
+      const req = request({ socketPath: replica.appSocket!, path, method }, (res) => {
+        let body = "";
+        res.setEncoding("utf8").on("data", (c) => (body += c)).on("end", () => resolve({ status: res.statusCode!, length: res.headers["content-length"], chunked: res.headers["transfer-encoding"] === "chunked", body }));
+      });
+      req.on("error", reject).end();
+    });
+  t.same(await head("/"), { status: 200, length: "5", chunked: false, body: "whole" }, "one body message: a Content-Length");
+  t.same(await head("/stream"), { status: 200, length: undefined, chunked: true, body: "ab" }, "a stream: chunked, as it comes");
+  t.same(await head("/", "HEAD"), { status: 200, length: undefined, chunked: true, body: "" }, "a HEAD: as the app said (no length it did not give)");
+  t.same(await head("/empty"), { status: 204, length: undefined, chunked: false, body: "" }, "a 204: no length");
 });
 
 t.test("an app that crashes at every start fails as a crash loop with its traceback", async (t) => {

@@ -57,6 +57,11 @@ export interface AppRequestHead {
   responseCredit: number;
   /** False: the request has no body (no body frames and no end follow). */
   hasBody: boolean;
+  /**
+   * The instance of the deployment the gateway chose (it balances by requests in flight); empty:
+   * any healthy one on the host.
+   */
+  instanceId: string;
 }
 
 export interface AppResponseFrame {
@@ -311,7 +316,16 @@ export const AppRequestFrame: MessageFns<AppRequestFrame> = {
 };
 
 function createBaseAppRequestHead(): AppRequestHead {
-  return { deploymentId: "", method: "", target: "", headers: [], replySubject: "", responseCredit: 0, hasBody: false };
+  return {
+    deploymentId: "",
+    method: "",
+    target: "",
+    headers: [],
+    replySubject: "",
+    responseCredit: 0,
+    hasBody: false,
+    instanceId: "",
+  };
 }
 
 export const AppRequestHead: MessageFns<AppRequestHead> = {
@@ -336,6 +350,9 @@ export const AppRequestHead: MessageFns<AppRequestHead> = {
     }
     if (message.hasBody !== false) {
       writer.uint32(56).bool(message.hasBody);
+    }
+    if (message.instanceId !== "") {
+      writer.uint32(66).string(message.instanceId);
     }
     return writer;
   },
@@ -409,6 +426,14 @@ export const AppRequestHead: MessageFns<AppRequestHead> = {
             message.hasBody = reader.bool();
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.instanceId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -433,6 +458,7 @@ export const AppRequestHead: MessageFns<AppRequestHead> = {
     message.replySubject = object.replySubject ?? "";
     message.responseCredit = object.responseCredit ?? 0;
     message.hasBody = object.hasBody ?? false;
+    message.instanceId = object.instanceId ?? "";
     return message;
   },
 };
