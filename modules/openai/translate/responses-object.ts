@@ -1,5 +1,5 @@
 import type { Usage } from "../../../proto/gen/tributary/v1/inference.js";
-import { tokenUsage, type TokenUsage } from "../token-usage.js";
+import { responseTokenUsage, type ResponseUsage } from "../token-usage.js";
 import type { ContentPart, ResponseCreateRequest } from "../schemas/responses.js";
 
 // The Response object and its items as they go on the wire (../shared/openai-reference.md §2.2,
@@ -53,7 +53,7 @@ export interface ReasoningItem {
 export type Item = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem;
 export type OutputItem = MessageItem | FunctionCallItem;
 
-export type ResponseUsage = TokenUsage;
+export type { ResponseUsage };
 
 export interface ResponseError {
   code: string;
@@ -98,7 +98,7 @@ export interface ResponseObject {
 }
 
 export function responseUsage(usage: Usage | undefined): ResponseUsage {
-  return tokenUsage(usage?.promptTokens ?? 0, usage?.completionTokens ?? 0, usage?.cachedPromptTokens ?? 0);
+  return responseTokenUsage(usage?.promptTokens ?? 0, usage?.completionTokens ?? 0, usage?.cachedPromptTokens ?? 0);
 }
 
 /** The response object of `body` before it produced anything: the request's settings echoed. */
