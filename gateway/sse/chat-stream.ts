@@ -50,7 +50,7 @@ export class ChatChunkStream {
 
   constructor(private readonly writer: SseOutput, private readonly options: ChatStreamOptions) {
     this.pending = Array.from({ length: options.choices }, () => ({ roleSent: false, text: "", toolCalls: [], finish: null, finishWritten: false }));
-    this.base = `{"id":${JSON.stringify(options.id)},"object":"chat.completion.chunk","created":${options.created},"model":${JSON.stringify(options.model)},"service_tier":"default","system_fingerprint":null`;
+    this.base = `{"id":${JSON.stringify(options.id)},"object":"chat.completion.chunk","created":${options.created},"model":${JSON.stringify(options.model)},"service_tier":"default"`;
     this.tail = options.includeUsage ? `],"usage":null}` : `]}`;
     this.contentSuffix = `},"logprobs":null,"finish_reason":null}${this.tail}\n\n`;
     writer.onDrain(() => this.flush());

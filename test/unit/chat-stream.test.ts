@@ -34,7 +34,7 @@ t.test("the bytes of a short answer: role, content, finish, [DONE]", async (t) =
   stream.delta(text(" upon"));
   stream.choiceEnd(end());
   stream.complete({ promptTokens: 5, completionTokens: 2, cachedPromptTokens: 0 });
-  const head = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m/x","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":`;
+  const head = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m/x","service_tier":"default","choices":[{"index":0,"delta":`;
   t.same(out.writes, [
     `data: ${head}{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]}\n\n` +
       `data: ${head}{"content":"Once"},"logprobs":null,"finish_reason":null}]}\n\n`,

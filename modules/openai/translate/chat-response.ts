@@ -88,7 +88,7 @@ export class ChatCompletionAccumulator {
         `${index > 0 ? "," : ""}{"index":${index},"message":{"role":"assistant","content":${hasCalls && c.text === "" ? "null" : jsonString(c.text)},"refusal":null${calls},"annotations":[]}` +
         `,"logprobs":null,"finish_reason":"${c.finishReason ?? "stop"}"}`;
     }
-    return `{"id":${jsonString(id)},"object":"chat.completion","created":${created},"model":${jsonString(model)},"choices":[${choices}],"usage":${usageJson(usage)},"service_tier":"default","system_fingerprint":null}`;
+    return `{"id":${jsonString(id)},"object":"chat.completion","created":${created},"model":${jsonString(model)},"choices":[${choices}],"usage":${usageJson(usage)},"service_tier":"default"}`;
   }
 
   toCompletion(id: string, created: number, model: string, usage: Usage | undefined) {
@@ -116,7 +116,6 @@ export class ChatCompletionAccumulator {
       }),
       usage: usageObject(usage),
       service_tier: "default",
-      system_fingerprint: null,
     };
   }
 }
