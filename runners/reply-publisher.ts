@@ -4,6 +4,7 @@ import {
   RunnerEvent,
   type Error as ProtoError,
   type FinishReason,
+  type TokenLogprob,
   type ToolCallDelta,
 } from "../proto/gen/tributary/v1/inference.js";
 import type { Logger } from "../lib/log.js";
@@ -14,6 +15,8 @@ interface HeldChoice {
   text: string;
   tokens: number;
   toolCalls: ToolCallDelta[];
+  /** Set once a delta brought logprobs. */
+  logprobs: TokenLogprob[] | undefined;
 }
 
 /**
@@ -45,17 +48,20 @@ export class ReplyPublisher implements RequestObserver {
     this.head = RunnerEvent.encode({ requestId, seq: 0, runnerId, event: undefined }).finish();
   }
 
-  delta(choiceIndex: number, text: string, tokens: number): void {
+  delta(choiceIndex: number, text: string, tokens: number, logprobs?: TokenLogprob[]): void {
     const first = this.firstDeltaAt === 0;
     if (first) this.firstDeltaAt = performance.now();
     // The first token is what a client waits for (time to first token): it goes out at once.
     if (!this.coalesce) {
+      // Logprobs are asked for now and then: those deltas take the generated encoder.
+      if (logprobs) return this.send({ $case: "delta", value: { choiceIndex, text, toolCalls: [], tokens, logprobs: { tokens: logprobs } } }, first);
       const scratch = textDeltaScratch(text);
       return this.emit(scratch, first, encodeTextDeltaInto(scratch, ++this.seq, choiceIndex, text, tokens));
     }
     const held = this.hold(choiceIndex);
     held.text += text;
     held.tokens += tokens;
+    if (logprobs) (held.logprobs ??= []).push(...logprobs);
   }
 
   toolCall(choiceIndex: number, delta: ToolCallDelta): void {
@@ -71,7 +77,7 @@ export class ReplyPublisher implements RequestObserver {
     const held = this.held.get(choiceIndex);
     if (held) {
       this.held.delete(choiceIndex);
-      this.send({ $case: "delta", value: { choiceIndex, text: held.text, toolCalls: held.toolCalls, tokens: held.tokens } });
+      this.send({ $case: "delta", value: { choiceIndex, text: held.text, toolCalls: held.toolCalls, tokens: held.tokens, logprobs: held.logprobs && { tokens: held.logprobs } } });
     }
     this.send({ $case: "choiceEnd", value: { choiceIndex, finishReason, completionTokens } });
   }
@@ -83,7 +89,7 @@ export class ReplyPublisher implements RequestObserver {
 
   private hold(choiceIndex: number): HeldChoice {
     let held = this.held.get(choiceIndex);
-    if (!held) this.held.set(choiceIndex, (held = { text: "", tokens: 0, toolCalls: [] }));
+    if (!held) this.held.set(choiceIndex, (held = { text: "", tokens: 0, toolCalls: [], logprobs: undefined }));
     return held;
   }
 

@@ -1,9 +1,10 @@
-import type { FinishReason, GenerateRequest, ToolCallDelta } from "../../proto/gen/tributary/v1/inference.js";
+import type { FinishReason, GenerateRequest, TokenLogprob, ToolCallDelta } from "../../proto/gen/tributary/v1/inference.js";
 import type { ErrorCode } from "../../proto/gen/tributary/v1/inference.js";
 
 /** What an engine emits while it decodes one choice. Calls happen on the runner's event loop. */
 export interface ChoiceSink {
-  text(text: string, tokens: number): void;
+  /** Answer text; `logprobs` (when the request asked for them): one per token of `text`. */
+  text(text: string, tokens: number, logprobs?: TokenLogprob[]): void;
   toolCall(delta: ToolCallDelta): void;
 }
 

@@ -3,6 +3,7 @@ import {
   FinishReason,
   Priority,
   type Error as ProtoError,
+  type TokenLogprob,
   type ToolCallDelta,
 } from "../../proto/gen/tributary/v1/inference.js";
 import type { Logger } from "../../lib/log.js";
@@ -11,7 +12,7 @@ import { PriorityFifo } from "./job-queue.js";
 
 /** Receives everything that happens to one request, in order. */
 export interface RequestObserver {
-  delta(choiceIndex: number, text: string, tokens: number): void;
+  delta(choiceIndex: number, text: string, tokens: number, logprobs?: TokenLogprob[]): void;
   toolCall(choiceIndex: number, delta: ToolCallDelta): void;
   choiceEnd(choiceIndex: number, finishReason: FinishReason, completionTokens: number): void;
   /** A preempted batch choice will run again from the start: forget what it produced so far. */
@@ -257,7 +258,7 @@ export class Scheduler {
     this.running.add(current);
     state.observer.slotStarted?.();
     const sink = {
-      text: (text: string, tokens: number) => state.observer.delta(choice, text, tokens),
+      text: (text: string, tokens: number, logprobs?: TokenLogprob[]) => state.observer.delta(choice, text, tokens, logprobs),
       toolCall: (delta: ToolCallDelta) => state.observer.toolCall(choice, delta),
     };
     let preempted = false;

@@ -73,7 +73,8 @@ export function chatToGenerateRequest(body: ChatCompletionRequest, spec: ModelSp
   const maxParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
   if (maxTokens > spec.maxOutputTokens)
     throw errors.invalidParam(maxParam, `${maxParam} is too large: ${maxTokens}. This model supports at most ${spec.maxOutputTokens} completion tokens, whereas you provided ${maxTokens}.`);
-  if (body.logprobs) throw errors.invalidParam("logprobs", "logprobs are not supported by this server yet.", "unsupported_parameter");
+  if ((body.top_logprobs ?? 0) > 0 && body.logprobs !== true)
+    throw errors.invalidParam("top_logprobs", "Invalid value for 'top_logprobs': it needs 'logprobs' set to true.");
   if (body.stream_options && !body.stream)
     throw errors.invalidParam("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.");
 
@@ -110,6 +111,8 @@ export function chatToGenerateRequest(body: ChatCompletionRequest, spec: ModelSp
       presencePenalty: body.presence_penalty ?? 0,
       logitBias: Object.entries(body.logit_bias ?? {}).map(([token, bias]) => ({ token: Number(token), bias })),
       n: body.n ?? 1,
+      logprobs: body.logprobs === true ? true : undefined,
+      topLogprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : undefined,
     },
     tools,
     toolChoice,

@@ -1,6 +1,7 @@
 import type { ChoiceEnd, ToolCallDelta, TokenDelta, Usage } from "../../../proto/gen/tributary/v1/inference.js";
 import { finishReasonName, type OpenAIFinishReason } from "./finish-reason.js";
 import { jsonString } from "../../../lib/json-text.js";
+import { openAILogprobs, type OpenAILogprob } from "./logprobs.js";
 
 interface ToolCallState {
   id: string;
@@ -12,6 +13,8 @@ interface ChoiceState {
   text: string;
   toolCalls: ToolCallState[];
   finishReason: OpenAIFinishReason | null;
+  /** The answer tokens' logprobs (when asked for). */
+  logprobs: OpenAILogprob[];
 }
 
 export function usageObject(usage: Usage | undefined) {
@@ -47,11 +50,14 @@ export function applyToolCallDelta(calls: ToolCallState[], d: ToolCallDelta): vo
 /** Builds a non-streamed `chat.completion` from runner events. */
 export class ChatCompletionAccumulator {
   private readonly choices: ChoiceState[];
+  /** Whether the request asked for logprobs: each choice then has a `logprobs` object, else null. */
+  private readonly withLogprobs: boolean;
 
-  constructor(choices: number) {
+  constructor(choices: number, options: { logprobs?: boolean } = {}) {
+    this.withLogprobs = options.logprobs === true;
     // A loop, not Array.from({ length }): that took longer than the rest of a small request's bookkeeping.
     this.choices = [];
-    for (let i = 0; i < choices; i++) this.choices.push({ text: "", toolCalls: [], finishReason: null });
+    for (let i = 0; i < choices; i++) this.choices.push({ text: "", toolCalls: [], finishReason: null, logprobs: [] });
   }
 
   delta(d: TokenDelta): void {
@@ -59,12 +65,19 @@ export class ChatCompletionAccumulator {
     if (!c) return;
     c.text += d.text;
     if (d.toolCalls.length > 0) for (const t of d.toolCalls) applyToolCallDelta(c.toolCalls, t);
+    if (d.logprobs) for (const l of openAILogprobs(d.logprobs.tokens)) c.logprobs.push(l);
   }
 
   /** Forgets a choice's output (it was preempted and runs again). */
   reset(choiceIndex: number): void {
     const c = this.choices[choiceIndex];
-    if (c) Object.assign(c, { text: "", toolCalls: [], finishReason: null });
+    if (c) Object.assign(c, { text: "", toolCalls: [], finishReason: null, logprobs: [] });
+  }
+
+  /** A choice's `logprobs`: null unless asked for; `content` null when the message's content is. */
+  private logprobsOf(c: ChoiceState) {
+    if (!this.withLogprobs) return null;
+    return { content: c.toolCalls.length > 0 && c.text === "" ? null : c.logprobs, refusal: null };
   }
 
   choiceEnd(e: ChoiceEnd): void {
@@ -86,7 +99,7 @@ export class ChatCompletionAccumulator {
         : "";
       choices +=
         `${index > 0 ? "," : ""}{"index":${index},"message":{"role":"assistant","content":${hasCalls && c.text === "" ? "null" : jsonString(c.text)},"refusal":null${calls},"annotations":[]}` +
-        `,"logprobs":null,"finish_reason":"${c.finishReason ?? "stop"}"}`;
+        `,"logprobs":${this.withLogprobs ? JSON.stringify(this.logprobsOf(c)) : "null"},"finish_reason":"${c.finishReason ?? "stop"}"}`;
     }
     return `{"id":${jsonString(id)},"object":"chat.completion","created":${created},"model":${jsonString(model)},"choices":[${choices}],"usage":${usageJson(usage)},"service_tier":"default"}`;
   }
@@ -110,7 +123,7 @@ export class ChatCompletionAccumulator {
               : {}),
             annotations: [],
           },
-          logprobs: null,
+          logprobs: this.logprobsOf(c),
           finish_reason: c.finishReason ?? "stop",
         };
       }),

@@ -12,6 +12,7 @@ export interface OutputTextPart {
   type: "output_text";
   text: string;
   annotations: unknown[];
+  /** The text's tokens' logprobs, when the request asked for them (include message.output_text.logprobs). */
   logprobs: unknown[];
 }
 

@@ -1,12 +1,15 @@
 import { LlamaGrammarEvaluationState, type LlamaGrammar, type LlamaModel, type SequenceEvaluateOptions, type Token } from "node-llama-cpp";
-import { FinishReason } from "../../../proto/gen/tributary/v1/inference.js";
+import { FinishReason, type TokenLogprob } from "../../../proto/gen/tributary/v1/inference.js";
 import { newId } from "../../../lib/ids.js";
 import { JsonCompletionTracker } from "../../text/json-completion.js";
 import { TriggerMatcher } from "../../text/trigger-matcher.js";
+import { TokenOffsets } from "../../text/token-offsets.js";
 import type { ChoiceOutcome, ChoiceSink } from "../engine.js";
 import type { CallSyntax } from "./chat-prompt.js";
 import { IncrementalDetokenizer } from "./incremental-detokenizer.js";
 import { ContextFullError, type SlotSequence } from "./slot-sequence.js";
+import type { TokenBytes } from "./token-bytes.js";
+import { tokenLogprob } from "./logprob-reads.js";
 
 /** Everything needed to decode the choices of one request, computed once at admission. */
 export interface DecodePlan {
@@ -25,6 +28,8 @@ export interface DecodePlan {
   /** Constrains the whole reply (response_format json_object / json_schema). */
   responseGrammar: LlamaGrammar | undefined;
   tools: ToolPlan | undefined;
+  /** Each answer token's log probability, with this many alternatives (0-20); undefined: none. */
+  logprobs: { top: number } | undefined;
 }
 
 export interface ToolPlan {
@@ -66,6 +71,11 @@ export class ChoiceDecoder {
   private cachedPromptTokens = 0;
   private callIndex = 0;
   private unreportedTokens = 0;
+  /** The answer tokens' logprobs not sent yet, by where their text starts in the answer (plan.logprobs). */
+  private readonly pendingLogprobs: TokenOffsets<TokenLogprob> | undefined;
+  /** Characters of answer text sent so far. */
+  private textSent = 0;
+  private readonly bytesOf: (token: number) => Uint8Array;
 
   constructor(
     private readonly model: LlamaModel,
@@ -74,7 +84,10 @@ export class ChoiceDecoder {
     choiceIndex: number,
     private readonly sink: ChoiceSink,
     private readonly signal: AbortSignal,
+    private readonly tokenBytes: TokenBytes,
   ) {
+    this.pendingLogprobs = plan.logprobs ? new TokenOffsets<TokenLogprob>() : undefined;
+    this.bytesOf = (token) => tokenBytes.of(token);
     const penalties = plan.penalties;
     this.options = {
       ...plan.sampling,
@@ -124,11 +137,16 @@ export class ChoiceDecoder {
     return this.produced < this.plan.maxTokens;
   }
 
-  private emitText(text: string): void {
-    if (!text) return;
-    this.sink.text(text, this.unreportedTokens);
+  /** Sends answer text, with the logprobs of the tokens it starts (all that are left when `last`). */
+  private emitText(text: string, last = false): void {
+    const pending = this.pendingLogprobs;
+    this.textSent += text.length;
+    const logprobs = pending ? (last ? pending.releaseAll() : pending.release(this.textSent)) : undefined;
+    if (!text && !logprobs?.length) return;
+    this.sink.text(text, this.unreportedTokens, logprobs);
     this.unreportedTokens = 0;
   }
+
 
   private tokenize(text: import("node-llama-cpp").LlamaText | string): Token[] {
     return typeof text === "string" ? this.model.tokenize(text, false) : text.tokenize(this.model.tokenizer);
@@ -143,11 +161,14 @@ export class ChoiceDecoder {
     const json = grammar ? new JsonCompletionTracker() : undefined;
     const promptLength = this.plan.prompt.length;
     let content = "";
+    const logprobs = this.plan.logprobs;
+    /** Characters of answer text given to the matcher so far. */
+    let textIn = 0;
 
     const options: SequenceEvaluateOptions = grammar
       ? { ...this.options, grammarEvaluationState: new LlamaGrammarEvaluationState({ model: this.model, grammar }) }
       : this.options;
-    for await (const token of this.slot.generate(input, options)) {
+    for await (const token of this.slot.generate(input, options, logprobs !== undefined)) {
       this.count(token);
       if (this.plan.stopTokens.has(token)) break;
       let text = detok.push(token);
@@ -155,6 +176,8 @@ export class ChoiceDecoder {
         const end = json.push(text);
         if (end >= 0) text = text.slice(0, end);
       }
+      if (logprobs) this.pendingLogprobs!.add(textIn, tokenLogprob(token, this.slot.lastLogprobs!, logprobs.top, this.bytesOf));
+      textIn += text.length;
       const m = matcher.push(text);
       this.emitText(m.emit);
       content += m.emit;
@@ -168,11 +191,11 @@ export class ChoiceDecoder {
       }
       if (json?.complete) return FinishReason.FINISH_REASON_STOP;
       if (!this.budgetLeft) {
-        this.emitText(matcher.flush());
+        this.emitText(matcher.flush(), true);
         return FinishReason.FINISH_REASON_LENGTH;
       }
     }
-    this.emitText(matcher.push(detok.flush()).emit + matcher.flush());
+    this.emitText(matcher.push(detok.flush()).emit + matcher.flush(), true);
     return FinishReason.FINISH_REASON_STOP;
   }
 

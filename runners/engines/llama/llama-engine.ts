@@ -13,10 +13,14 @@ import { openNativeContext } from "./addon-context.js";
 import { DecodeSteps } from "./decode-steps.js";
 import { SlotSequence } from "./slot-sequence.js";
 import { ThreadTuner } from "./thread-tuner.js";
+import { TokenBytes } from "./token-bytes.js";
 
 interface LlamaPrepared extends PreparedRequest {
   plan: DecodePlan;
 }
+
+/** OpenAI's bound on top_logprobs (the gateway checks it too). */
+const MAX_TOP_LOGPROBS = 20;
 
 const NO_PARAMETERS = JSON.stringify({ type: "object", properties: {}, additionalProperties: false });
 
@@ -54,6 +58,7 @@ export class LlamaEngine implements Engine {
   private callSyntax!: CallSyntax;
   private grammars!: GrammarCache;
   private vocabularySize = 0;
+  private tokenBytes!: TokenBytes;
 
   constructor(private readonly spec: ModelSpec, private readonly options: LlamaEngineOptions) {
     this.slots = spec.slots;
@@ -104,6 +109,7 @@ export class LlamaEngine implements Engine {
     this.wrapper = chooseChatWrapper(this.model, this.spec.chatTemplate);
     this.callSyntax = callSyntaxOf(this.wrapper);
     this.grammars = new GrammarCache(this.llama);
+    this.tokenBytes = new TokenBytes(this.model);
     const vocabulary = (this.model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly unknown[] } } }).tokenizer?.ggml?.tokens;
     this.vocabularySize = vocabulary?.length ?? [...this.model.iterateAllTokens()].length;
     this.options.log.info("model loaded", {
@@ -186,6 +192,7 @@ export class LlamaEngine implements Engine {
         : undefined,
       responseGrammar,
       tools,
+      logprobs: this.logprobsPlan(request),
     };
     return { request, promptTokens: prompt.length, maxTokens, choices, plan, droppedMessages, renderedPrompt };
   }
@@ -215,7 +222,7 @@ export class LlamaEngine implements Engine {
 
   runChoice(prepared: PreparedRequest, choiceIndex: number, slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome> {
     const plan = (prepared as LlamaPrepared).plan;
-    return new ChoiceDecoder(this.model, this.sequences[slot]!, plan, choiceIndex, sink, signal).run();
+    return new ChoiceDecoder(this.model, this.sequences[slot]!, plan, choiceIndex, sink, signal, this.tokenBytes).run();
   }
 
   decodeThreads(): DecodeThreadsStatus | undefined {
@@ -272,6 +279,14 @@ export class LlamaEngine implements Engine {
       const why = err instanceof UnsupportedSchemaError || err instanceof SyntaxError ? err.message : "it cannot be compiled to a grammar";
       throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `Invalid schema for response_format '${format.name}': ${why}`, "response_format");
     }
+  }
+
+  private logprobsPlan(request: GenerateRequest): DecodePlan["logprobs"] {
+    const sampling = request.sampling;
+    if (!sampling?.logprobs) return undefined;
+    const top = sampling.topLogprobs ?? 0;
+    if (top > MAX_TOP_LOGPROBS) throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `top_logprobs must be at most ${MAX_TOP_LOGPROBS}, got ${top}`, "top_logprobs");
+    return { top };
   }
 
   private tokenBias(request: GenerateRequest): TokenBias | undefined {
