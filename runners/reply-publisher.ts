@@ -17,6 +17,7 @@ interface HeldChoice {
   toolCalls: ToolCallDelta[];
   /** Set once a delta brought logprobs. */
   logprobs: TokenLogprob[] | undefined;
+  reasoning: string;
 }
 
 /**
@@ -64,6 +65,15 @@ export class ReplyPublisher implements RequestObserver {
     if (logprobs) (held.logprobs ??= []).push(...logprobs);
   }
 
+  reasoning(choiceIndex: number, text: string, tokens: number): void {
+    const first = this.firstDeltaAt === 0;
+    if (first) this.firstDeltaAt = performance.now();
+    if (!this.coalesce) return this.send({ $case: "delta", value: { choiceIndex, text: "", toolCalls: [], tokens, reasoning: text } }, first);
+    const held = this.hold(choiceIndex);
+    held.reasoning += text;
+    held.tokens += tokens;
+  }
+
   toolCall(choiceIndex: number, delta: ToolCallDelta): void {
     if (!this.coalesce) return this.send({ $case: "delta", value: { choiceIndex, text: "", toolCalls: [delta], tokens: 0 } });
     const calls = this.hold(choiceIndex).toolCalls;
@@ -73,13 +83,16 @@ export class ReplyPublisher implements RequestObserver {
     else calls.push({ ...delta });
   }
 
-  choiceEnd(choiceIndex: number, finishReason: FinishReason, completionTokens: number): void {
+  choiceEnd(choiceIndex: number, finishReason: FinishReason, completionTokens: number, reasoningTokens = 0): void {
     const held = this.held.get(choiceIndex);
     if (held) {
       this.held.delete(choiceIndex);
-      this.send({ $case: "delta", value: { choiceIndex, text: held.text, toolCalls: held.toolCalls, tokens: held.tokens, logprobs: held.logprobs && { tokens: held.logprobs } } });
+      this.send({
+        $case: "delta",
+        value: { choiceIndex, text: held.text, toolCalls: held.toolCalls, tokens: held.tokens, logprobs: held.logprobs && { tokens: held.logprobs }, reasoning: held.reasoning || undefined },
+      });
     }
-    this.send({ $case: "choiceEnd", value: { choiceIndex, finishReason, completionTokens } });
+    this.send({ $case: "choiceEnd", value: { choiceIndex, finishReason, completionTokens, reasoningTokens: reasoningTokens || undefined } });
   }
 
   choiceReset(choiceIndex: number): void {
@@ -89,7 +102,7 @@ export class ReplyPublisher implements RequestObserver {
 
   private hold(choiceIndex: number): HeldChoice {
     let held = this.held.get(choiceIndex);
-    if (!held) this.held.set(choiceIndex, (held = { text: "", tokens: 0, toolCalls: [], logprobs: undefined }));
+    if (!held) this.held.set(choiceIndex, (held = { text: "", tokens: 0, toolCalls: [], logprobs: undefined, reasoning: "" }));
     return held;
   }
 
@@ -97,9 +110,9 @@ export class ReplyPublisher implements RequestObserver {
     if (this.slotAt === 0) this.slotAt = performance.now();
   }
 
-  final(promptTokens: number, completionTokens: number, error?: ProtoError, cachedPromptTokens = 0): void {
+  final(promptTokens: number, completionTokens: number, error?: ProtoError, cachedPromptTokens = 0, reasoningTokens = 0): void {
     const queueWaitMs = Math.round((this.slotAt || performance.now()) - this.startedAt);
-    this.send({ $case: "final", value: { usage: { promptTokens, completionTokens, cachedPromptTokens }, error, queueWaitMs } });
+    this.send({ $case: "final", value: { usage: { promptTokens, completionTokens, cachedPromptTokens, reasoningTokens: reasoningTokens || undefined }, error, queueWaitMs } });
     this.onFinished(completionTokens);
     if (this.log.enabled("debug"))
       this.log.debug("request finished", {

@@ -40,6 +40,7 @@ async function generate(content: string, sampling: Partial<GenerateRequest["samp
           if (logprobs) choice.logprobs.push(...logprobs);
         },
         toolCall: () => {},
+        reasoning: () => t.fail("the test model has no thought segment"),
       }, new AbortController().signal);
       t.equal(outcome.finishReason, 2, "the test model never ends on its own: length");
       return choice;
