@@ -12,7 +12,7 @@ export { parsePromptCreateRequest, parsePromptRunRequest } from "./schemas/promp
 export { parseResponseCreateRequest, type ResponseCreateRequest } from "./schemas/responses.js";
 export { tokenUsage, type TokenUsage } from "./token-usage.js";
 export { chatToGenerateRequest } from "./translate/chat-request.js";
-export { applyToolCallDelta, ChatCompletionAccumulator, usageJson, usageObject } from "./translate/chat-response.js";
+export { applyToolCallDelta, ChatCompletionAccumulator, reasoningFields, reasoningFieldsJson, usageJson, usageObject } from "./translate/chat-response.js";
 export { finishReasonName, type OpenAIFinishReason } from "./translate/finish-reason.js";
 export { openAILogprobs, type OpenAILogprob, tokenText } from "./translate/logprobs.js";
 export { normalizeInputItems, toChatMessages } from "./translate/responses-items.js";

@@ -75,7 +75,7 @@ const ReasoningItem = Schema.Struct({
 
 /** An item as stored: input items, output items, conversation items. */
 export const ItemSchema = Schema.Union([MessageItem, FunctionCallItem, FunctionCallOutputItem, ReasoningItem]);
-const OutputItemSchema = Schema.Union([MessageItem, FunctionCallItem]);
+const OutputItemSchema = Schema.Union([MessageItem, FunctionCallItem, ReasoningItem]);
 
 export const ResponseObjectSchema = Schema.Struct({
   id: Str,

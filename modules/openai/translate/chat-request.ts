@@ -26,6 +26,18 @@ function textOf(content: unknown, param: string): string {
     .join("\n");
 }
 
+/**
+ * An assistant turn's reasoning given back: `reasoning_content` or `reasoning` (a client echoing
+ * this server's messages sends both, equal); two different ones are a 400.
+ */
+function reasoningOf(m: { reasoning_content?: string | null; reasoning?: string | null }, i: number): string | undefined {
+  const a = m.reasoning_content ?? undefined;
+  const b = m.reasoning ?? undefined;
+  if (a !== undefined && b !== undefined && a !== b)
+    throw errors.invalidParam(`messages[${i}].reasoning`, `Invalid value for 'messages[${i}].reasoning': it differs from 'messages[${i}].reasoning_content'; send one of them, or both equal.`);
+  return a ?? b;
+}
+
 /** OpenAI messages to the contract's messages, checking that tool results answer earlier calls. */
 export function toChatMessages(messages: readonly ChatMessageInput[]): ChatMessage[] {
   const callIds = new Set<string>();
@@ -35,7 +47,7 @@ export function toChatMessages(messages: readonly ChatMessageInput[]): ChatMessa
       case "assistant": {
         const toolCalls = (m.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments }));
         for (const c of toolCalls) callIds.add(c.id);
-        return { role: "assistant", content: textOf(m.content, param), name: m.name ?? "", toolCalls, toolCallId: "" };
+        return { role: "assistant", content: textOf(m.content, param), name: m.name ?? "", toolCalls, toolCallId: "", reasoning: reasoningOf(m, i) };
       }
       case "tool":
         if (!callIds.has(m.tool_call_id))
@@ -122,7 +134,8 @@ export function chatToGenerateRequest(body: ChatCompletionRequest, spec: ModelSp
     deadlineUnixMs: ctx.deadlineUnixMs,
     replySubject: "",
     batchReplySubject: "",
-    reasoningEffort: body.reasoning_effort ?? "medium",
+    // "": the template's own default (a reasoning model thinks).
+    reasoningEffort: body.reasoning_effort ?? "",
     // Nobody watches the tokens of a non-streamed reply arrive: send each choice whole.
     coalesceDeltas: !body.stream,
     maxToolCalls: 0,

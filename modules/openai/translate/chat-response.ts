@@ -15,6 +15,7 @@ interface ChoiceState {
   finishReason: OpenAIFinishReason | null;
   /** The answer tokens' logprobs (when asked for). */
   logprobs: OpenAILogprob[];
+  reasoning: string;
 }
 
 export function usageObject(usage: Usage | undefined) {
@@ -25,8 +26,24 @@ export function usageObject(usage: Usage | undefined) {
     completion_tokens: completion,
     total_tokens: prompt + completion,
     prompt_tokens_details: { cached_tokens: usage?.cachedPromptTokens ?? 0, audio_tokens: 0 },
-    completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: usage?.reasoningTokens ?? 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
   };
+}
+
+/**
+ * A reply's reasoning in a chat message or delta: under both names clients read it by,
+ * `reasoning_content` (DeepSeek, llama-server, the Vercel AI SDK) and `reasoning` (vLLM,
+ * OpenRouter, OpenAI's gpt-oss guidance). Empty: no keys.
+ */
+export function reasoningFields(text: string): { reasoning_content?: string; reasoning?: string } {
+  return text ? { reasoning_content: text, reasoning: text } : {};
+}
+
+/** JSON.stringify(reasoningFields(text)) without its braces: "" for none, else `,"reasoning_content":...`. */
+export function reasoningFieldsJson(text: string): string {
+  if (!text) return "";
+  const quoted = jsonString(text);
+  return `,"reasoning_content":${quoted},"reasoning":${quoted}`;
 }
 
 /** JSON.stringify(usageObject(usage)), written without building the object (a logged stream's trace writes it). */
@@ -36,7 +53,7 @@ export function usageJson(usage: Usage | undefined): string {
   return (
     `{"prompt_tokens":${prompt},"completion_tokens":${completion},"total_tokens":${prompt + completion},` +
     `"prompt_tokens_details":{"cached_tokens":${usage?.cachedPromptTokens ?? 0},"audio_tokens":0},` +
-    `"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`
+    `"completion_tokens_details":{"reasoning_tokens":${usage?.reasoningTokens ?? 0},"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`
   );
 }
 
@@ -57,13 +74,14 @@ export class ChatCompletionAccumulator {
     this.withLogprobs = options.logprobs === true;
     // A loop, not Array.from({ length }): that took longer than the rest of a small request's bookkeeping.
     this.choices = [];
-    for (let i = 0; i < choices; i++) this.choices.push({ text: "", toolCalls: [], finishReason: null, logprobs: [] });
+    for (let i = 0; i < choices; i++) this.choices.push({ text: "", toolCalls: [], finishReason: null, logprobs: [], reasoning: "" });
   }
 
   delta(d: TokenDelta): void {
     const c = this.choices[d.choiceIndex];
     if (!c) return;
     c.text += d.text;
+    if (d.reasoning) c.reasoning += d.reasoning;
     if (d.toolCalls.length > 0) for (const t of d.toolCalls) applyToolCallDelta(c.toolCalls, t);
     if (d.logprobs) for (const l of openAILogprobs(d.logprobs.tokens)) c.logprobs.push(l);
   }
@@ -71,7 +89,7 @@ export class ChatCompletionAccumulator {
   /** Forgets a choice's output (it was preempted and runs again). */
   reset(choiceIndex: number): void {
     const c = this.choices[choiceIndex];
-    if (c) Object.assign(c, { text: "", toolCalls: [], finishReason: null, logprobs: [] });
+    if (c) Object.assign(c, { text: "", toolCalls: [], finishReason: null, logprobs: [], reasoning: "" });
   }
 
   /** A choice's `logprobs`: null unless asked for; `content` null when the message's content is. */
@@ -98,7 +116,7 @@ export class ChatCompletionAccumulator {
         ? `,"tool_calls":${JSON.stringify(c.toolCalls.map((t) => ({ id: t.id, type: "function", function: { name: t.name, arguments: t.arguments } })))}`
         : "";
       choices +=
-        `${index > 0 ? "," : ""}{"index":${index},"message":{"role":"assistant","content":${hasCalls && c.text === "" ? "null" : jsonString(c.text)},"refusal":null${calls},"annotations":[]}` +
+        `${index > 0 ? "," : ""}{"index":${index},"message":{"role":"assistant","content":${hasCalls && c.text === "" ? "null" : jsonString(c.text)},"refusal":null${calls},"annotations":[]${reasoningFieldsJson(c.reasoning)}}` +
         `,"logprobs":${this.withLogprobs ? JSON.stringify(this.logprobsOf(c)) : "null"},"finish_reason":"${c.finishReason ?? "stop"}"}`;
     }
     return `{"id":${jsonString(id)},"object":"chat.completion","created":${created},"model":${jsonString(model)},"choices":[${choices}],"usage":${usageJson(usage)},"service_tier":"default"}`;
@@ -122,6 +140,7 @@ export class ChatCompletionAccumulator {
               ? { tool_calls: c.toolCalls.map((t) => ({ id: t.id, type: "function", function: { name: t.name, arguments: t.arguments } })) }
               : {}),
             annotations: [],
+            ...reasoningFields(c.reasoning),
           },
           logprobs: this.logprobsOf(c),
           finish_reason: c.finishReason ?? "stop",

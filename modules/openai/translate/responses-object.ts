@@ -52,7 +52,13 @@ export interface ReasoningItem {
 
 /** An item as stored and listed (input items, output items, conversation items): it has an id. */
 export type Item = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem;
-export type OutputItem = MessageItem | FunctionCallItem;
+export type OutputItem = MessageItem | FunctionCallItem | ReasoningItem;
+
+/** The reasoning text of a reasoning item this server wrote: one part, its thought as the model wrote it. */
+export interface ReasoningTextPart {
+  type: "reasoning_text";
+  text: string;
+}
 
 export type { ResponseUsage };
 
@@ -99,7 +105,7 @@ export interface ResponseObject {
 }
 
 export function responseUsage(usage: Usage | undefined): ResponseUsage {
-  return responseTokenUsage(usage?.promptTokens ?? 0, usage?.completionTokens ?? 0, usage?.cachedPromptTokens ?? 0);
+  return responseTokenUsage(usage?.promptTokens ?? 0, usage?.completionTokens ?? 0, usage?.cachedPromptTokens ?? 0, usage?.reasoningTokens ?? 0);
 }
 
 /** The response object of `body` before it produced anything: the request's settings echoed. */

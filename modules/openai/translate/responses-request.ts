@@ -130,7 +130,8 @@ export function responseToGenerateRequest(
     deadlineUnixMs: ctx.deadlineUnixMs,
     replySubject: "",
     batchReplySubject: "",
-    reasoningEffort: body.reasoning?.effort ?? "medium",
+    // "": the template's own default (a reasoning model thinks).
+    reasoningEffort: body.reasoning?.effort ?? "",
     maxToolCalls: options.maxToolCalls,
     truncation: body.truncation === "auto" ? Truncation.TRUNCATION_AUTO : Truncation.TRUNCATION_DISABLED,
     // Nobody watches the tokens of a non-streamed response arrive: send the choice whole.
