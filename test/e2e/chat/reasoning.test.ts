@@ -1,3 +1,4 @@
+// tier: slow (a stack of its own, serving scripted reasoning models)
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
 import { specViolations } from "../../harness/openai-spec.js";
