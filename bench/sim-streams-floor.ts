@@ -121,7 +121,7 @@ uWS.App().post("/v1/chat/completions", (res) => {
   const id = nextId++;
   const chatId = "chatcmpl-" + id.toString(36).padStart(24, "0");
   const head = 'data: {"id":"' + chatId + '","object":"chat.completion.chunk","created":' + Math.floor(Date.now() / 1000) +
-    ',"model":"test/stories-260k","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":';
+    ',"model":"test/stories-260k","service_tier":"default","choices":[{"index":0,"delta":';
   const s = { res, head, prefix: head + '{"content":"', sent: 0, aborted: false };
   res.onAborted(() => { s.aborted = true; });
   res.onData((_chunk, isLast) => {

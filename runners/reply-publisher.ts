@@ -4,6 +4,7 @@ import {
   RunnerEvent,
   type Error as ProtoError,
   type FinishReason,
+  type TokenLogprob,
   type ToolCallDelta,
 } from "../proto/gen/tributary/v1/inference.js";
 import type { Logger } from "../lib/log.js";
@@ -14,6 +15,9 @@ interface HeldChoice {
   text: string;
   tokens: number;
   toolCalls: ToolCallDelta[];
+  /** Set once a delta brought logprobs. */
+  logprobs: TokenLogprob[] | undefined;
+  reasoning: string;
 }
 
 /**
@@ -45,18 +49,31 @@ export class ReplyPublisher implements RequestObserver {
     this.head = RunnerEvent.encode({ requestId, seq: 0, runnerId, event: undefined }).finish();
   }
 
-  delta(choiceIndex: number, text: string, tokens: number): void {
+  delta(choiceIndex: number, text: string, tokens: number, logprobs?: TokenLogprob[]): void {
     const first = this.firstDeltaAt === 0;
     if (first) this.firstDeltaAt = performance.now();
     // The first token is what a client waits for (time to first token): it goes out at once.
     // Coalesced, it still goes alone (with the step's other events, no urgent write), so that the
     // gateway times a non-streamed request's first token as it times a stream's; the rest is held.
     if (!this.coalesce || first) {
+      // Logprobs are asked for now and then: those deltas take the generated encoder.
+      if (logprobs) return this.send({ $case: "delta", value: { choiceIndex, text, toolCalls: [], tokens, logprobs: { tokens: logprobs } } }, first && !this.coalesce);
       const scratch = textDeltaScratch(text);
       return this.emit(scratch, first && !this.coalesce, encodeTextDeltaInto(scratch, ++this.seq, choiceIndex, text, tokens));
     }
     const held = this.hold(choiceIndex);
     held.text += text;
+    held.tokens += tokens;
+    if (logprobs) (held.logprobs ??= []).push(...logprobs);
+  }
+
+  reasoning(choiceIndex: number, text: string, tokens: number): void {
+    const first = this.firstDeltaAt === 0;
+    if (first) this.firstDeltaAt = performance.now();
+    // A thinking model's first token is reasoning: coalesced, it goes alone too (see `delta`).
+    if (!this.coalesce || first) return this.send({ $case: "delta", value: { choiceIndex, text: "", toolCalls: [], tokens, reasoning: text } }, first && !this.coalesce);
+    const held = this.hold(choiceIndex);
+    held.reasoning += text;
     held.tokens += tokens;
   }
 
@@ -72,13 +89,16 @@ export class ReplyPublisher implements RequestObserver {
     else calls.push({ ...delta });
   }
 
-  choiceEnd(choiceIndex: number, finishReason: FinishReason, completionTokens: number): void {
+  choiceEnd(choiceIndex: number, finishReason: FinishReason, completionTokens: number, reasoningTokens = 0): void {
     const held = this.held.get(choiceIndex);
     if (held) {
       this.held.delete(choiceIndex);
-      this.send({ $case: "delta", value: { choiceIndex, text: held.text, toolCalls: held.toolCalls, tokens: held.tokens } });
+      this.send({
+        $case: "delta",
+        value: { choiceIndex, text: held.text, toolCalls: held.toolCalls, tokens: held.tokens, logprobs: held.logprobs && { tokens: held.logprobs }, reasoning: held.reasoning || undefined },
+      });
     }
-    this.send({ $case: "choiceEnd", value: { choiceIndex, finishReason, completionTokens } });
+    this.send({ $case: "choiceEnd", value: { choiceIndex, finishReason, completionTokens, reasoningTokens: reasoningTokens || undefined } });
   }
 
   choiceReset(choiceIndex: number): void {
@@ -88,7 +108,7 @@ export class ReplyPublisher implements RequestObserver {
 
   private hold(choiceIndex: number): HeldChoice {
     let held = this.held.get(choiceIndex);
-    if (!held) this.held.set(choiceIndex, (held = { text: "", tokens: 0, toolCalls: [] }));
+    if (!held) this.held.set(choiceIndex, (held = { text: "", tokens: 0, toolCalls: [], logprobs: undefined, reasoning: "" }));
     return held;
   }
 
@@ -96,9 +116,9 @@ export class ReplyPublisher implements RequestObserver {
     if (this.slotAt === 0) this.slotAt = performance.now();
   }
 
-  final(promptTokens: number, completionTokens: number, error?: ProtoError, cachedPromptTokens = 0): void {
+  final(promptTokens: number, completionTokens: number, error?: ProtoError, cachedPromptTokens = 0, reasoningTokens = 0): void {
     const queueWaitMs = Math.round((this.slotAt || performance.now()) - this.startedAt);
-    this.send({ $case: "final", value: { usage: { promptTokens, completionTokens, cachedPromptTokens }, error, queueWaitMs } });
+    this.send({ $case: "final", value: { usage: { promptTokens, completionTokens, cachedPromptTokens, reasoningTokens: reasoningTokens || undefined }, error, queueWaitMs } });
     this.onFinished(completionTokens);
     if (this.log.enabled("debug"))
       this.log.debug("request finished", {

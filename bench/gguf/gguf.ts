@@ -195,27 +195,29 @@ class Out {
     return at;
   }
 
-  u32(v: number): void { this.buffer.writeUInt32LE(v, this.room(4)); }
-  u64(v: bigint | number): void { this.buffer.writeBigUInt64LE(BigInt(v), this.room(8)); }
+  // Each write reserves its room first: room() may replace the buffer, so `this.buffer` is read after it.
+  u32(v: number): void { const at = this.room(4); this.buffer.writeUInt32LE(v, at); }
+  u64(v: bigint | number): void { const at = this.room(8); this.buffer.writeBigUInt64LE(BigInt(v), at); }
   string(s: string): void {
     const bytes = Buffer.from(s, "utf8");
     this.u64(bytes.length);
-    bytes.copy(this.buffer, this.room(bytes.length));
+    const at = this.room(bytes.length);
+    bytes.copy(this.buffer, at);
   }
   scalar(type: ValueType, v: Scalar): void {
     switch (type) {
-      case ValueType.U8: this.buffer.writeUInt8(Number(v), this.room(1)); break;
-      case ValueType.I8: this.buffer.writeInt8(Number(v), this.room(1)); break;
-      case ValueType.U16: this.buffer.writeUInt16LE(Number(v), this.room(2)); break;
-      case ValueType.I16: this.buffer.writeInt16LE(Number(v), this.room(2)); break;
-      case ValueType.U32: this.buffer.writeUInt32LE(Number(v), this.room(4)); break;
-      case ValueType.I32: this.buffer.writeInt32LE(Number(v), this.room(4)); break;
-      case ValueType.F32: this.buffer.writeFloatLE(Number(v), this.room(4)); break;
-      case ValueType.BOOL: this.buffer.writeUInt8(v ? 1 : 0, this.room(1)); break;
+      case ValueType.U8: { const at = this.room(1); this.buffer.writeUInt8(Number(v), at); break; }
+      case ValueType.I8: { const at = this.room(1); this.buffer.writeInt8(Number(v), at); break; }
+      case ValueType.U16: { const at = this.room(2); this.buffer.writeUInt16LE(Number(v), at); break; }
+      case ValueType.I16: { const at = this.room(2); this.buffer.writeInt16LE(Number(v), at); break; }
+      case ValueType.U32: this.u32(Number(v)); break;
+      case ValueType.I32: { const at = this.room(4); this.buffer.writeInt32LE(Number(v), at); break; }
+      case ValueType.F32: { const at = this.room(4); this.buffer.writeFloatLE(Number(v), at); break; }
+      case ValueType.BOOL: { const at = this.room(1); this.buffer.writeUInt8(v ? 1 : 0, at); break; }
       case ValueType.STRING: this.string(String(v)); break;
-      case ValueType.U64: this.buffer.writeBigUInt64LE(BigInt(v), this.room(8)); break;
-      case ValueType.I64: this.buffer.writeBigInt64LE(BigInt(v), this.room(8)); break;
-      case ValueType.F64: this.buffer.writeDoubleLE(Number(v), this.room(8)); break;
+      case ValueType.U64: this.u64(BigInt(v)); break;
+      case ValueType.I64: { const at = this.room(8); this.buffer.writeBigInt64LE(BigInt(v), at); break; }
+      case ValueType.F64: { const at = this.room(8); this.buffer.writeDoubleLE(Number(v), at); break; }
       default: throw new Error(`GGUF: unknown value type ${type}`);
     }
   }

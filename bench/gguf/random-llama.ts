@@ -18,6 +18,12 @@ export interface LlamaShape {
   heads: number;
   kvHeads: number;
   contextLength: number;
+  /**
+   * Tokens of the vocabulary, when more than the tokenizer source has: the rest are filler pieces
+   * no text tokenizes to (the model can still emit them), so that the per-token cost of a large
+   * vocabulary (sampling, logprobs: about 152k tokens for Qwen3) can be measured.
+   */
+  vocabulary?: number;
 }
 
 export const SHAPES = {
@@ -27,6 +33,8 @@ export const SHAPES = {
   "100m": { name: "random-llama-100m", embedding: 768, layers: 16, feedForward: 2048, heads: 12, kvHeads: 4, contextLength: 4096 },
   /** ~500M parameters (~527 MB as Q8_0), about the shape of a 0.5B chat model. */
   "500m": { name: "random-llama-500m", embedding: 1536, layers: 20, feedForward: 4096, heads: 24, kvHeads: 6, contextLength: 4096 },
+  /** The ~100M shape with Qwen3's vocabulary size (151,936 tokens): ~333M parameters, ~355 MB. */
+  "100m-152k": { name: "random-llama-100m-152k", embedding: 768, layers: 16, feedForward: 2048, heads: 12, kvHeads: 4, contextLength: 4096, vocabulary: 151_936 },
 } as const satisfies Record<string, LlamaShape>;
 
 export type ShapeName = keyof typeof SHAPES;
@@ -156,6 +164,7 @@ export function llamaMetadata(shape: LlamaShape, tokenizerFrom: Map<string, Valu
   ]);
   for (const [key, value] of tokenizerFrom) if (key.startsWith("tokenizer.")) metadata.set(key, value);
   if (!metadata.has("tokenizer.ggml.tokens")) throw new Error("the tokenizer source has no tokenizer.ggml.tokens");
+  if (shape.vocabulary) padVocabulary(metadata, shape.vocabulary);
   const types = metadata.get("tokenizer.ggml.token_type");
   if (types?.type === ValueType.ARRAY) metadata.set("tokenizer.ggml.token_type", { ...types, items: textOnlyTokenTypes(metadata, types.items) });
   return metadata;
@@ -175,6 +184,21 @@ function textOnlyTokenTypes(metadata: Map<string, Value>, types: readonly Scalar
     const byte = /^<0x([0-9A-F]{2})>$/.exec(String(tokens.items[i]));
     return type === TOKEN_BYTE && byte && parseInt(byte[1]!, 16) >= 0x80 ? TOKEN_NORMAL : type;
   });
+}
+
+/** Fills the vocabulary up to `size` tokens with filler pieces (lowest scores, NORMAL type). */
+function padVocabulary(metadata: Map<string, Value>, size: number): void {
+  const tokens = metadata.get("tokenizer.ggml.tokens");
+  if (tokens?.type !== ValueType.ARRAY) throw new Error("tokenizer.ggml.tokens is missing");
+  const have = tokens.items.length;
+  if (size <= have) return;
+  const extend = (key: string, item: (i: number) => Scalar) => {
+    const v = metadata.get(key);
+    if (v?.type === ValueType.ARRAY) metadata.set(key, { ...v, items: [...v.items, ...Array.from({ length: size - have }, (_, i) => item(i))] });
+  };
+  extend("tokenizer.ggml.tokens", (i) => `<filler-${i}>`);
+  extend("tokenizer.ggml.scores", (i) => -1e6 - i);
+  extend("tokenizer.ggml.token_type", () => TOKEN_NORMAL);
 }
 
 export function vocabularySize(metadata: Map<string, Value>): number {

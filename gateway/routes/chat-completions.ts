@@ -93,7 +93,7 @@ function streamCompletion(
   // A logged stream is reassembled (by the observation, from the events it sees) into the
   // completion its chunks add up to.
   if (obs.log) {
-    const whole = new ChatCompletionAccumulator(body.n ?? 1);
+    const whole = new ChatCompletionAccumulator(body.n ?? 1, { logprobs: body.logprobs === true });
     obs.reassembly = whole;
     obs.responseOf = () => whole.toCompletionJson(opts.id, opts.created, body.model, obs.usage && { promptTokens: obs.usage.inputTokens, completionTokens: obs.usage.outputTokens, cachedPromptTokens: obs.usage.cachedInputTokens });
   }

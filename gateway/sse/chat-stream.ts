@@ -2,17 +2,21 @@ import type { ChoiceEnd, TokenDelta, Usage } from "../../proto/gen/tributary/v1/
 import type { DomainError } from "../../modules/errors/mod.js";
 import { SSE_DONE, sseData, type SseOutput } from "./sse-writer.js";
 import { asciiContentFrame } from "./content-frame.js";
-import { applyToolCallDelta, usageObject, finishReasonName, openAIError, type OpenAIFinishReason } from "../../modules/openai/mod.js";
+import { applyToolCallDelta, usageObject, finishReasonName, openAIError, openAILogprobs, reasoningFieldsJson, type OpenAIFinishReason, type OpenAILogprob } from "../../modules/openai/mod.js";
 
 const NO_CALLS: ReadonlyArray<{ index: number; c: { id: string; name: string; arguments: string } }> = [];
 
 interface PendingChoice {
   roleSent: boolean;
+  /** Reasoning not yet written (it comes before the answer: written first). */
+  reasoning: string;
   text: string;
   /** Tool-call fragments not yet written, by call index. */
   toolCalls: Array<{ id: string; name: string; arguments: string } | undefined>;
   finish: OpenAIFinishReason | null;
   finishWritten: boolean;
+  /** Logprobs of the pending text's tokens (requests that asked for them). */
+  logprobs: OpenAILogprob[] | undefined;
 }
 
 export interface ChatStreamOptions {
@@ -49,8 +53,8 @@ export class ChatChunkStream {
   private finished = false;
 
   constructor(private readonly writer: SseOutput, private readonly options: ChatStreamOptions) {
-    this.pending = Array.from({ length: options.choices }, () => ({ roleSent: false, text: "", toolCalls: [], finish: null, finishWritten: false }));
-    this.base = `{"id":${JSON.stringify(options.id)},"object":"chat.completion.chunk","created":${options.created},"model":${JSON.stringify(options.model)},"service_tier":"default","system_fingerprint":null`;
+    this.pending = Array.from({ length: options.choices }, () => ({ roleSent: false, reasoning: "", text: "", toolCalls: [], finish: null, finishWritten: false, logprobs: undefined }));
+    this.base = `{"id":${JSON.stringify(options.id)},"object":"chat.completion.chunk","created":${options.created},"model":${JSON.stringify(options.model)},"service_tier":"default"`;
     this.tail = options.includeUsage ? `],"usage":null}` : `]}`;
     this.contentSuffix = `},"logprobs":null,"finish_reason":null}${this.tail}\n\n`;
     writer.onDrain(() => this.flush());
@@ -61,7 +65,7 @@ export class ChatChunkStream {
     if (!p || this.writer.closed) return;
     // The chunk of nearly every token: text for a choice that has its role out and nothing
     // pending, to a client that keeps up. It goes out at once, as flush() would write it.
-    if (p.roleSent && d.toolCalls.length === 0 && d.text !== "" && p.text === "" && p.toolCalls.length === 0 && !p.finish && this.pendingBytes === 0 && this.writer.writable) {
+    if (p.roleSent && d.toolCalls.length === 0 && d.text !== "" && !d.logprobs && !d.reasoning && p.text === "" && p.toolCalls.length === 0 && !p.finish && this.pendingBytes === 0 && this.writer.writable) {
       const i = d.choiceIndex;
       const prefix = (this.contentPrefix[i] ??= `data: ${this.base},"choices":[{"index":${i},"delta":{"content":`);
       const bytes = asciiContentFrame((this.contentPrefixBytes[i] ??= Buffer.from(prefix)), d.text, (this.contentSuffixBytes ??= Buffer.from(this.contentSuffix)));
@@ -70,6 +74,19 @@ export class ChatChunkStream {
     }
     p.text += d.text;
     this.pendingBytes += d.text.length;
+    if (d.reasoning) {
+      p.reasoning += d.reasoning;
+      // Written under both of its names.
+      this.pendingBytes += 2 * d.reasoning.length;
+    }
+    if (d.logprobs) {
+      const logprobs = (p.logprobs ??= []);
+      for (const l of openAILogprobs(d.logprobs.tokens)) {
+        logprobs.push(l);
+        // Roughly what a token's logprobs take as JSON.
+        this.pendingBytes += 64 + 64 * l.top_logprobs.length;
+      }
+    }
     for (const t of d.toolCalls) {
       const calls = p.toolCalls as Array<{ id: string; name: string; arguments: string }>;
       applyToolCallDelta(calls, t);
@@ -116,9 +133,9 @@ export class ChatChunkStream {
     for (let i = 0; i < this.pending.length; i++) {
       const p = this.pending[i]!;
       let calls = p.toolCalls.length === 0 ? NO_CALLS : p.toolCalls.flatMap((c, index) => (c ? [{ index, c }] : []));
-      if (!p.roleSent && (p.text || calls.length > 0 || p.finish)) {
+      if (!p.roleSent && (p.reasoning || p.text || p.logprobs || calls.length > 0 || p.finish)) {
         // The first chunk of a choice carries the role (and, for a tool call, content null).
-        const callsFirst = calls.length > 0 && !p.text;
+        const callsFirst = calls.length > 0 && !p.text && !p.reasoning;
         const first = callsFirst
           ? `{"role":"assistant","content":null,"tool_calls":${this.toolCallsJson(calls)}}`
           : `{"role":"assistant","content":"","refusal":null}`;
@@ -129,7 +146,16 @@ export class ChatChunkStream {
           calls = NO_CALLS;
         }
       }
-      if (p.text) {
+      if (p.reasoning) {
+        frames += this.chunk(i, `{${reasoningFieldsJson(p.reasoning).slice(1)}}`, null);
+        p.reasoning = "";
+      }
+      if (p.logprobs) {
+        // The chunk of this text carries its tokens' logprobs.
+        frames += this.chunk(i, `{"content":${JSON.stringify(p.text)}}`, null, `{"content":${JSON.stringify(p.logprobs)},"refusal":null}`);
+        p.text = "";
+        p.logprobs = undefined;
+      } else if (p.text) {
         frames += (this.contentPrefix[i] ??= `data: ${this.base},"choices":[{"index":${i},"delta":{"content":`) + JSON.stringify(p.text) + this.contentSuffix;
         p.text = "";
       }
@@ -164,7 +190,7 @@ export class ChatChunkStream {
     );
   }
 
-  private chunk(index: number, delta: string, finish: OpenAIFinishReason | null): string {
-    return sseData(`${this.base},"choices":[{"index":${index},"delta":${delta},"logprobs":null,"finish_reason":${finish ? `"${finish}"` : "null"}}${this.tail}`);
+  private chunk(index: number, delta: string, finish: OpenAIFinishReason | null, logprobs = "null"): string {
+    return sseData(`${this.base},"choices":[{"index":${index},"delta":${delta},"logprobs":${logprobs},"finish_reason":${finish ? `"${finish}"` : "null"}}${this.tail}`);
   }
 }

@@ -1,4 +1,4 @@
-import { continuesDelta, FunctionCallArgumentsDelta, OutputTextDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink } from "../../modules/openai/mod.js";
+import { continuesDelta, FunctionCallArgumentsDelta, OutputTextDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type OpenAILogprob, type ResponseEvent, type ResponseEventSink } from "../../modules/openai/mod.js";
 import { sseEvent, type SseOutput } from "./sse-writer.js";
 
 export interface ResponseEventStreamOptions {
@@ -24,7 +24,7 @@ export class DeltaFrames {
 
   frame(e: ResponseEvent, sequenceNumber: number): string | undefined {
     if (e instanceof OutputTextDelta) {
-      // Logprobs are not produced today; an event that carries some takes the general path.
+      // With logprobs (asked for now and then) the event takes the general path.
       if (e.logprobs.length > 0) return undefined;
       const t = this.text;
       if (e.item_id !== t.itemId || e.output_index !== t.outputIndex || e.content_index !== t.contentIndex) {
@@ -54,7 +54,10 @@ const ARGUMENTS_DELTA_SUFFIX = `,"sequence_number":`;
 /** A queued delta with `next`'s text appended, as a new event (the queued one may be its emitter's object). */
 function merged(last: ResponseEvent, next: ResponseEvent): ResponseEvent {
   const delta = (last.delta as string) + (next.delta as string);
-  if (last instanceof OutputTextDelta && last.logprobs.length === 0) return new OutputTextDelta(last.item_id, last.output_index, last.content_index, delta);
+  if (last instanceof OutputTextDelta) {
+    const more = (next.logprobs as readonly OpenAILogprob[] | undefined) ?? [];
+    return new OutputTextDelta(last.item_id, last.output_index, last.content_index, delta, more.length === 0 ? last.logprobs : [...last.logprobs, ...more]);
+  }
   if (last instanceof FunctionCallArgumentsDelta) return new FunctionCallArgumentsDelta(last.item_id, last.output_index, delta);
   return { ...last, delta };
 }

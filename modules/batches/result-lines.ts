@@ -14,11 +14,17 @@ export async function storeResult(results: KV, batchId: string, line: number, re
   return (await createRecord(results, resultKey(batchId, line), result)) !== undefined;
 }
 
+type LineUsage = Record<string, number | undefined> & {
+  completion_tokens_details?: { reasoning_tokens?: number };
+  output_tokens_details?: { reasoning_tokens?: number };
+};
+
 /** Token usage of a successful line's response body (chat completions and responses shapes). */
-export function usageOf(line: ResultLine): { input: number; output: number } {
-  const usage = (line.response?.body as { usage?: Record<string, number> } | undefined)?.usage;
-  if (!usage) return { input: 0, output: 0 };
-  return { input: usage.prompt_tokens ?? usage.input_tokens ?? 0, output: usage.completion_tokens ?? usage.output_tokens ?? 0 };
+export function usageOf(line: ResultLine): { input: number; output: number; reasoning: number } {
+  const usage = (line.response?.body as { usage?: LineUsage } | undefined)?.usage;
+  if (!usage) return { input: 0, output: 0, reasoning: 0 };
+  const reasoning = usage.completion_tokens_details?.reasoning_tokens ?? usage.output_tokens_details?.reasoning_tokens ?? 0;
+  return { input: usage.prompt_tokens ?? usage.input_tokens ?? 0, output: usage.completion_tokens ?? usage.output_tokens ?? 0, reasoning: typeof reasoning === "number" ? reasoning : 0 };
 }
 
 /** Counts finished lines (each once) and their usage. */
@@ -28,6 +34,7 @@ export class ResultTally {
   failed = 0;
   input = 0;
   output = 0;
+  reasoning = 0;
 
   constructor(readonly total: number) {
     this.seen = new Uint8Array(Math.max(1, total));
@@ -46,6 +53,7 @@ export class ResultTally {
       const u = usageOf(result);
       this.input += u.input;
       this.output += u.output;
+      this.reasoning += u.reasoning;
     } else this.failed++;
   }
 
@@ -55,6 +63,6 @@ export class ResultTally {
   }
 
   usage(): BatchUsage {
-    return tokenUsage(this.input, this.output);
+    return tokenUsage(this.input, this.output, 0, this.reasoning);
   }
 }

@@ -53,7 +53,7 @@ export function collectChatCompletion(
 ): Promise<ChatCompletion> {
   const id = newId("chatcmpl-");
   const created = Math.floor(Date.now() / 1000);
-  const acc = new ChatCompletionAccumulator(body.n ?? 1);
+  const acc = new ChatCompletionAccumulator(body.n ?? 1, { logprobs: body.logprobs === true });
   return new Promise<Usage | undefined>((resolve, reject) => {
     const onAbort = () => {
       stream.cancel();

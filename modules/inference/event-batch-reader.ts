@@ -118,7 +118,7 @@ class FrameReader {
           return false; // tool calls, or a field added later
       }
     }
-    this.sink.delta(requestId, seq, runnerId, { choiceIndex, text, toolCalls: [], tokens });
+    this.sink.delta(requestId, seq, runnerId, { choiceIndex, text, toolCalls: [], tokens, logprobs: undefined, reasoning: undefined });
     return true;
   }
 

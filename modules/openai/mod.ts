@@ -12,10 +12,11 @@ export { parsePromptCreateRequest, parsePromptRunRequest } from "./schemas/promp
 export { parseResponseCreateRequest, type ResponseCreateRequest } from "./schemas/responses.js";
 export { tokenUsage, type TokenUsage } from "./token-usage.js";
 export { chatToGenerateRequest } from "./translate/chat-request.js";
-export { applyToolCallDelta, ChatCompletionAccumulator, usageJson, usageObject } from "./translate/chat-response.js";
+export { applyToolCallDelta, ChatCompletionAccumulator, reasoningFields, reasoningFieldsJson, usageJson, usageObject } from "./translate/chat-response.js";
 export { finishReasonName, type OpenAIFinishReason } from "./translate/finish-reason.js";
+export { openAILogprobs, type OpenAILogprob, tokenText } from "./translate/logprobs.js";
 export { normalizeInputItems, toChatMessages } from "./translate/responses-items.js";
 export { type Item, newResponseObject, type ResponseError, type ResponseObject, responseUsage } from "./translate/responses-object.js";
 export { continuesDelta, FunctionCallArgumentsDelta, OutputTextDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink, ResponseOutputBuilder, snapshot } from "./translate/responses-output.js";
-export { checkResponseRequest, type GenerationOptions, responseToGenerateRequest } from "./translate/responses-request.js";
+export { checkResponseRequest, type GenerationOptions, responseToGenerateRequest, wantsLogprobs } from "./translate/responses-request.js";
 export { checkBodyShape, measureJson, type JsonShape, requestLimits, type RequestLimits } from "./request-limits.js";

@@ -143,6 +143,9 @@ export class EventLogWriter implements ResponseEventSink {
     const p = this.pending;
     if (p && continuesDelta(p, event)) {
       p.delta = (p.delta as string) + (event.delta as string);
+      // A text delta's logprobs (when asked for) are its tokens': merged deltas keep them all.
+      const more = event.logprobs as unknown[] | undefined;
+      if (more?.length) p.logprobs = [...((p.logprobs as unknown[] | undefined) ?? []), ...more];
       return;
     }
     this.publishPending();

@@ -21,6 +21,7 @@ const MAX_FILTER_VALUES = 100;
 
 export interface UsageQuery {
   startTime: number;
+  /** Exclusive; undefined: now, when the page is read. */
   endTime: number | undefined;
   width: BucketWidth;
   projectIds: string[] | undefined;
@@ -143,10 +144,12 @@ export interface UsagePage {
  * every project of the caller's organization; project_ids narrows them, and an id of another
  * organization matches nothing).
  */
-export async function usagePage(store: UsageStore, projects: readonly string[], q: UsageQuery, options: { histograms?: boolean } = {}): Promise<UsagePage> {
+export async function usagePage(store: UsageStore, projects: readonly string[], q: UsageQuery, options: { histograms?: boolean; nowSeconds?: number } = {}): Promise<UsagePage> {
   const w = WIDTH_SECONDS[q.width];
   const first = Math.floor((q.page ?? q.startTime) / w) * w;
-  const end = q.endTime ?? first + q.limit * w;
+  // Without end_time the range ends now (OpenAI's default), so has_more and next_page lead a
+  // client that pages on next_page to the current bucket, not only through the first page.
+  const end = q.endTime ?? options.nowSeconds ?? Math.floor(Date.now() / 1000);
   const starts: number[] = [];
   for (let s = first; s < end && starts.length < q.limit; s += w) starts.push(s);
   const wanted = q.projectIds ? projects.filter((p) => q.projectIds!.includes(p)) : [...projects];
@@ -204,6 +207,6 @@ export async function usagePage(store: UsageStore, projects: readonly string[], 
     data.push({ object: "bucket", start_time: start, end_time: start + w, results: [...groups.values()] });
   }
   const next = starts.length > 0 ? starts.at(-1)! + w : first;
-  const hasMore = q.endTime !== undefined && next < q.endTime;
+  const hasMore = next < end;
   return { object: "page", data, has_more: hasMore, next_page: hasMore ? `page_${next}` : null };
 }

@@ -1,9 +1,12 @@
-import type { FinishReason, GenerateRequest, ToolCallDelta } from "../../proto/gen/tributary/v1/inference.js";
+import type { FinishReason, GenerateRequest, TokenLogprob, ToolCallDelta } from "../../proto/gen/tributary/v1/inference.js";
 import type { ErrorCode } from "../../proto/gen/tributary/v1/inference.js";
 
 /** What an engine emits while it decodes one choice. Calls happen on the runner's event loop. */
 export interface ChoiceSink {
-  text(text: string, tokens: number): void;
+  /** Answer text; `logprobs` (when the request asked for them): one per token of `text`. */
+  text(text: string, tokens: number, logprobs?: TokenLogprob[]): void;
+  /** Reasoning text (the model's thought segment), kept apart from the answer. */
+  reasoning(text: string, tokens: number): void;
   toolCall(delta: ToolCallDelta): void;
 }
 
@@ -12,6 +15,8 @@ export interface ChoiceOutcome {
   completionTokens: number;
   /** Prompt tokens found in the slot's cache (not evaluated again). */
   cachedPromptTokens?: number;
+  /** Of completionTokens: those of the reasoning. */
+  reasoningTokens?: number;
 }
 
 /** A request the engine has checked and tokenized, ready to be scheduled. */

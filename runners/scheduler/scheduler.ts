@@ -3,6 +3,7 @@ import {
   FinishReason,
   Priority,
   type Error as ProtoError,
+  type TokenLogprob,
   type ToolCallDelta,
 } from "../../proto/gen/tributary/v1/inference.js";
 import type { Logger } from "../../lib/log.js";
@@ -11,16 +12,21 @@ import { PriorityFifo } from "./job-queue.js";
 
 /** Receives everything that happens to one request, in order. */
 export interface RequestObserver {
-  delta(choiceIndex: number, text: string, tokens: number): void;
+  delta(choiceIndex: number, text: string, tokens: number, logprobs?: TokenLogprob[]): void;
+  /** Reasoning text (an observer that leaves it out, such as a benchmark's, does not get it). */
+  reasoning?(choiceIndex: number, text: string, tokens: number): void;
   toolCall(choiceIndex: number, delta: ToolCallDelta): void;
-  choiceEnd(choiceIndex: number, finishReason: FinishReason, completionTokens: number): void;
+  choiceEnd(choiceIndex: number, finishReason: FinishReason, completionTokens: number, reasoningTokens?: number): void;
   /** A preempted batch choice will run again from the start: forget what it produced so far. */
   choiceReset(choiceIndex: number): void;
   /** A choice of the request got a slot (called for each choice; the first call ends its queue wait). */
   slotStarted?(): void;
   /** Called once, last. `error` is set when the request failed or was abandoned. */
-  /** `cachedPromptTokens`: of the prompt, the tokens the engine found cached (the least over its choices). */
-  final(promptTokens: number, completionTokens: number, error?: ProtoError, cachedPromptTokens?: number): void;
+  /**
+   * `cachedPromptTokens`: of the prompt, the tokens the engine found cached (the least over its
+   * choices); `reasoningTokens`: of the completion tokens, the reasoning ones.
+   */
+  final(promptTokens: number, completionTokens: number, error?: ProtoError, cachedPromptTokens?: number, reasoningTokens?: number): void;
 }
 
 export class AdmissionError extends Error {
@@ -40,6 +46,7 @@ interface RequestState {
   /** Choices holding a slot right now. */
   running: number;
   completionTokens: number;
+  reasoningTokens: number;
   /** The least number of cached prompt tokens over the choices that ran (undefined before one did). */
   cachedPromptTokens?: number;
   error: ProtoError | undefined;
@@ -146,6 +153,7 @@ export class Scheduler {
       choicesLeft: prepared.choices,
       running: 0,
       completionTokens: 0,
+      reasoningTokens: 0,
       error: undefined,
       started: false,
       finished: false,
@@ -257,7 +265,8 @@ export class Scheduler {
     this.running.add(current);
     state.observer.slotStarted?.();
     const sink = {
-      text: (text: string, tokens: number) => state.observer.delta(choice, text, tokens),
+      text: (text: string, tokens: number, logprobs?: TokenLogprob[]) => state.observer.delta(choice, text, tokens, logprobs),
+      reasoning: (text: string, tokens: number) => state.observer.reasoning?.(choice, text, tokens),
       toolCall: (delta: ToolCallDelta) => state.observer.toolCall(choice, delta),
     };
     let preempted = false;
@@ -266,8 +275,9 @@ export class Scheduler {
       preempted = current.preempted && !state.controller.signal.aborted;
       if (!preempted) {
         state.completionTokens += outcome.completionTokens;
+        state.reasoningTokens += outcome.reasoningTokens ?? 0;
         state.cachedPromptTokens = Math.min(state.cachedPromptTokens ?? Infinity, outcome.cachedPromptTokens ?? 0);
-        if (!state.controller.signal.aborted) state.observer.choiceEnd(choice, outcome.finishReason, outcome.completionTokens);
+        if (!state.controller.signal.aborted) state.observer.choiceEnd(choice, outcome.finishReason, outcome.completionTokens, outcome.reasoningTokens ?? 0);
       }
     } catch (err) {
       preempted = current.preempted && !state.controller.signal.aborted;
@@ -298,7 +308,7 @@ export class Scheduler {
     state.finished = true;
     if (state.deadlineTimer) clearTimeout(state.deadlineTimer);
     this.requests.delete(state.id);
-    state.observer.final(state.prepared.promptTokens, state.completionTokens, state.error, state.cachedPromptTokens ?? 0);
+    state.observer.final(state.prepared.promptTokens, state.completionTokens, state.error, state.cachedPromptTokens ?? 0, state.reasoningTokens);
     if (this.requests.size === 0 && this.idleWaiters.length > 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];

@@ -228,3 +228,10 @@ t.test("the whole life: validated, cancelled while running, finalized as cancell
   t.same(states.duty(r), { kind: "done" });
   t.same(states.cancel(r, AT + 3), { kind: "refused", status: "cancelled" });
 });
+
+t.test("a batch's usage adds up its lines' reasoning tokens, chat's and Responses' alike", async (t) => {
+  const lines = new states.FinalLines(2, "completed");
+  lines.sort(0, successLine("a", "req_1", { usage: { prompt_tokens: 1, completion_tokens: 9, completion_tokens_details: { reasoning_tokens: 6 } } }));
+  lines.sort(1, successLine("b", "req_2", { usage: { input_tokens: 1, output_tokens: 4, output_tokens_details: { reasoning_tokens: 3 } } }));
+  t.same(lines.usage(), tokenUsage(2, 13, 0, 9));
+});

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { repoRoot } from "../../lib/paths.js";
 import { readGgufHeader, tensorBytes, TensorType, ValueType, writeGguf, type TensorInfo } from "../../bench/gguf/gguf.js";
-import { ensureRandomLlama, llamaTensors, parameterCount, SHAPES, toHalfBits, vocabularySize } from "../../bench/gguf/random-llama.js";
+import { ensureRandomLlama, llamaMetadata, llamaTensors, parameterCount, SHAPES, toHalfBits, vocabularySize } from "../../bench/gguf/random-llama.js";
 
 // The benchmark models' GGUF writer: what it writes reads back as written, and node-llama-cpp
 // (llama.cpp's own loader) loads the random llama model and generates from it.
@@ -20,6 +20,18 @@ t.test("metadata read from a real model writes and reads back unchanged", async 
   t.equal(copy.version, 3);
   t.same(plain([...copy.metadata]), plain([...source.metadata]));
   t.same(copy.tensors, []);
+});
+
+t.test("a vocabulary padded to Qwen3's size: metadata far past the writer's first buffer reads back as written", async (t) => {
+  const metadata = llamaMetadata(SHAPES["100m-152k"], readGgufHeader(tokenizerSource).metadata);
+  t.equal(vocabularySize(metadata), 151_936);
+  const path = join(t.testdir(), "padded.gguf");
+  writeGguf(path, metadata, []);
+  const back = readGgufHeader(path).metadata;
+  t.same([...back.keys()], [...metadata.keys()], "every key, in order");
+  const tokenizer = (m: Map<string, unknown>) => plain([...m].filter(([k]) => k.startsWith("tokenizer.")));
+  t.same(tokenizer(back), tokenizer(metadata), "the vocabulary, item for item (the floats of other keys round to float32)");
+  t.ok(statSync(path).size > 1 << 20, "megabytes of metadata");
 });
 
 t.test("half-precision scales", async (t) => {

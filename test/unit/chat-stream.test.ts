@@ -34,7 +34,7 @@ t.test("the bytes of a short answer: role, content, finish, [DONE]", async (t) =
   stream.delta(text(" upon"));
   stream.choiceEnd(end());
   stream.complete({ promptTokens: 5, completionTokens: 2, cachedPromptTokens: 0 });
-  const head = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m/x","service_tier":"default","system_fingerprint":null,"choices":[{"index":0,"delta":`;
+  const head = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m/x","service_tier":"default","choices":[{"index":0,"delta":`;
   t.same(out.writes, [
     `data: ${head}{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]}\n\n` +
       `data: ${head}{"content":"Once"},"logprobs":null,"finish_reason":null}]}\n\n`,
@@ -165,4 +165,25 @@ t.test("a client that falls further behind than maxPendingBytes is dropped; at t
   over.stream.delta(text("more"));
   over.stream.complete(undefined);
   t.equal(over.out.writes.length, 0, "nothing is written after that");
+});
+
+t.test("logprobs: a content chunk carries its text's tokens; while behind, the merged chunk carries them all", async (t) => {
+  const { out, stream } = chatStream();
+  const token = (text: string, logprob: number) => ({ bytes: Buffer.from(text), logprob, top: [] });
+  const delta = (...tokens: Array<[string, number]>) => ({ ...text(tokens.map(([s]) => s).join("")), tokens: tokens.length, logprobs: { tokens: tokens.map(([s, l]) => token(s, l)) } });
+  stream.delta(delta(["Once", -0.5]));
+  out.fillUp();
+  stream.delta(delta([" up", -1], ["on", -2]));
+  stream.delta(delta([" a", -0.25]));
+  out.catchUp();
+  stream.choiceEnd(end());
+  stream.complete(undefined);
+  const entry = (s: string, l: number) => ({ token: s, logprob: l, bytes: [...Buffer.from(s)], top_logprobs: [] });
+  t.same(choicesOf(out.events), [
+    { index: 0, delta: { role: "assistant", content: "", refusal: null }, logprobs: null, finish_reason: null },
+    { index: 0, delta: { content: "Once" }, logprobs: { content: [entry("Once", -0.5)], refusal: null }, finish_reason: null },
+    { index: 0, delta: { content: " upon a" }, logprobs: { content: [entry(" up", -1), entry("on", -2), entry(" a", -0.25)], refusal: null }, finish_reason: null },
+    { index: 0, delta: {}, logprobs: null, finish_reason: "stop" },
+    "[DONE]",
+  ]);
 });

@@ -1,6 +1,7 @@
 import t from "tap";
 import type { NativeContext, NativeSampler } from "../../runners/engines/llama/addon-context.js";
 import { DecodeSteps, type StepThreads, LINGER_MAX_MS, LINGER_MIN_STEP_MS, lingerMs } from "../../runners/engines/llama/decode-steps.js";
+import type { LogprobRead } from "../../runners/engines/llama/logprob-reads.js";
 
 // DecodeSteps owns a context's batches: the input all sequences queued goes into one batch per
 // step in sequence id order (the order llama.cpp needs to decode them as one micro-batch),
@@ -47,9 +48,26 @@ class FakeNative implements NativeContext {
    * Samples token 1000 + the logit's batch index. As on libuv's pool of one thread, a sample
    * queued while a decode runs completes after it, and fails when that decode failed.
    */
-  sampleToken(batchLogitIndex: number, _sampler: NativeSampler): Promise<number> {
-    this.log.push(`sample ${batchLogitIndex}`);
-    return this.decoding.then((decoded) => (decoded ? 1000 + batchLogitIndex : Promise.reject(new Error("no logits"))));
+  /** Tokens a probe's `top` sampler leaves out of its candidates (sampled far down the list). */
+  notCandidates = new Set<number>();
+  sampleToken(batchLogitIndex: number, sampler: NativeSampler): Promise<number>;
+  sampleToken(batchLogitIndex: number, sampler: NativeSampler, probabilities: boolean, confidence?: boolean): Promise<[number, number[] | undefined, number | undefined]>;
+  /**
+   * A probe's reads (logprob-reads.ts): its `top` sampler's candidates are that token and token 7;
+   * its `whole` sampler's confidence is 0.4, its whole distribution token 7, then that token.
+   */
+  sampleToken(batchLogitIndex: number, sampler: NativeSampler, probabilities?: boolean, confidence?: boolean): Promise<unknown> {
+    const token = 1000 + batchLogitIndex;
+    const kind = (sampler as ProbeSampler).kind;
+    const read = !kind ? "sample" : kind === "top" ? "top" : probabilities ? "whole distribution" : "whole confidence";
+    this.log.push(`${read} ${batchLogitIndex}`);
+    return this.decoding.then((decoded) => {
+      if (!decoded) return Promise.reject(new Error("no logits"));
+      if (read === "top") return [-1, this.notCandidates.has(token) ? [7, 0.9, 8, 0.1] : [token, 0.75, 7, 0.25], undefined];
+      if (read === "whole confidence") return [-1, undefined, 0.4];
+      if (read === "whole distribution") return [-1, [7, 0.5, token, 0.001], undefined];
+      return probabilities || confidence ? [token, undefined, undefined] : token;
+    });
   }
   removeTokenCellsFromSequence(sequenceId: number, start: number): boolean {
     this.log.push(`edit ${sequenceId} ${start}`);
@@ -68,6 +86,49 @@ class FakeNative implements NativeContext {
 }
 
 const sampler: NativeSampler = { applyConfig() {}, dispose() {} };
+interface ProbeSampler extends NativeSampler {
+  kind?: "top" | "whole";
+}
+const newProbe = () => ({ top: { ...sampler, kind: "top" } as ProbeSampler, whole: { ...sampler, kind: "whole" } as ProbeSampler, read: undefined as LogprobRead | undefined });
+
+t.test("a probe reads its sequence's logprobs from the logits its token was sampled from, right after that sample", async (t) => {
+  for (const samplesFollowDecode of [false, true]) {
+    const native = new FakeNative();
+    const steps = new DecodeSteps(native, 16, { samplesFollowDecode });
+    const probe = newProbe();
+    const results = [steps.decode(3, 0, Uint32Array.of(1, 2, 3), sampler, probe), steps.decode(5, 0, Uint32Array.of(7), sampler)];
+    await native.complete();
+    t.same(await Promise.all(results), [1002, 1003], "tokens as without a probe");
+    t.same(probe.read, { top: [1002, 0.75, 7, 0.25], topProbability: 0.4, whole: undefined }, "candidates and the top one's probability, of its sequence's logit row");
+    t.same(native.log.filter((l) => l !== "decode"), ["sample 2", "top 2", "whole confidence 2", "sample 3"], `one decode, the reads after its sample (samplesFollowDecode ${samplesFollowDecode})`);
+  }
+});
+
+t.test("a token sampled outside the candidates has the whole distribution read, before the next decode", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 16, { samplesFollowDecode: true });
+  native.notCandidates.add(1000);
+  const probe = newProbe();
+  const first = steps.decode(1, 0, Uint32Array.of(1), sampler, probe);
+  await native.complete();
+  t.equal(await first, 1000);
+  t.same(probe.read, { top: [7, 0.9, 8, 0.1], topProbability: 0.4, whole: [7, 0.5, 1000, 0.001] });
+  const next = steps.decode(1, 1, Uint32Array.of(1000), sampler, probe);
+  await native.complete();
+  await next;
+  t.same(native.log, ["decode", "sample 0", "top 0", "whole confidence 0", "whole distribution 0", "decode", "sample 0", "top 0", "whole confidence 0", "whole distribution 0"], "read within its step");
+});
+
+t.test("a failed decode fails a probed sequence's decode and sets no read", async (t) => {
+  const native = new FakeNative();
+  const steps = new DecodeSteps(native, 16);
+  native.failNext = true;
+  const probe = newProbe();
+  const result = steps.decode(1, 0, Uint32Array.of(1), sampler, probe);
+  await native.complete();
+  await t.rejects(result, /decode failed/);
+  t.equal(probe.read, undefined);
+});
 
 t.test("queued sequences decode as one batch in id order, each then sampled", async (t) => {
   const native = new FakeNative();

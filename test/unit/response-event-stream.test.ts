@@ -159,3 +159,27 @@ t.test("a client that stays behind past its budget is dropped and the generation
   stream.event(new OutputTextDelta("msg_1", 0, 0, "late"));
   t.equal(out.writes.length, 1, "nothing after the drop");
 });
+
+t.test("text deltas with logprobs: framed by JSON.stringify, and merged with their logprobs while the client is behind", async (t) => {
+  const out = new RecordedSseOutput(100_000);
+  const stream = new ResponseEventStream(out, { onOverflow: () => t.fail("no overflow") });
+  const builder = new ResponseOutputBuilder((e) => stream.event(e));
+  const token = (text: string, logprob: number) => ({ bytes: Buffer.from(text), logprob, top: [{ bytes: Buffer.from(text), logprob, top: [] }] });
+  const delta = (text: string, logprob: number) => ({ choiceIndex: 0, text, tokens: 1, toolCalls: [], logprobs: { tokens: [token(text, logprob)] } });
+  stream.event({ type: "response.created", response: { id: "resp_1" } });
+  builder.delta(delta("Once", -0.5));
+  out.fillUp();
+  builder.delta(delta(" upon", -1));
+  builder.delta(delta(" a", -0.25));
+  out.catchUp();
+  builder.end(FinishReason.FINISH_REASON_STOP);
+  const deltas = out.namedEvents.filter((e) => e.type === "response.output_text.delta");
+  t.same(deltas.map((e) => [e.delta, (e.logprobs as Array<{ token: string }>).map((l) => l.token)]), [["Once", ["Once"]], [" upon a", [" upon", " a"]]], "merged text, merged logprobs");
+  t.same(out.frames, out.namedEvents.map((e) => sseEvent(e.type as string, JSON.stringify(e))), "each frame is JSON.stringify of its event");
+  const done = out.namedEvents.find((e) => e.type === "response.output_text.done")!;
+  t.same((done.logprobs as Array<{ token: string; logprob: number; bytes: number[] }>).map((l) => [l.token, l.logprob, l.bytes.length]), [["Once", -0.5, 4], [" upon", -1, 5], [" a", -0.25, 2]]);
+  const partDone = out.namedEvents.find((e) => e.type === "response.content_part.done")!;
+  t.equal((partDone.part as { logprobs: unknown[] }).logprobs.length, 3, "the part holds every token's logprobs");
+  const partAdded = out.namedEvents.find((e) => e.type === "response.content_part.added")!;
+  t.same((partAdded.part as { logprobs: unknown[] }).logprobs, [], "the part as added: none yet (a copy, not the live part)");
+});

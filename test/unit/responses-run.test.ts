@@ -120,7 +120,7 @@ t.test("completed: text in, OpenAI's event sequence and a completed object out",
   t.same(types(events), ["response.created", "response.in_progress", ...TEXT_ITEM, "response.completed"]);
   t.equal(final.status, "completed");
   t.type(final.completed_at, "number");
-  t.same(final.usage, { input_tokens: 7, input_tokens_details: { cached_tokens: 0 }, output_tokens: 2, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 9 });
+  t.same(final.usage, { input_tokens: 7, input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 }, output_tokens: 2, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 9 });
   t.match(final.output, [{ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "Hello" }] }]);
   t.same(settled, [9], "the charge is settled once, with the real usage");
   t.equal(atBeforeEnd?.at(-1), "response.output_item.done", "stored before the terminal event goes out");

@@ -32,6 +32,9 @@ t.test("every kind of event reads as the generated decoder reads it", async (t) 
     delta("req_c", 2 ** 40, ""),
     delta("", 0, "x".repeat(5000), { tokens: 300 }),
     { requestId: "req_a", seq: 3, runnerId: "runner-1", event: { $case: "delta", value: { choiceIndex: 0, text: "", toolCalls: [{ index: 0, id: "call_1", name: "f", arguments: "{}" }], tokens: 1 } } },
+    // Logprobs and reasoning: fields the hand reader leaves to the generated decoder.
+    { requestId: "req_a", seq: 3, runnerId: "runner-1", event: { $case: "delta", value: { choiceIndex: 0, text: " on", toolCalls: [], tokens: 1, logprobs: { tokens: [{ bytes: Uint8Array.of(0x20, 0x6f, 0x6e), logprob: -0.5, top: [{ bytes: Uint8Array.of(0xe2, 0x80), logprob: -1.25, top: [] }] }] } } } },
+    { requestId: "req_a", seq: 3, runnerId: "runner-1", event: { $case: "delta", value: { choiceIndex: 1, text: "", toolCalls: [], tokens: 2, reasoning: "Let me think." } } },
     { requestId: "req_a", seq: 4, runnerId: "runner-1", event: { $case: "choiceEnd", value: { choiceIndex: 0, finishReason: FinishReason.FINISH_REASON_LENGTH, completionTokens: 4 } } },
     { requestId: "req_a", seq: 5, runnerId: "runner-1", event: { $case: "choiceReset", value: { choiceIndex: 1 } } },
     { requestId: "req_a", seq: 6, runnerId: "runner-1", event: { $case: "final", value: { usage: { promptTokens: 3, completionTokens: 4, cachedPromptTokens: 0 }, error: undefined, queueWaitMs: 2 } } },

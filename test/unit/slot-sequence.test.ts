@@ -24,9 +24,15 @@ class ScriptedNative implements NativeContext {
   decodeBatch(): Promise<void> {
     return Promise.resolve();
   }
-  sampleToken(): Promise<number> {
-    return Promise.resolve(this.script.shift() ?? -1);
+  sampleToken(batchLogitIndex: number, sampler: NativeSampler): Promise<number>;
+  sampleToken(batchLogitIndex: number, sampler: NativeSampler, probabilities: boolean, confidence?: boolean): Promise<[number, number[] | undefined, number | undefined]>;
+  /** Reads of a logprobs probe (not used here) get the token just sampled as the only candidate. */
+  sampleToken(_batchLogitIndex: number, _sampler: NativeSampler, probabilities?: boolean, confidence?: boolean): Promise<unknown> {
+    if (probabilities !== undefined || confidence !== undefined) return Promise.resolve([-1, [this.sampled, 1], 1]);
+    this.sampled = this.script.shift() ?? -1;
+    return Promise.resolve(this.sampled);
   }
+  private sampled = -1;
   removeTokenCellsFromSequence(_sequenceId: number, start: number, end: number): boolean {
     this.removed.push([start, end]);
     return true;

@@ -44,6 +44,10 @@ t.test("responses and items written by the code read back unchanged", async (t) 
   response.usage = responseUsage({ promptTokens: 12, completionTokens: 2, cachedPromptTokens: 0 });
   response.error = null;
   t.same(storedValues.response.parse("k", stored(response)), response, "a finished response");
+  t.equal(response.usage.input_tokens_details.cache_write_tokens, 0, "a response's usage has cache_write_tokens (spec 2.3.0 requires it)");
+  const { cache_write_tokens: _, ...detailsBefore } = response.usage.input_tokens_details;
+  const storedBefore = { ...response, usage: { ...response.usage, input_tokens_details: detailsBefore } };
+  t.same(storedValues.response.parse("k", stored(storedBefore)), response, "one stored before cache_write_tokens existed reads with 0");
   const failed = { ...response, status: "failed" as const, error: { code: "server_error", message: "x" }, usage: null };
   t.same(storedValues.response.parse("k", stored(failed)), failed, "a failed one");
   t.same(parseResponseCreateRequest(JSON.parse(stored({ ...body, input: [] }))), { ...body, input: [] }, "the background request, as stored");

@@ -29,6 +29,9 @@ const AssistantMessage = Schema.Struct({
   name: Schema.optionalKey(Schema.String),
   function_call: Anything,
   audio: Anything,
+  /** The turn's reasoning, as this server (and DeepSeek, llama-server, vLLM, OpenRouter) sends it: either name. */
+  reasoning_content: Nullable(Schema.String),
+  reasoning: Nullable(Schema.String),
 });
 const ToolMessage = Schema.Struct({ role: Schema.Literal("tool"), tool_call_id: Schema.String, content: TextContent });
 const FunctionMessage = Schema.Struct({ role: Schema.Literal("function"), name: Schema.String, content: Schema.NullOr(Schema.String) });

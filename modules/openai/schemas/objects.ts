@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import { Effect, Schema } from "effect";
 import { valueSchema } from "../../../lib/nats/kv-records.js";
 import type { ResultLine } from "../batch-lines.js";
 import type { TokenUsage } from "../token-usage.js";
@@ -17,6 +17,15 @@ const MutableArray = <S extends Schema.Top>(s: S) => Schema.mutable(Schema.Array
 export const TokenUsageSchema = Schema.Struct({
   input_tokens: Int,
   input_tokens_details: Schema.Struct({ cached_tokens: Int }),
+  output_tokens: Int,
+  output_tokens_details: Schema.Struct({ reasoning_tokens: Int }),
+  total_tokens: Int,
+});
+
+/** A Response's usage; `cache_write_tokens` reads as 0 in responses stored before it was written. */
+const ResponseUsageSchema = Schema.Struct({
+  input_tokens: Int,
+  input_tokens_details: Schema.Struct({ cached_tokens: Int, cache_write_tokens: Int.pipe(Schema.withDecodingDefaultKey(Effect.succeed(0))) }),
   output_tokens: Int,
   output_tokens_details: Schema.Struct({ reasoning_tokens: Int }),
   total_tokens: Int,
@@ -66,7 +75,7 @@ const ReasoningItem = Schema.Struct({
 
 /** An item as stored: input items, output items, conversation items. */
 export const ItemSchema = Schema.Union([MessageItem, FunctionCallItem, FunctionCallOutputItem, ReasoningItem]);
-const OutputItemSchema = Schema.Union([MessageItem, FunctionCallItem]);
+const OutputItemSchema = Schema.Union([MessageItem, FunctionCallItem, ReasoningItem]);
 
 export const ResponseObjectSchema = Schema.Struct({
   id: Str,
@@ -100,7 +109,7 @@ export const ResponseObjectSchema = Schema.Struct({
   presence_penalty: Schema.Number,
   frequency_penalty: Schema.Number,
   truncation: Schema.Literals(["auto", "disabled"]),
-  usage: NullOr(TokenUsageSchema),
+  usage: NullOr(ResponseUsageSchema),
   user: NullOr(Str),
   metadata: Schema.Record(Str, Str),
 });

@@ -47,11 +47,12 @@ const FunctionCallOutputItem = Schema.Struct({
   status: Anything,
 });
 
+/** A reasoning item given back: its text (content, else summary) goes with the assistant turn after it. */
 const ReasoningItem = Schema.Struct({
   type: Schema.Literal("reasoning"),
   id: Nullable(Id),
-  summary: Schema.Array(Schema.Unknown),
-  content: Anything,
+  summary: Schema.Array(Schema.Struct({ type: Schema.Literal("summary_text"), text: Schema.String })),
+  content: Nullable(Schema.Array(Schema.Struct({ type: Schema.Literal("reasoning_text"), text: Schema.String }))),
   encrypted_content: Anything,
   status: Anything,
 });

@@ -26,6 +26,18 @@ function textOf(content: unknown, param: string): string {
     .join("\n");
 }
 
+/**
+ * An assistant turn's reasoning given back: `reasoning_content` or `reasoning` (a client echoing
+ * this server's messages sends both, equal); two different ones are a 400.
+ */
+function reasoningOf(m: { reasoning_content?: string | null; reasoning?: string | null }, i: number): string | undefined {
+  const a = m.reasoning_content ?? undefined;
+  const b = m.reasoning ?? undefined;
+  if (a !== undefined && b !== undefined && a !== b)
+    throw errors.invalidParam(`messages[${i}].reasoning`, `Invalid value for 'messages[${i}].reasoning': it differs from 'messages[${i}].reasoning_content'; send one of them, or both equal.`);
+  return a ?? b;
+}
+
 /** OpenAI messages to the contract's messages, checking that tool results answer earlier calls. */
 export function toChatMessages(messages: readonly ChatMessageInput[]): ChatMessage[] {
   const callIds = new Set<string>();
@@ -35,7 +47,7 @@ export function toChatMessages(messages: readonly ChatMessageInput[]): ChatMessa
       case "assistant": {
         const toolCalls = (m.tool_calls ?? []).map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments }));
         for (const c of toolCalls) callIds.add(c.id);
-        return { role: "assistant", content: textOf(m.content, param), name: m.name ?? "", toolCalls, toolCallId: "" };
+        return { role: "assistant", content: textOf(m.content, param), name: m.name ?? "", toolCalls, toolCallId: "", reasoning: reasoningOf(m, i) };
       }
       case "tool":
         if (!callIds.has(m.tool_call_id))
@@ -73,7 +85,8 @@ export function chatToGenerateRequest(body: ChatCompletionRequest, spec: ModelSp
   const maxParam = body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens";
   if (maxTokens > spec.maxOutputTokens)
     throw errors.invalidParam(maxParam, `${maxParam} is too large: ${maxTokens}. This model supports at most ${spec.maxOutputTokens} completion tokens, whereas you provided ${maxTokens}.`);
-  if (body.logprobs) throw errors.invalidParam("logprobs", "logprobs are not supported by this server yet.", "unsupported_parameter");
+  if ((body.top_logprobs ?? 0) > 0 && body.logprobs !== true)
+    throw errors.invalidParam("top_logprobs", "Invalid value for 'top_logprobs': it needs 'logprobs' set to true.");
   if (body.stream_options && !body.stream)
     throw errors.invalidParam("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.");
 
@@ -110,6 +123,8 @@ export function chatToGenerateRequest(body: ChatCompletionRequest, spec: ModelSp
       presencePenalty: body.presence_penalty ?? 0,
       logitBias: Object.entries(body.logit_bias ?? {}).map(([token, bias]) => ({ token: Number(token), bias })),
       n: body.n ?? 1,
+      logprobs: body.logprobs === true ? true : undefined,
+      topLogprobs: body.logprobs === true ? (body.top_logprobs ?? 0) : undefined,
     },
     tools,
     toolChoice,
@@ -119,7 +134,8 @@ export function chatToGenerateRequest(body: ChatCompletionRequest, spec: ModelSp
     deadlineUnixMs: ctx.deadlineUnixMs,
     replySubject: "",
     batchReplySubject: "",
-    reasoningEffort: body.reasoning_effort ?? "medium",
+    // "": the template's own default (a reasoning model thinks).
+    reasoningEffort: body.reasoning_effort ?? "",
     // Nobody watches the tokens of a non-streamed reply arrive: send each choice whole.
     coalesceDeltas: !body.stream,
     maxToolCalls: 0,

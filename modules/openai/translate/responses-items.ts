@@ -58,12 +58,20 @@ function partsText(parts: readonly ContentPart[], param: string): string {
  * The runner's messages for `instructions` + `history` + `input`. Function calls join the
  * assistant message before them; a function_call_output must answer a call made earlier, in the
  * history or in this input (InvalidParam naming the input item otherwise). Outputs in the history whose
- * call is gone (a deleted response of the chain) are left out; reasoning items are not replayed.
+ * call is gone (a deleted response of the chain) are left out. A reasoning item's text goes with the
+ * assistant turn after it (the template renders it or leaves it out, as for chat's reasoning_content).
  */
 export function toChatMessages(instructions: string | null | undefined, history: readonly Item[], input: readonly Item[]): ChatMessage[] {
   const messages: ChatMessage[] = [];
   if (instructions) messages.push({ role: "system", content: instructions, name: "", toolCalls: [], toolCallId: "" });
   const calls = new Set<string>();
+  /** Reasoning waiting for the assistant turn it belongs to. */
+  let reasoning: string | undefined;
+  const assistant = (content: string, toolCalls: ChatMessage["toolCalls"]): ChatMessage => {
+    const m: ChatMessage = { role: "assistant", content, name: "", toolCalls, toolCallId: "", reasoning };
+    reasoning = undefined;
+    return m;
+  };
   const all = [...history, ...input];
   all.forEach((item, index) => {
     const fromInput = index >= history.length;
@@ -71,16 +79,19 @@ export function toChatMessages(instructions: string | null | undefined, history:
     switch (item.type) {
       case "message": {
         const content = partsText(item.content, `${param}.content`);
-        if (item.role === "assistant") messages.push({ role: "assistant", content, name: "", toolCalls: [], toolCallId: "" });
-        else messages.push({ role: item.role, content, name: "", toolCalls: [], toolCallId: "" });
+        if (item.role === "assistant") messages.push(assistant(content, []));
+        else {
+          messages.push({ role: item.role, content, name: "", toolCalls: [], toolCallId: "" });
+          reasoning = undefined; // it belonged to no reply
+        }
         break;
       }
       case "function_call": {
         calls.add(item.call_id);
         const last = messages.at(-1);
         const call = { id: item.call_id, name: item.name, arguments: item.arguments };
-        if (last?.role === "assistant") last.toolCalls.push(call);
-        else messages.push({ role: "assistant", content: "", name: "", toolCalls: [call], toolCallId: "" });
+        if (last?.role === "assistant" && reasoning === undefined) last.toolCalls.push(call);
+        else messages.push(assistant("", [call]));
         break;
       }
       case "function_call_output": {
@@ -92,8 +103,12 @@ export function toChatMessages(instructions: string | null | undefined, history:
         messages.push({ role: "tool", content, name: "", toolCalls: [], toolCallId: item.call_id });
         break;
       }
-      case "reasoning":
+      case "reasoning": {
+        const parts = Array.isArray(item.content) && item.content.length > 0 ? item.content : item.summary;
+        const text = (parts as Array<{ text?: unknown }>).map((p) => (typeof p?.text === "string" ? p.text : "")).filter(Boolean).join("\n");
+        if (text) reasoning = reasoning ? `${reasoning}\n${text}` : text;
         break;
+      }
     }
   });
   return messages;

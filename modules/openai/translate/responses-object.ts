@@ -1,5 +1,5 @@
 import type { Usage } from "../../../proto/gen/tributary/v1/inference.js";
-import { tokenUsage, type TokenUsage } from "../token-usage.js";
+import { responseTokenUsage, type ResponseUsage } from "../token-usage.js";
 import type { ContentPart, ResponseCreateRequest } from "../schemas/responses.js";
 
 // The Response object and its items as they go on the wire (../shared/openai-reference.md §2.2,
@@ -12,6 +12,7 @@ export interface OutputTextPart {
   type: "output_text";
   text: string;
   annotations: unknown[];
+  /** The text's tokens' logprobs, when the request asked for them (include message.output_text.logprobs). */
   logprobs: unknown[];
 }
 
@@ -51,9 +52,15 @@ export interface ReasoningItem {
 
 /** An item as stored and listed (input items, output items, conversation items): it has an id. */
 export type Item = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem;
-export type OutputItem = MessageItem | FunctionCallItem;
+export type OutputItem = MessageItem | FunctionCallItem | ReasoningItem;
 
-export type ResponseUsage = TokenUsage;
+/** The reasoning text of a reasoning item this server wrote: one part, its thought as the model wrote it. */
+export interface ReasoningTextPart {
+  type: "reasoning_text";
+  text: string;
+}
+
+export type { ResponseUsage };
 
 export interface ResponseError {
   code: string;
@@ -98,7 +105,7 @@ export interface ResponseObject {
 }
 
 export function responseUsage(usage: Usage | undefined): ResponseUsage {
-  return tokenUsage(usage?.promptTokens ?? 0, usage?.completionTokens ?? 0, usage?.cachedPromptTokens ?? 0);
+  return responseTokenUsage(usage?.promptTokens ?? 0, usage?.completionTokens ?? 0, usage?.cachedPromptTokens ?? 0, usage?.reasoningTokens ?? 0);
 }
 
 /** The response object of `body` before it produced anything: the request's settings echoed. */

@@ -1,6 +1,7 @@
 import { newId } from "../../../lib/ids.js";
 import { FinishReason, type ToolCallDelta, type TokenDelta } from "../../../proto/gen/tributary/v1/inference.js";
-import type { FunctionCallItem, ItemStatus, MessageItem, OutputItem, OutputTextPart, ResponseObject } from "./responses-object.js";
+import type { FunctionCallItem, ItemStatus, MessageItem, OutputItem, OutputTextPart, ReasoningItem, ReasoningTextPart, ResponseObject } from "./responses-object.js";
+import { openAILogprobs, type OpenAILogprob } from "./logprobs.js";
 
 /** A Responses stream event before a sink numbers it (`sequence_number` is the sink's). */
 export interface ResponseEvent {
@@ -12,7 +13,7 @@ export interface ResponseEvent {
 export const RESPONSE_TERMINAL_EVENTS: ReadonlySet<string> = new Set(["response.completed", "response.incomplete", "response.failed", "error"]);
 
 /** Events carrying a piece of text (`delta`) that the next piece of the same part continues. */
-export const RESPONSE_DELTA_EVENTS: ReadonlySet<string> = new Set(["response.output_text.delta", "response.function_call_arguments.delta"]);
+export const RESPONSE_DELTA_EVENTS: ReadonlySet<string> = new Set(["response.output_text.delta", "response.function_call_arguments.delta", "response.reasoning_text.delta"]);
 
 /** True when `next` continues `previous` (deltas of one part): the two may travel as one event. */
 export function continuesDelta(previous: ResponseEvent, next: ResponseEvent): boolean {
@@ -24,8 +25,8 @@ export function continuesDelta(previous: ResponseEvent, next: ResponseEvent): bo
   );
 }
 
-/** Shared by every delta (frozen): logprobs are not produced. */
-const NO_LOGPROBS: readonly unknown[] = Object.freeze([]);
+/** Shared by every delta without logprobs (frozen). */
+const NO_LOGPROBS: readonly OpenAILogprob[] = Object.freeze([]);
 
 /**
  * A `response.output_text.delta` event: the one event of nearly every token. A class, so that an
@@ -40,15 +41,16 @@ export class OutputTextDelta implements ResponseEvent {
   readonly output_index: number;
   readonly content_index: number;
   readonly delta: string;
-  readonly logprobs: readonly unknown[];
+  /** The logprobs of the delta's tokens, when the request asked for them. */
+  readonly logprobs: readonly OpenAILogprob[];
 
-  constructor(itemId: string, outputIndex: number, contentIndex: number, delta: string) {
+  constructor(itemId: string, outputIndex: number, contentIndex: number, delta: string, logprobs: readonly OpenAILogprob[] = NO_LOGPROBS) {
     this.type = "response.output_text.delta";
     this.item_id = itemId;
     this.output_index = outputIndex;
     this.content_index = contentIndex;
     this.delta = delta;
-    this.logprobs = NO_LOGPROBS;
+    this.logprobs = logprobs;
   }
 }
 
@@ -78,10 +80,14 @@ export interface ResponseEventSink {
 
 type Open =
   | { kind: "message"; item: MessageItem; index: number; part: OutputTextPart }
+  | { kind: "reasoning"; item: ReasoningItem; index: number; part: ReasoningTextPart }
   | { kind: "call"; item: FunctionCallItem; index: number; callIndex: number };
 
-const copyMessage = (m: MessageItem): MessageItem => ({ ...m, content: m.content.map((p) => ({ ...p })) });
-const copyItem = (item: OutputItem): OutputItem => (item.type === "message" ? copyMessage(item) : { ...item });
+/** A part's copy; an output_text part's logprobs keep growing in the live part, so they are copied too. */
+const copyPart = <P extends MessageItem["content"][number]>(p: P): P => (p.type === "output_text" && Array.isArray(p.logprobs) ? { ...p, logprobs: [...p.logprobs] } : { ...p });
+const copyMessage = (m: MessageItem): MessageItem => ({ ...m, content: m.content.map(copyPart) });
+const copyReasoning = (r: ReasoningItem): ReasoningItem => ({ ...r, summary: [...r.summary], content: Array.isArray(r.content) ? r.content.map((p: object) => ({ ...p })) : r.content });
+const copyItem = (item: OutputItem): OutputItem => (item.type === "message" ? copyMessage(item) : item.type === "reasoning" ? copyReasoning(item) : { ...item });
 
 /** A deep copy of a response, for events: the live object keeps changing after they are queued. */
 export function snapshot(response: ResponseObject): ResponseObject {
@@ -90,10 +96,10 @@ export function snapshot(response: ResponseObject): ResponseObject {
 
 /**
  * Turns the runner's events of one choice into the response's output items and the events that
- * describe them, in OpenAI's order (../shared/openai-reference.md §2.4): text opens a message
- * item with one output_text part, each tool call opens a function_call item; an item is closed
- * (its .done events) when the next one starts or the choice ends. Events carry copies, never the
- * live items.
+ * describe them, in OpenAI's order (../shared/openai-reference.md §2.4): reasoning opens a
+ * reasoning item with one reasoning_text part, text a message item with one output_text part,
+ * each tool call a function_call item; an item is closed (its .done events) when the next one
+ * starts or the choice ends. Events carry copies, never the live items.
  */
 export class ResponseOutputBuilder {
   readonly output: OutputItem[] = [];
@@ -102,7 +108,8 @@ export class ResponseOutputBuilder {
   constructor(private readonly emit: (event: ResponseEvent) => void) {}
 
   delta(d: TokenDelta): void {
-    if (d.text) this.text(d.text);
+    if (d.reasoning) this.reasoning(d.reasoning);
+    if (d.text || d.logprobs?.tokens.length) this.text(d.text, d.logprobs ? openAILogprobs(d.logprobs.tokens) : NO_LOGPROBS);
     for (const call of d.toolCalls) this.toolCall(call);
   }
 
@@ -125,7 +132,7 @@ export class ResponseOutputBuilder {
     this.close("incomplete");
   }
 
-  private text(text: string): void {
+  private text(text: string, logprobs: readonly OpenAILogprob[]): void {
     let open = this.open;
     if (open?.kind !== "message") {
       this.close("completed");
@@ -133,12 +140,29 @@ export class ResponseOutputBuilder {
       const index = this.output.push(item) - 1;
       this.emit({ type: "response.output_item.added", output_index: index, item: copyMessage(item) });
       const part: OutputTextPart = { type: "output_text", text: "", annotations: [], logprobs: [] };
-      this.emit({ type: "response.content_part.added", item_id: item.id, output_index: index, content_index: 0, part: { ...part } });
+      this.emit({ type: "response.content_part.added", item_id: item.id, output_index: index, content_index: 0, part: copyPart(part) });
       item.content.push(part);
       open = this.open = { kind: "message", item, index, part };
     }
     open.part.text += text;
-    this.emit(new OutputTextDelta(open.item.id, open.index, 0, text));
+    for (const l of logprobs) open.part.logprobs.push(l);
+    this.emit(new OutputTextDelta(open.item.id, open.index, 0, text, logprobs));
+  }
+
+  private reasoning(text: string): void {
+    let open = this.open;
+    if (open?.kind !== "reasoning") {
+      this.close("completed");
+      const item: ReasoningItem = { type: "reasoning", id: newId("rs_"), summary: [], content: [], status: "in_progress" };
+      const index = this.output.push(item) - 1;
+      this.emit({ type: "response.output_item.added", output_index: index, item: copyReasoning(item) });
+      const part: ReasoningTextPart = { type: "reasoning_text", text: "" };
+      this.emit({ type: "response.content_part.added", item_id: item.id, output_index: index, content_index: 0, part: { ...part } });
+      (item.content as ReasoningTextPart[]).push(part);
+      open = this.open = { kind: "reasoning", item, index, part };
+    }
+    open.part.text += text;
+    this.emit({ type: "response.reasoning_text.delta", item_id: open.item.id, output_index: open.index, content_index: 0, delta: text });
   }
 
   private toolCall(d: ToolCallDelta): void {
@@ -162,7 +186,11 @@ export class ResponseOutputBuilder {
     const { item, index } = open;
     if (open.kind === "message") {
       const part = open.part;
-      this.emit({ type: "response.output_text.done", item_id: item.id, output_index: index, content_index: 0, text: part.text, logprobs: [] });
+      this.emit({ type: "response.output_text.done", item_id: item.id, output_index: index, content_index: 0, text: part.text, logprobs: [...part.logprobs] });
+      this.emit({ type: "response.content_part.done", item_id: item.id, output_index: index, content_index: 0, part: copyPart(part) });
+    } else if (open.kind === "reasoning") {
+      const part = open.part;
+      this.emit({ type: "response.reasoning_text.done", item_id: item.id, output_index: index, content_index: 0, text: part.text });
       this.emit({ type: "response.content_part.done", item_id: item.id, output_index: index, content_index: 0, part: { ...part } });
     } else {
       const call = open.item;

@@ -38,8 +38,6 @@ export function checkResponseRequest(body: ResponseCreateRequest, spec: ModelSpe
     throw errors.invalidParam("background", "Background responses must be stored: 'background' requires 'store' to be true.");
   if (body.stream_options && !body.stream)
     throw errors.invalidParam("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled.");
-  if ((body.top_logprobs ?? 0) > 0 || body.include?.includes("message.output_text.logprobs"))
-    throw errors.invalidParam(body.top_logprobs ? "top_logprobs" : "include", "logprobs are not supported by this server yet.", "unsupported_parameter");
 
   const names = functionNames(body.tools.map((t) => t.name), (i) => `tools[${i}].name`);
   let tools: ToolDefinition[] = body.tools.map((t) => ({
@@ -84,6 +82,14 @@ export function checkResponseRequest(body: ResponseCreateRequest, spec: ModelSpe
   return { tools, toolChoice, responseFormat, maxToolCalls };
 }
 
+/**
+ * Whether the output text carries logprobs: asked with `include: ["message.output_text.logprobs"]`,
+ * or by asking for alternatives (`top_logprobs` > 0), which come inside them.
+ */
+export function wantsLogprobs(body: ResponseCreateRequest): boolean {
+  return (body.top_logprobs ?? 0) > 0 || (body.include?.includes("message.output_text.logprobs") ?? false);
+}
+
 export interface ResponseGenerationContext {
   requestId: string;
   deadlineUnixMs: number;
@@ -113,6 +119,8 @@ export function responseToGenerateRequest(
       presencePenalty: 0,
       logitBias: [],
       n: 1,
+      logprobs: wantsLogprobs(body) ? true : undefined,
+      topLogprobs: wantsLogprobs(body) ? (body.top_logprobs ?? 0) : undefined,
     },
     tools: options.tools,
     toolChoice: options.toolChoice,
@@ -122,7 +130,8 @@ export function responseToGenerateRequest(
     deadlineUnixMs: ctx.deadlineUnixMs,
     replySubject: "",
     batchReplySubject: "",
-    reasoningEffort: body.reasoning?.effort ?? "medium",
+    // "": the template's own default (a reasoning model thinks).
+    reasoningEffort: body.reasoning?.effort ?? "",
     maxToolCalls: options.maxToolCalls,
     truncation: body.truncation === "auto" ? Truncation.TRUNCATION_AUTO : Truncation.TRUNCATION_DISABLED,
     // Nobody watches the tokens of a non-streamed response arrive: send the choice whole.

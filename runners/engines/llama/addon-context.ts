@@ -24,6 +24,12 @@ export interface NativeContext {
   decodeBatch(): Promise<void>;
   /** Samples from a logit row of the last decoded batch (-1: nothing to sample) and lets the sampler accept it. */
   sampleToken(batchLogitIndex: number, sampler: NativeSampler): Promise<number>;
+  /**
+   * The same, also returning (`probabilities`) the candidates left after the sampler's chain,
+   * sorted by logit, with the softmax of their logits, `[token, p, token, p, ...]`, and
+   * (`confidence`) the sampled token's probability among them (float32 values).
+   */
+  sampleToken(batchLogitIndex: number, sampler: NativeSampler, probabilities: boolean, confidence?: boolean): Promise<[token: number, distribution: number[] | undefined, confidence: number | undefined]>;
   /** Removes a sequence's KV cells in [start, end) (end < 0: to the end); false when the memory cannot do it partially. */
   removeTokenCellsFromSequence(sequenceId: number, start: number, end: number): boolean;
   /** The CPU threads later decodes run on (never while a decode is in flight). */

@@ -1,14 +1,21 @@
 import {
   GeneralChatWrapper,
+  isLlamaText,
   LlamaText,
+  QwenChatWrapper,
   resolveChatWrapper,
   type ChatHistoryItem,
   type ChatModelFunctionCall,
   type ChatModelFunctions,
+  type ChatModelSegment,
   type ChatWrapper,
   type LlamaModel,
+  type ResolveChatWrapperWithModelOptions,
 } from "node-llama-cpp";
 import type { ChatMessage } from "../../../proto/gen/tributary/v1/inference.js";
+import type { ThoughtMarkers } from "../../text/thought-splitter.js";
+
+type WrapperSettings = ResolveChatWrapperWithModelOptions["customWrapperSettings"];
 
 /**
  * Picks the chat template of a model:
@@ -19,14 +26,67 @@ import type { ChatMessage } from "../../../proto/gen/tributary/v1/inference.js";
  *               with tool calls written as `||call: name({json})` and results as `||result: ...`;
  *   any other   a node-llama-cpp wrapper name (chatML, llama3.1, qwen, mistral, gemma, ...).
  */
-export function chooseChatWrapper(model: LlamaModel, setting: string): ChatWrapper {
+export function chooseChatWrapper(model: LlamaModel, setting: string, customWrapperSettings?: WrapperSettings): ChatWrapper {
   if (setting === "fallback") return new GeneralChatWrapper();
   if (setting === "auto") {
     const template = (model.fileInfo.metadata as { tokenizer?: { chat_template?: unknown } }).tokenizer?.chat_template;
     if (typeof template !== "string" || template.length === 0) return new GeneralChatWrapper();
-    return resolveChatWrapper(model);
+    return resolveChatWrapper(model, { customWrapperSettings });
   }
-  return resolveChatWrapper(model, { type: setting as never });
+  return resolveChatWrapper(model, { type: setting as never, customWrapperSettings });
+}
+
+/**
+ * What OpenAI's reasoning_effort asks of a template family that has a switch for it, as
+ * node-llama-cpp's settings of that family's wrapper; undefined: the template's own default
+ * (effort "" or one the family has no switch for). Qwen3: thinking off for `none` and `minimal`
+ * (its template's enable_thinking=false: an empty thought in the prompt).
+ */
+export function effortSettings(wrapper: ChatWrapper, effort: string): { key: string; settings: WrapperSettings } | undefined {
+  if (wrapper instanceof QwenChatWrapper && (effort === "none" || effort === "minimal")) return { key: "qwen-thinking-off", settings: { qwen: { thoughts: "discourage" } } };
+  return undefined;
+}
+
+/**
+ * A model's chat wrappers: the template's own, and the variants reasoning efforts ask for
+ * (effortSettings), resolved once each on first use.
+ */
+export class ChatWrappers {
+  readonly base: ChatWrapper;
+  private readonly variants = new Map<string, ChatWrapper>();
+
+  constructor(private readonly model: LlamaModel, private readonly setting: string) {
+    this.base = chooseChatWrapper(model, setting);
+  }
+
+  /** The wrapper for a request's reasoning effort ("": the template's default). */
+  forEffort(effort: string): ChatWrapper {
+    const variant = effortSettings(this.base, effort);
+    if (!variant) return this.base;
+    let wrapper = this.variants.get(variant.key);
+    if (!wrapper) this.variants.set(variant.key, (wrapper = chooseChatWrapper(this.model, this.setting, variant.settings)));
+    return wrapper;
+  }
+}
+
+/**
+ * The thought segment of a wrapper's template (its segment definitions), as the text markers a
+ * reply is split on; undefined when it has none, or when its markers do not show in the text the
+ * engine decodes (control tokens, which the detokenizer leaves out: then nothing can be split).
+ */
+export function thoughtMarkers(wrapper: ChatWrapper, model: LlamaModel): ThoughtMarkers | undefined {
+  const thought = wrapper.settings.segments?.thought;
+  if (!thought?.suffix) return undefined;
+  const visible = (marker: string | LlamaText) => {
+    const text = LlamaText(marker);
+    const shown = model.detokenize(text.tokenize(model.tokenizer), false).trim();
+    return shown === text.toString().trim() ? shown : undefined;
+  };
+  const openedOnStart = !isLlamaText(thought.prefix) && typeof thought.prefix === "object";
+  const open = openedOnStart ? "" : visible(thought.prefix as string | LlamaText);
+  const close = visible(thought.suffix);
+  if (open === undefined || !close) return undefined;
+  return { open, close, openAtStart: openedOnStart || thought.openOnResponseStart === true };
 }
 
 function parseArguments(text: string): unknown {
@@ -63,7 +123,9 @@ export function toChatHistory(messages: readonly ChatMessage[]): ChatHistoryItem
         history.push({ type: "user", text: m.content });
         break;
       case "assistant": {
-        const response: Array<string | ChatModelFunctionCall> = [];
+        const response: Array<string | ChatModelFunctionCall | ChatModelSegment> = [];
+        // Given back reasoning: a thought segment, which the template renders or leaves out.
+        if (m.reasoning) response.push({ type: "segment", segmentType: "thought", text: m.reasoning, ended: true });
         if (m.content) response.push(m.content);
         for (const call of m.toolCalls)
           response.push({ type: "functionCall", name: call.name, params: parseArguments(call.arguments), result: parseResult(results.get(call.id) ?? "") });

@@ -1,12 +1,16 @@
 import { LlamaGrammarEvaluationState, type LlamaGrammar, type LlamaModel, type SequenceEvaluateOptions, type Token } from "node-llama-cpp";
-import { FinishReason } from "../../../proto/gen/tributary/v1/inference.js";
+import { FinishReason, type TokenLogprob } from "../../../proto/gen/tributary/v1/inference.js";
 import { newId } from "../../../lib/ids.js";
 import { JsonCompletionTracker } from "../../text/json-completion.js";
 import { TriggerMatcher } from "../../text/trigger-matcher.js";
+import { TokenOffsets } from "../../text/token-offsets.js";
+import { ThoughtSplitter, type ThoughtMarkers } from "../../text/thought-splitter.js";
 import type { ChoiceOutcome, ChoiceSink } from "../engine.js";
 import type { CallSyntax } from "./chat-prompt.js";
 import { IncrementalDetokenizer } from "./incremental-detokenizer.js";
 import { ContextFullError, type SlotSequence } from "./slot-sequence.js";
+import type { TokenBytes } from "./token-bytes.js";
+import { tokenLogprob } from "./logprob-reads.js";
 
 /** Everything needed to decode the choices of one request, computed once at admission. */
 export interface DecodePlan {
@@ -25,6 +29,10 @@ export interface DecodePlan {
   /** Constrains the whole reply (response_format json_object / json_schema). */
   responseGrammar: LlamaGrammar | undefined;
   tools: ToolPlan | undefined;
+  /** Each answer token's log probability, with this many alternatives (0-20); undefined: none. */
+  logprobs: { top: number } | undefined;
+  /** The template's thought segment: reasoning is split from the answer on it; undefined: none. */
+  thought: ThoughtMarkers | undefined;
 }
 
 export interface ToolPlan {
@@ -66,6 +74,13 @@ export class ChoiceDecoder {
   private cachedPromptTokens = 0;
   private callIndex = 0;
   private unreportedTokens = 0;
+  /** The answer tokens' logprobs not sent yet, by where their text starts in the answer (plan.logprobs). */
+  private readonly pendingLogprobs: TokenOffsets<TokenLogprob> | undefined;
+  /** Characters of answer text sent so far. */
+  private textSent = 0;
+  private readonly bytesOf: (token: number) => Uint8Array;
+  /** The text phase's reasoning splitter (its count of reasoning tokens goes in the outcome). */
+  private thought: ThoughtSplitter | undefined;
 
   constructor(
     private readonly model: LlamaModel,
@@ -74,7 +89,10 @@ export class ChoiceDecoder {
     choiceIndex: number,
     private readonly sink: ChoiceSink,
     private readonly signal: AbortSignal,
+    private readonly tokenBytes: TokenBytes,
   ) {
+    this.pendingLogprobs = plan.logprobs ? new TokenOffsets<TokenLogprob>() : undefined;
+    this.bytesOf = (token) => tokenBytes.of(token);
     const penalties = plan.penalties;
     this.options = {
       ...plan.sampling,
@@ -109,7 +127,12 @@ export class ChoiceDecoder {
   }
 
   private outcome(finishReason: FinishReason): ChoiceOutcome {
-    return { finishReason: this.signal.aborted ? FinishReason.FINISH_REASON_CANCELLED : finishReason, completionTokens: this.produced, cachedPromptTokens: this.cachedPromptTokens };
+    return {
+      finishReason: this.signal.aborted ? FinishReason.FINISH_REASON_CANCELLED : finishReason,
+      completionTokens: this.produced,
+      cachedPromptTokens: this.cachedPromptTokens,
+      reasoningTokens: this.thought?.reasoningTokens ?? 0,
+    };
   }
 
   /** Counts a generated token and enforces the budget and cancellation. */
@@ -124,56 +147,128 @@ export class ChoiceDecoder {
     return this.produced < this.plan.maxTokens;
   }
 
-  private emitText(text: string): void {
-    if (!text) return;
-    this.sink.text(text, this.unreportedTokens);
+  /** Sends answer text, with the logprobs of the tokens it starts (all that are left when `last`). */
+  private emitText(text: string, last = false): void {
+    const pending = this.pendingLogprobs;
+    this.textSent += text.length;
+    const logprobs = pending ? (last ? pending.releaseAll() : pending.release(this.textSent)) : undefined;
+    if (!text && !logprobs?.length) return;
+    this.sink.text(text, this.unreportedTokens, logprobs);
     this.unreportedTokens = 0;
   }
+
 
   private tokenize(text: import("node-llama-cpp").LlamaText | string): Token[] {
     return typeof text === "string" ? this.model.tokenize(text, false) : text.tokenize(this.model.tokenizer);
   }
 
+  /**
+   * The reply as text: reasoning (the template's thought segment, when it has one) and answer
+   * apart, stop sequences in both, a tool call's prefix in the answer switching to callLoop.
+   */
   private async textPhase(input: Token[], tools: ToolPlan | undefined): Promise<FinishReason> {
-    const triggers: Array<{ text: string; kind: Kind }> = this.plan.stopTexts.map((text) => ({ text, kind: "stop" }));
+    const stops: Array<{ text: string; kind: Kind }> = this.plan.stopTexts.map((text) => ({ text, kind: "stop" }));
+    const triggers = [...stops];
     if (tools) for (const text of tools.syntax.prefixes) triggers.push({ text, kind: "call" });
     const matcher = new TriggerMatcher<Kind>(triggers);
+    const thought = this.plan.thought ? new ThoughtSplitter(this.plan.thought) : undefined;
+    const reasoningStops = thought ? new TriggerMatcher<Kind>(stops) : undefined;
     const detok = new IncrementalDetokenizer(this.model, this.plan.prompt);
     const grammar = this.plan.responseGrammar;
     const json = grammar ? new JsonCompletionTracker() : undefined;
     const promptLength = this.plan.prompt.length;
     let content = "";
+    const logprobs = this.plan.logprobs;
+    /** Characters of answer text given to the matcher so far. */
+    let textIn = 0;
+    /** Logprobs of tokens at the start of the reply, while it is not known whether they open a thought. */
+    let startLogprobs: TokenLogprob[] = [];
+    /** The reply as generated before its answer (the thought segment and the whitespace after it). */
+    let beforeAnswer = "";
+    let answerStarted = thought === undefined;
+    this.thought = thought;
 
     const options: SequenceEvaluateOptions = grammar
       ? { ...this.options, grammarEvaluationState: new LlamaGrammarEvaluationState({ model: this.model, grammar }) }
       : this.options;
-    for await (const token of this.slot.generate(input, options)) {
+    for await (const token of this.slot.generate(input, options, logprobs !== undefined)) {
       this.count(token);
       if (this.plan.stopTokens.has(token)) break;
-      let text = detok.push(token);
+      const raw = detok.push(token);
+      const logprob = logprobs ? tokenLogprob(token, this.slot.lastLogprobs!, logprobs.top, this.bytesOf) : undefined;
+      let text = raw;
+      if (thought) {
+        const phase = thought.phase;
+        const parts = thought.push(raw);
+        if (!answerStarted) {
+          beforeAnswer += parts.answer ? raw.slice(0, raw.length - parts.answer.length) : raw;
+          answerStarted = parts.answer.length > 0;
+        }
+        if (parts.reasoning) {
+          const r = reasoningStops!.push(parts.reasoning);
+          this.emitReasoning(r.emit);
+          if (r.hit) return FinishReason.FINISH_REASON_STOP;
+        }
+        text = parts.answer;
+        // Only answer tokens have logprobs (reasoning tokens have none, as with OpenAI's models).
+        if (logprob && phase === "start") {
+          if (thought.phase === "start") startLogprobs.push(logprob);
+          else if (thought.phase === "answer") for (const l of [...startLogprobs, logprob]) this.pendingLogprobs!.add(textIn, l);
+          if (thought.phase !== "start") startLogprobs = [];
+        } else if (logprob && phase === "answer") this.pendingLogprobs!.add(textIn, logprob);
+      } else if (logprob) this.pendingLogprobs!.add(textIn, logprob);
       if (json) {
         const end = json.push(text);
         if (end >= 0) text = text.slice(0, end);
       }
+      textIn += text.length;
       const m = matcher.push(text);
       this.emitText(m.emit);
       content += m.emit;
       if (m.hit?.kind === "stop") return FinishReason.FINISH_REASON_STOP;
       if (m.hit?.kind === "call" && tools) {
-        // Rewrite the context as content + the canonical call prefix, then decode the call under grammars.
+        // Rewrite the context as the reasoning, the content and the canonical call prefix (the
+        // thought as generated: its markers are special tokens), then decode the call under grammars.
         await this.slot.truncate(promptLength);
         const prefix = this.tokenize(tools.syntax.prefix);
-        await this.callLoop(tools, content ? [...this.tokenize(content), ...prefix] : prefix, undefined);
+        const before = beforeAnswer ? this.model.tokenize(beforeAnswer, true) : [];
+        await this.callLoop(tools, [...before, ...(content ? this.tokenize(content) : []), ...prefix], undefined);
         return FinishReason.FINISH_REASON_TOOL_CALLS;
       }
       if (json?.complete) return FinishReason.FINISH_REASON_STOP;
       if (!this.budgetLeft) {
-        this.emitText(matcher.flush());
+        this.endText("", matcher, reasoningStops, startLogprobs, textIn);
         return FinishReason.FINISH_REASON_LENGTH;
       }
     }
-    this.emitText(matcher.push(detok.flush()).emit + matcher.flush());
+    this.endText(detok.flush(), matcher, reasoningStops, startLogprobs, textIn);
     return FinishReason.FINISH_REASON_STOP;
+  }
+
+  /**
+   * The reply ended (on its own or out of budget): `rest` (text the detokenizer held) and what the
+   * splitter and the matchers held back go out; a reply that never got past its start (whitespace,
+   * a marker's beginning) is answer after all, with its tokens' logprobs.
+   */
+  private endText(rest: string, matcher: TriggerMatcher<Kind>, reasoningStops: TriggerMatcher<Kind> | undefined, startLogprobs: TokenLogprob[], textIn: number): void {
+    const thought = this.thought;
+    let answer = rest;
+    if (thought) {
+      const last = thought.push(rest, 0);
+      const end = thought.flush();
+      const reasoning = last.reasoning + end.reasoning;
+      this.emitReasoning(reasoningStops!.push(reasoning).emit + reasoningStops!.flush());
+      answer = last.answer + end.answer;
+      if (end.answer) for (const l of startLogprobs) this.pendingLogprobs?.add(textIn, l);
+    }
+    this.emitText(matcher.push(answer).emit + matcher.flush(), true);
+  }
+
+  /** Sends reasoning text (the tokens counted since the last send go with it). */
+  private emitReasoning(text: string): void {
+    if (!text) return;
+    this.sink.reasoning(text, this.unreportedTokens);
+    this.unreportedTokens = 0;
   }
 
   /**

@@ -1,4 +1,5 @@
 import type { NativeContext, NativeSampler } from "./addon-context.js";
+import { isCandidate, type LogprobProbe } from "./logprob-reads.js";
 
 /** A sequence's input waiting for (or part-way through) decoding. */
 interface Job {
@@ -10,6 +11,8 @@ interface Job {
   done: number;
   /** Samples the token after the last input one; undefined: decode only. */
   sampler: NativeSampler | undefined;
+  /** Reads the logprobs of that token from the logits it was sampled from; needs `sampler`. */
+  probe: LogprobProbe | undefined;
   resolve: (token: number) => void;
   reject: (err: unknown) => void;
 }
@@ -50,6 +53,7 @@ interface Job {
  * thread may chain.
  */
 export const LINGER_SHARE = 0.1;
+
 export const LINGER_MAX_MS = 10;
 export const LINGER_MIN_STEP_MS = 10;
 
@@ -144,12 +148,13 @@ export class DecodeSteps {
 
   /**
    * Decodes `tokens` at `position..` of the sequence and, with a sampler, samples the next
-   * token (-1 when the sampler returned none). Rejects when the decode fails.
+   * token (-1 when the sampler returned none); with a probe as well, sets the probe's read
+   * from the same logits. Rejects when the decode fails.
    */
-  decode(sequenceId: number, position: number, tokens: Uint32Array, sampler: NativeSampler | undefined): Promise<number> {
+  decode(sequenceId: number, position: number, tokens: Uint32Array, sampler: NativeSampler | undefined, probe?: LogprobProbe): Promise<number> {
     if (this.closed) return Promise.reject(new Error("the context is closing"));
     return new Promise((resolve, reject) => {
-      this.queued.push({ sequenceId, position, tokens, done: 0, sampler, resolve, reject });
+      this.queued.push({ sequenceId, position, tokens, done: 0, sampler, probe, resolve, reject });
       this.schedule();
     });
   }
@@ -214,7 +219,7 @@ export class DecodeSteps {
       members.push({ job, count, logitIndex: -1 });
       room -= count;
     }
-    const sampled: Array<Promise<number> | undefined> = [];
+    const sampled: Array<Promise<unknown> | undefined> = [];
     let stepStarted = 0;
     try {
       stepStarted = this.now();
@@ -269,8 +274,38 @@ export class DecodeSteps {
     this.lastStep = { started, threads, generating: ids };
   }
 
-  private sampleMembers(members: ReadonlyArray<{ job: Job; logitIndex: number }>, sampled: Array<Promise<number> | undefined>): void {
-    for (const m of members) sampled.push(m.logitIndex >= 0 ? this.native.sampleToken(m.logitIndex, m.job.sampler!) : undefined);
+  /**
+   * Queues each member's sample, in member order (`sampled[i]` is member i's token). A member with
+   * a probe also has its logprobs read (logprob-reads.ts), queued right after its sample on the
+   * same logits; when the token is not among the read's candidates, the whole distribution is read
+   * too, still before the step ends (the logits stay valid until the next decode). Its promise
+   * resolves with the token once all are done, a read failing as its sample would.
+   */
+  private sampleMembers(members: ReadonlyArray<{ job: Job; logitIndex: number }>, sampled: Array<Promise<unknown> | undefined>): void {
+    for (const m of members) {
+      if (m.logitIndex < 0) {
+        sampled.push(undefined);
+        continue;
+      }
+      const token = this.native.sampleToken(m.logitIndex, m.job.sampler!);
+      const probe = m.job.probe;
+      if (!probe) {
+        sampled.push(token);
+        continue;
+      }
+      const logitIndex = m.logitIndex;
+      const top = this.native.sampleToken(logitIndex, probe.top, true);
+      const whole = this.native.sampleToken(logitIndex, probe.whole, false, true);
+      sampled.push(
+        Promise.all([token, top, whole]).then(async ([t, [, candidates], [, , topProbability]]) => {
+          if (!candidates?.length || topProbability === undefined) throw new Error("the addon returned no probabilities");
+          const read = { top: candidates, topProbability, whole: undefined as number[] | undefined };
+          if (t >= 0 && !isCandidate(candidates, t)) read.whole = (await this.native.sampleToken(logitIndex, probe.whole, true))[1];
+          probe.read = read;
+          return t;
+        }),
+      );
+    }
   }
 
   private finishStep(): void {

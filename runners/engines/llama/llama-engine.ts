@@ -5,7 +5,8 @@ import type { Logger } from "../../../lib/log.js";
 import { EngineRequestError, type DecodeThreadsStatus, type ChoiceOutcome, type ChoiceSink, type Engine, type PreparedRequest } from "../engine.js";
 import { dropOldestTurns } from "../context-fit.js";
 import { fitsContext, resolveOutputBudget } from "../output-budget.js";
-import { callSyntaxOf, chooseChatWrapper, renderPrompt, type CallSyntax } from "./chat-prompt.js";
+import { callSyntaxOf, ChatWrappers, renderPrompt, thoughtMarkers, type CallSyntax } from "./chat-prompt.js";
+import type { ThoughtMarkers } from "../../text/thought-splitter.js";
 import { ChoiceDecoder, MAX_CALLS_PER_CHOICE, type DecodePlan, type ToolPlan } from "./choice-decoder.js";
 import { GrammarCache } from "./grammar-cache.js";
 import { UnsupportedSchemaError } from "./json-schema-subset.js";
@@ -13,10 +14,14 @@ import { openNativeContext } from "./addon-context.js";
 import { DecodeSteps } from "./decode-steps.js";
 import { SlotSequence } from "./slot-sequence.js";
 import { ThreadTuner } from "./thread-tuner.js";
+import { TokenBytes } from "./token-bytes.js";
 
 interface LlamaPrepared extends PreparedRequest {
   plan: DecodePlan;
 }
+
+/** OpenAI's bound on top_logprobs (the gateway checks it too). */
+const MAX_TOP_LOGPROBS = 20;
 
 const NO_PARAMETERS = JSON.stringify({ type: "object", properties: {}, additionalProperties: false });
 
@@ -64,10 +69,12 @@ export class LlamaEngine implements Engine {
   private librarySequences: LlamaContextSequence[] = [];
   private steps: DecodeSteps | undefined;
   private tuner: ThreadTuner | undefined;
-  private wrapper!: ChatWrapper;
-  private callSyntax!: CallSyntax;
+  private wrappers!: ChatWrappers;
+  /** Per wrapper (the template's and its effort variants): its call syntax and thought markers. */
+  private readonly wrapperTraits = new Map<ChatWrapper, { callSyntax: CallSyntax; thought: ThoughtMarkers | undefined }>();
   private grammars!: GrammarCache;
   private vocabularySize = 0;
+  private tokenBytes!: TokenBytes;
 
   constructor(private readonly spec: ModelSpec, private readonly options: LlamaEngineOptions) {
     this.slots = spec.slots;
@@ -119,14 +126,16 @@ export class LlamaEngine implements Engine {
       isEogToken: (token: Token) => model.isEogToken(token),
     };
     this.sequences = opened.sequenceIds.map((id) => new SlotSequence(slotContext, id));
-    this.wrapper = chooseChatWrapper(this.model, this.spec.chatTemplate);
-    this.callSyntax = callSyntaxOf(this.wrapper);
+    this.wrappers = new ChatWrappers(this.model, this.spec.chatTemplate);
+    const base = this.traitsOf(this.wrappers.base);
     this.grammars = new GrammarCache(this.llama);
+    this.tokenBytes = new TokenBytes(this.model);
     const vocabulary = (this.model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly unknown[] } } }).tokenizer?.ggml?.tokens;
     this.vocabularySize = vocabulary?.length ?? [...this.model.iterateAllTokens()].length;
     this.options.log.info("model loaded", {
       path,
-      template: this.wrapper.wrapperName,
+      template: this.wrappers.base.wrapperName,
+      thoughtSegment: base.thought ? `${base.thought.open || "(opened by the template)"} ... ${base.thought.close}` : "none",
       contextPerSlot: this.context.contextSize,
       slots: this.slots,
       threads: this.spec.threads,
@@ -148,7 +157,10 @@ export class LlamaEngine implements Engine {
     if (choices > this.slots)
       throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `n (${choices}) exceeds this model's ${this.slots} decoding slots`, "n");
 
-    const tools = this.toolPlan(request);
+    // The template as the request's reasoning effort asks for it (Qwen3: thinking on or off).
+    const wrapper = this.wrappers.forEffort(request.reasoningEffort);
+    const traits = this.traitsOf(wrapper);
+    const tools = this.toolPlan(request, traits.callSyntax);
     const functions: ChatModelFunctions | undefined = tools
       ? Object.fromEntries(request.tools.map((t) => [t.name, { description: t.description || undefined, params: t.parametersJson ? JSON.parse(t.parametersJson) : undefined }]))
       : undefined;
@@ -160,13 +172,13 @@ export class LlamaEngine implements Engine {
     const stopTokens = new Set<Token>();
     if (request.messages.length > 0) {
       const requested = sampling?.maxTokens ?? 0;
-      let rendered = renderPrompt(this.wrapper, request.messages, functions);
+      let rendered = renderPrompt(wrapper, request.messages, functions);
       prompt = rendered.text.tokenize(this.model.tokenizer);
       if (request.truncation === Truncation.TRUNCATION_AUTO && requested <= this.spec.maxOutputTokens && !fitsContext(this.spec, prompt.length, requested)) {
         const fitted = dropOldestTurns(request.messages, (messages) =>
-          fitsContext(this.spec, renderPrompt(this.wrapper, messages, functions).text.tokenize(this.model.tokenizer).length, requested));
+          fitsContext(this.spec, renderPrompt(wrapper, messages, functions).text.tokenize(this.model.tokenizer).length, requested));
         if (fitted) {
-          rendered = renderPrompt(this.wrapper, fitted.messages, functions);
+          rendered = renderPrompt(wrapper, fitted.messages, functions);
           prompt = rendered.text.tokenize(this.model.tokenizer);
           droppedMessages = fitted.dropped;
         }
@@ -204,6 +216,9 @@ export class LlamaEngine implements Engine {
         : undefined,
       responseGrammar,
       tools,
+      logprobs: this.logprobsPlan(request),
+      // A raw prompt is not a chat turn: nothing in it opens a thought.
+      thought: request.messages.length > 0 ? traits.thought : undefined,
     };
     return { request, promptTokens: prompt.length, maxTokens, choices, plan, droppedMessages, renderedPrompt };
   }
@@ -233,7 +248,7 @@ export class LlamaEngine implements Engine {
 
   runChoice(prepared: PreparedRequest, choiceIndex: number, slot: number, sink: ChoiceSink, signal: AbortSignal): Promise<ChoiceOutcome> {
     const plan = (prepared as LlamaPrepared).plan;
-    return new ChoiceDecoder(this.model, this.sequences[slot]!, plan, choiceIndex, sink, signal).run();
+    return new ChoiceDecoder(this.model, this.sequences[slot]!, plan, choiceIndex, sink, signal, this.tokenBytes).run();
   }
 
   decodeThreads(): DecodeThreadsStatus | undefined {
@@ -248,7 +263,14 @@ export class LlamaEngine implements Engine {
     await this.llama?.dispose();
   }
 
-  private toolPlan(request: GenerateRequest): ToolPlan | undefined {
+  /** A wrapper's call syntax and thought markers, found once per wrapper. */
+  private traitsOf(wrapper: ChatWrapper): { callSyntax: CallSyntax; thought: ThoughtMarkers | undefined } {
+    let traits = this.wrapperTraits.get(wrapper);
+    if (!traits) this.wrapperTraits.set(wrapper, (traits = { callSyntax: callSyntaxOf(wrapper), thought: thoughtMarkers(wrapper, this.model) }));
+    return traits;
+  }
+
+  private toolPlan(request: GenerateRequest, syntax: CallSyntax): ToolPlan | undefined {
     const choice = request.toolChoice?.mode ?? ToolChoice_Mode.MODE_AUTO;
     if (request.tools.length === 0 || choice === ToolChoice_Mode.MODE_NONE) return undefined;
     const argumentGrammars = new Map<string, import("node-llama-cpp").LlamaGrammar>();
@@ -274,7 +296,7 @@ export class LlamaEngine implements Engine {
       functionName,
       argumentGrammars,
       nameGrammar: this.grammars.forOneOf(request.tools.map((t) => t.name)),
-      syntax: this.callSyntax,
+      syntax,
       parallel: request.parallelToolCalls,
       maxCalls: request.maxToolCalls > 0 ? Math.min(request.maxToolCalls, MAX_CALLS_PER_CHOICE) : MAX_CALLS_PER_CHOICE,
     };
@@ -290,6 +312,14 @@ export class LlamaEngine implements Engine {
       const why = err instanceof UnsupportedSchemaError || err instanceof SyntaxError ? err.message : "it cannot be compiled to a grammar";
       throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `Invalid schema for response_format '${format.name}': ${why}`, "response_format");
     }
+  }
+
+  private logprobsPlan(request: GenerateRequest): DecodePlan["logprobs"] {
+    const sampling = request.sampling;
+    if (!sampling?.logprobs) return undefined;
+    const top = sampling.topLogprobs ?? 0;
+    if (top > MAX_TOP_LOGPROBS) throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `top_logprobs must be at most ${MAX_TOP_LOGPROBS}, got ${top}`, "top_logprobs");
+    return { top };
   }
 
   private tokenBias(request: GenerateRequest): TokenBias | undefined {

@@ -1,6 +1,7 @@
 import type { SequenceEvaluateOptions, Token } from "node-llama-cpp";
 import type { NativeContext, NativeSampler } from "./addon-context.js";
 import type { DecodeSteps } from "./decode-steps.js";
+import { PROBE_OPTIONS, type LogprobProbe, type LogprobRead } from "./logprob-reads.js";
 
 let useCounter = 0;
 
@@ -33,6 +34,8 @@ export class SlotSequence {
   private pending: Token[] = [];
   /** When a prompt was last put in this slot (a counter shared by the engine's slots; 0: never). */
   lastUsed = 0;
+  /** With generate's `readLogprobs`: the logprobs read of the token it last yielded (logprob-reads.ts). */
+  lastLogprobs: LogprobRead | undefined;
 
   constructor(private readonly context: SlotContext, readonly sequenceId: number) {}
 
@@ -96,14 +99,19 @@ export class SlotSequence {
    * Evaluates `input` (after any pending token) and yields generated tokens, until an
    * end-of-generation token (not yielded) or the caller stops. Samples with a sampler of its
    * own, configured once from `options` (seed, penalties over their window, grammar state).
+   * With `readLogprobs`, each token's logprobs are read too (`lastLogprobs`).
    * Throws ContextFullError when the next input does not fit the sequence.
    */
-  async *generate(input: readonly Token[], options: SequenceEvaluateOptions): AsyncGenerator<Token> {
+  async *generate(input: readonly Token[], options: SequenceEvaluateOptions, readLogprobs = false): AsyncGenerator<Token> {
     let feed = this.pending.length > 0 ? [...this.pending, ...input] : [...input];
     this.pending = [];
+    this.lastLogprobs = undefined;
     if (feed.length === 0) return;
     const context = this.context;
     const sampler = context.createSampler(options);
+    const probe: LogprobProbe | undefined = readLogprobs
+      ? { top: context.createSampler(PROBE_OPTIONS.top), whole: context.createSampler(PROBE_OPTIONS.whole), read: undefined }
+      : undefined;
     // A step held for a new request (DecodeSteps' linger) goes now: this input joins it.
     context.steps.arriving();
     try {
@@ -115,7 +123,7 @@ export class SlotSequence {
         }
         let token: number;
         try {
-          token = await context.steps.decode(this.sequenceId, position, Uint32Array.from(feed), sampler);
+          token = await context.steps.decode(this.sequenceId, position, Uint32Array.from(feed), sampler, probe);
         } catch (err) {
           // Whatever part of the input reached the cache is dropped with it.
           await this.erase(position);
@@ -125,12 +133,15 @@ export class SlotSequence {
         if (token < 0) throw new Error("Failed to sample next token");
         if (context.isEogToken(token as Token)) return;
         this.pending = [token as Token];
+        if (probe) this.lastLogprobs = probe.read;
         yield token as Token;
         feed = this.pending;
         this.pending = [];
       }
     } finally {
       sampler.dispose();
+      probe?.top.dispose();
+      probe?.whole.dispose();
       context.steps.vacated();
     }
   }

@@ -56,6 +56,9 @@ export class SimEngine implements Engine {
         droppedMessages = fitted.dropped;
       }
     }
+    // It has no model, so no probabilities to report: refused rather than made up.
+    if (request.sampling?.logprobs)
+      throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, "logprobs are not available from a model served by the sim engine (it has no model)", "logprobs");
     const choices = Math.max(1, request.sampling?.n ?? 1);
     if (choices > this.slots)
       throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `n (${choices}) exceeds this model's ${this.slots} slots`, "n");

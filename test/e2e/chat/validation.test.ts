@@ -58,6 +58,10 @@ t.test("missing and invalid fields name the parameter", async (t) => {
   await expectError(t, { body: { model: TEST_MODEL, messages: user, presence_penalty: 3 } }, { status: 400, param: "presence_penalty" });
   await expectError(t, { body: { model: TEST_MODEL, messages: user, logit_bias: { abc: 1 } } }, { status: 400, param: "logit_bias" });
   await expectError(t, { body: { model: TEST_MODEL, messages: user, reasoning_effort: "extreme" } }, { status: 400, param: "reasoning_effort" });
+  await expectError(t, { body: { model: TEST_MODEL, messages: user, logprobs: "yes" } }, { status: 400, param: "logprobs" });
+  await expectError(t, { body: { model: TEST_MODEL, messages: user, logprobs: true, top_logprobs: 21 } }, { status: 400, param: "top_logprobs" });
+  await expectError(t, { body: { model: TEST_MODEL, messages: user, logprobs: true, top_logprobs: -1 } }, { status: 400, param: "top_logprobs" });
+  await expectError(t, { body: { model: TEST_MODEL, messages: user, logprobs: true, top_logprobs: 2.5 } }, { status: 400, param: "top_logprobs" });
   await expectError(t, { body: { model: TEST_MODEL, messages: user, frobnicate: true } }, { status: 400, code: "unknown_parameter", param: "frobnicate" });
 });
 
@@ -70,7 +74,7 @@ t.test("cross-field rules", async (t) => {
   await expectError(t, { body: { model: TEST_MODEL, messages: user, tools: [...tools, ...tools] } }, { status: 400, param: "tools[1].function.name" });
   await expectError(t, { body: { model: TEST_MODEL, messages: user, response_format: { type: "json_schema", json_schema: { name: "x" } } } }, { status: 400, code: "missing_required_parameter", param: "response_format.json_schema.schema" });
   await expectError(t, { body: { model: TEST_MODEL, messages: user, stream_options: { include_usage: true } } }, { status: 400, param: "stream_options" });
-  await expectError(t, { body: { model: TEST_MODEL, messages: user, logprobs: true } }, { status: 400, param: "logprobs" });
+  await expectError(t, { body: { model: TEST_MODEL, messages: user, top_logprobs: 3 } }, { status: 400, param: "top_logprobs" });
   await expectError(t, { body: { model: TEST_MODEL, messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "http://x/y.png" } }] }] } }, { status: 400, param: "messages[0].content[0].type" });
 });
 

@@ -51,6 +51,8 @@ t.test("a string input gives a completed response with one assistant message", a
   // Of the input, what the runner found cached (a prefix shared with an earlier request in its slot).
   t.ok(u.input_tokens_details.cached_tokens >= 0 && u.input_tokens_details.cached_tokens < u.input_tokens, "cached tokens are part of the input");
   t.same(u.output_tokens_details, { reasoning_tokens: 0 });
+  // Required by the spec (2.3.0, ResponseUsage); the Python SDK reads a missing one as None.
+  t.equal(u.input_tokens_details.cache_write_tokens, 0, "cache_write_tokens is there");
 });
 
 t.test("defaults are echoed with OpenAI's values", async (t) => {

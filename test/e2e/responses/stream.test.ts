@@ -52,6 +52,7 @@ function checkTextSequence(t: Test, events: Event[], terminal: string) {
   const message = final.output[0] as OpenAI.Responses.ResponseOutputMessage;
   t.equal((message.content[0] as OpenAI.Responses.ResponseOutputText).text, text, "the final response holds the streamed text");
   t.ok(final.usage!.output_tokens > 0);
+  t.equal(final.usage!.input_tokens_details.cache_write_tokens, 0, `${terminal} carries usage with cache_write_tokens`);
   return final;
 }
 

@@ -47,8 +47,9 @@ t.test("top-level fields", async (t) => {
   await expectError(t, { ...ok, metadata: { k: "v".repeat(513) } }, { param: "metadata.k" });
   await expectError(t, { ...ok, tool_choice: "sometimes" }, { param: "tool_choice" });
   await expectError(t, { ...ok, stream_options: { include_obfuscation: false } }, { param: "stream_options" });
-  await expectError(t, { ...ok, top_logprobs: 5 }, { code: "unsupported_parameter", param: "top_logprobs" });
-  await expectError(t, { ...ok, include: ["message.output_text.logprobs"] }, { code: "unsupported_parameter", param: "include" });
+  await expectError(t, { ...ok, top_logprobs: 21 }, { param: "top_logprobs" });
+  await expectError(t, { ...ok, top_logprobs: -1 }, { param: "top_logprobs" });
+  await expectError(t, { ...ok, include: ["message.output_text.logprobs", 7] }, { param: "include[1]" });
   await expectError(t, { ...ok, include: ["everything"] }, { param: "include[0]" });
   await expectError(t, { ...ok, conversation: 7 }, { param: "conversation" });
   await expectError(t, { ...ok, previous_response_id: 7 }, { param: "previous_response_id" });

@@ -74,7 +74,8 @@ const total = sent.a.requests + sent.b.requests + 1;
 
 t.test("the buckets equal what was sent, at every width", async (t) => {
   for (const width of ["1m", "1h", "1d"]) {
-    const page = await settled(`start_time=${start}&bucket_width=${width}&limit=3`, total);
+    // Up to now (no end_time): limit 5 holds every bucket even if a minute turns while this polls.
+    const page = await settled(`start_time=${start}&bucket_width=${width}&limit=5`, total);
     t.equal(page.object, "page");
     t.equal(page.has_more, false);
     t.equal(page.next_page, null);
@@ -152,6 +153,29 @@ t.test("pages of buckets", async (t) => {
     page = next.body.next_page;
   }
   t.same(all, [0, 1, 2, 3, 4].map((i) => from + i * 60), "every minute once");
+});
+
+t.test("pages without end_time run up to now, as a client paging on next_page expects", async (t) => {
+  // OpenAI's examples page with start_time alone: the range ends now, so the first page says more follow.
+  const from = Math.floor(Date.now() / 60_000) * 60 - 240;
+  const first = await usage(`start_time=${from}&bucket_width=1m&limit=2`);
+  t.equal(first.body.data.length, 2);
+  t.equal(first.body.has_more, true, "more buckets before now");
+  t.equal(first.body.next_page, `page_${from + 120}`);
+  const all: number[] = first.body.data.map((b: Json) => b.start_time);
+  let page = first.body.next_page as string | null;
+  for (let pages = 1; page && pages < 10; pages++) {
+    const next = await usage(`start_time=${from}&bucket_width=1m&limit=2&page=${page}`);
+    all.push(...next.body.data.map((b: Json) => b.start_time));
+    page = next.body.next_page;
+  }
+  t.equal(page, null, "the last page says nothing more");
+  const now = Math.floor(Date.now() / 1000);
+  t.ok(all.length >= 5, `every minute from start_time up to the current one (${all.length})`);
+  t.same(all, all.map((_, i) => from + i * 60), "consecutive minutes, each once");
+  t.ok(all.at(-1)! <= now && now < all.at(-1)! + 60 + 60, "the last bucket is the current minute (or the one before, if a minute turned)");
+  const future = await usage(`start_time=${now + 3600}&bucket_width=1m`);
+  t.same([future.status, future.body.data, future.body.has_more, future.body.next_page], [200, [], false, null], "a range starting after now is empty");
 });
 
 t.test("batch lines count as batch usage, and a logged line is traced", async (t) => {

@@ -80,6 +80,11 @@ export interface ChatMessage {
   name: string;
   toolCalls: ToolCall[];
   toolCallId: string;
+  /**
+   * An assistant turn's reasoning given back in the history (reasoning_content / reasoning, or a
+   * Responses reasoning item): the chat template decides whether to render it.
+   */
+  reasoning?: string | undefined;
 }
 
 export interface ToolDefinition {
@@ -135,6 +140,15 @@ export interface SamplingParams {
   logitBias: LogitBias[];
   /** Number of choices; 0 is read as 1. */
   n: number;
+  /**
+   * Send the log probability of each answer token (TokenDelta.logprobs), computed from the logits
+   * the token was sampled from.
+   */
+  logprobs?:
+    | boolean
+    | undefined;
+  /** With logprobs: how many of the most likely tokens to send per position (0-20). */
+  topLogprobs?: number | undefined;
 }
 
 export interface GenerateRequest {
@@ -154,7 +168,11 @@ export interface GenerateRequest {
   deadlineUnixMs: number;
   /** Where the runner publishes RunnerEvents for this request. */
   replySubject: string;
-  /** Accepted for compatibility; the engines here do not reason separately. */
+  /**
+   * OpenAI's reasoning effort (none, minimal, low, medium, high, xhigh, max): honoured where the
+   * model's chat template has a switch for it (Qwen3: thinking off for none and minimal); empty
+   * means the template's default.
+   */
   reasoningEffort: string;
   /**
    * Send each choice's output as one delta when the choice ends instead of token by token:
@@ -215,18 +233,45 @@ export interface ToolCallDelta {
   arguments: string;
 }
 
+/**
+ * The log probability of one generated token under the distribution it was sampled from: the
+ * softmax of the model's raw logits (before temperature, penalties, biases and grammars).
+ */
+export interface TokenLogprob {
+  /** The token's UTF-8 bytes (a token may hold part of a character). */
+  bytes: Uint8Array;
+  logprob: number;
+  /** The most likely tokens at this position, most likely first (SamplingParams.top_logprobs of them). */
+  top: TokenLogprob[];
+}
+
+/** The logprobs of a delta's tokens (a message, so that deltas without them carry nothing). */
+export interface TokenLogprobs {
+  /** One per token of the delta's text, in order. */
+  tokens: TokenLogprob[];
+}
+
 export interface TokenDelta {
   choiceIndex: number;
+  /** Answer text. */
   text: string;
   toolCalls: ToolCallDelta[];
-  /** Tokens this delta covers (a delta may carry several when coalesced). */
+  /** Tokens this delta covers (a delta may carry several when coalesced), reasoning ones included. */
   tokens: number;
+  /** Set when the request asked for logprobs. */
+  logprobs?:
+    | TokenLogprobs
+    | undefined;
+  /** Reasoning text (the model's thought segment), kept apart from the answer. */
+  reasoning?: string | undefined;
 }
 
 export interface ChoiceEnd {
   choiceIndex: number;
   finishReason: FinishReason;
   completionTokens: number;
+  /** Of completion_tokens: those of the reasoning. */
+  reasoningTokens?: number | undefined;
 }
 
 /**
@@ -245,6 +290,8 @@ export interface Usage {
    * request in the same slot), not evaluated again.
    */
   cachedPromptTokens: number;
+  /** Of completion_tokens: those of the reasoning, over every choice. */
+  reasoningTokens?: number | undefined;
 }
 
 export interface Final {
@@ -410,7 +457,7 @@ export const ToolCall: MessageFns<ToolCall> = {
 };
 
 function createBaseChatMessage(): ChatMessage {
-  return { role: "", content: "", name: "", toolCalls: [], toolCallId: "" };
+  return { role: "", content: "", name: "", toolCalls: [], toolCallId: "", reasoning: undefined };
 }
 
 export const ChatMessage: MessageFns<ChatMessage> = {
@@ -429,6 +476,9 @@ export const ChatMessage: MessageFns<ChatMessage> = {
     }
     if (message.toolCallId !== "") {
       writer.uint32(42).string(message.toolCallId);
+    }
+    if (message.reasoning !== undefined) {
+      writer.uint32(50).string(message.reasoning);
     }
     return writer;
   },
@@ -486,6 +536,14 @@ export const ChatMessage: MessageFns<ChatMessage> = {
             message.toolCallId = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.reasoning = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -508,6 +566,7 @@ export const ChatMessage: MessageFns<ChatMessage> = {
     message.name = object.name ?? "";
     message.toolCalls = object.toolCalls?.map((e) => ToolCall.fromPartial(e)) || [];
     message.toolCallId = object.toolCallId ?? "";
+    message.reasoning = object.reasoning ?? undefined;
     return message;
   },
 };
@@ -827,6 +886,8 @@ function createBaseSamplingParams(): SamplingParams {
     presencePenalty: 0,
     logitBias: [],
     n: 0,
+    logprobs: undefined,
+    topLogprobs: undefined,
   };
 }
 
@@ -858,6 +919,12 @@ export const SamplingParams: MessageFns<SamplingParams> = {
     }
     if (message.n !== 0) {
       writer.uint32(72).uint32(message.n);
+    }
+    if (message.logprobs !== undefined) {
+      writer.uint32(80).bool(message.logprobs);
+    }
+    if (message.topLogprobs !== undefined) {
+      writer.uint32(88).uint32(message.topLogprobs);
     }
     return writer;
   },
@@ -947,6 +1014,22 @@ export const SamplingParams: MessageFns<SamplingParams> = {
             message.n = reader.uint32();
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.logprobs = reader.bool();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.topLogprobs = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -973,6 +1056,8 @@ export const SamplingParams: MessageFns<SamplingParams> = {
     message.presencePenalty = object.presencePenalty ?? 0;
     message.logitBias = object.logitBias?.map((e) => LogitBias.fromPartial(e)) || [];
     message.n = object.n ?? 0;
+    message.logprobs = object.logprobs ?? undefined;
+    message.topLogprobs = object.topLogprobs ?? undefined;
     return message;
   },
 };
@@ -1634,8 +1719,142 @@ export const ToolCallDelta: MessageFns<ToolCallDelta> = {
   },
 };
 
+function createBaseTokenLogprob(): TokenLogprob {
+  return { bytes: new Uint8Array(0), logprob: 0, top: [] };
+}
+
+export const TokenLogprob: MessageFns<TokenLogprob> = {
+  encode(message: TokenLogprob, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.bytes.length !== 0) {
+      writer.uint32(10).bytes(message.bytes);
+    }
+    if (message.logprob !== 0) {
+      writer.uint32(21).float(message.logprob);
+    }
+    for (const v of message.top) {
+      TokenLogprob.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TokenLogprob {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTokenLogprob();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.bytes = reader.bytes();
+            continue;
+          }
+          case 2: {
+            if (tag !== 21) {
+              break;
+            }
+
+            message.logprob = reader.float();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.top.push(TokenLogprob.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<TokenLogprob>): TokenLogprob {
+    return TokenLogprob.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<TokenLogprob>): TokenLogprob {
+    const message = createBaseTokenLogprob();
+    message.bytes = object.bytes ?? new Uint8Array(0);
+    message.logprob = object.logprob ?? 0;
+    message.top = object.top?.map((e) => TokenLogprob.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseTokenLogprobs(): TokenLogprobs {
+  return { tokens: [] };
+}
+
+export const TokenLogprobs: MessageFns<TokenLogprobs> = {
+  encode(message: TokenLogprobs, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.tokens) {
+      TokenLogprob.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TokenLogprobs {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTokenLogprobs();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tokens.push(TokenLogprob.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<TokenLogprobs>): TokenLogprobs {
+    return TokenLogprobs.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<TokenLogprobs>): TokenLogprobs {
+    const message = createBaseTokenLogprobs();
+    message.tokens = object.tokens?.map((e) => TokenLogprob.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBaseTokenDelta(): TokenDelta {
-  return { choiceIndex: 0, text: "", toolCalls: [], tokens: 0 };
+  return { choiceIndex: 0, text: "", toolCalls: [], tokens: 0, logprobs: undefined, reasoning: undefined };
 }
 
 export const TokenDelta: MessageFns<TokenDelta> = {
@@ -1651,6 +1870,12 @@ export const TokenDelta: MessageFns<TokenDelta> = {
     }
     if (message.tokens !== 0) {
       writer.uint32(32).uint32(message.tokens);
+    }
+    if (message.logprobs !== undefined) {
+      TokenLogprobs.encode(message.logprobs, writer.uint32(42).fork()).join();
+    }
+    if (message.reasoning !== undefined) {
+      writer.uint32(50).string(message.reasoning);
     }
     return writer;
   },
@@ -1700,6 +1925,22 @@ export const TokenDelta: MessageFns<TokenDelta> = {
             message.tokens = reader.uint32();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.logprobs = TokenLogprobs.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.reasoning = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1721,12 +1962,16 @@ export const TokenDelta: MessageFns<TokenDelta> = {
     message.text = object.text ?? "";
     message.toolCalls = object.toolCalls?.map((e) => ToolCallDelta.fromPartial(e)) || [];
     message.tokens = object.tokens ?? 0;
+    message.logprobs = (object.logprobs !== undefined && object.logprobs !== null)
+      ? TokenLogprobs.fromPartial(object.logprobs)
+      : undefined;
+    message.reasoning = object.reasoning ?? undefined;
     return message;
   },
 };
 
 function createBaseChoiceEnd(): ChoiceEnd {
-  return { choiceIndex: 0, finishReason: 0, completionTokens: 0 };
+  return { choiceIndex: 0, finishReason: 0, completionTokens: 0, reasoningTokens: undefined };
 }
 
 export const ChoiceEnd: MessageFns<ChoiceEnd> = {
@@ -1739,6 +1984,9 @@ export const ChoiceEnd: MessageFns<ChoiceEnd> = {
     }
     if (message.completionTokens !== 0) {
       writer.uint32(24).uint32(message.completionTokens);
+    }
+    if (message.reasoningTokens !== undefined) {
+      writer.uint32(32).uint32(message.reasoningTokens);
     }
     return writer;
   },
@@ -1780,6 +2028,14 @@ export const ChoiceEnd: MessageFns<ChoiceEnd> = {
             message.completionTokens = reader.uint32();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.reasoningTokens = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1800,6 +2056,7 @@ export const ChoiceEnd: MessageFns<ChoiceEnd> = {
     message.choiceIndex = object.choiceIndex ?? 0;
     message.finishReason = object.finishReason ?? 0;
     message.completionTokens = object.completionTokens ?? 0;
+    message.reasoningTokens = object.reasoningTokens ?? undefined;
     return message;
   },
 };
@@ -1860,7 +2117,7 @@ export const ChoiceReset: MessageFns<ChoiceReset> = {
 };
 
 function createBaseUsage(): Usage {
-  return { promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0 };
+  return { promptTokens: 0, completionTokens: 0, cachedPromptTokens: 0, reasoningTokens: undefined };
 }
 
 export const Usage: MessageFns<Usage> = {
@@ -1873,6 +2130,9 @@ export const Usage: MessageFns<Usage> = {
     }
     if (message.cachedPromptTokens !== 0) {
       writer.uint32(24).uint32(message.cachedPromptTokens);
+    }
+    if (message.reasoningTokens !== undefined) {
+      writer.uint32(32).uint32(message.reasoningTokens);
     }
     return writer;
   },
@@ -1914,6 +2174,14 @@ export const Usage: MessageFns<Usage> = {
             message.cachedPromptTokens = reader.uint32();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.reasoningTokens = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1934,6 +2202,7 @@ export const Usage: MessageFns<Usage> = {
     message.promptTokens = object.promptTokens ?? 0;
     message.completionTokens = object.completionTokens ?? 0;
     message.cachedPromptTokens = object.cachedPromptTokens ?? 0;
+    message.reasoningTokens = object.reasoningTokens ?? undefined;
     return message;
   },
 };

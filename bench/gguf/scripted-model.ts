@@ -1,0 +1,172 @@
+import { renameSync, rmSync } from "node:fs";
+import { TensorType, ValueType, writeGguf, type TensorToWrite, type Value } from "./gguf.js";
+
+// Tiny models whose replies are scripted, for tests of what a serving stack does with a model's
+// output (splitting reasoning from the answer, tool calls after it, streaming boundaries), with a
+// real llama.cpp forward pass and a real tokenizer. A qwen3-architecture GGUF with a Qwen-style
+// byte-level BPE vocabulary (its special tokens: <|im_start|>, <|im_end|>, <think>, </think>,
+// <tool_call>, ...) whose one transformer layer is all zeros: what reaches the output is the
+// current token's embedding, so the next token depends on the current one only (a bigram
+// machine). Each scripted token's embedding is a one-hot vector of its own, and the output matrix
+// maps it to its successor with a margin that makes the successor certain at any temperature.
+// A script starts after the token a prompt ends with: "\n" (Qwen's `<|im_start|>assistant\n`) or
+// "\n\n" (one merged token; the empty thought `<think>\n\n</think>\n\n` of thinking turned off).
+
+/** GPT-2's bytes_to_unicode: how byte-level BPE vocabularies write each byte as a character. */
+const BYTE_CHARS: readonly string[] = (() => {
+  const chars: string[] = [];
+  let shifted = 0;
+  for (let b = 0; b < 256; b++) {
+    const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+    chars.push(String.fromCharCode(printable ? b : 256 + shifted++));
+  }
+  return chars;
+})();
+
+/** A text as a byte-level BPE piece ("\n\nHi" -> "ĊĊHi"). */
+export function bytePiece(text: string): string {
+  return Array.from(Buffer.from(text, "utf8"), (b) => BYTE_CHARS[b]).join("");
+}
+
+const TOKEN_NORMAL = 1;
+const TOKEN_CONTROL = 3;
+const TOKEN_USER_DEFINED = 4;
+
+/** Qwen3's special tokens: control tokens (never shown in text) and user-defined ones (shown as written). */
+export const CONTROL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] as const;
+export const USER_DEFINED_TOKENS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"] as const;
+type SpecialToken = (typeof CONTROL_TOKENS)[number] | (typeof USER_DEFINED_TOKENS)[number];
+
+export interface ScriptedModel {
+  /** The reply after a prompt ending "\n": special tokens by name, other tokens by their text. */
+  afterNewline: readonly string[];
+  /** The reply after a prompt ending "\n\n" (thinking turned off), if any. */
+  afterBlankLine?: readonly string[];
+  /** A Jinja chat template to carry (tokenizer.chat_template); none by default. */
+  chatTemplate?: string;
+}
+
+const EMBEDDING = 64;
+const HEAD_DIM = 32;
+const FEED_FORWARD = 64;
+/** Logit of a scripted successor: 4 x sqrt(64) after the RMS norm of a one-hot vector, against 0. */
+const SUCCESSOR_WEIGHT = 4;
+
+const isSpecial = (t: string): t is SpecialToken => (CONTROL_TOKENS as readonly string[]).includes(t) || (USER_DEFINED_TOKENS as readonly string[]).includes(t);
+
+/** The vocabulary and the successor of each scripted token, as token ids. */
+export function scriptedVocabulary(model: ScriptedModel): { pieces: string[]; types: number[]; merges: string[]; next: Map<number, number> } {
+  const pieces = [...BYTE_CHARS];
+  const types = pieces.map(() => TOKEN_NORMAL);
+  const ids = new Map<string, number>();
+  pieces.forEach((p, i) => ids.set(p, i));
+  const add = (piece: string, type: number) => {
+    const known = ids.get(piece);
+    if (known !== undefined) return known;
+    ids.set(piece, pieces.length);
+    pieces.push(piece);
+    types.push(type);
+    return pieces.length - 1;
+  };
+  const blankLine = add(bytePiece("\n\n"), TOKEN_NORMAL);
+  for (const t of CONTROL_TOKENS) add(t, TOKEN_CONTROL);
+  for (const t of USER_DEFINED_TOKENS) add(t, TOKEN_USER_DEFINED);
+  const next = new Map<number, number>();
+  const chain = (start: number, script: readonly string[]) => {
+    let from = start;
+    for (const t of script) {
+      if (t === "\n" || t === "\n\n") throw new Error("a script token cannot be \"\\n\" or \"\\n\\n\": scripts start after them");
+      const id = isSpecial(t) ? ids.get(t)! : add(bytePiece(t), TOKEN_NORMAL);
+      if (next.has(from)) throw new Error(`token ${JSON.stringify(pieces[from])} would have two successors: each scripted token may appear once`);
+      next.set(from, id);
+      from = id;
+    }
+  };
+  chain(ids.get(bytePiece("\n"))!, model.afterNewline);
+  if (model.afterBlankLine) chain(blankLine, model.afterBlankLine);
+  // "\n\n" is one token, as in Qwen's vocabulary, so a prompt with thinking turned off ends on it.
+  return { pieces, types, merges: [`${bytePiece("\n")} ${bytePiece("\n")}`], next };
+}
+
+function f32Tensor(name: string, dims: number[], values: (index: number) => number): TensorToWrite {
+  return {
+    name,
+    dims: dims.map(BigInt),
+    type: TensorType.F32,
+    fill: (chunk, at) => {
+      for (let i = 0; i + 3 < chunk.length; i += 4) chunk.writeFloatLE(values((at + i) / 4), i);
+    },
+  };
+}
+
+/** Writes the scripted model to `path` (through a temporary file). */
+export function writeScriptedModel(path: string, model: ScriptedModel): void {
+  const { pieces, types, merges, next } = scriptedVocabulary(model);
+  const vocab = pieces.length;
+  const sources = [...next.keys()];
+  if (sources.length > EMBEDDING) throw new Error(`at most ${EMBEDDING} scripted tokens`);
+  const slot = new Map(sources.map((id, i) => [id, i]));
+  // Output row t has a weight at the slot of every token whose successor is t (several scripts may end alike).
+  const predecessors = new Map<number, Set<number>>();
+  for (const [from, to] of next) {
+    if (!predecessors.has(to)) predecessors.set(to, new Set());
+    predecessors.get(to)!.add(slot.get(from)!);
+  }
+  const id = (t: SpecialToken) => pieces.indexOf(t);
+  const u32 = (value: number): Value => ({ type: ValueType.U32, value });
+  const f32 = (value: number): Value => ({ type: ValueType.F32, value });
+  const str = (value: string): Value => ({ type: ValueType.STRING, value });
+  const metadata = new Map<string, Value>([
+    ["general.architecture", str("qwen3")],
+    ["general.name", str("scripted-qwen3")],
+    ["general.file_type", u32(0)], // all F32
+    ["general.alignment", u32(32)],
+    ["qwen3.context_length", u32(2048)],
+    ["qwen3.embedding_length", u32(EMBEDDING)],
+    ["qwen3.block_count", u32(1)],
+    ["qwen3.feed_forward_length", u32(FEED_FORWARD)],
+    ["qwen3.attention.head_count", u32(2)],
+    ["qwen3.attention.head_count_kv", u32(1)],
+    ["qwen3.attention.key_length", u32(HEAD_DIM)],
+    ["qwen3.attention.value_length", u32(HEAD_DIM)],
+    ["qwen3.attention.layer_norm_rms_epsilon", f32(1e-6)],
+    ["qwen3.rope.freq_base", f32(1e6)],
+    ["tokenizer.ggml.model", str("gpt2")],
+    ["tokenizer.ggml.pre", str("qwen2")],
+    ["tokenizer.ggml.tokens", { type: ValueType.ARRAY, itemType: ValueType.STRING, items: pieces }],
+    ["tokenizer.ggml.token_type", { type: ValueType.ARRAY, itemType: ValueType.I32, items: types }],
+    ["tokenizer.ggml.merges", { type: ValueType.ARRAY, itemType: ValueType.STRING, items: merges }],
+    ["tokenizer.ggml.eos_token_id", u32(id("<|im_end|>"))],
+    ["tokenizer.ggml.padding_token_id", u32(id("<|endoftext|>"))],
+    ["tokenizer.ggml.bos_token_id", u32(id("<|endoftext|>"))],
+    ["tokenizer.ggml.add_bos_token", { type: ValueType.BOOL, value: false }],
+  ]);
+  if (model.chatTemplate) metadata.set("tokenizer.chat_template", str(model.chatTemplate));
+  const zeros = () => 0;
+  const ones = () => 1;
+  const d = EMBEDDING;
+  const tensors: TensorToWrite[] = [
+    // Element (e, t) of a [d, vocab] tensor is at t * d + e.
+    f32Tensor("token_embd.weight", [d, vocab], (i) => (slot.get(Math.floor(i / d)) === i % d ? 1 : 0)),
+    f32Tensor("blk.0.attn_norm.weight", [d], ones),
+    f32Tensor("blk.0.attn_q.weight", [d, 2 * HEAD_DIM], zeros),
+    f32Tensor("blk.0.attn_k.weight", [d, HEAD_DIM], zeros),
+    f32Tensor("blk.0.attn_v.weight", [d, HEAD_DIM], zeros),
+    f32Tensor("blk.0.attn_output.weight", [2 * HEAD_DIM, d], zeros),
+    f32Tensor("blk.0.attn_q_norm.weight", [HEAD_DIM], ones),
+    f32Tensor("blk.0.attn_k_norm.weight", [HEAD_DIM], ones),
+    f32Tensor("blk.0.ffn_norm.weight", [d], ones),
+    f32Tensor("blk.0.ffn_gate.weight", [d, FEED_FORWARD], zeros),
+    f32Tensor("blk.0.ffn_up.weight", [d, FEED_FORWARD], zeros),
+    f32Tensor("blk.0.ffn_down.weight", [FEED_FORWARD, d], zeros),
+    f32Tensor("output_norm.weight", [d], ones),
+    f32Tensor("output.weight", [d, vocab], (i) => (predecessors.get(Math.floor(i / d))?.has(i % d) ? SUCCESSOR_WEIGHT : 0)),
+  ];
+  const partial = `${path}.partial-${process.pid}`;
+  try {
+    writeGguf(partial, metadata, tensors);
+    renameSync(partial, path);
+  } finally {
+    rmSync(partial, { force: true });
+  }
+}

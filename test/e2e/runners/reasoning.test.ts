@@ -1,0 +1,131 @@
+import t from "tap";
+import { createLogger } from "../../../lib/log.js";
+import { loadCatalog } from "../../../modules/catalog/mod.js";
+import { FinishReason, GenerateRequest, type TokenLogprob, type ToolCallDelta } from "../../../proto/gen/tributary/v1/inference.js";
+import { QwenChatWrapper } from "node-llama-cpp";
+import { LlamaEngine } from "../../../runners/engines/llama/llama-engine.js";
+import { renderPrompt } from "../../../runners/engines/llama/chat-prompt.js";
+import { REPLIES, scriptedModelId, THINKING_OFF_ANSWER, writeScriptedCatalog, type ScriptName } from "../../harness/scripted-models.js";
+
+// Reasoning in the llama engine, on Qwen3-style models whose replies are scripted token by token
+// (test/harness/scripted-models.ts): the thought segment of the template (node-llama-cpp's Qwen
+// wrapper) splits each reply into reasoning and answer as it streams, a `</think>` split across
+// tokens included; reasoning tokens are counted; reasoning_effort none/minimal turns thinking off
+// in the prompt; a tool call after the reasoning still parses.
+
+const { catalog } = writeScriptedCatalog();
+const specs = loadCatalog(catalog);
+const engines = new Map<ScriptName, LlamaEngine>();
+for (const name of ["think", "splitClose", "tool"] as const) {
+  const spec = specs.find((s) => s.id === scriptedModelId(name))!;
+  const engine = new LlamaEngine(spec, { modelPath: async () => spec.source, log: createLogger("test") });
+  await engine.load();
+  engines.set(name, engine);
+}
+t.teardown(async () => {
+  for (const e of engines.values()) await e.dispose();
+});
+
+interface Delta {
+  kind: "reasoning" | "text";
+  text: string;
+  tokens: number;
+  logprobs?: TokenLogprob[];
+}
+
+async function run(name: ScriptName, request: Partial<GenerateRequest> = {}) {
+  const engine = engines.get(name)!;
+  const prepared = await engine.prepare(GenerateRequest.fromPartial({
+    requestId: "r",
+    model: scriptedModelId(name),
+    messages: [{ role: "user", content: "Hi" }],
+    sampling: { temperature: 1, maxTokens: 64, n: 1 },
+    wantRenderedPrompt: true,
+    ...request,
+  }));
+  const deltas: Delta[] = [];
+  const calls: ToolCallDelta[] = [];
+  const outcome = await engine.runChoice(prepared, 0, 0, {
+    text: (text, tokens, logprobs) => deltas.push({ kind: "text", text, tokens, logprobs }),
+    reasoning: (text, tokens) => deltas.push({ kind: "reasoning", text, tokens }),
+    toolCall: (d) => calls.push(d),
+  }, new AbortController().signal);
+  const joined = (kind: Delta["kind"]) => deltas.filter((d) => d.kind === kind).map((d) => d.text).join("");
+  return { prompt: prepared.renderedPrompt!, deltas, calls, outcome, reasoning: joined("reasoning"), answer: joined("text") };
+}
+
+t.test("a thinking reply: reasoning and answer apart, reasoning first, its tokens counted", async (t) => {
+  const r = await run("think");
+  t.equal(r.reasoning, REPLIES.think.reasoning);
+  t.equal(r.answer, REPLIES.think.answer);
+  t.equal(r.outcome.finishReason, FinishReason.FINISH_REASON_STOP);
+  t.equal(r.outcome.reasoningTokens, REPLIES.think.reasoningTokens, "<think> through </think>");
+  t.equal(r.outcome.completionTokens, 9, "every token of the reply (the end of turn is not one)");
+  t.equal(r.deltas.reduce((n, d) => n + d.tokens, 0), 9, "the deltas carry every token");
+  const firstText = r.deltas.findIndex((d) => d.kind === "text");
+  t.ok(r.deltas.slice(0, firstText).every((d) => d.kind === "reasoning") && r.deltas.slice(firstText).every((d) => d.kind === "text"), "all the reasoning, then all the answer");
+  t.notMatch(r.reasoning + r.answer, /think>/, "no marker in either");
+});
+
+t.test("`</think>` split across three tokens: no piece of it streams out on either side", async (t) => {
+  const r = await run("splitClose");
+  t.same([r.reasoning, r.answer], [REPLIES.splitClose.reasoning, REPLIES.splitClose.answer]);
+  t.equal(r.outcome.reasoningTokens, REPLIES.splitClose.reasoningTokens, "the three closing tokens are reasoning tokens");
+  for (const d of r.deltas) t.notMatch(d.text, /[<>]|think/, `delta ${JSON.stringify(d.text)}`);
+  t.same(r.deltas.filter((d) => d.kind === "reasoning").map((d) => d.text), ["Hmm", ", ok", "."], "the reasoning streams token by token");
+});
+
+t.test("logprobs: the answer's tokens only (reasoning tokens have none)", async (t) => {
+  const r = await run("think", { sampling: { temperature: 1, maxTokens: 64, n: 1, logprobs: true, topLogprobs: 2 } } as Partial<GenerateRequest>);
+  const logprobs = r.deltas.flatMap((d) => d.logprobs ?? []);
+  t.same(logprobs.map((l) => Buffer.from(l.bytes).toString("utf8")), ["\n\nHello", " there", "!"], "the answer's tokens, the first with the whitespace it was written with");
+  t.ok(logprobs.every((l) => l.logprob > -1e-3 && l.top.length === 2), "a scripted token is certain");
+  t.ok(r.deltas.filter((d) => d.kind === "reasoning").every((d) => d.logprobs === undefined));
+});
+
+t.test("reasoning_effort none and minimal turn thinking off in the prompt (Qwen3's enable_thinking=false); the others leave it on", async (t) => {
+  for (const effort of ["none", "minimal"]) {
+    const r = await run("think", { reasoningEffort: effort });
+    t.ok(r.prompt.endsWith("<|im_start|>assistant\n<think>\n\n</think>\n\n"), `${effort}: the prompt holds an empty thought`);
+    t.same([r.reasoning, r.answer, r.outcome.reasoningTokens], ["", THINKING_OFF_ANSWER, 0], `${effort}: the reply is all answer`);
+  }
+  for (const effort of ["", "low", "medium", "high", "xhigh", "max"]) {
+    const r = await run("think", { reasoningEffort: effort });
+    t.ok(r.prompt.endsWith("<|im_start|>assistant\n"), `${JSON.stringify(effort)}: the template's default, thinking on`);
+    t.equal(r.reasoning, REPLIES.think.reasoning);
+  }
+});
+
+t.test("a tool call after the reasoning parses: the call's name and arguments valid for its schema", async (t) => {
+  const parameters = { type: "object", properties: { city: { type: "string", enum: ["Paris"] } }, required: ["city"] };
+  const r = await run("tool", {
+    tools: [{ name: "get_weather", description: "The weather in a city", parametersJson: JSON.stringify(parameters), strict: true }],
+    parallelToolCalls: false,
+  });
+  t.equal(r.reasoning, REPLIES.tool.reasoning);
+  t.equal(r.answer, "", "no answer text: the call prefix is not content");
+  t.equal(r.outcome.finishReason, FinishReason.FINISH_REASON_TOOL_CALLS);
+  t.equal(r.outcome.reasoningTokens, REPLIES.tool.reasoningTokens);
+  t.equal(r.calls[0]?.name, "get_weather");
+  t.same(JSON.parse(r.calls.map((c) => c.arguments).join("")), { city: "Paris" });
+});
+
+t.test("reasoning given back in the history goes to the template as the turn's thought", async (t) => {
+  // Qwen's template keeps only the last turn's thought: one earlier in the conversation is left out.
+  const r = await run("think", {
+    messages: [
+      { role: "user", content: "Hi", name: "", toolCalls: [], toolCallId: "" },
+      { role: "assistant", content: "Hello.", name: "", toolCalls: [], toolCallId: "", reasoning: "Greet back." },
+      { role: "user", content: "Again", name: "", toolCalls: [], toolCallId: "" },
+    ],
+  });
+  t.notMatch(r.prompt, /Greet back/, "an earlier turn's thought is not rendered (keepOnlyLastThought, like Qwen3's template)");
+  t.match(r.prompt, /<\|im_start\|>assistant\nHello\.<\|im_end\|>/);
+  t.equal(r.reasoning, REPLIES.think.reasoning);
+  const kept = renderPrompt(new QwenChatWrapper({ keepOnlyLastThought: false }), [
+    { role: "user", content: "Hi", name: "", toolCalls: [], toolCallId: "" },
+    { role: "assistant", content: "Hello.", name: "", toolCalls: [], toolCallId: "", reasoning: "Greet back." },
+    { role: "user", content: "Again", name: "", toolCalls: [], toolCallId: "" },
+  ], undefined).text.toString();
+  t.match(kept, "<|im_start|>assistant\n<think>\nGreet back.\n</think>Hello.<|im_end|>", "a template that keeps thoughts renders it as the turn's thought segment");
+});
