@@ -661,12 +661,12 @@ export type ConfigValue<C> = C extends Config.Config<infer A> ? A : never;
 
 /**
  * Reads a config from the environment (or from `env`, a record of variables: tests, benchmarks),
- * throwing a readable error naming the variable.
+ * throwing a readable error naming the variable. The environment is read as it is now: Effect's
+ * default provider keeps the first value it read of each variable, so a process that sets one
+ * after an import read it (a test, a benchmark) would read the old value.
  */
-export function readConfig<A>(config: Config.Config<A>, env?: Record<string, string | undefined>): A {
-  const exit = Effect.runSyncExit(env ? config.parse(ConfigProvider.fromEnvRecord(env)) : Effect.gen(function* () {
-    return yield* config;
-  }));
+export function readConfig<A>(config: Config.Config<A>, env: Record<string, string | undefined> = process.env): A {
+  const exit = Effect.runSyncExit(config.parse(ConfigProvider.fromEnvRecord(env)));
   if (Exit.isSuccess(exit)) return exit.value;
   const detail = Cause.squash(exit.cause);
   throw new ConfigurationError(`invalid configuration: ${detail instanceof Error ? detail.message : String(detail)}`.replace(/\s+/g, " "));

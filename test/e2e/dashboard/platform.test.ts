@@ -249,12 +249,13 @@ t.test("apps: deployments with their addresses and the one each replaced; logs; 
   const list = await alice.request("/dashboard/apps");
   t.equal(list.status, 200);
   const row = CookieClient.rowOf(list.text, mine.second.id)!;
-  t.same(row.slice(0, 2), [mine.second.id, "healthy"]);
-  t.equal(row[2], `${mine.second.hosted_url} ${mine.second.local_url.replace(/^http:\/\/[^/]+/, stack.gateway.url)}`, "its hosted and path addresses");
-  t.match(row[2], `/apps/${slugOf(`Console A ${tag}`)}/apps/`);
-  t.equal(row[3], mine.first.id, "the deployment it replaced");
+  t.same(row.slice(0, 3), [mine.second.id, "healthy", "1 (healthy)"], "its status and its instances");
+  t.equal(row[3], `${mine.second.hosted_url} ${mine.second.local_url.replace(/^http:\/\/[^/]+/, stack.gateway.url)}`, "its hosted and path addresses");
+  t.match(row[3], `/apps/${slugOf(`Console A ${tag}`)}/apps/`);
+  t.equal(row[4], mine.first.id, "the deployment it replaced");
   t.match(list.text, new RegExp(`<a href="/dashboard/apps/${mine.first.id}\\?project=${a.project.id}">`), "linked");
-  t.same(CookieClient.rowOf(list.text, mine.first.id)?.slice(1, 3), ["superseded", "not serving (superseded)"], "an ended deployment serves no address");
+  const ended = CookieClient.rowOf(list.text, mine.first.id);
+  t.same([ended?.[1], ended?.[3]], ["superseded", "not serving (superseded)"], "an ended deployment serves no address");
   t.notMatch(list.text, theirs.id);
 
   const detail = await alice.request(`/dashboard/apps/${mine.second.id}`);
