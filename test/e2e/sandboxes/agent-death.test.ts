@@ -77,7 +77,13 @@ t.test("an agent that cannot go on ends itself, and its sandbox fails saying so"
   const exec = await post(`/v1/sandboxes/${id}/exec`, { command: "kill -INT 2; sleep 600" });
   t.equal(exec.status, 409);
   t.equal((await json(exec)).error.code, "sandbox_failed");
-  t.match(await json(await stack.fetch(`/v1/sandboxes/${id}`)), { status: "failed", error: "the sandbox's agent failed (an internal error) and exited" });
+  // The call is answered as the agent ends; the record's write follows it (at most a few seconds).
+  let record = await json(await stack.fetch(`/v1/sandboxes/${id}`));
+  for (let tries = 0; record.status === "running" && tries < 50; tries++) {
+    await new Promise((r) => setTimeout(r, 100));
+    record = await json(await stack.fetch(`/v1/sandboxes/${id}`));
+  }
+  t.match(record, { status: "failed", error: "the sandbox's agent failed (an internal error) and exited" });
 });
 
 t.test("a command killed by a real-time signal: its exec reports it, and the next exec runs", async (t) => {
