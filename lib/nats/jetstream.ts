@@ -8,6 +8,9 @@ import {
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
+  type MsgRequest,
+  type NextMsgRequest,
+  type StoredMsg,
   type StreamConfig,
 } from "@nats-io/jetstream";
 import { Bucket, Kvm, type KV, type KvOptions } from "@nats-io/kv";
@@ -211,6 +214,16 @@ function isMissedHeartbeats(err: unknown): boolean {
 /** The stream sequence of the newest message under `subjectFilter`, from the stream's leader; 0 when there is none. */
 async function lastSequence(jsm: JetStreamManager, stream: string, subjectFilter: string): Promise<number> {
   return (await jsm.streams.getMessage(stream, { last_by_subj: subjectFilter }))?.seq ?? 0;
+}
+
+/**
+ * The first message under `subject` at or after `seq`, from the stream's leader (a stored-message
+ * get; none: undefined). The server takes `next_by_subj` there as for direct gets, which nats.js
+ * alone types it for.
+ */
+export async function nextStoredMessage(jsm: JetStreamManager, stream: string, subject: string, seq: number): Promise<StoredMsg | undefined> {
+  const request: NextMsgRequest = { seq, next_by_subj: subject };
+  return (await jsm.streams.getMessage(stream, request as unknown as MsgRequest)) ?? undefined;
 }
 
 /** Opens the Object Store bucket `name`, creating it when it does not exist yet. */

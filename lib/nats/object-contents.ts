@@ -1,7 +1,7 @@
 import { Schema } from "effect";
 import type { ObjectStore } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetStreamHandles, latestPerSubject, openObjectStore, readStored, type JetStreamHandles } from "./jetstream.js";
+import { jetStreamHandles, latestPerSubject, nextStoredMessage, openObjectStore, readStored, type JetStreamHandles } from "./jetstream.js";
 import { valueSchema } from "./kv-records.js";
 
 // Contents in a JetStream Object Store, streamed in and out chunk by chunk (never whole in
@@ -13,7 +13,8 @@ import { valueSchema } from "./kv-records.js";
 // read with a stored-message get (answered by the stream's leader, as the Object Store's `info`
 // does), its chunks and the listing of objects up to the newest message the leader holds (see
 // readUpToNewest in jetstream.ts: the server places a reading consumer on any replica, and one
-// behind the leader would end a read short, or list an object as missing).
+// behind the leader would end a read short, or list an object as missing). A chunk read that
+// still ends short of the record's size takes the rest from the leader (see read).
 
 const CHUNK_BYTES = 256 * 1024;
 
@@ -132,12 +133,28 @@ export class ObjectContents {
     const info = await this.store.info(name);
     if (!info || info.deleted) throw new Error(`the object ${name} is missing`);
     if (info.size === 0) return;
+    const subject = `$O.${this.bucket}.C.${info.nuid}`;
     let seen = 0;
-    for await (const m of readStored(this.handles, this.stream, `$O.${this.bucket}.C.${info.nuid}`, { prefetch: 16 })) {
+    let lastSeq = 0;
+    for await (const m of readStored(this.handles, this.stream, subject, { prefetch: 16 })) {
       seen += m.data.length;
+      lastSeq = m.seq;
       yield m.data;
     }
-    if (seen !== info.size) throw new Error(`object ${name}: read ${seen} of ${info.size} bytes`);
+    // A consumer's read can end short of what the leader holds: on a replica still replaying the
+    // log after a restart, a purge it replays (every Object Store write rolls up its record) moves
+    // the consumer past chunks it had not delivered (nats-server before 2.9.12). The object's size
+    // says so; the rest comes from the leader, chunk by chunk (stored-message gets).
+    let fromLeader = 0;
+    while (seen < info.size) {
+      const m = await nextStoredMessage(this.handles.jsm, this.stream, subject, lastSeq + 1);
+      if (!m) break;
+      seen += m.data.length;
+      lastSeq = m.seq;
+      fromLeader++;
+      yield m.data;
+    }
+    if (seen !== info.size) throw new Error(`object ${name}: read ${seen} of ${info.size} bytes (${fromLeader} chunks from the stream's leader, to sequence ${lastSeq})`);
   }
 
   /** Deletes an object and its delete marker too: nothing of it stays in the stream. Idempotent. */

@@ -103,9 +103,11 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
 
 /**
  * Waits until the cluster can place a stream on all `replicas` nodes: a meta leader alone is not
- * enough (a node that has not yet reported to it gives "no suitable peers for placement").
+ * enough (a node that has not yet reported to it gives "no suitable peers for placement"). Mostly
+ * a few seconds; now and then a node's first report does not arrive and the next comes half a
+ * minute later, hence the long deadline.
  */
-async function waitForJetStream(url: string, replicas: number, timeoutMs = 30_000): Promise<void> {
+async function waitForJetStream(url: string, replicas: number, timeoutMs = 90_000): Promise<void> {
   const nc = await connectAs(url, "admin");
   const probe = `readiness_probe_${process.pid}`;
   try {
@@ -154,12 +156,15 @@ export async function startClusterStack(options: ClusterOptions = {}): Promise<C
   const nats = await startNatsCluster(3);
   const env = { TRIBUTARY_JS_REPLICAS: "3", ...options.env };
   const nodeUrl = (i: number) => nats.nodes[i % nats.nodes.length]!.url;
-  const actors: ActorHost[] = [];
-  // One actor host first: it creates the buckets and streams; the others bind to them.
-  for (let i = 0; i < (options.actorHosts ?? 2); i++) actors.push(await startActorHost(nodeUrl(i), env));
-  const runners = await Promise.all(Array.from({ length: options.runners ?? 3 }, (_, i) => startRunner(nodeUrl(i + 1), env)));
-  const gateways: Gateway[] = [];
-  for (let i = 0; i < (options.gateways ?? 2); i++) gateways.push(await startGateway(nodeUrl(i + 2), env));
+  // One actor host first: it creates the buckets and streams; every other process binds to them,
+  // and they start side by side.
+  const first = await startActorHost(nodeUrl(0), env);
+  const [otherActors, runners, gateways] = await Promise.all([
+    Promise.all(Array.from({ length: (options.actorHosts ?? 2) - 1 }, (_, i) => startActorHost(nodeUrl(i + 1), env))),
+    Promise.all(Array.from({ length: options.runners ?? 3 }, (_, i) => startRunner(nodeUrl(i + 1), env))),
+    Promise.all(Array.from({ length: options.gateways ?? 2 }, (_, i) => startGateway(nodeUrl(i + 2), env))),
+  ]);
+  const actors: ActorHost[] = [first, ...otherActors];
   // A request that hangs (a gateway waiting on a server that died) fails after 20 s, and is then retried elsewhere.
   const clientOf = (g: Gateway) => new OpenAI({ apiKey: TEST_KEY, baseURL: g.baseURL, maxRetries: 0, timeout: 20_000 });
   const clients = gateways.map(clientOf);
