@@ -1,11 +1,11 @@
-// tier: slow (some 80 cold starts of the command line, and jobs run to their end)
+// tier: slow (some 55 cold starts of the command line, and jobs run to their end)
 import t from "tap";
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { cliPath, runCli, type CliResult } from "../../harness/cli.js";
+import { cliPath, runCli, runCliInProcess, type CliResult } from "../../harness/cli.js";
 import { freePort } from "../../harness/cluster.js";
 import { childEnv } from "../../harness/processes.js";
 import { sharedStack } from "../../harness/shared-stack.js";
@@ -39,18 +39,13 @@ const listening = (port: number) =>
 const COMMANDS = [["start"], ["gateway"], ["runner"], ["actors"], ["sandbox-host"], ["nats-auth-k8s"], ["admin"], ["deploy"], ["sandbox", "exec"], ["jobs", "create"], ["secrets", "set"], ["apps", "list"]];
 
 t.test("every command: an unknown option is a usage error naming it (exit 2); --help prints usage (exit 0)", async (t) => {
-  // Nothing is listening where the process commands would look: before, they hung on NATS.
-  const nothing = { NATS_URL: `nats://127.0.0.1:${await freePort()}` };
+  // In this process: each is a parse and nothing more (the commands below run as processes).
   const runs = COMMANDS.flatMap((command) => [
     { command, kind: "unknown", args: [...command, "--no-such-flag"] },
     { command, kind: "help", args: [...command, "--help"] },
   ]);
-  // A few at a time: each is a cold start of node.
   const results: Array<{ command: string[]; kind: string; r: CliResult }> = [];
-  const worker = async () => {
-    for (let run = runs.shift(); run; run = runs.shift()) results.push({ ...run, r: await cli(run.args, { env: nothing }) });
-  };
-  await Promise.all([worker(), worker(), worker()]);
+  for (const run of runs) results.push({ ...run, r: await runCliInProcess(run.args) });
   t.equal(results.length, COMMANDS.length * 2);
   for (const { command, kind, r } of results) {
     const name = `tributary ${command.join(" ")}`;
