@@ -1,7 +1,10 @@
+import { mkdirSync } from "node:fs";
+import { join, resolve } from "node:path";
 import type { AdminApi } from "../../modules/admin-api/mod.js";
 
 // Dashboard helpers: an organization with its first owner (an invitation redeemed with an email
-// and a password), and a cookie-keeping HTTP client that signs in through the form as a browser would.
+// and a password), a cookie-keeping HTTP client that signs in through the form as a browser would,
+// and the Chromium tests' screenshots.
 
 export async function ownerOrganization(
   stack: { admin: AdminApi; gateway: { url: string } },
@@ -74,4 +77,17 @@ export class CookieClient {
     const form = await this.request("/dashboard/sign-in");
     return this.request("/dashboard/sign-in", { form: { csrf: CookieClient.csrfOf(form.text), email, password } });
   }
+}
+
+/**
+ * Where the Chromium tests put their screenshots: TEST_SCREENSHOTS=DIR (made if missing), for a
+ * person to look at the pages. Unset, no screenshot is taken (their encoding is much of those
+ * tests' time); the pages' checks run either way.
+ */
+export const screenshotsDir: string | undefined = process.env.TEST_SCREENSHOTS ? resolve(process.env.TEST_SCREENSHOTS) : undefined;
+if (screenshotsDir) mkdirSync(screenshotsDir, { recursive: true });
+
+/** A full-page screenshot of `page` as `<name>.png` in screenshotsDir, when it is set. */
+export async function screenshot(page: { screenshot(options: { path: string; fullPage: boolean }): Promise<unknown> }, name: string, fullPage = true): Promise<void> {
+  if (screenshotsDir) await page.screenshot({ path: join(screenshotsDir, `${name}.png`), fullPage });
 }

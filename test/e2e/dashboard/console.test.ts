@@ -1,11 +1,9 @@
 import t from "tap";
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { sharedStack } from "../../harness/shared-stack.js";
 import { uniqueEmail } from "../../harness/stack.js";
-import { repoRoot, TEST_MODEL } from "../../harness/processes.js";
-import { ownerOrganization } from "../../harness/dashboard.js";
+import { TEST_MODEL } from "../../harness/processes.js";
+import { ownerOrganization, screenshot } from "../../harness/dashboard.js";
 import OpenAI, { toFile } from "openai";
 import { readFileSync } from "node:fs";
 import { chatLine, createBatch, waitForBatch } from "../../harness/batches.js";
@@ -16,10 +14,8 @@ import { chatLine, createBatch, waitForBatch } from "../../harness/batches.js";
 // create a key (shown once) and revoke it (the API refuses it at once), create and rename a
 // project, invite a member who joins with the link, a file's list, detail, download and deletion,
 // the rate limits' use, and a prompt and a file name holding markup rendered as text (no dialog
-// fires). Screenshots of the pages go to .tap/dashboard-screenshots/.
+// fires). With TEST_SCREENSHOTS=DIR, screenshots of the pages go there.
 
-const SHOTS = join(repoRoot, ".tap", "dashboard-screenshots");
-mkdirSync(SHOTS, { recursive: true });
 // The shared stack flushes traces and usage within tens of milliseconds; emails are platform-wide.
 const stack = await sharedStack(t);
 const EMAIL = uniqueEmail("grace");
@@ -71,7 +67,7 @@ t.test("a wrong password, then signing in", async (t) => {
   await signIn(EMAIL, "wrong password!");
   t.match(await page.textContent('[role="alert"]'), /Wrong email or password/);
   t.equal(new URL(page.url()).pathname, "/dashboard/sign-in");
-  await page.screenshot({ path: join(SHOTS, "sign-in-error.png") });
+  await screenshot(page, "sign-in-error", false);
   await signIn(EMAIL, PASSWORD);
   t.equal(new URL(page.url()).pathname, "/dashboard/usage", "onto the project's usage");
   t.match(await page.textContent("header"), EMAIL);
@@ -96,13 +92,13 @@ t.test("logs: find a logged request by model and open its detail", async (t) => 
   await page.fill('input[name="model"]', TEST_MODEL);
   await page.click('form.filters button[type="submit"]');
   t.equal(await page.locator("tbody tr").count(), 4);
-  await page.screenshot({ path: join(SHOTS, "logs.png"), fullPage: true });
+  await screenshot(page, "logs");
   await page.locator("tbody tr a").last().click();
   t.match(new URL(page.url()).pathname, /^\/dashboard\/traces\/trace_/);
   t.match(await page.textContent("main"), /Timeline/);
   t.match(await page.textContent("main"), /Story number 0/, "the oldest: its prompt");
   t.ok(await page.locator("main svg rect").count() >= 3, "timeline bars");
-  await page.screenshot({ path: join(SHOTS, "trace-detail.png"), fullPage: true });
+  await screenshot(page, "trace-detail");
 });
 
 t.test("markup in a prompt is rendered as text", async (t) => {
@@ -121,7 +117,7 @@ t.test("markup in a prompt is rendered as text", async (t) => {
   t.equal(await page.locator("script").count(), 0, "no script element");
   await page.waitForTimeout(200);
   t.same(dialogs, [], "no dialog fired");
-  await page.screenshot({ path: join(SHOTS, "trace-markup-as-text.png"), fullPage: true });
+  await screenshot(page, "trace-markup-as-text");
 });
 
 t.test("usage: plots of requests, tokens and errors", async (t) => {
@@ -139,7 +135,7 @@ t.test("usage: plots of requests, tokens and errors", async (t) => {
   t.ok((await page.locator("figure#latency-0 svg circle").count()) >= 2, "its latency p50 and p95 plotted");
   const cells = await page.locator("#by-model tbody tr").first().locator("td").allTextContents();
   t.match(cells.slice(5), [/^[\d.]+ ms$/, /^[\d.]+ ms$/, /^[\d.]+ ms$/, /^[\d.]+ ms$/], "TTFT and latency percentiles by model");
-  await page.screenshot({ path: join(SHOTS, "usage.png"), fullPage: true });
+  await screenshot(page, "usage");
 });
 
 t.test("batches: a batch's progress, counts and files", async (t) => {
@@ -154,14 +150,14 @@ t.test("batches: a batch's progress, counts and files", async (t) => {
   t.equal(await row.locator("progress").getAttribute("value"), "3", "every line done");
   t.match(await row.textContent(), /completed/);
   t.match(await row.textContent(), done.output_file_id!);
-  await page.screenshot({ path: join(SHOTS, "batches.png"), fullPage: true });
+  await screenshot(page, "batches");
 });
 
 t.test("members", async (t) => {
   await page.goto(base + "/dashboard/members");
   t.match(await page.textContent("main table"), EMAIL);
   t.match(await page.textContent("main table"), /owner/);
-  await page.screenshot({ path: join(SHOTS, "members.png"), fullPage: true });
+  await screenshot(page, "members");
 });
 
 t.test("API keys: create (shown once) and revoke", async (t) => {
@@ -170,7 +166,7 @@ t.test("API keys: create (shown once) and revoke", async (t) => {
   await page.click('form.filters button:has-text("Create key")');
   const secret = ((await page.textContent("#new-key")) ?? "").trim();
   t.match(secret, /^sk-proj-/);
-  await page.screenshot({ path: join(SHOTS, "keys-created.png"), fullPage: true });
+  await screenshot(page, "keys-created");
   t.equal((await api("/v1/chat/completions", { model: TEST_MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 1 }, secret)).status, 200, "the new key works");
   await page.goto(base + "/dashboard/keys");
   t.equal(await page.locator("#new-key").count(), 0, "shown only once");
@@ -183,7 +179,7 @@ t.test("API keys: create (shown once) and revoke", async (t) => {
     if (status !== 401) await new Promise((r) => setTimeout(r, 100));
   }
   t.equal(status, 401, "the revoked key is refused by the API");
-  await page.screenshot({ path: join(SHOTS, "keys.png"), fullPage: true });
+  await screenshot(page, "keys");
   t.same(cspViolations, [], "no Content-Security-Policy violation on any page");
 });
 
@@ -197,7 +193,7 @@ t.test("projects: create and rename", async (t) => {
   await row.locator('button:has-text("Rename")').click();
   t.match(await page.textContent('[role="status"]'), /is now called Console project, renamed/);
   t.equal(await page.locator("tr", { hasText: "Console project, renamed" }).count(), 1);
-  await page.screenshot({ path: join(SHOTS, "projects.png"), fullPage: true });
+  await screenshot(page, "projects");
 });
 
 t.test("invitations: an owner invites a member, who joins with the link", async (t) => {
@@ -208,14 +204,14 @@ t.test("invitations: an owner invites a member, who joins with the link", async 
   const link = ((await page.textContent("#invitation-link")) ?? "").trim();
   t.match(link, /\/dashboard\/join\?code=/);
   t.match(await page.textContent("main table"), new RegExp(`${escaped(LINUS)}\\s*member\\s*pending`));
-  await page.screenshot({ path: join(SHOTS, "invitations.png"), fullPage: true });
+  await screenshot(page, "invitations");
 
   const invitee = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   t.teardown(() => invitee.close());
   const joinPage = await invitee.newPage();
   await joinPage.goto(link);
   t.match(await joinPage.textContent("main"), new RegExp(`invited as member with the email ${escaped(LINUS)}`));
-  await joinPage.screenshot({ path: join(SHOTS, "join.png"), fullPage: true });
+  await screenshot(joinPage, "join");
   await joinPage.fill('input[name="password"]', "linus's password");
   await joinPage.fill('input[name="password2"]', "linus's password");
   await joinPage.click('button[type="submit"]');
@@ -243,7 +239,7 @@ t.test("invitations: an owner invites a member, who joins with the link", async 
   await joinPage.waitForSelector('[role="alert"]');
   t.equal(await joinPage.textContent("h1"), "Not allowed");
   t.match(await joinPage.textContent('[role="alert"]'), /Only owners/);
-  await joinPage.screenshot({ path: join(SHOTS, "forbidden.png"), fullPage: true });
+  await screenshot(joinPage, "forbidden");
   await joinPage.goto(link);
   t.match(await joinPage.textContent('[role="alert"]'), /used already/, "the link works once");
   await page.goto(base + "/dashboard/invitations");
@@ -258,10 +254,10 @@ t.test("files: list, detail, download and delete; a file name holding markup is 
   const row = page.locator("tr", { hasText: file.id });
   t.match(await row.textContent(), "<img src=x onerror=alert(3)>.jsonl");
   t.equal(await page.locator("main img").count(), 0);
-  await page.screenshot({ path: join(SHOTS, "files.png"), fullPage: true });
+  await screenshot(page, "files");
   await row.locator("a").click();
   t.match(await page.textContent("main"), new RegExp(`${content.length} bytes`));
-  await page.screenshot({ path: join(SHOTS, "file-detail.png"), fullPage: true });
+  await screenshot(page, "file-detail");
   const [download] = await Promise.all([page.waitForEvent("download"), page.click('a:has-text("Download")')]);
   t.equal(readFileSync((await download.path())!, "utf8"), content, "downloaded byte for byte");
   await page.click('button:has-text("Delete file")');
@@ -278,6 +274,6 @@ t.test("rate limits: each model's budget and its use in this window", async (t) 
   t.equal(await row.count(), 1, "one budget: the organization's, for the one model");
   t.equal(await row.locator("progress").first().getAttribute("max"), "250", "the catalog's requests per window");
   t.ok(Number(await row.locator("progress").first().getAttribute("value")) >= 1, "this window's requests are counted");
-  await page.screenshot({ path: join(SHOTS, "limits.png"), fullPage: true });
+  await screenshot(page, "limits");
   t.same(cspViolations, [], "no Content-Security-Policy violation on these pages either");
 });

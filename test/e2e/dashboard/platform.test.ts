@@ -1,7 +1,5 @@
 import t from "tap";
 import { createHash } from "node:crypto";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { newSortableId } from "../../../lib/ids.js";
@@ -9,7 +7,7 @@ import { kvToken } from "../../../lib/nats/subjects.js";
 import { slugOf } from "../../../modules/apps/mod.js";
 import { JobStore, type JobObject } from "../../../modules/jobs/mod.js";
 import { appDir, uploadBundle, waitForDeployment } from "../../harness/apps.js";
-import { CookieClient, ownerOrganization } from "../../harness/dashboard.js";
+import { CookieClient, ownerOrganization, screenshot } from "../../harness/dashboard.js";
 import { TEST_MODEL } from "../../harness/processes.js";
 import { sharedStack } from "../../harness/shared-stack.js";
 import { uniqueEmail } from "../../harness/stack.js";
@@ -20,8 +18,8 @@ import { uniqueEmail } from "../../harness/stack.js";
 // organization's objects are not found (by id, with its project named, by every action), and a
 // secret's value never comes back. In headless Chromium (one browser, a desktop and a phone
 // context): the pages reached from the navigation, a job's output followed as it runs, the
-// actions clicked, and screenshots at 1280x800 and 390x844 in a temporary directory (named in
-// the output), with no page wider than the phone's screen.
+// actions clicked, at 1280x800 and 390x844, with no page wider than the phone's screen (screenshots
+// of both with TEST_SCREENSHOTS=DIR).
 
 const stack = await sharedStack(t);
 const PASSWORD = "the platform pages' password";
@@ -31,8 +29,6 @@ const ALICE = uniqueEmail("alice");
 const BORIS = uniqueEmail("boris");
 const a = await ownerOrganization(stack, ALICE, PASSWORD, { organization: `Console A ${tag}`, project: "Apps" });
 const b = await ownerOrganization(stack, BORIS, PASSWORD, { organization: `Console B ${tag}`, project: "Apps" });
-const SHOTS = mkdtempSync(join(tmpdir(), "tributary-console-shots-"));
-t.comment(`screenshots: ${SHOTS}`);
 
 type Org = typeof a;
 async function api(org: Org, method: string, path: string, body?: unknown): Promise<any> {
@@ -335,11 +331,11 @@ t.test("in Chromium: every page from the navigation, at 1280x800 and on a phone;
   t.equal(new URL(page.url()).pathname, "/dashboard/usage", "a sign-in lands on the project's usage");
   await phone.addCookies(await desktop.cookies());
 
-  /** Both screenshots of what `page` shows now; the phone's page as wide as its screen at most. */
+  /** What `page` shows now, also on the phone (screenshots of both): the phone's page as wide as its screen at most. */
   async function shoot(name: string): Promise<void> {
-    await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+    await screenshot(page, name);
     await small.goto(page.url());
-    await small.screenshot({ path: join(SHOTS, `${name}.phone.png`), fullPage: true });
+    await screenshot(small, `${name}.phone`);
     // A mobile browser widens its layout to what overflows (innerWidth follows): the screen is the viewport's.
     const width = (await small.evaluate("document.documentElement.scrollWidth")) as number;
     t.ok(width <= PHONE.width, `${name}: the phone's page is ${width} px wide, its screen ${PHONE.width}`);
