@@ -25,6 +25,8 @@ export interface NatsServerConfigOptions {
   serverName?: string;
   /** A JetStream cluster: this node's route port and its peers' route URLs. */
   cluster?: { name: string; port: number; routes: string[] };
+  /** Lame-duck mode (`--signal ldm`): how long clients are given to move, after a grace period (nats-server's defaults: 2 min, 10 s). */
+  lameDuck?: { durationSeconds: number; graceSeconds: number };
 }
 
 /**
@@ -48,6 +50,7 @@ export function natsServerConfig(port: number, storeDir: string, options: NatsSe
       `  routes: [${options.cluster.routes.map((r) => JSON.stringify(r)).join(", ")}]`,
       `}`,
     );
+  if (options.lameDuck) lines.push(`lame_duck_duration: ${options.lameDuck.durationSeconds}s`, `lame_duck_grace_period: ${options.lameDuck.graceSeconds}s`);
   if (options.authorization) lines.push(options.authorization);
   return lines.join("\n") + "\n";
 }

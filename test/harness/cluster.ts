@@ -72,6 +72,8 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
         serverName: name,
         authorization: identities.authorization,
         cluster: { name: "tributary-test", port: ports[i]!.route, routes: routes.filter((_, j) => j !== i) },
+        // As k8s/nats.yaml has it: a node in lame duck hands its clients on after 5 s, not 10.
+        lameDuck: { durationSeconds: 30, graceSeconds: 5 },
       }),
     );
     const nodeUrl = `nats://127.0.0.1:${ports[i]!.client}`;

@@ -28,6 +28,21 @@ function checkTokens(t: Test, tokens: readonly Logprob[], top: number, text: str
   }
 }
 
+/**
+ * `actual` with each logprob within 1e-3 of `expected`'s replaced by it, for a t.same against
+ * `expected`: llama.cpp's logits differ in their last digits with the batch that computed them
+ * (other tenants' sequences on the shared runner, a cached prompt). Tokens and bytes must match.
+ */
+function tolerant(actual: unknown, expected: unknown): unknown {
+  if (Array.isArray(actual) && Array.isArray(expected)) return actual.map((a, i) => tolerant(a, expected[i]));
+  if (actual && expected && typeof actual === "object" && typeof expected === "object") {
+    const e = expected as Record<string, unknown>;
+    return Object.fromEntries(Object.entries(actual).map(([k, v]) =>
+      [k, k === "logprob" && typeof v === "number" && typeof e[k] === "number" && Math.abs(v - (e[k] as number)) < 1e-3 ? e[k] : tolerant(v, e[k])]));
+  }
+  return actual;
+}
+
 t.test("non-streamed, n=2: each choice's logprobs.content, OpenAI's shape", async (t) => {
   const c = await stack.client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: TOKENS, n: 2, temperature: 1, seed: 5, logprobs: true, top_logprobs: 3 });
   t.same(specViolations("CreateChatCompletionResponse", c), [], "the spec's shape");
@@ -66,7 +81,7 @@ t.test("streamed: every content chunk carries its own tokens' logprobs; together
   }
   for (const i of [0, 1]) {
     t.equal(text[i], whole.choices[i]!.message.content, `choice ${i}: the same text`);
-    t.same(tokens[i], whole.choices[i]!.logprobs!.content, `choice ${i}: the same logprobs`);
+    t.same(tolerant(tokens[i], whole.choices[i]!.logprobs!.content), whole.choices[i]!.logprobs!.content, `choice ${i}: the same logprobs`);
   }
 });
 
@@ -84,7 +99,7 @@ t.test("Responses: include message.output_text.logprobs with top_logprobs, strea
   for (const d of deltas) t.same(Buffer.from(d.logprobs.flatMap((l) => (l as unknown as Logprob).bytes!)).toString("utf8"), d.delta, "each delta's logprobs are its tokens");
   const done = events.find((e) => e.type === "response.output_text.done") as unknown as OpenAI.Responses.ResponseTextDoneEvent;
   t.same(done.logprobs, deltas.flatMap((d) => d.logprobs), "output_text.done holds them all");
-  t.same(done.logprobs, part.logprobs, "as the non-streamed response has them (greedy)");
+  t.same(tolerant(done.logprobs, part.logprobs), part.logprobs, "as the non-streamed response has them (greedy)");
   const without = await stack.client.responses.create({ ...body, include: [], top_logprobs: 0 });
   t.same(((without.output[0] as OpenAI.Responses.ResponseOutputMessage).content[0] as OpenAI.Responses.ResponseOutputText).logprobs, [], "not asked: []");
 });

@@ -37,10 +37,15 @@ await load.seed(24, 4);
 load.start();
 await sleep(2_000);
 const startedAt = new Map<string, number>();
+/** Per step: how long its stop (the drain) and its start took, in ms. */
+const took = new Map<string, { stop: number; start: number }>();
 for (const step of steps) {
-  startedAt.set(step.name, Date.now());
+  const began = Date.now();
+  startedAt.set(step.name, began);
   await step.stop();
+  const stopped = Date.now();
   await step.start();
+  took.set(step.name, { stop: stopped - began, start: Date.now() - stopped });
   await sleep(1_500);
 }
 await sleep(1_000);
@@ -49,7 +54,7 @@ await load.stop();
 t.test("no request failed in the end; no stream failed while runners drained; none hung", async (t) => {
   const figures = load.figures();
   t.comment(`errors of failed attempts: ${JSON.stringify(load.errors())}`);
-  for (const step of steps) t.comment(`${step.name}: ${JSON.stringify(load.figures(startedAt.get(step.name)!))}`);
+  for (const step of steps) t.comment(`${step.name}: ${JSON.stringify(took.get(step.name))} ms; ${JSON.stringify(load.figures(startedAt.get(step.name)!))}`);
   t.equal(figures.failed, 0, "every request was served (a refused attempt retried on the other gateway)");
   t.ok(figures.streamsFinished > 0, `${figures.streamsFinished} streams finished`);
   t.equal(figures.streamsHung, 0, "no stream hung past its timeout");
