@@ -18,6 +18,22 @@ export const SCRIPTS = {
   splitClose: {
     afterNewline: ["<think>", "\nHmm", ", ok", ".\n", "</", "think", ">\n\n", "Sure", "!", "<|im_end|>"],
   },
+  /**
+   * Thinks, then answers `{"answer": "yes"}`; with thinking off, answers `{"answer":"no"}` at once.
+   * For response_format JSON_SCHEMA: its grammar allows every answer token (the first after the
+   * blank line that follows a thought).
+   */
+  json: {
+    afterNewline: ["<think>", "\nThe", " user", " wants", " JSON", ".\n", "</think>", '\n\n{"', "answer", '":', ' "', "yes", '"}', "<|im_end|>"],
+    afterBlankLine: ["{", '"answer":', '"no"', "}", "<|im_end|>"],
+  },
+  /**
+   * Thinks, closing the thought in plain tokens, the last of which starts the JSON: `>{"`. Under a
+   * response grammar the engine takes that token back (the rest of the answer is then unscripted).
+   */
+  jsonSplitClose: {
+    afterNewline: ["<think>", "\nOk", "</", "think", '>{"', "<|im_end|>"],
+  },
   /** Thinks, then calls a function (the engine writes the call under its grammars). */
   tool: {
     afterNewline: ["<think>", "\nI", " should", " call", " it.\n", "</think>", "<tool_call>", '\n{"name": "'],
@@ -31,7 +47,14 @@ export const REPLIES: Record<ScriptName, { reasoning: string; answer: string; re
   think: { reasoning: "Let me think.", answer: "Hello there!", reasoningTokens: 6 },
   splitClose: { reasoning: "Hmm, ok.", answer: "Sure!", reasoningTokens: 7 },
   tool: { reasoning: "I should call it.", answer: "", reasoningTokens: 6 },
+  // Under a response grammar the reply starts inside the thought: the engine writes `<think>` in
+  // the prompt, the script goes on from it, and its reasoning tokens are the ones after it.
+  json: { reasoning: "The user wants JSON.", answer: '{"answer": "yes"}', reasoningTokens: 6 },
+  jsonSplitClose: { reasoning: "Ok", answer: '{"', reasoningTokens: 4 },
 };
+export const JSON_THINKING_OFF_ANSWER = '{"answer":"no"}';
+/** A schema the json script's answers keep to (response_format json_schema). */
+export const JSON_SCHEMA = { type: "object", properties: { answer: { type: "string", enum: ["yes", "no"] } }, required: ["answer"], additionalProperties: false };
 export const THINKING_OFF_ANSWER = "Direct answer.";
 
 export const scriptedModelId = (name: ScriptName) => `test/qwen3-${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;

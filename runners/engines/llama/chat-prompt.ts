@@ -89,6 +89,15 @@ export function thoughtMarkers(wrapper: ChatWrapper, model: LlamaModel): Thought
   return { open, close, openAtStart: openedOnStart || thought.openOnResponseStart === true };
 }
 
+/**
+ * Whether the reply to a rendered prompt is free to open the thought itself: the template neither
+ * opened it (openAtStart) nor closed an empty one to turn thinking off (Qwen3's
+ * enable_thinking=false ends the prompt with `<think>\n\n</think>\n\n`).
+ */
+export function replyMayOpenThought(prompt: LlamaText, thought: ThoughtMarkers): boolean {
+  return !thought.openAtStart && !prompt.toString().trimEnd().endsWith(thought.close);
+}
+
 function parseArguments(text: string): unknown {
   try {
     return JSON.parse(text);

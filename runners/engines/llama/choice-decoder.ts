@@ -26,7 +26,10 @@ export interface DecodePlan {
   /** Whether a cached prompt prefix may be reused (not for seeded requests: reproducibility). */
   reuseCache: boolean;
   penalties: { frequency: number; presence: number } | undefined;
-  /** Constrains the whole reply (response_format json_object / json_schema). */
+  /**
+   * Constrains the answer (response_format json_object / json_schema): the whole reply, or, when
+   * the reply starts inside the thought, what follows the thought (GrammarCache.afterThought).
+   */
   responseGrammar: LlamaGrammar | undefined;
   tools: ToolPlan | undefined;
   /** Each answer token's log probability, with this many alternatives (0-20); undefined: none. */
@@ -164,7 +167,10 @@ export class ChoiceDecoder {
 
   /**
    * The reply as text: reasoning (the template's thought segment, when it has one) and answer
-   * apart, stop sequences in both, a tool call's prefix in the answer switching to callLoop.
+   * apart, stop sequences in both, a tool call's prefix in the answer switching to callLoop. A
+   * response grammar constrains the answer: from the first token, or, when the reply starts inside
+   * the thought (the template or the engine opened it in the prompt), from the token after the
+   * thought closes, so that the model reasons freely first.
    */
   private async textPhase(input: Token[], tools: ToolPlan | undefined): Promise<FinishReason> {
     const stops: Array<{ text: string; kind: Kind }> = this.plan.stopTexts.map((text) => ({ text, kind: "stop" }));
@@ -188,54 +194,79 @@ export class ChoiceDecoder {
     let answerStarted = thought === undefined;
     this.thought = thought;
 
-    const options: SequenceEvaluateOptions = grammar
-      ? { ...this.options, grammarEvaluationState: new LlamaGrammarEvaluationState({ model: this.model, grammar }) }
-      : this.options;
-    for await (const token of this.slot.generate(input, options, logprobs !== undefined)) {
-      this.count(token);
-      if (this.plan.stopTokens.has(token)) break;
-      const raw = detok.push(token);
-      const logprob = logprobs ? tokenLogprob(token, this.slot.lastLogprobs!, logprobs.top, this.bytesOf) : undefined;
-      let text = raw;
-      if (thought) {
-        const phase = thought.phase;
-        const parts = thought.push(raw);
-        if (!answerStarted) {
-          beforeAnswer += parts.answer ? raw.slice(0, raw.length - parts.answer.length) : raw;
-          answerStarted = parts.answer.length > 0;
+    /** The grammar waits for the thought to close (the reply starts inside it). */
+    let grammarWaits = grammar !== undefined && thought?.phase === "thought";
+    let options = grammar && !grammarWaits ? this.constrainedBy(grammar) : this.options;
+    let feed = input;
+    for (;;) {
+      /** The thought closed under a waiting grammar: the answer is generated anew, under it. */
+      let answerUnderGrammar = false;
+      for await (const token of this.slot.generate(feed, options, logprobs !== undefined)) {
+        this.count(token);
+        if (this.plan.stopTokens.has(token)) break;
+        const raw = detok.push(token);
+        const logprob = logprobs ? tokenLogprob(token, this.slot.lastLogprobs!, logprobs.top, this.bytesOf) : undefined;
+        let text = raw;
+        if (thought) {
+          const phase = thought.phase;
+          const parts = thought.push(raw);
+          if (!answerStarted) {
+            beforeAnswer += parts.answer ? raw.slice(0, raw.length - parts.answer.length) : raw;
+            answerStarted = parts.answer.length > 0;
+          }
+          if (parts.reasoning) {
+            const r = reasoningStops!.push(parts.reasoning);
+            this.emitReasoning(r.emit);
+            if (r.hit) return FinishReason.FINISH_REASON_STOP;
+          }
+          if (grammarWaits && thought.phase === "answer") {
+            // The context as it stands ends with the close marker (and maybe whitespace), the
+            // grammar's start. A token that carried answer text past the marker was sampled
+            // without the grammar: the context is rewritten to end at the marker instead.
+            if (parts.answer) {
+              await this.slot.truncate(promptLength);
+              feed = this.model.tokenize(beforeAnswer.trimEnd(), true);
+            } else feed = [];
+            answerUnderGrammar = true;
+            break;
+          }
+          text = parts.answer;
+          // Only answer tokens have logprobs (reasoning tokens have none, as with OpenAI's models).
+          if (logprob && phase === "start") {
+            if (thought.phase === "start") startLogprobs.push(logprob);
+            else if (thought.phase === "answer") for (const l of [...startLogprobs, logprob]) this.pendingLogprobs!.add(textIn, l);
+            if (thought.phase !== "start") startLogprobs = [];
+          } else if (logprob && phase === "answer") this.pendingLogprobs!.add(textIn, logprob);
+        } else if (logprob) this.pendingLogprobs!.add(textIn, logprob);
+        if (json) {
+          // A value under the grammar may follow whitespace (after a thought): the answer starts at the value.
+          if (textIn === 0) text = text.trimStart();
+          const end = json.push(text);
+          if (end >= 0) text = text.slice(0, end);
         }
-        if (parts.reasoning) {
-          const r = reasoningStops!.push(parts.reasoning);
-          this.emitReasoning(r.emit);
-          if (r.hit) return FinishReason.FINISH_REASON_STOP;
+        textIn += text.length;
+        const m = matcher.push(text);
+        this.emitText(m.emit);
+        content += m.emit;
+        if (m.hit?.kind === "stop") return FinishReason.FINISH_REASON_STOP;
+        if (m.hit?.kind === "call" && tools) {
+          // Rewrite the context as the reasoning, the content and the canonical call prefix (the
+          // thought as generated: its markers are special tokens), then decode the call under grammars.
+          await this.slot.truncate(promptLength);
+          const prefix = this.tokenize(tools.syntax.prefix);
+          const before = beforeAnswer ? this.model.tokenize(beforeAnswer, true) : [];
+          await this.callLoop(tools, [...before, ...(content ? this.tokenize(content) : []), ...prefix], undefined);
+          return FinishReason.FINISH_REASON_TOOL_CALLS;
         }
-        text = parts.answer;
-        // Only answer tokens have logprobs (reasoning tokens have none, as with OpenAI's models).
-        if (logprob && phase === "start") {
-          if (thought.phase === "start") startLogprobs.push(logprob);
-          else if (thought.phase === "answer") for (const l of [...startLogprobs, logprob]) this.pendingLogprobs!.add(textIn, l);
-          if (thought.phase !== "start") startLogprobs = [];
-        } else if (logprob && phase === "answer") this.pendingLogprobs!.add(textIn, logprob);
-      } else if (logprob) this.pendingLogprobs!.add(textIn, logprob);
-      if (json) {
-        const end = json.push(text);
-        if (end >= 0) text = text.slice(0, end);
+        if (json?.complete) return FinishReason.FINISH_REASON_STOP;
+        if (!this.budgetLeft) {
+          this.endText("", matcher, reasoningStops, startLogprobs, textIn);
+          return FinishReason.FINISH_REASON_LENGTH;
+        }
       }
-      textIn += text.length;
-      const m = matcher.push(text);
-      this.emitText(m.emit);
-      content += m.emit;
-      if (m.hit?.kind === "stop") return FinishReason.FINISH_REASON_STOP;
-      if (m.hit?.kind === "call" && tools) {
-        // Rewrite the context as the reasoning, the content and the canonical call prefix (the
-        // thought as generated: its markers are special tokens), then decode the call under grammars.
-        await this.slot.truncate(promptLength);
-        const prefix = this.tokenize(tools.syntax.prefix);
-        const before = beforeAnswer ? this.model.tokenize(beforeAnswer, true) : [];
-        await this.callLoop(tools, [...before, ...(content ? this.tokenize(content) : []), ...prefix], undefined);
-        return FinishReason.FINISH_REASON_TOOL_CALLS;
-      }
-      if (json?.complete) return FinishReason.FINISH_REASON_STOP;
+      if (!answerUnderGrammar) break;
+      grammarWaits = false;
+      options = this.constrainedBy(grammar!);
       if (!this.budgetLeft) {
         this.endText("", matcher, reasoningStops, startLogprobs, textIn);
         return FinishReason.FINISH_REASON_LENGTH;
@@ -243,6 +274,11 @@ export class ChoiceDecoder {
     }
     this.endText(detok.flush(), matcher, reasoningStops, startLogprobs, textIn);
     return FinishReason.FINISH_REASON_STOP;
+  }
+
+  /** Sampling options that keep to `grammar` (a fresh evaluation state: it starts at the grammar's root). */
+  private constrainedBy(grammar: LlamaGrammar): SequenceEvaluateOptions {
+    return { ...this.options, grammarEvaluationState: new LlamaGrammarEvaluationState({ model: this.model, grammar }) };
   }
 
   /**
@@ -296,10 +332,9 @@ export class ChoiceDecoder {
   }
 
   private async generateName(tools: ToolPlan, input: Token[]): Promise<string> {
-    const state = new LlamaGrammarEvaluationState({ model: this.model, grammar: tools.nameGrammar });
     const detok = new IncrementalDetokenizer(this.model, input);
     let name = "";
-    for await (const token of this.slot.generate(input, { ...this.options, grammarEvaluationState: state })) {
+    for await (const token of this.slot.generate(input, this.constrainedBy(tools.nameGrammar))) {
       this.count(token);
       name += detok.push(token);
       if (!this.budgetLeft) throw new Finished(FinishReason.FINISH_REASON_LENGTH);
@@ -313,10 +348,9 @@ export class ChoiceDecoder {
     const grammar = tools.argumentGrammars.get(name)!;
     const index = this.callIndex;
     this.sink.toolCall({ index, id: newId("call_"), name, arguments: "" });
-    const state = new LlamaGrammarEvaluationState({ model: this.model, grammar });
     const detok = new IncrementalDetokenizer(this.model, input);
     const json = new JsonCompletionTracker();
-    for await (const token of this.slot.generate(input, { ...this.options, grammarEvaluationState: state })) {
+    for await (const token of this.slot.generate(input, this.constrainedBy(grammar))) {
       this.count(token);
       let text = detok.push(token);
       const end = json.push(text);

@@ -33,6 +33,19 @@ export class GrammarCache {
     return this.memo("json-object", () => new LlamaJsonSchemaGrammar(this.llama, { type: "object", additionalProperties: true } as never));
   }
 
+  /**
+   * `grammar` with a little whitespace allowed before its value: the answer after a thought,
+   * which models start on a new line (Qwen3: `</think>\n\n`). Its stop triggers are `grammar`'s.
+   */
+  afterThought(grammar: LlamaGrammar): LlamaGrammar {
+    return this.memo(`after-thought:${grammar.rootRuleName}:${grammar.grammar}`, () => new LlamaGrammar(this.llama, {
+      grammar: `${grammar.grammar}\nafter-thought ::= [ \\t\\n]{0,4} ${grammar.rootRuleName}\n`,
+      rootRuleName: "after-thought",
+      stopGenerationTriggers: grammar.stopGenerationTriggers,
+      trimWhitespaceSuffix: grammar.trimWhitespaceSuffix,
+    }));
+  }
+
   /** Grammar that produces exactly one of `names`. */
   forOneOf(names: readonly string[]): LlamaGrammar {
     const key = `names:${names.join("\u0000")}`;

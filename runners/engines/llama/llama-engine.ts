@@ -5,7 +5,7 @@ import type { Logger } from "../../../lib/log.js";
 import { EngineRequestError, type DecodeThreadsStatus, type ChoiceOutcome, type ChoiceSink, type Engine, type PreparedRequest } from "../engine.js";
 import { dropOldestTurns } from "../context-fit.js";
 import { fitsContext, resolveOutputBudget } from "../output-budget.js";
-import { callSyntaxOf, ChatWrappers, renderPrompt, thoughtMarkers, type CallSyntax } from "./chat-prompt.js";
+import { callSyntaxOf, ChatWrappers, renderPrompt, replyMayOpenThought, thoughtMarkers, type CallSyntax } from "./chat-prompt.js";
 import type { ThoughtMarkers } from "../../text/thought-splitter.js";
 import { ChoiceDecoder, MAX_CALLS_PER_CHOICE, type DecodePlan, type ToolPlan } from "./choice-decoder.js";
 import { GrammarCache } from "./grammar-cache.js";
@@ -166,6 +166,8 @@ export class LlamaEngine implements Engine {
       : undefined;
 
     let prompt: Token[];
+    /** The chat template's rendering of the prompt (none for a raw prompt). */
+    let renderedChat: LlamaText | undefined;
     let renderedPrompt: string | undefined;
     let droppedMessages = 0;
     const stopTexts = [...(sampling?.stop ?? [])];
@@ -184,6 +186,7 @@ export class LlamaEngine implements Engine {
         }
       }
       this.collectTemplateStops(rendered.stopTriggers, stopTexts, stopTokens);
+      renderedChat = rendered.text;
       if (request.wantRenderedPrompt) renderedPrompt = rendered.text.toString();
     } else {
       prompt = LlamaText([this.model.tokens.shouldPrependBosToken ? new SpecialToken("BOS") : "", request.prompt]).tokenize(this.model.tokenizer);
@@ -191,8 +194,24 @@ export class LlamaEngine implements Engine {
     }
     if (prompt.length === 0) throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, "the prompt is empty", "messages");
 
-    const responseGrammar = this.responseGrammar(request);
+    let responseGrammar = this.responseGrammar(request);
     if (responseGrammar) for (const t of responseGrammar.stopGenerationTriggers) if (typeof t === "string") stopTexts.push(t);
+    // A raw prompt is not a chat turn: nothing in it opens a thought.
+    let thought = renderedChat ? traits.thought : undefined;
+    if (responseGrammar && thought && renderedChat && (!tools || tools.mode === "auto")) {
+      // A reply under a grammar reasons first, then answers under it (ChoiceDecoder): the grammar
+      // waits for a thought the reply starts inside. A reply that may or may not open the thought
+      // (Qwen3 writes `<think>` itself) has it opened in the prompt, as if the model had written
+      // the marker: otherwise its first token would be sampled free of the grammar whenever it
+      // does not open one. With thinking off the template closed an empty thought: the grammar
+      // holds from the first token, as without reasoning.
+      if (replyMayOpenThought(renderedChat, thought)) {
+        prompt = [...prompt, ...this.model.tokenize(thought.open, true)];
+        if (renderedPrompt !== undefined) renderedPrompt += thought.open;
+        thought = { ...thought, openAtStart: true };
+      }
+      if (thought.openAtStart) responseGrammar = this.grammars.afterThought(responseGrammar);
+    }
 
     const maxTokens = resolveOutputBudget(this.spec, prompt.length, sampling?.maxTokens ?? 0);
     const temperature = sampling?.temperature ?? 1;
@@ -217,8 +236,7 @@ export class LlamaEngine implements Engine {
       responseGrammar,
       tools,
       logprobs: this.logprobsPlan(request),
-      // A raw prompt is not a chat turn: nothing in it opens a thought.
-      thought: request.messages.length > 0 ? traits.thought : undefined,
+      thought,
     };
     return { request, promptTokens: prompt.length, maxTokens, choices, plan, droppedMessages, renderedPrompt };
   }

@@ -2,12 +2,12 @@
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
 import { specViolations } from "../../harness/openai-spec.js";
-import { REPLIES, scriptedModelId, THINKING_OFF_ANSWER, writeScriptedCatalog } from "../../harness/scripted-models.js";
+import { JSON_SCHEMA, JSON_THINKING_OFF_ANSWER, REPLIES, scriptedModelId, THINKING_OFF_ANSWER, writeScriptedCatalog } from "../../harness/scripted-models.js";
 
 // A reasoning model's reply through chat completions: the thought apart from the answer, under
 // both names clients read it by (reasoning_content and reasoning), streamed and not, for every
 // choice; reasoning_tokens counted; reasoning_effort honoured; either name accepted back in the
-// history. Models: Qwen3-style GGUFs whose replies are scripted (test/harness/scripted-models.ts).
+// history; response_format after the reasoning (the content alone is the JSON). Models: Qwen3-style GGUFs whose replies are scripted (test/harness/scripted-models.ts).
 
 const { catalog } = writeScriptedCatalog();
 const stack = await startStack(t, { env: { TRIBUTARY_CATALOG: catalog } });
@@ -109,4 +109,32 @@ t.test("the reasoning of an assistant turn given back: either name, both when eq
   await bad({ reasoning_content: "A", reasoning: "B" }, "messages[1].reasoning");
   await bad({ reasoning_content: 5 }, "messages[1].reasoning_content");
   await bad({ reasoning: ["x"] }, "messages[1].reasoning");
+});
+
+t.test("response_format json_schema: the model reasons first, the content alone is JSON valid for the schema", async (t) => {
+  const JSON_MODEL = scriptedModelId("json");
+  const response_format = { type: "json_schema" as const, json_schema: { name: "answer", schema: JSON_SCHEMA, strict: true } };
+  const c = await stack.client.chat.completions.create({ model: JSON_MODEL, messages, response_format });
+  const m = c.choices[0]!.message as Loose;
+  t.equal(m.reasoning_content, REPLIES.json.reasoning);
+  t.same(JSON.parse(m.content), { answer: "yes" }, m.content);
+  t.equal(c.choices[0]!.finish_reason, "stop");
+  t.equal(c.usage!.completion_tokens_details!.reasoning_tokens, REPLIES.json.reasoningTokens);
+
+  const stream = await stack.client.chat.completions.create({ model: JSON_MODEL, messages, response_format, stream: true });
+  const seen = { reasoning: "", content: "", order: "" };
+  for await (const chunk of stream) {
+    const d = (chunk.choices[0]?.delta ?? {}) as Loose;
+    if (d.reasoning_content) [seen.reasoning, seen.order] = [seen.reasoning + d.reasoning_content, seen.order.endsWith("r") ? seen.order : seen.order + "r"];
+    if (d.content) [seen.content, seen.order] = [seen.content + d.content, seen.order.endsWith("c") ? seen.order : seen.order + "c"];
+  }
+  t.same(seen, { reasoning: REPLIES.json.reasoning, content: REPLIES.json.answer, order: "rc" }, "streamed: the reasoning, then the JSON");
+
+  const off = await stack.client.chat.completions.create({ model: JSON_MODEL, messages, response_format, reasoning_effort: "none" } as never) as Loose;
+  t.equal(off.choices[0].message.content, JSON_THINKING_OFF_ANSWER, "thinking off: JSON from the first token");
+
+  const short = await stack.client.chat.completions.create({ model: JSON_MODEL, messages, response_format, max_tokens: 3 });
+  t.equal(short.choices[0]!.finish_reason, "length", "the reasoning ate the budget");
+  t.notOk(short.choices[0]!.message.content, "no content");
+  t.equal((short.choices[0]!.message as Loose).reasoning_content, "The user wants");
 });

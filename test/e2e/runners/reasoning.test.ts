@@ -1,22 +1,23 @@
 import t from "tap";
 import { createLogger } from "../../../lib/log.js";
 import { loadCatalog } from "../../../modules/catalog/mod.js";
-import { FinishReason, GenerateRequest, type TokenLogprob, type ToolCallDelta } from "../../../proto/gen/tributary/v1/inference.js";
+import { FinishReason, GenerateRequest, ResponseFormat_Type, type TokenLogprob, type ToolCallDelta } from "../../../proto/gen/tributary/v1/inference.js";
 import { QwenChatWrapper } from "node-llama-cpp";
 import { LlamaEngine } from "../../../runners/engines/llama/llama-engine.js";
 import { renderPrompt } from "../../../runners/engines/llama/chat-prompt.js";
-import { REPLIES, scriptedModelId, THINKING_OFF_ANSWER, writeScriptedCatalog, type ScriptName } from "../../harness/scripted-models.js";
+import { JSON_SCHEMA, JSON_THINKING_OFF_ANSWER, REPLIES, scriptedModelId, THINKING_OFF_ANSWER, writeScriptedCatalog, type ScriptName } from "../../harness/scripted-models.js";
 
 // Reasoning in the llama engine, on Qwen3-style models whose replies are scripted token by token
 // (test/harness/scripted-models.ts): the thought segment of the template (node-llama-cpp's Qwen
 // wrapper) splits each reply into reasoning and answer as it streams, a `</think>` split across
 // tokens included; reasoning tokens are counted; reasoning_effort none/minimal turns thinking off
-// in the prompt; a tool call after the reasoning still parses.
+// in the prompt; a tool call after the reasoning still parses; under response_format the model
+// reasons freely and only its answer keeps to the grammar.
 
 const { catalog } = writeScriptedCatalog();
 const specs = loadCatalog(catalog);
 const engines = new Map<ScriptName, LlamaEngine>();
-for (const name of ["think", "splitClose", "tool"] as const) {
+for (const name of ["think", "splitClose", "tool", "json", "jsonSplitClose"] as const) {
   const spec = specs.find((s) => s.id === scriptedModelId(name))!;
   const engine = new LlamaEngine(spec, { modelPath: async () => spec.source, log: createLogger("test") });
   await engine.load();
@@ -128,4 +129,59 @@ t.test("reasoning given back in the history goes to the template as the turn's t
     { role: "user", content: "Again", name: "", toolCalls: [], toolCallId: "" },
   ], undefined).text.toString();
   t.match(kept, "<|im_start|>assistant\n<think>\nGreet back.\n</think>Hello.<|im_end|>", "a template that keeps thoughts renders it as the turn's thought segment");
+});
+
+const jsonSchema = { responseFormat: { type: ResponseFormat_Type.TYPE_JSON_SCHEMA, name: "answer", schemaJson: JSON.stringify(JSON_SCHEMA) } };
+const sampling = (more: Partial<NonNullable<GenerateRequest["sampling"]>>) => ({ sampling: { temperature: 1, maxTokens: 64, n: 1, ...more } }) as Partial<GenerateRequest>;
+
+t.test("response_format after reasoning: the thought opened in the prompt and free, the answer alone under the grammar", async (t) => {
+  const r = await run("json", jsonSchema);
+  t.ok(r.prompt.endsWith("<|im_start|>assistant\n<think>"), "the reply starts inside the thought");
+  t.equal(r.reasoning, REPLIES.json.reasoning);
+  t.equal(r.answer, REPLIES.json.answer, "the answer, without the blank line after the thought");
+  t.same(JSON.parse(r.answer), { answer: "yes" });
+  t.equal(r.outcome.finishReason, FinishReason.FINISH_REASON_STOP, "the value complete");
+  t.equal(r.outcome.reasoningTokens, REPLIES.json.reasoningTokens);
+  t.equal(r.outcome.completionTokens, 12, "the reasoning's tokens and the answer's (<think> is the prompt's)");
+  t.equal(r.deltas.reduce((n, d) => n + d.tokens, 0), 12, "the deltas carry every token");
+  const firstText = r.deltas.findIndex((d) => d.kind === "text");
+  t.ok(firstText > 0 && r.deltas.slice(firstText).every((d) => d.kind === "text"), "all the reasoning, then all the answer");
+
+  const object = await run("json", { responseFormat: { type: ResponseFormat_Type.TYPE_JSON_OBJECT, name: "", schemaJson: "" } });
+  t.same([object.reasoning, object.answer], [REPLIES.json.reasoning, REPLIES.json.answer], "json_object too");
+
+  const plain = await run("json");
+  t.ok(plain.prompt.endsWith("<|im_start|>assistant\n"), "without a response format the model opens its thought itself");
+  t.same([plain.reasoning, plain.answer], [REPLIES.json.reasoning, REPLIES.json.answer]);
+});
+
+t.test("response_format: a token that closes the thought and starts the answer is taken back; the answer is decoded under the grammar", async (t) => {
+  const r = await run("jsonSplitClose", jsonSchema);
+  t.equal(r.reasoning, REPLIES.jsonSplitClose.reasoning);
+  const value = JSON.parse(r.answer) as { answer?: unknown };
+  t.ok(value.answer === "yes" || value.answer === "no", `valid for the schema: ${r.answer}`);
+  t.equal(r.outcome.finishReason, FinishReason.FINISH_REASON_STOP);
+  t.notMatch(r.reasoning + r.answer, /[<>]|think/, "no piece of the marker on either side");
+});
+
+t.test("response_format with thinking off: the grammar from the first token, as without reasoning", async (t) => {
+  for (const effort of ["none", "minimal"]) {
+    const r = await run("json", { ...jsonSchema, reasoningEffort: effort });
+    t.ok(r.prompt.endsWith("<think>\n\n</think>\n\n"), `${effort}: the template's empty thought, nothing opened after it`);
+    t.same([r.reasoning, r.answer, r.outcome.reasoningTokens], ["", JSON_THINKING_OFF_ANSWER, 0], effort);
+  }
+});
+
+t.test("response_format after reasoning: logprobs of the answer's tokens only, stop sequences in the answer", async (t) => {
+  const r = await run("json", { ...jsonSchema, ...sampling({ logprobs: true, topLogprobs: 1 }) });
+  t.same(r.deltas.flatMap((d) => d.logprobs ?? []).map((l) => Buffer.from(l.bytes).toString("utf8")), ['\n\n{"', "answer", '":', ' "', "yes", '"}']);
+  const stopped = await run("json", { ...jsonSchema, ...sampling({ stop: ["yes"] }) });
+  t.same([stopped.reasoning, stopped.answer, stopped.outcome.finishReason], [REPLIES.json.reasoning, '{"answer": "', FinishReason.FINISH_REASON_STOP]);
+});
+
+t.test("response_format: a thought still open when max_tokens runs out ends with length and no answer", async (t) => {
+  const r = await run("json", { ...jsonSchema, ...sampling({ maxTokens: 3 }) });
+  t.same([r.reasoning, r.answer, r.outcome.finishReason, r.outcome.completionTokens], ["The user wants", "", FinishReason.FINISH_REASON_LENGTH, 3]);
+  const closedAtTheEnd = await run("json", { ...jsonSchema, ...sampling({ maxTokens: 6 }) });
+  t.same([closedAtTheEnd.reasoning, closedAtTheEnd.answer, closedAtTheEnd.outcome.finishReason], [REPLIES.json.reasoning, "", FinishReason.FINISH_REASON_LENGTH], "a thought that closes on the last token leaves no room for the answer");
 });
