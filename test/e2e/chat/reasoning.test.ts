@@ -2,14 +2,15 @@
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
 import { specViolations } from "../../harness/openai-spec.js";
-import { REPLIES, scriptedModelId, THINKING_OFF_ANSWER, writeScriptedCatalog } from "../../harness/scripted-models.js";
+import { QWEN3_SCRIPTS, REPLIES, scriptedModelId, THINKING_OFF_ANSWER, writeScriptedCatalog } from "../../harness/scripted-models.js";
 
 // A reasoning model's reply through chat completions: the thought apart from the answer, under
 // both names clients read it by (reasoning_content and reasoning), streamed and not, for every
 // choice; reasoning_tokens counted; reasoning_effort honoured; either name accepted back in the
-// history. Models: Qwen3-style GGUFs whose replies are scripted (test/harness/scripted-models.ts).
+// history; gpt-oss's channels (harmony) split the same way. Models: Qwen3-style and gpt-oss-style
+// GGUFs whose replies are scripted (test/harness/scripted-models.ts).
 
-const { catalog } = writeScriptedCatalog();
+const { catalog } = writeScriptedCatalog([...QWEN3_SCRIPTS, "harmonyThink"]);
 const stack = await startStack(t, { env: { TRIBUTARY_CATALOG: catalog } });
 const THINK = scriptedModelId("think");
 const messages = [{ role: "user" as const, content: "Hi" }];
@@ -109,4 +110,18 @@ t.test("the reasoning of an assistant turn given back: either name, both when eq
   await bad({ reasoning_content: "A", reasoning: "B" }, "messages[1].reasoning");
   await bad({ reasoning_content: 5 }, "messages[1].reasoning_content");
   await bad({ reasoning: ["x"] }, "messages[1].reasoning");
+});
+
+t.test("gpt-oss: the analysis channel in reasoning_content, the final channel in content, no channel markup in any chunk", async (t) => {
+  const GPT_OSS = scriptedModelId("harmonyThink");
+  const c = await stack.client.chat.completions.create({ model: GPT_OSS, messages, reasoning_effort: "none" } as never) as Loose;
+  t.equal(c.choices[0].message.content, REPLIES.harmonyThink.answer);
+  t.equal(c.choices[0].message.reasoning_content, REPLIES.harmonyThink.reasoning, "effort none: gpt-oss still reasons (at its low level)");
+  t.equal(c.usage.completion_tokens_details.reasoning_tokens, REPLIES.harmonyThink.reasoningTokens);
+  const res = await stack.fetch("/v1/chat/completions", { method: "POST", body: JSON.stringify({ model: GPT_OSS, messages, stream: true, reasoning_effort: "high" }) });
+  const text = await res.text();
+  t.notMatch(text, /<\||\|>|channel|analysis/, "no piece of a channel header in the stream");
+  const deltas = text.split("\n\n").filter((e) => e.startsWith("data: {")).map((e) => JSON.parse(e.slice(6)).choices[0]?.delta ?? {});
+  t.equal(deltas.map((d) => d.reasoning_content ?? "").join(""), REPLIES.harmonyThink.reasoning);
+  t.equal(deltas.map((d) => d.content ?? "").join(""), REPLIES.harmonyThink.answer);
 });
