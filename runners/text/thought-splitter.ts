@@ -70,6 +70,11 @@ export class ThoughtSplitter {
     return this.state;
   }
 
+  /** The answer's text goes out as it comes: no thought, whitespace or header is left to drop before it. */
+  get answerBegun(): boolean {
+    return this.state === "answer" && !this.answerFresh;
+  }
+
   /** One token's text. */
   push(text: string, tokens = 1): SplitText {
     switch (this.state) {

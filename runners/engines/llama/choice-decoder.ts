@@ -212,12 +212,13 @@ export class ChoiceDecoder {
           if (r.hit) return FinishReason.FINISH_REASON_STOP;
         }
         text = parts.answer;
-        // Only answer tokens have logprobs (reasoning tokens have none, as with OpenAI's models).
+        // Only answer tokens have logprobs (reasoning tokens have none, as with OpenAI's models),
+        // nor do the ones of an answer header or of whitespace dropped before the answer.
         if (logprob && phase === "start") {
           if (thought.phase === "start") startLogprobs.push(logprob);
-          else if (thought.phase === "answer") for (const l of [...startLogprobs, logprob]) this.pendingLogprobs!.add(textIn, l);
+          else if (thought.answerBegun) for (const l of [...startLogprobs, logprob]) this.pendingLogprobs!.add(textIn, l);
           if (thought.phase !== "start") startLogprobs = [];
-        } else if (logprob && phase === "answer") this.pendingLogprobs!.add(textIn, logprob);
+        } else if (logprob && phase === "answer" && thought.answerBegun) this.pendingLogprobs!.add(textIn, logprob);
       } else if (logprob) this.pendingLogprobs!.add(textIn, logprob);
       if (json) {
         const end = json.push(text);

@@ -160,6 +160,11 @@ t.test("gpt-oss: the analysis channel is the reasoning, the final channel the an
   t.same(think.deltas.filter((d) => d.kind === "text").map((d) => d.text), ["Hello", " there", "!"], "the answer too, once its header (in plain pieces) is whole");
 });
 
+t.test("gpt-oss: logprobs cover the final message's text, not its header", async (t) => {
+  const r = await run("harmonySplit", { sampling: { temperature: 1, maxTokens: 64, n: 1, logprobs: true, topLogprobs: 0 } } as Partial<GenerateRequest>);
+  t.same(r.deltas.flatMap((d) => d.logprobs ?? []).map((l) => Buffer.from(l.bytes).toString("utf8")), ["Sure", "!"]);
+});
+
 t.test("gpt-oss: reasoning_effort sets the reasoning level of the system message (none and minimal: low; it cannot be turned off)", async (t) => {
   const levels: Record<string, string> = { "": "medium", none: "low", minimal: "low", low: "low", medium: "medium", high: "high", xhigh: "high", max: "high" };
   for (const [effort, level] of Object.entries(levels)) {
