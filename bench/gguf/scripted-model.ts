@@ -3,14 +3,19 @@ import { TensorType, ValueType, writeGguf, type TensorToWrite, type Value } from
 
 // Tiny models whose replies are scripted, for tests of what a serving stack does with a model's
 // output (splitting reasoning from the answer, tool calls after it, streaming boundaries), with a
-// real llama.cpp forward pass and a real tokenizer. A qwen3-architecture GGUF with a Qwen-style
-// byte-level BPE vocabulary (its special tokens: <|im_start|>, <|im_end|>, <think>, </think>,
-// <tool_call>, ...) whose one transformer layer is all zeros: what reaches the output is the
+// real llama.cpp forward pass and a real tokenizer. A qwen3-architecture GGUF with a byte-level BPE
+// vocabulary and the special tokens of a chat format (Qwen3's: <|im_start|>, <|im_end|>, <think>,
+// </think>, <tool_call>, ...; or gpt-oss's harmony tokens: <|start|>, <|channel|>, <|message|>,
+// <|end|>, <|return|>, ...) whose one transformer layer is all zeros: what reaches the output is the
 // current token's embedding, so the next token depends on the current one only (a bigram
 // machine). Each scripted token's embedding is a one-hot vector of its own, and the output matrix
 // maps it to its successor with a margin that makes the successor certain at any temperature.
-// A script starts after the token a prompt ends with: "\n" (Qwen's `<|im_start|>assistant\n`) or
-// "\n\n" (one merged token; the empty thought `<think>\n\n</think>\n\n` of thinking turned off).
+// A script starts after the token a generation prompt ends with: Qwen's "\n"
+// (`<|im_start|>assistant\n`) or "\n\n" (one merged token; the empty thought
+// `<think>\n\n</think>\n\n` of thinking turned off); harmony's "t" (`<|start|>assistant`, which
+// the vocabulary, with no merges but "\n\n", tokenizes byte by byte). A token has one successor:
+// a token a reply needs twice with different successors (harmony's `<|channel|>` of each
+// message) must be spelled the second time in plain pieces ("<|chan", "nel|>").
 
 /** GPT-2's bytes_to_unicode: how byte-level BPE vocabularies write each byte as a character. */
 const BYTE_CHARS: readonly string[] = (() => {
@@ -32,15 +37,52 @@ const TOKEN_NORMAL = 1;
 const TOKEN_CONTROL = 3;
 const TOKEN_USER_DEFINED = 4;
 
-/** Qwen3's special tokens: control tokens (never shown in text) and user-defined ones (shown as written). */
-export const CONTROL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] as const;
-export const USER_DEFINED_TOKENS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"] as const;
-type SpecialToken = (typeof CONTROL_TOKENS)[number] | (typeof USER_DEFINED_TOKENS)[number];
+/** A chat format's special tokens, and the token its generation prompt ends with. */
+export interface ScriptedFormat {
+  /** general.name of the model. */
+  name: string;
+  /** Control tokens (the detokenizer leaves them out of text, unless llama.cpp renders them by name). */
+  control: readonly string[];
+  /** User-defined tokens (shown as written). */
+  userDefined: readonly string[];
+  eos: string;
+  bos: string;
+  padding: string;
+  /** The text of the token a generation prompt ends with: a reply's script starts after it. */
+  promptEnd: string;
+}
+
+export const QWEN3_FORMAT: ScriptedFormat = {
+  name: "scripted-qwen3",
+  control: ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+  userDefined: ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"],
+  eos: "<|im_end|>",
+  bos: "<|endoftext|>",
+  padding: "<|endoftext|>",
+  promptEnd: "\n",
+};
+
+/**
+ * gpt-oss's harmony tokens, all control tokens as in its GGUF files (llama.cpp itself renders
+ * <|start|>, <|channel|>, <|message|>, <|constrain|> and, with <|return|> and <|call|> present,
+ * <|end|>, which it then no longer takes for an end of generation).
+ */
+export const HARMONY_FORMAT: ScriptedFormat = {
+  name: "scripted-gpt-oss",
+  control: ["<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>", "<|channel|>", "<|start|>", "<|end|>", "<|message|>", "<|call|>"],
+  userDefined: [],
+  eos: "<|return|>",
+  bos: "<|startoftext|>",
+  padding: "<|endoftext|>",
+  promptEnd: "t",
+};
 
 export interface ScriptedModel {
-  /** The reply after a prompt ending "\n": special tokens by name, other tokens by their text. */
-  afterNewline: readonly string[];
-  /** The reply after a prompt ending "\n\n" (thinking turned off), if any. */
+  /** Its special tokens and prompt end (QWEN3_FORMAT when not given). */
+  format?: ScriptedFormat;
+  /** The reply after a generation prompt (after its format's promptEnd): special tokens by name, other tokens by their text. */
+  reply: readonly string[];
+  /** The reply after a prompt ending "\n\n" (Qwen3 with thinking turned off), if any. */
   afterBlankLine?: readonly string[];
   /** A Jinja chat template to carry (tokenizer.chat_template); none by default. */
   chatTemplate?: string;
@@ -52,10 +94,10 @@ const FEED_FORWARD = 64;
 /** Logit of a scripted successor: 4 x sqrt(64) after the RMS norm of a one-hot vector, against 0. */
 const SUCCESSOR_WEIGHT = 4;
 
-const isSpecial = (t: string): t is SpecialToken => (CONTROL_TOKENS as readonly string[]).includes(t) || (USER_DEFINED_TOKENS as readonly string[]).includes(t);
-
 /** The vocabulary and the successor of each scripted token, as token ids. */
 export function scriptedVocabulary(model: ScriptedModel): { pieces: string[]; types: number[]; merges: string[]; next: Map<number, number> } {
+  const format = model.format ?? QWEN3_FORMAT;
+  const isSpecial = (t: string) => format.control.includes(t) || format.userDefined.includes(t);
   const pieces = [...BYTE_CHARS];
   const types = pieces.map(() => TOKEN_NORMAL);
   const ids = new Map<string, number>();
@@ -69,20 +111,20 @@ export function scriptedVocabulary(model: ScriptedModel): { pieces: string[]; ty
     return pieces.length - 1;
   };
   const blankLine = add(bytePiece("\n\n"), TOKEN_NORMAL);
-  for (const t of CONTROL_TOKENS) add(t, TOKEN_CONTROL);
-  for (const t of USER_DEFINED_TOKENS) add(t, TOKEN_USER_DEFINED);
+  for (const t of format.control) add(t, TOKEN_CONTROL);
+  for (const t of format.userDefined) add(t, TOKEN_USER_DEFINED);
   const next = new Map<number, number>();
   const chain = (start: number, script: readonly string[]) => {
     let from = start;
     for (const t of script) {
-      if (t === "\n" || t === "\n\n") throw new Error("a script token cannot be \"\\n\" or \"\\n\\n\": scripts start after them");
+      if (t === format.promptEnd || t === "\n\n") throw new Error(`a script token cannot be ${JSON.stringify(format.promptEnd)} or "\\n\\n": scripts start after them`);
       const id = isSpecial(t) ? ids.get(t)! : add(bytePiece(t), TOKEN_NORMAL);
       if (next.has(from)) throw new Error(`token ${JSON.stringify(pieces[from])} would have two successors: each scripted token may appear once`);
       next.set(from, id);
       from = id;
     }
   };
-  chain(ids.get(bytePiece("\n"))!, model.afterNewline);
+  chain(ids.get(bytePiece(format.promptEnd))!, model.reply);
   if (model.afterBlankLine) chain(blankLine, model.afterBlankLine);
   // "\n\n" is one token, as in Qwen's vocabulary, so a prompt with thinking turned off ends on it.
   return { pieces, types, merges: [`${bytePiece("\n")} ${bytePiece("\n")}`], next };
@@ -112,13 +154,14 @@ export function writeScriptedModel(path: string, model: ScriptedModel): void {
     if (!predecessors.has(to)) predecessors.set(to, new Set());
     predecessors.get(to)!.add(slot.get(from)!);
   }
-  const id = (t: SpecialToken) => pieces.indexOf(t);
+  const format = model.format ?? QWEN3_FORMAT;
+  const id = (t: string) => pieces.indexOf(t);
   const u32 = (value: number): Value => ({ type: ValueType.U32, value });
   const f32 = (value: number): Value => ({ type: ValueType.F32, value });
   const str = (value: string): Value => ({ type: ValueType.STRING, value });
   const metadata = new Map<string, Value>([
     ["general.architecture", str("qwen3")],
-    ["general.name", str("scripted-qwen3")],
+    ["general.name", str(format.name)],
     ["general.file_type", u32(0)], // all F32
     ["general.alignment", u32(32)],
     ["qwen3.context_length", u32(2048)],
@@ -136,9 +179,9 @@ export function writeScriptedModel(path: string, model: ScriptedModel): void {
     ["tokenizer.ggml.tokens", { type: ValueType.ARRAY, itemType: ValueType.STRING, items: pieces }],
     ["tokenizer.ggml.token_type", { type: ValueType.ARRAY, itemType: ValueType.I32, items: types }],
     ["tokenizer.ggml.merges", { type: ValueType.ARRAY, itemType: ValueType.STRING, items: merges }],
-    ["tokenizer.ggml.eos_token_id", u32(id("<|im_end|>"))],
-    ["tokenizer.ggml.padding_token_id", u32(id("<|endoftext|>"))],
-    ["tokenizer.ggml.bos_token_id", u32(id("<|endoftext|>"))],
+    ["tokenizer.ggml.eos_token_id", u32(id(format.eos))],
+    ["tokenizer.ggml.padding_token_id", u32(id(format.padding))],
+    ["tokenizer.ggml.bos_token_id", u32(id(format.bos))],
     ["tokenizer.ggml.add_bos_token", { type: ValueType.BOOL, value: false }],
   ]);
   if (model.chatTemplate) metadata.set("tokenizer.chat_template", str(model.chatTemplate));

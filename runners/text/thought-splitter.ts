@@ -1,6 +1,9 @@
 import { TriggerMatcher } from "./trigger-matcher.js";
 
-/** A model's thought segment, as its chat template marks it (Qwen3: `<think>` ... `</think>`). */
+/**
+ * A model's thought segment, as its chat template marks it (Qwen3: `<think>` ... `</think>`;
+ * gpt-oss: `<|channel|>analysis<|message|>` ... `<|end|>`).
+ */
 export interface ThoughtMarkers {
   /** Text that opens the segment at the start of the reply ("" when the template opens it itself). */
   open: string;
@@ -8,6 +11,13 @@ export interface ThoughtMarkers {
   close: string;
   /** The template opened the segment in the prompt: the reply starts inside it. */
   openAtStart: boolean;
+  /**
+   * Headers that open the answer, dropped from it, at the start of the reply or right after the
+   * thought (gpt-oss: `<|channel|>final<|message|>`, `<|start|>assistant<|channel|>final<|message|>`).
+   */
+  answerOpen?: readonly string[];
+  /** The header a reply writes between its thought and its answer, when the template has one (gpt-oss: `<|start|>assistant<|channel|>final<|message|>`). */
+  answerAfterThought?: string;
 }
 
 /** What one piece of streamed text held: reasoning first, then answer, either possibly empty. */
@@ -28,7 +38,8 @@ const isSpace = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0
  * `think`, `>`) is held back until it is whole, so it never leaks into either side. As templates
  * render them, whitespace right inside the markers and right after the thought is dropped
  * (`<think>\nreasoning\n</think>\n\nanswer` gives "reasoning" and "answer"); the trailing
- * whitespace of the reasoning is held until more reasoning shows it was inside.
+ * whitespace of the reasoning is held until more reasoning shows it was inside. An answer header
+ * (`answerOpen`) is dropped the same way; text that could still be one is held until it is known.
  *
  * `reasoningTokens` counts the tokens pushed while in the thought, the ones that open and close it
  * included (a token held at the start counts once it is known to open the thought).
@@ -43,18 +54,27 @@ export class ThoughtSplitter {
   private trailing = "";
   /** Nothing of the thought's text sent yet: its leading whitespace is dropped. */
   private thoughtFresh = true;
-  /** Nothing of the answer after a thought sent yet: its leading whitespace is dropped. */
+  /** Nothing of the answer after a thought (or an answer header) sent yet: its leading whitespace and header are dropped. */
   private answerFresh = false;
+  /** The answer's start, while it may still be an answer header. */
+  private answerHead = "";
+  private readonly answerOpen: readonly string[];
   reasoningTokens = 0;
 
   constructor(private readonly markers: ThoughtMarkers) {
     this.state = markers.openAtStart ? "thought" : "start";
     this.close = new TriggerMatcher([{ text: markers.close, kind: "close" }]);
+    this.answerOpen = (markers.answerOpen ?? []).filter((h) => h.length > 0);
   }
 
   /** Where the reply is: at its start (not yet known whether it opens a thought), in the thought, in the answer. */
   get phase(): State {
     return this.state;
+  }
+
+  /** The answer's text goes out as it comes: no thought, whitespace or header is left to drop before it. */
+  get answerBegun(): boolean {
+    return this.state === "answer" && !this.answerFresh;
   }
 
   /** One token's text. */
@@ -85,8 +105,12 @@ export class ThoughtSplitter {
         this.trailing = "";
         return reasoning ? { reasoning, answer: "" } : NOTHING;
       }
-      case "answer":
-        return NOTHING;
+      case "answer": {
+        // The start of a header that never came: answer text after all.
+        const answer = this.answerHead.trimStart();
+        this.answerHead = "";
+        return answer ? { reasoning: "", answer } : NOTHING;
+      }
     }
   }
 
@@ -97,7 +121,7 @@ export class ThoughtSplitter {
     while (i < this.head.length && isSpace(this.head.charCodeAt(i))) i++;
     const rest = this.head.slice(i);
     const open = this.markers.open;
-    if (rest.length === 0 || (open.length > rest.length && open.startsWith(rest))) return NOTHING; // may still open a thought
+    if (rest.length === 0 || mayBecome(rest, open) || this.answerOpen.some((h) => mayBecome(rest, h))) return NOTHING; // may still open a thought or the answer
     const head = this.head;
     this.head = "";
     if (open && rest.startsWith(open)) {
@@ -106,7 +130,10 @@ export class ThoughtSplitter {
       return this.inThought(rest.slice(open.length));
     }
     this.state = "answer";
-    return { reasoning: "", answer: head };
+    const header = this.answerOpen.find((h) => rest.startsWith(h));
+    if (header === undefined) return { reasoning: "", answer: head };
+    this.answerFresh = true;
+    return this.inAnswer(rest.slice(header.length));
   }
 
   private inThought(text: string): SplitText {
@@ -138,9 +165,20 @@ export class ThoughtSplitter {
   private inAnswer(text: string): SplitText {
     if (!this.answerFresh) return text ? { reasoning: "", answer: text } : NOTHING;
     let i = 0;
-    while (i < text.length && isSpace(text.charCodeAt(i))) i++;
-    const answer = text.slice(i);
-    if (answer) this.answerFresh = false;
-    return answer ? { reasoning: "", answer } : NOTHING;
+    const head = this.answerHead + text;
+    while (i < head.length && isSpace(head.charCodeAt(i))) i++;
+    const rest = head.slice(i);
+    if (this.answerOpen.some((h) => mayBecome(rest, h))) {
+      this.answerHead = rest;
+      return NOTHING;
+    }
+    this.answerHead = "";
+    const header = this.answerOpen.find((h) => rest.startsWith(h));
+    if (header !== undefined) return this.inAnswer(rest.slice(header.length));
+    if (rest) this.answerFresh = false;
+    return rest ? { reasoning: "", answer: rest } : NOTHING;
   }
 }
+
+/** Whether `text` is a proper beginning of `marker` (more text may complete it). */
+const mayBecome = (text: string, marker: string) => marker.length > text.length && marker.startsWith(text);

@@ -98,3 +98,42 @@ t.test("tokens held at the start count as reasoning once they open the thought",
   t.same([r.reasoning, r.answer], ["x", "y"]);
   t.equal(r.reasoningTokens, 5);
 });
+
+// gpt-oss (harmony): the analysis channel's message is the thought, the final channel's the answer.
+const HARMONY: ThoughtMarkers = {
+  open: "<|channel|>analysis<|message|>",
+  close: "<|end|>",
+  openAtStart: false,
+  answerOpen: ["<|channel|>final<|message|>", "<|start|>assistant<|channel|>final<|message|>"],
+};
+const HARMONY_REPLY = "<|channel|>analysis<|message|>Let me think.<|end|><|start|>assistant<|channel|>final<|message|>Hello there!";
+
+t.test("harmony: the analysis message is the reasoning, the final one the answer, whatever the tokens", async (t) => {
+  const chunkings: string[][] = [[HARMONY_REPLY], [...HARMONY_REPLY]];
+  for (let i = 1; i < HARMONY_REPLY.length; i++) chunkings.push([HARMONY_REPLY.slice(0, i), HARMONY_REPLY.slice(i)]);
+  let bad = 0;
+  for (const tokens of chunkings) {
+    const r = split(tokens, HARMONY);
+    const leaked = r.steps.some((s) => /<\||\|>/.test(s.reasoning + s.answer));
+    if (r.reasoning !== "Let me think." || r.answer !== "Hello there!" || leaked) {
+      bad++;
+      t.fail(`${JSON.stringify(tokens)} gave ${JSON.stringify([r.reasoning, r.answer])}${leaked ? ", a marker leaked" : ""}`);
+    }
+  }
+  t.equal(bad, 0, `${chunkings.length} chunkings`);
+  const r = split(["<|channel|>", "analysis", "<|message|>", "Let", " me", " think", ".", "<|end|>", "<|start|>", "assistant", "<|channel|>", "final", "<|message|>", "Hello", "!"], HARMONY);
+  t.equal(r.reasoningTokens, 8, "the analysis message's tokens, its header through <|end|>");
+  t.same(r.steps.map((s) => s.answer), ["", "", "", "", "", "", "", "", "", "", "", "", "", "Hello", "!"], "the final header is held, then dropped");
+});
+
+t.test("harmony: a reply that is the final message at once is all answer, its header dropped", async (t) => {
+  const r = split(["<|channel|>", "final", "<|message|>", "Direct", " answer."], HARMONY);
+  t.same([r.reasoning, r.answer, r.reasoningTokens], ["", "Direct answer.", 0]);
+  t.same(split(["Plain", " text"], HARMONY).answer, "Plain text", "no header: answer as it came");
+});
+
+t.test("harmony: another message after the analysis (a call in the commentary channel) goes out whole as answer text, for the call matcher", async (t) => {
+  const r = split(["<|channel|>analysis<|message|>", "I should call it.", "<|end|>", "<|start|>assistant<|channel|>", "commentary", " to=functions.f"], HARMONY);
+  t.same([r.reasoning, r.answer], ["I should call it.", "<|start|>assistant<|channel|>commentary to=functions.f"]);
+  t.same(split(["<|channel|>analysis<|message|>x<|end|>", "<|start|>assist"], HARMONY).answer, "<|start|>assist", "a header cut short by the end of the reply: answer after all");
+});

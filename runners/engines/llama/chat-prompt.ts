@@ -1,9 +1,11 @@
 import {
   GeneralChatWrapper,
+  HarmonyChatWrapper,
   isLlamaText,
   LlamaText,
   QwenChatWrapper,
   resolveChatWrapper,
+  SpecialTokensText,
   type ChatHistoryItem,
   type ChatModelFunctionCall,
   type ChatModelFunctions,
@@ -11,6 +13,7 @@ import {
   type ChatWrapper,
   type LlamaModel,
   type ResolveChatWrapperWithModelOptions,
+  type Token,
 } from "node-llama-cpp";
 import type { ChatMessage } from "../../../proto/gen/tributary/v1/inference.js";
 import type { ThoughtMarkers } from "../../text/thought-splitter.js";
@@ -40,12 +43,29 @@ export function chooseChatWrapper(model: LlamaModel, setting: string, customWrap
  * What OpenAI's reasoning_effort asks of a template family that has a switch for it, as
  * node-llama-cpp's settings of that family's wrapper; undefined: the template's own default
  * (effort "" or one the family has no switch for). Qwen3: thinking off for `none` and `minimal`
- * (its template's enable_thinking=false: an empty thought in the prompt).
+ * (its template's enable_thinking=false: an empty thought in the prompt). gpt-oss (harmony): the
+ * system message's `Reasoning: low|medium|high`; it cannot turn reasoning off, so `none` and
+ * `minimal` ask for `low`, `xhigh` and `max` for `high`.
  */
 export function effortSettings(wrapper: ChatWrapper, effort: string): { key: string; settings: WrapperSettings } | undefined {
   if (wrapper instanceof QwenChatWrapper && (effort === "none" || effort === "minimal")) return { key: "qwen-thinking-off", settings: { qwen: { thoughts: "discourage" } } };
+  if (wrapper instanceof HarmonyChatWrapper) {
+    const level = HARMONY_REASONING_LEVELS[effort];
+    if (!level || level === wrapper.reasoningEffort) return undefined;
+    return { key: `harmony-reasoning-${level}`, settings: { harmony: { reasoningEffort: level } } };
+  }
   return undefined;
 }
+
+const HARMONY_REASONING_LEVELS: Readonly<Record<string, "low" | "medium" | "high">> = {
+  none: "low",
+  minimal: "low",
+  low: "low",
+  medium: "medium",
+  high: "high",
+  xhigh: "high",
+  max: "high",
+};
 
 /**
  * A model's chat wrappers: the template's own, and the variants reasoning efforts ask for
@@ -69,24 +89,58 @@ export class ChatWrappers {
   }
 }
 
+/** A wrapper's thought segment, as the engine splits replies on it. */
+export interface ThoughtSegment {
+  /** Its markers as text. */
+  markers: ThoughtMarkers;
+  /** Control tokens of the markers, which the decoder detokenizes with their text (see thoughtSegment). */
+  shownTokens: ReadonlySet<Token>;
+  /** Every token of the markers: none of them ends a reply (see LlamaEngine's isEogToken). */
+  markerTokens: ReadonlySet<Token>;
+}
+
+/** gpt-oss's answer: the final channel's message (the reply's first, or one after the analysis). */
+const HARMONY_FINAL = "<|channel|>final<|message|>";
+const HARMONY_NEXT_MESSAGE = "<|start|>assistant";
+
 /**
  * The thought segment of a wrapper's template (its segment definitions), as the text markers a
- * reply is split on; undefined when it has none, or when its markers do not show in the text the
- * engine decodes (control tokens, which the detokenizer leaves out: then nothing can be split).
+ * reply is split on; undefined when it has none, or when its markers cannot show in the text.
+ *
+ * Markers made of control tokens (gpt-oss's `<|channel|>`, `<|message|>`, `<|end|>`) are left out
+ * of the text by the detokenizer (llama.cpp renders some of gpt-oss's, by name, in some builds
+ * only). Rather than split on token ids, with a second splitter beside the text one, the decoder
+ * detokenizes exactly the markers' control tokens with their text (`shownTokens`): the markers
+ * then show where the model wrote them, whatever the build, and other control tokens stay hidden.
  */
-export function thoughtMarkers(wrapper: ChatWrapper, model: LlamaModel): ThoughtMarkers | undefined {
+export function thoughtSegment(wrapper: ChatWrapper, model: LlamaModel): ThoughtSegment | undefined {
   const thought = wrapper.settings.segments?.thought;
   if (!thought?.suffix) return undefined;
-  const visible = (marker: string | LlamaText) => {
+  const shownTokens = new Set<Token>();
+  const markerTokens = new Set<Token>();
+  const shown = (marker: string | LlamaText) => {
     const text = LlamaText(marker);
-    const shown = model.detokenize(text.tokenize(model.tokenizer), false).trim();
-    return shown === text.toString().trim() ? shown : undefined;
+    const tokens = text.tokenize(model.tokenizer);
+    for (const t of tokens) markerTokens.add(t);
+    const hidden = tokens.filter((t) => model.detokenize([t], false) === "" && model.detokenize([t], true) !== "");
+    for (const t of hidden) shownTokens.add(t);
+    const rendered = (hidden.length === 0 ? model.detokenize(tokens, false) : tokens.map((t) => model.detokenize([t], hidden.includes(t))).join("")).trim();
+    return rendered === text.toString().trim() ? rendered : undefined;
   };
   const openedOnStart = !isLlamaText(thought.prefix) && typeof thought.prefix === "object";
-  const open = openedOnStart ? "" : visible(thought.prefix as string | LlamaText);
-  const close = visible(thought.suffix);
+  const open = openedOnStart ? "" : shown(thought.prefix as string | LlamaText);
+  const close = shown(thought.suffix);
   if (open === undefined || !close) return undefined;
-  return { open, close, openAtStart: openedOnStart || thought.openOnResponseStart === true };
+  const markers: ThoughtMarkers = { open, close, openAtStart: openedOnStart || thought.openOnResponseStart === true };
+  if (wrapper instanceof HarmonyChatWrapper) {
+    // A harmony reply is a sequence of messages (the prompt ends with the first one's
+    // `<|start|>assistant`): the analysis channel's is the thought, the final channel's the answer.
+    const headers = [HARMONY_FINAL, HARMONY_NEXT_MESSAGE + HARMONY_FINAL].map((h) => shown(LlamaText(new SpecialTokensText(h))));
+    if (headers.some((h) => h === undefined)) return undefined;
+    markers.answerOpen = headers as string[];
+    markers.answerAfterThought = headers[1];
+  }
+  return { markers, shownTokens, markerTokens };
 }
 
 /**
@@ -168,9 +222,12 @@ export function renderPrompt(wrapper: ChatWrapper, messages: readonly ChatMessag
 
 /** The model's syntax for calling a function, as the template teaches it. */
 export interface CallSyntax {
+  /** Texts that start a call in a reply. */
   prefixes: string[];
-  /** The canonical prefix, written into the context to force a call. */
+  /** The canonical prefix, written into the context to force a call (at the reply's start). */
   prefix: LlamaText;
+  /** What is written into the context for a prefix found in the reply, when not `prefix`. */
+  writtenFor: ReadonlyMap<string, LlamaText>;
   paramsPrefix: LlamaText;
   suffix: LlamaText;
   /** Text that starts a function result: after a call the model would wait for it. */
@@ -179,12 +236,27 @@ export interface CallSyntax {
 
 export function callSyntaxOf(wrapper: ChatWrapper): CallSyntax {
   const call = wrapper.settings.functions.call;
-  const prefix = LlamaText(call.prefix);
-  const prefixes = [prefix.toString(), ...(call.prefixAlternateMatches ?? []).map((p) => LlamaText(p).toString())]
+  let prefix = LlamaText(call.prefix);
+  const writtenFor = new Map<string, LlamaText>();
+  if (wrapper instanceof HarmonyChatWrapper) {
+    // gpt-oss calls in a message of its own, in the commentary channel: the wrapper's prefix
+    // (" to=functions.") follows that message's header, which is matched with it (none of it is
+    // answer text) and written with it. The recipient may come before the channel too (OpenAI's
+    // own template writes `<|start|>assistant to=functions.NAME<|channel|>commentary json`).
+    const atStart = LlamaText(new SpecialTokensText("<|channel|>commentary"), prefix);
+    const afterMessage = LlamaText(new SpecialTokensText(HARMONY_NEXT_MESSAGE), atStart);
+    writtenFor.set(afterMessage.toString(), afterMessage);
+    writtenFor.set(LlamaText(new SpecialTokensText(HARMONY_NEXT_MESSAGE), prefix).toString(), afterMessage);
+    writtenFor.set(atStart.toString(), atStart);
+    writtenFor.set(prefix.toString(), atStart);
+    prefix = atStart;
+  }
+  const prefixes = [...writtenFor.keys(), prefix.toString(), ...(call.prefixAlternateMatches ?? []).map((p) => LlamaText(p).toString())]
     .filter((p, i, all) => p.trim().length > 0 && all.indexOf(p) === i);
   return {
     prefixes,
     prefix,
+    writtenFor,
     paramsPrefix: LlamaText(call.paramsPrefix),
     suffix: LlamaText(call.suffix),
     resultPrefix: LlamaText(wrapper.settings.functions.result.prefix).toString().trim(),

@@ -4,9 +4,9 @@ import { newId } from "../../../lib/ids.js";
 import { JsonCompletionTracker } from "../../text/json-completion.js";
 import { TriggerMatcher } from "../../text/trigger-matcher.js";
 import { TokenOffsets } from "../../text/token-offsets.js";
-import { ThoughtSplitter, type ThoughtMarkers } from "../../text/thought-splitter.js";
+import { ThoughtSplitter } from "../../text/thought-splitter.js";
 import type { ChoiceOutcome, ChoiceSink } from "../engine.js";
-import type { CallSyntax } from "./chat-prompt.js";
+import type { CallSyntax, ThoughtSegment } from "./chat-prompt.js";
 import { IncrementalDetokenizer } from "./incremental-detokenizer.js";
 import { ContextFullError, type SlotSequence } from "./slot-sequence.js";
 import type { TokenBytes } from "./token-bytes.js";
@@ -35,7 +35,7 @@ export interface DecodePlan {
   /** Each answer token's log probability, with this many alternatives (0-20); undefined: none. */
   logprobs: { top: number } | undefined;
   /** The template's thought segment: reasoning is split from the answer on it; undefined: none. */
-  thought: ThoughtMarkers | undefined;
+  thought: ThoughtSegment | undefined;
 }
 
 export interface ToolPlan {
@@ -177,9 +177,9 @@ export class ChoiceDecoder {
     const triggers = [...stops];
     if (tools) for (const text of tools.syntax.prefixes) triggers.push({ text, kind: "call" });
     const matcher = new TriggerMatcher<Kind>(triggers);
-    const thought = this.plan.thought ? new ThoughtSplitter(this.plan.thought) : undefined;
+    const thought = this.plan.thought ? new ThoughtSplitter(this.plan.thought.markers) : undefined;
     const reasoningStops = thought ? new TriggerMatcher<Kind>(stops) : undefined;
-    const detok = new IncrementalDetokenizer(this.model, this.plan.prompt);
+    const detok = new IncrementalDetokenizer(this.model, this.plan.prompt, this.plan.thought?.shownTokens);
     const grammar = this.plan.responseGrammar;
     const json = grammar ? new JsonCompletionTracker() : undefined;
     const promptLength = this.plan.prompt.length;
@@ -189,7 +189,7 @@ export class ChoiceDecoder {
     let textIn = 0;
     /** Logprobs of tokens at the start of the reply, while it is not known whether they open a thought. */
     let startLogprobs: TokenLogprob[] = [];
-    /** The reply as generated before its answer (the thought segment and the whitespace after it). */
+    /** The reply as generated before its answer (the thought segment, and the whitespace or header after it). */
     let beforeAnswer = "";
     let answerStarted = thought === undefined;
     this.thought = thought;
@@ -211,8 +211,10 @@ export class ChoiceDecoder {
           const phase = thought.phase;
           const parts = thought.push(raw);
           if (!answerStarted) {
-            beforeAnswer += parts.answer ? raw.slice(0, raw.length - parts.answer.length) : raw;
+            // The first answer text ends the reply so far (the splitter holds nothing after it).
+            beforeAnswer += raw;
             answerStarted = parts.answer.length > 0;
+            if (answerStarted) beforeAnswer = beforeAnswer.slice(0, Math.max(0, beforeAnswer.length - parts.answer.length));
           }
           if (parts.reasoning) {
             const r = reasoningStops!.push(parts.reasoning);
@@ -222,21 +224,26 @@ export class ChoiceDecoder {
           if (grammarWaits && thought.phase === "answer") {
             // The context as it stands ends with the close marker (and maybe whitespace), the
             // grammar's start. A token that carried answer text past the marker was sampled
-            // without the grammar: the context is rewritten to end at the marker instead.
+            // without the grammar: the context is rewritten to end at the marker instead. A
+            // template whose answer follows a header of its own (gpt-oss's next message, in the
+            // final channel) gets it written here: the grammar holds for the answer after it.
             if (parts.answer) {
               await this.slot.truncate(promptLength);
               feed = this.model.tokenize(beforeAnswer.trimEnd(), true);
             } else feed = [];
+            const header = this.plan.thought!.markers.answerAfterThought;
+            if (header) feed = [...feed, ...this.model.tokenize(header, true)];
             answerUnderGrammar = true;
             break;
           }
           text = parts.answer;
-          // Only answer tokens have logprobs (reasoning tokens have none, as with OpenAI's models).
+          // Only answer tokens have logprobs (reasoning tokens have none, as with OpenAI's models),
+          // nor do the ones of an answer header or of whitespace dropped before the answer.
           if (logprob && phase === "start") {
             if (thought.phase === "start") startLogprobs.push(logprob);
-            else if (thought.phase === "answer") for (const l of [...startLogprobs, logprob]) this.pendingLogprobs!.add(textIn, l);
+            else if (thought.answerBegun) for (const l of [...startLogprobs, logprob]) this.pendingLogprobs!.add(textIn, l);
             if (thought.phase !== "start") startLogprobs = [];
-          } else if (logprob && phase === "answer") this.pendingLogprobs!.add(textIn, logprob);
+          } else if (logprob && phase === "answer" && thought.answerBegun) this.pendingLogprobs!.add(textIn, logprob);
         } else if (logprob) this.pendingLogprobs!.add(textIn, logprob);
         if (json) {
           // A value under the grammar may follow whitespace (after a thought): the answer starts at the value.
@@ -250,10 +257,10 @@ export class ChoiceDecoder {
         content += m.emit;
         if (m.hit?.kind === "stop") return FinishReason.FINISH_REASON_STOP;
         if (m.hit?.kind === "call" && tools) {
-          // Rewrite the context as the reasoning, the content and the canonical call prefix (the
-          // thought as generated: its markers are special tokens), then decode the call under grammars.
+          // Rewrite the context as the reasoning, the content and the call prefix in its written form
+          // (the thought as generated: its markers are special tokens), then decode the call under grammars.
           await this.slot.truncate(promptLength);
-          const prefix = this.tokenize(tools.syntax.prefix);
+          const prefix = this.tokenize(tools.syntax.writtenFor.get(m.hit.text) ?? tools.syntax.prefix);
           const before = beforeAnswer ? this.model.tokenize(beforeAnswer, true) : [];
           await this.callLoop(tools, [...before, ...(content ? this.tokenize(content) : []), ...prefix], undefined);
           return FinishReason.FINISH_REASON_TOOL_CALLS;
@@ -368,7 +375,7 @@ export class ChoiceDecoder {
     const triggers: Array<{ text: string; kind: Kind }> = tools.syntax.prefixes.map((text) => ({ text, kind: "call" }));
     if (tools.syntax.resultPrefix) triggers.push({ text: tools.syntax.resultPrefix, kind: "result" });
     const matcher = new TriggerMatcher<Kind>(triggers);
-    const detok = new IncrementalDetokenizer(this.model, suffix);
+    const detok = new IncrementalDetokenizer(this.model, suffix, this.plan.thought?.shownTokens);
     let seen = 0;
     for await (const token of this.slot.generate(suffix, this.options)) {
       this.count(token);
@@ -376,7 +383,7 @@ export class ChoiceDecoder {
       const m = matcher.push(detok.push(token));
       if (m.hit?.kind === "call") {
         await this.slot.truncate(before);
-        return [...suffix, ...this.tokenize(tools.syntax.prefix)];
+        return [...suffix, ...this.tokenize(tools.syntax.writtenFor.get(m.hit.text) ?? tools.syntax.prefix)];
       }
       if (m.hit || m.emit.trim().length > 0 || ++seen >= CONTINUATION_LOOKAHEAD || !this.budgetLeft) return undefined;
     }

@@ -5,8 +5,7 @@ import type { Logger } from "../../../lib/log.js";
 import { EngineRequestError, type DecodeThreadsStatus, type ChoiceOutcome, type ChoiceSink, type Engine, type PreparedRequest } from "../engine.js";
 import { dropOldestTurns } from "../context-fit.js";
 import { fitsContext, resolveOutputBudget } from "../output-budget.js";
-import { callSyntaxOf, ChatWrappers, renderPrompt, replyMayOpenThought, thoughtMarkers, type CallSyntax } from "./chat-prompt.js";
-import type { ThoughtMarkers } from "../../text/thought-splitter.js";
+import { callSyntaxOf, ChatWrappers, renderPrompt, replyMayOpenThought, thoughtSegment, type CallSyntax, type ThoughtSegment } from "./chat-prompt.js";
 import { ChoiceDecoder, MAX_CALLS_PER_CHOICE, type DecodePlan, type ToolPlan } from "./choice-decoder.js";
 import { GrammarCache } from "./grammar-cache.js";
 import { UnsupportedSchemaError } from "./json-schema-subset.js";
@@ -70,8 +69,8 @@ export class LlamaEngine implements Engine {
   private steps: DecodeSteps | undefined;
   private tuner: ThreadTuner | undefined;
   private wrappers!: ChatWrappers;
-  /** Per wrapper (the template's and its effort variants): its call syntax and thought markers. */
-  private readonly wrapperTraits = new Map<ChatWrapper, { callSyntax: CallSyntax; thought: ThoughtMarkers | undefined }>();
+  /** Per wrapper (the template's and its effort variants): its call syntax and thought segment. */
+  private readonly wrapperTraits = new Map<ChatWrapper, { callSyntax: CallSyntax; thought: ThoughtSegment | undefined }>();
   private grammars!: GrammarCache;
   private vocabularySize = 0;
   private tokenBytes!: TokenBytes;
@@ -118,16 +117,21 @@ export class LlamaEngine implements Engine {
       samplesFollowDecode: this.options.samplesFollowDecode ?? false,
       ...(tuner ? { threads: tuner } : {}),
     });
+    this.wrappers = new ChatWrappers(this.model, this.spec.chatTemplate);
+    const base = this.traitsOf(this.wrappers.base);
+    // node-llama-cpp ends generation on llama.cpp's end-of-turn token (eot) too, even where
+    // llama.cpp does not: gpt-oss's <|end|> (its eot by name) closes every message, the analysis
+    // one included, and the reply goes on to <|return|> or <|call|>. A token of the template's
+    // thought markers never ends a reply.
+    const insideReply = base.thought?.markerTokens;
     const slotContext = {
       native: opened.native,
       steps: this.steps,
       contextSize: this.context.contextSize,
       createSampler: opened.createSampler,
-      isEogToken: (token: Token) => model.isEogToken(token),
+      isEogToken: (token: Token) => model.isEogToken(token) && !insideReply?.has(token),
     };
     this.sequences = opened.sequenceIds.map((id) => new SlotSequence(slotContext, id));
-    this.wrappers = new ChatWrappers(this.model, this.spec.chatTemplate);
-    const base = this.traitsOf(this.wrappers.base);
     this.grammars = new GrammarCache(this.llama);
     this.tokenBytes = new TokenBytes(this.model);
     const vocabulary = (this.model.fileInfo.metadata as { tokenizer?: { ggml?: { tokens?: readonly unknown[] } } }).tokenizer?.ggml?.tokens;
@@ -135,7 +139,7 @@ export class LlamaEngine implements Engine {
     this.options.log.info("model loaded", {
       path,
       template: this.wrappers.base.wrapperName,
-      thoughtSegment: base.thought ? `${base.thought.open || "(opened by the template)"} ... ${base.thought.close}` : "none",
+      thoughtSegment: base.thought ? `${base.thought.markers.open || "(opened by the template)"} ... ${base.thought.markers.close}` : "none",
       contextPerSlot: this.context.contextSize,
       slots: this.slots,
       threads: this.spec.threads,
@@ -157,7 +161,7 @@ export class LlamaEngine implements Engine {
     if (choices > this.slots)
       throw new EngineRequestError(ErrorCode.ERROR_CODE_INVALID_REQUEST, `n (${choices}) exceeds this model's ${this.slots} decoding slots`, "n");
 
-    // The template as the request's reasoning effort asks for it (Qwen3: thinking on or off).
+    // The template as the request's reasoning effort asks for it (Qwen3: thinking on or off; gpt-oss: its reasoning level).
     const wrapper = this.wrappers.forEffort(request.reasoningEffort);
     const traits = this.traitsOf(wrapper);
     const tools = this.toolPlan(request, traits.callSyntax);
@@ -205,12 +209,12 @@ export class LlamaEngine implements Engine {
       // the marker: otherwise its first token would be sampled free of the grammar whenever it
       // does not open one. With thinking off the template closed an empty thought: the grammar
       // holds from the first token, as without reasoning.
-      if (replyMayOpenThought(renderedChat, thought)) {
-        prompt = [...prompt, ...this.model.tokenize(thought.open, true)];
-        if (renderedPrompt !== undefined) renderedPrompt += thought.open;
-        thought = { ...thought, openAtStart: true };
+      if (replyMayOpenThought(renderedChat, thought.markers)) {
+        prompt = [...prompt, ...this.model.tokenize(thought.markers.open, true)];
+        if (renderedPrompt !== undefined) renderedPrompt += thought.markers.open;
+        thought = { ...thought, markers: { ...thought.markers, openAtStart: true } };
       }
-      if (thought.openAtStart) responseGrammar = this.grammars.afterThought(responseGrammar);
+      if (thought.markers.openAtStart) responseGrammar = this.grammars.afterThought(responseGrammar);
     }
 
     const maxTokens = resolveOutputBudget(this.spec, prompt.length, sampling?.maxTokens ?? 0);
@@ -281,10 +285,10 @@ export class LlamaEngine implements Engine {
     await this.llama?.dispose();
   }
 
-  /** A wrapper's call syntax and thought markers, found once per wrapper. */
-  private traitsOf(wrapper: ChatWrapper): { callSyntax: CallSyntax; thought: ThoughtMarkers | undefined } {
+  /** A wrapper's call syntax and thought segment, found once per wrapper. */
+  private traitsOf(wrapper: ChatWrapper): { callSyntax: CallSyntax; thought: ThoughtSegment | undefined } {
     let traits = this.wrapperTraits.get(wrapper);
-    if (!traits) this.wrapperTraits.set(wrapper, (traits = { callSyntax: callSyntaxOf(wrapper), thought: thoughtMarkers(wrapper, this.model) }));
+    if (!traits) this.wrapperTraits.set(wrapper, (traits = { callSyntax: callSyntaxOf(wrapper), thought: thoughtSegment(wrapper, this.model) }));
     return traits;
   }
 

@@ -2,14 +2,16 @@
 import t from "tap";
 import { startStack } from "../../harness/stack.js";
 import { specViolations } from "../../harness/openai-spec.js";
-import { JSON_SCHEMA, JSON_THINKING_OFF_ANSWER, REPLIES, scriptedModelId, THINKING_OFF_ANSWER, writeScriptedCatalog } from "../../harness/scripted-models.js";
+import { JSON_SCHEMA, JSON_THINKING_OFF_ANSWER, QWEN3_SCRIPTS, REPLIES, scriptedModelId, THINKING_OFF_ANSWER, writeScriptedCatalog } from "../../harness/scripted-models.js";
 
 // A reasoning model's reply through chat completions: the thought apart from the answer, under
 // both names clients read it by (reasoning_content and reasoning), streamed and not, for every
 // choice; reasoning_tokens counted; reasoning_effort honoured; either name accepted back in the
-// history; response_format after the reasoning (the content alone is the JSON). Models: Qwen3-style GGUFs whose replies are scripted (test/harness/scripted-models.ts).
+// history; response_format after the reasoning (the content alone is the JSON); gpt-oss's
+// channels (harmony) split the same way. Models: Qwen3-style and gpt-oss-style GGUFs whose replies
+// are scripted (test/harness/scripted-models.ts).
 
-const { catalog } = writeScriptedCatalog();
+const { catalog } = writeScriptedCatalog([...QWEN3_SCRIPTS, "json", "harmonyThink"]);
 const stack = await startStack(t, { env: { TRIBUTARY_CATALOG: catalog } });
 const THINK = scriptedModelId("think");
 const messages = [{ role: "user" as const, content: "Hi" }];
@@ -137,4 +139,18 @@ t.test("response_format json_schema: the model reasons first, the content alone 
   t.equal(short.choices[0]!.finish_reason, "length", "the reasoning ate the budget");
   t.notOk(short.choices[0]!.message.content, "no content");
   t.equal((short.choices[0]!.message as Loose).reasoning_content, "The user wants");
+});
+
+t.test("gpt-oss: the analysis channel in reasoning_content, the final channel in content, no channel markup in any chunk", async (t) => {
+  const GPT_OSS = scriptedModelId("harmonyThink");
+  const c = await stack.client.chat.completions.create({ model: GPT_OSS, messages, reasoning_effort: "none" } as never) as Loose;
+  t.equal(c.choices[0].message.content, REPLIES.harmonyThink.answer);
+  t.equal(c.choices[0].message.reasoning_content, REPLIES.harmonyThink.reasoning, "effort none: gpt-oss still reasons (at its low level)");
+  t.equal(c.usage.completion_tokens_details.reasoning_tokens, REPLIES.harmonyThink.reasoningTokens);
+  const res = await stack.fetch("/v1/chat/completions", { method: "POST", body: JSON.stringify({ model: GPT_OSS, messages, stream: true, reasoning_effort: "high" }) });
+  const text = await res.text();
+  t.notMatch(text, /<\||\|>|channel|analysis/, "no piece of a channel header in the stream");
+  const deltas = text.split("\n\n").filter((e) => e.startsWith("data: {")).map((e) => JSON.parse(e.slice(6)).choices[0]?.delta ?? {});
+  t.equal(deltas.map((d) => d.reasoning_content ?? "").join(""), REPLIES.harmonyThink.reasoning);
+  t.equal(deltas.map((d) => d.content ?? "").join(""), REPLIES.harmonyThink.answer);
 });

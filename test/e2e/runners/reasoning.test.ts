@@ -2,22 +2,24 @@ import t from "tap";
 import { createLogger } from "../../../lib/log.js";
 import { loadCatalog } from "../../../modules/catalog/mod.js";
 import { FinishReason, GenerateRequest, ResponseFormat_Type, type TokenLogprob, type ToolCallDelta } from "../../../proto/gen/tributary/v1/inference.js";
-import { QwenChatWrapper } from "node-llama-cpp";
+import { HarmonyChatWrapper, QwenChatWrapper } from "node-llama-cpp";
 import { LlamaEngine } from "../../../runners/engines/llama/llama-engine.js";
 import { renderPrompt } from "../../../runners/engines/llama/chat-prompt.js";
-import { JSON_SCHEMA, JSON_THINKING_OFF_ANSWER, REPLIES, scriptedModelId, THINKING_OFF_ANSWER, writeScriptedCatalog, type ScriptName } from "../../harness/scripted-models.js";
+import { HARMONY_SCRIPTS, JSON_SCHEMA, JSON_SCRIPTS, JSON_THINKING_OFF_ANSWER, QWEN3_SCRIPTS, REPLIES, scriptedModelId, THINKING_OFF_ANSWER, writeScriptedCatalog, type ScriptName } from "../../harness/scripted-models.js";
 
-// Reasoning in the llama engine, on Qwen3-style models whose replies are scripted token by token
+// Reasoning in the llama engine, on models whose replies are scripted token by token
 // (test/harness/scripted-models.ts): the thought segment of the template (node-llama-cpp's Qwen
-// wrapper) splits each reply into reasoning and answer as it streams, a `</think>` split across
-// tokens included; reasoning tokens are counted; reasoning_effort none/minimal turns thinking off
-// in the prompt; a tool call after the reasoning still parses; under response_format the model
-// reasons freely and only its answer keeps to the grammar.
+// wrapper; its Harmony wrapper for gpt-oss's channels) splits each reply into reasoning and answer
+// as it streams, markers split across tokens included; reasoning tokens are counted;
+// reasoning_effort turns Qwen3's thinking off, and sets gpt-oss's reasoning level, in the prompt;
+// a tool call after the reasoning still parses; reasoning given back renders as the thought; under
+// response_format the model reasons freely and only its answer keeps to the grammar.
 
-const { catalog } = writeScriptedCatalog();
+const NAMES = [...QWEN3_SCRIPTS, ...JSON_SCRIPTS, "hiddenThink", ...HARMONY_SCRIPTS] as const;
+const { catalog } = writeScriptedCatalog(NAMES);
 const specs = loadCatalog(catalog);
 const engines = new Map<ScriptName, LlamaEngine>();
-for (const name of ["think", "splitClose", "tool", "json", "jsonSplitClose"] as const) {
+for (const name of NAMES) {
   const spec = specs.find((s) => s.id === scriptedModelId(name))!;
   const engine = new LlamaEngine(spec, { modelPath: async () => spec.source, log: createLogger("test") });
   await engine.load();
@@ -184,4 +186,87 @@ t.test("response_format: a thought still open when max_tokens runs out ends with
   t.same([r.reasoning, r.answer, r.outcome.finishReason, r.outcome.completionTokens], ["The user wants", "", FinishReason.FINISH_REASON_LENGTH, 3]);
   const closedAtTheEnd = await run("json", { ...jsonSchema, ...sampling({ maxTokens: 6 }) });
   t.same([closedAtTheEnd.reasoning, closedAtTheEnd.answer, closedAtTheEnd.outcome.finishReason], [REPLIES.json.reasoning, "", FinishReason.FINISH_REASON_LENGTH], "a thought that closes on the last token leaves no room for the answer");
+});
+
+t.test("`<think>` and `</think>` as control tokens (hidden from text): the decoder shows them, the reply still splits", async (t) => {
+  const r = await run("hiddenThink");
+  t.same([r.reasoning, r.answer, r.outcome.reasoningTokens], [REPLIES.hiddenThink.reasoning, REPLIES.hiddenThink.answer, REPLIES.hiddenThink.reasoningTokens]);
+  t.notMatch(r.reasoning + r.answer, /think>/);
+});
+
+// gpt-oss (harmony): `<|channel|>analysis<|message|>...<|end|>` is the reasoning,
+// `<|start|>assistant<|channel|>final<|message|>...` the answer, `<|return|>` the end.
+const HARMONY_MARKUP = /<\||\|>|channel|analysis|final\b|assistant|<\|mess|age\|>|<\|en|d\|>/;
+
+t.test("gpt-oss: the analysis channel is the reasoning, the final channel the answer, no markup in either", async (t) => {
+  for (const name of ["harmonyThink", "harmonySplit"] as const) {
+    const r = await run(name);
+    t.ok(r.prompt.endsWith("<|start|>user<|message|>Hi<|end|><|start|>assistant"), `${name}: the Harmony wrapper's prompt`);
+    t.same([r.reasoning, r.answer], [REPLIES[name].reasoning, REPLIES[name].answer], name);
+    t.equal(r.outcome.finishReason, FinishReason.FINISH_REASON_STOP);
+    t.equal(r.outcome.reasoningTokens, REPLIES[name].reasoningTokens, `${name}: the analysis message's tokens, its header through <|end|>`);
+    t.equal(r.deltas.reduce((n, d) => n + d.tokens, 0), r.outcome.completionTokens, `${name}: the deltas carry every token`);
+    for (const d of r.deltas) t.notMatch(d.text, HARMONY_MARKUP, `${name}: delta ${JSON.stringify(d.text)}`);
+    const firstText = r.deltas.findIndex((d) => d.kind === "text");
+    t.ok(r.deltas.slice(firstText).every((d) => d.kind === "text"), `${name}: all the reasoning, then all the answer`);
+  }
+  const think = await run("harmonyThink");
+  t.equal(think.outcome.completionTokens, 18, "every token of the reply (<|return|> ends it and is not one)");
+  t.same(think.deltas.filter((d) => d.kind === "reasoning").map((d) => d.text), ["Let", " me", " think", "."], "the reasoning streams token by token");
+  t.same(think.deltas.filter((d) => d.kind === "text").map((d) => d.text), ["Hello", " there", "!"], "the answer too, once its header (in plain pieces) is whole");
+});
+
+t.test("gpt-oss under response_format: the analysis free, then the final message's header, then the answer under the grammar", async (t) => {
+  // The script's final message follows its analysis in plain pieces; under the grammar the engine
+  // writes the header itself and the answer is the grammar's (unscripted: any value the schema allows).
+  const r = await run("harmonyThink", { ...jsonSchema, ...sampling({ maxTokens: 48 }) });
+  t.ok(r.prompt.endsWith("<|start|>assistant<|channel|>analysis<|message|>"), "the reply starts inside the analysis message");
+  t.equal(r.reasoning, REPLIES.harmonyThink.reasoning);
+  t.equal(r.outcome.finishReason, FinishReason.FINISH_REASON_STOP, `the value complete: ${JSON.stringify(r.answer)}`);
+  t.match(JSON.parse(r.answer), { answer: /^(yes|no)$/ }, "the answer keeps to the schema");
+  t.notMatch(r.answer, /<\||\|>|channel/, "no header in the answer");
+});
+
+t.test("gpt-oss: logprobs cover the final message's text, not its header", async (t) => {
+  const r = await run("harmonySplit", { sampling: { temperature: 1, maxTokens: 64, n: 1, logprobs: true, topLogprobs: 0 } } as Partial<GenerateRequest>);
+  t.same(r.deltas.flatMap((d) => d.logprobs ?? []).map((l) => Buffer.from(l.bytes).toString("utf8")), ["Sure", "!"]);
+});
+
+t.test("gpt-oss: reasoning_effort sets the reasoning level of the system message (none and minimal: low; it cannot be turned off)", async (t) => {
+  const levels: Record<string, string> = { "": "medium", none: "low", minimal: "low", low: "low", medium: "medium", high: "high", xhigh: "high", max: "high" };
+  for (const [effort, level] of Object.entries(levels)) {
+    const r = await run("harmonyThink", { reasoningEffort: effort });
+    t.match(r.prompt, new RegExp(`^<\\|start\\|>system<\\|message\\|>[^]*\nReasoning: ${level}\n[^]*?<\\|end\\|>`), `${JSON.stringify(effort)}: Reasoning: ${level}`);
+    t.equal(r.prompt.match(/Reasoning: /g)?.length, 1);
+    t.same([r.reasoning, r.answer], [REPLIES.harmonyThink.reasoning, REPLIES.harmonyThink.answer], `${JSON.stringify(effort)}: the reply still splits`);
+  }
+});
+
+t.test("gpt-oss: a tool call in the commentary channel after the analysis parses, none of its header in the answer", async (t) => {
+  const parameters = { type: "object", properties: { city: { type: "string", enum: ["Paris"] } }, required: ["city"] };
+  const r = await run("harmonyTool", {
+    tools: [{ name: "get_weather", description: "The weather in a city", parametersJson: JSON.stringify(parameters), strict: true }],
+    parallelToolCalls: false,
+  });
+  t.match(r.prompt, "namespace functions {", "the tools are in the developer message");
+  t.equal(r.reasoning, REPLIES.harmonyTool.reasoning);
+  t.equal(r.answer, "", "no answer text: the call's message header is not content");
+  t.equal(r.outcome.finishReason, FinishReason.FINISH_REASON_TOOL_CALLS);
+  t.equal(r.outcome.reasoningTokens, REPLIES.harmonyTool.reasoningTokens);
+  t.equal(r.calls[0]?.name, "get_weather");
+  t.same(JSON.parse(r.calls.map((c) => c.arguments).join("")), { city: "Paris" });
+});
+
+t.test("gpt-oss: reasoning given back in the history renders as the turn's analysis message where the template keeps it", async (t) => {
+  const history = [
+    { role: "user", content: "Hi", name: "", toolCalls: [], toolCallId: "" },
+    { role: "assistant", content: "Hello.", name: "", toolCalls: [], toolCallId: "", reasoning: "Greet back." },
+    { role: "user", content: "Again", name: "", toolCalls: [], toolCallId: "" },
+  ];
+  const r = await run("harmonyThink", { messages: history });
+  t.notMatch(r.prompt, /Greet back/, "an earlier turn's analysis is dropped (keepOnlyLastThought, as gpt-oss's template drops it)");
+  t.match(r.prompt, "<|end|><|start|>assistant<|channel|>final<|message|>Hello.<|end|><|start|>user<|message|>Again<|end|><|start|>assistant");
+  t.equal(r.reasoning, REPLIES.harmonyThink.reasoning);
+  const kept = renderPrompt(new HarmonyChatWrapper({ keepOnlyLastThought: false }), history, undefined).text.toString();
+  t.match(kept, "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>analysis<|message|>Greet back.<|end|><|start|>assistant<|channel|>final<|message|>Hello.<|end|>", "a template that keeps thoughts renders it as the analysis channel");
 });
