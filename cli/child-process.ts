@@ -1,7 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { closeSync, openSync, writeSync } from "node:fs";
 import { createInterface } from "node:readline";
-import { Duration, Effect, Exit } from "effect";
+import * as Duration from "effect/Duration";
+import * as Effect from "effect/Effect";
+import * as Exit from "effect/Exit";
 import { logStyle, parseLogRecord, renderChildLine, writeLogText, type Logger, type LogRecord } from "../lib/log.js";
 import { RESTART_POLICY, restartForever, type RestartPolicy } from "../lib/process/restart.js";
 

@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Duration, Effect } from "effect";
+import * as Duration from "effect/Duration";
+import * as Effect from "effect/Effect";
 import type { Logger } from "../lib/log.js";
 import { onCpus } from "../lib/process/cpu-affinity.js";
 import { withParentDeathSignal } from "../lib/process/death-signal.js";

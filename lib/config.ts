@@ -1,5 +1,11 @@
 import { resolve } from "node:path";
-import { Cause, Config, ConfigProvider, Effect, Exit, Option, Schema } from "effect";
+import * as Cause from "effect/Cause";
+import * as Config from "effect/Config";
+import * as ConfigProvider from "effect/ConfigProvider";
+import * as Effect from "effect/Effect";
+import * as Exit from "effect/Exit";
+import * as Option from "effect/Option";
+import * as Schema from "effect/Schema";
 import { repoRoot } from "./paths.js";
 
 // Every environment variable the processes read, with its default. docs/configuration.md is

@@ -1,4 +1,4 @@
-import { SchemaIssue } from "effect";
+import * as SchemaIssue from "effect/SchemaIssue";
 import type { Schema } from "effect";
 
 // Turns an Effect Schema failure into the first problem as a (path, message) pair:

@@ -1,5 +1,5 @@
 import { RequestError, type NatsConnection, type Subscription } from "@nats-io/transport-node";
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { randomToken } from "../../lib/ids.js";
 import { getRecord, kvRecord, updateRecord, valueSchema } from "../../lib/nats/kv-records.js";
 import { subjects } from "../../lib/nats/subjects.js";

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { batchStates, emptyUsage, purgeBatchLeftovers, type BatchObject, type BatchStatus, type BatchStore, type StoredBatch, LINE_EXECUTORS, OPENAI_BATCH_ENDPOINTS } from "../../modules/batches/mod.js";
 import type { FileStore } from "../../modules/files/mod.js";
 import { newSortableId } from "../../lib/ids.js";

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import type { KV } from "@nats-io/kv";
 import { listKeys } from "./jetstream.js";
 import { compareAndSet, kvRecord, live, valueSchema, type Mutable } from "./kv-records.js";

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { Bucket, type KV, type KvEntry } from "@nats-io/kv";
 import { firstIssue } from "../schema-errors.js";
 import { listKeys } from "./jetstream.js";

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import type { ObjectStore } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetStreamHandles, latestPerSubject, nextStoredMessage, openObjectStore, readStored, type JetStreamHandles } from "./jetstream.js";

@@ -1,4 +1,8 @@
-import { Clock, Duration, Effect, Schedule, type Exit } from "effect";
+import * as Clock from "effect/Clock";
+import * as Duration from "effect/Duration";
+import * as Effect from "effect/Effect";
+import * as Schedule from "effect/Schedule";
+import type { Exit } from "effect";
 
 // How everything supervised is restarted: the actors of a process (modules/actor-runtime) and the
 // processes `tributary start` runs (cli/child-process). One policy, one Effect loop.

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { valueSchema, type ValueSchema } from "../../lib/nats/kv-records.js";
 import { admissionRecord, type AdmissionRecord } from "../../lib/nats/admission.js";
 

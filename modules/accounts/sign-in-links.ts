@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { randomToken } from "../../lib/ids.js";
 import { valueSchema } from "../../lib/nats/kv-records.js";
 

@@ -1,5 +1,10 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Cause, Deferred, Duration, Effect, Exit, Fiber } from "effect";
+import * as Cause from "effect/Cause";
+import * as Deferred from "effect/Deferred";
+import * as Duration from "effect/Duration";
+import * as Effect from "effect/Effect";
+import * as Exit from "effect/Exit";
+import * as Fiber from "effect/Fiber";
 import type { Logger } from "../../lib/log.js";
 import { RESTART_POLICY, restartForever, type RestartPolicy } from "../../lib/process/restart.js";
 import type { Actor } from "./actor.js";

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { valueSchema, type Mutable } from "../../lib/nats/kv-records.js";
 
 // What gateways, app hosts and the reconciler say to each other besides HTTP exchanges (those

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { errors } from "../errors/mod.js";
 import { decodeBody } from "../openai/mod.js";
 import type { ArtifactLimits, NewUpload } from "./artifact-store.js";

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { getRecord, modifyRecord, pageRecords, removeKey, valueSchema, type ValueSchema } from "../../lib/nats/kv-records.js";
 import type { Page, PageQuery } from "../../lib/page.js";

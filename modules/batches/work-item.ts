@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { valueSchema } from "../../lib/nats/kv-records.js";
 
 /** One batch line waiting on the work stream (subject: batch.work.<model>.<batch id>). */

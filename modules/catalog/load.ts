@@ -1,6 +1,6 @@
 import { readFileSync, statSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { parse as parseYaml } from "yaml";
 import { firstIssue } from "../../lib/schema-errors.js";
 import { repoRoot } from "../../lib/paths.js";

@@ -1,4 +1,4 @@
-import { Data } from "effect";
+import * as Data from "effect/Data";
 
 // Why a runner could not get or load its model's file, as tagged values with a message a person
 // can act on. The runner logs the message as `err` and the tag as `cause`, its heartbeats carry

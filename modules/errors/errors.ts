@@ -1,4 +1,4 @@
-import { Data } from "effect";
+import * as Data from "effect/Data";
 
 // What can go wrong, as tagged values. Domain code throws (or fails an Effect with) one of these;
 // it never picks an HTTP status. The one mapping to OpenAI's error body and status is

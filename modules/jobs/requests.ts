@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { decodeBody, Metadata } from "../openai/mod.js";
 import { parseExec, parseSandboxCreate, type SandboxBounds, type SandboxNetwork } from "../sandboxes/mod.js";
 

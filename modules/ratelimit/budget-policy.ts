@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { valueSchema } from "../../lib/nats/kv-records.js";
 
 // The state of one budget and how chunks of it are granted: pure functions, unit-tested.

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { LeaseReturn } from "../../proto/gen/tributary/v1/ratelimit.js";
 import { subjects } from "../../lib/nats/subjects.js";

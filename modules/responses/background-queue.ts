@@ -1,6 +1,6 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { ensureStream } from "../../lib/nats/jetstream.js";
 import { valueSchema } from "../../lib/nats/kv-records.js";
 import { streams, subjects } from "../../lib/nats/subjects.js";

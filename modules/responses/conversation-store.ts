@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { buckets, kvToken, kvTokenDecode } from "../../lib/nats/subjects.js";
 import { getRecord, live, modifyRecord, valueSchema } from "../../lib/nats/kv-records.js";
 import { pageOf, type Page, type PageQuery } from "../../lib/page.js";

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
 import { isWellFormedTemplateName } from "../../lib/ids.js";
 import { getRecord, live, upsertRecord, valueSchema } from "../../lib/nats/kv-records.js";

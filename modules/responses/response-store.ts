@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { buckets, kvToken } from "../../lib/nats/subjects.js";
 import { compareAndSet, getRecord, InvalidValue, isRevisionConflict, live, valueSchema, type Modified, type Versioned } from "../../lib/nats/kv-records.js";
 import type { NatsConnection } from "@nats-io/transport-node";

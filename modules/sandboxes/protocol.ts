@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { valueSchema, type Mutable } from "../../lib/nats/kv-records.js";
 
 // What gateways, actor hosts and sandbox hosts say to each other over NATS: schema-checked JSON

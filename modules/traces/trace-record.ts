@@ -1,5 +1,5 @@
 import { randomToken } from "../../lib/ids.js";
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { valueSchema } from "../../lib/nats/kv-records.js";
 import { openAIError } from "../openai/mod.js";
 import type { Principal } from "../accounts/mod.js";

@@ -2,7 +2,7 @@ import t from "tap";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { Option } from "effect";
+import * as Option from "effect/Option";
 import * as config from "../../lib/config.js";
 import { repoRoot } from "../../lib/paths.js";
 

@@ -1,5 +1,5 @@
 import t from "tap";
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { FinishReason } from "../../proto/gen/tributary/v1/inference.js";
 import { compareAndSet, InvalidValue, RecordContended, valueSchema, type CasTarget, type Versioned } from "../../lib/nats/kv-records.js";
 import { newResponseObject, normalizeInputItems, parseResponseCreateRequest, ResponseOutputBuilder, responseUsage, storedValues, successLine, notRunLine } from "../../modules/openai/mod.js";

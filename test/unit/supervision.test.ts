@@ -1,5 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Duration, Effect, Fiber } from "effect";
+import * as Duration from "effect/Duration";
+import * as Effect from "effect/Effect";
+import * as Fiber from "effect/Fiber";
 import { TestClock } from "effect/testing";
 import t from "tap";
 import type { Logger } from "../../lib/log.js";

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { checkAtMost, checkLogitBias, checkSchemaSize, checkStop, checkTools, requestLimits } from "../request-limits.js";
 import { Anything, FunctionName, IntAtLeast, IntBetween, JsonSchemaObject, Metadata, Nullable, ReasoningEffort, between, decodeBody, decodeTagged } from "./common.js";
 

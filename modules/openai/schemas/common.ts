@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { firstIssue } from "../../../lib/schema-errors.js";
 import { ID_RULE, isWellFormedId } from "../../../lib/ids.js";
 import { errors, type DomainError } from "../../errors/mod.js";

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { Metadata, Nullable, decodeBody } from "./common.js";
 import { decodeInputItems, type InputItem } from "./responses.js";
 

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { decodeBody } from "./common.js";
 
 const Name = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200));

@@ -1,4 +1,5 @@
-import { Effect, Schema } from "effect";
+import * as Effect from "effect/Effect";
+import * as Schema from "effect/Schema";
 import { valueSchema } from "../../../lib/nats/kv-records.js";
 import type { ResultLine } from "../batch-lines.js";
 import type { TokenUsage } from "../token-usage.js";

@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { isWellFormedTemplateName, TEMPLATE_NAME_RULE } from "../../../lib/ids.js";
 import { errors } from "../../errors/mod.js";
 import { Nullable, decodeBody } from "./common.js";

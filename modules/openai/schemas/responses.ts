@@ -1,4 +1,4 @@
-import { Schema } from "effect";
+import * as Schema from "effect/Schema";
 import { errors } from "../../errors/mod.js";
 import { checkAtMost, checkSchemaSize, checkTools, requestLimits } from "../request-limits.js";
 import { Anything, FunctionName, Id, IntAtLeast, IntBetween, JsonSchemaObject, Metadata, Nullable, ReasoningEffort, between, decodeBody, decodeTagged } from "./common.js";
