@@ -1,4 +1,4 @@
-// tier: serial (200 MB and 480 MB uploads, and the gateway's peak memory)
+// tier: serial (200 MB and 320 MB uploads, and the gateway's peak memory)
 import t from "tap";
 import { readFileSync } from "node:fs";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -74,8 +74,8 @@ t.test("a 200 MB batch file is accepted, streamed through the gateway and back",
   await stack.client.files.delete(file.id);
 });
 
-t.test("a 480 MB upload and download never sit whole in the gateway's memory", async (t) => {
-  const size = 480 * MB;
+t.test("a 320 MB upload and download never sit whole in the gateway's memory", async (t) => {
+  const size = 320 * MB;
   const res = await streamedUpload(size, { purpose: "user_data", filename: "big.bin" });
   t.equal(res.status, 200);
   const file = (await res.json()) as { id: string; bytes: number };
@@ -85,7 +85,8 @@ t.test("a 480 MB upload and download never sit whole in the gateway's memory", a
   for await (const chunk of download.body as unknown as AsyncIterable<Uint8Array>) bytes += chunk.length;
   t.equal(bytes, size, "downloaded in full");
   const peak = peakRss(stack.gateway.child.pid!);
-  t.ok(peak < 320 * MB, `the gateway's peak memory was ${(peak / MB).toFixed(0)} MB for a ${size / MB} MB file each way`);
+  // Held whole, the file alone would take the gateway past this (its own footprint is ~100 MB).
+  t.ok(peak < 240 * MB, `the gateway's peak memory was ${(peak / MB).toFixed(0)} MB for a ${size / MB} MB file each way`);
   await stack.client.files.delete(file.id);
 });
 
