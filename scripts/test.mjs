@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Runs the test suite: every test file (tap tests, compiled under dist/test/) in a process of its
-// own, in two phases. First every file that may share the machine, TEST_JOBS at a time (default
-// 3); then the timing-sensitive files (a `// tier: serial` line near their top), TEST_SERIAL_JOBS
+// own, but the unit tests (test/unit/), which run together in one (scripts/unit-group.mjs), in two
+// phases. First every file that may share the machine, TEST_JOBS at a time (default 3); then the timing-sensitive files (a `// tier: serial` line near their top), TEST_SERIAL_JOBS
 // at a time (default 2: never more than one other file beside each; the first of them start as
 // the last parallel files end). Both phases use one shared stack (test/harness/shared-stack.ts),
 // which lives as long as this script.
@@ -71,29 +71,42 @@ for (const f of files)
 const tiers = new Map(files.map((f) => [f, tierOf(f)]));
 const chosen = quick ? files.filter((f) => tiers.get(f) === "parallel") : files;
 const serial = chosen.filter((f) => tiers.get(f) === "serial");
+/**
+ * The unit test files run together, in one process (scripts/unit-group.mjs): they start no stack,
+ * and a process of its own for each cost more than the tests. Reported as one entry.
+ */
+const UNIT_DIR = "dist/test/unit/";
+const UNIT_GROUP = "dist/test/unit (every file in one process)";
+const unitFiles = chosen.filter((f) => f.startsWith(UNIT_DIR));
 // Unit tests first: they need no stack, and run while the shared one starts. Then the slow files
 // (most start a stack of their own), so that the long ones do not end the phase alone.
 const rank = (f) => (f.startsWith("dist/test/e2e/") ? (tiers.get(f) === "slow" ? 1 : 2) : 0);
-const parallel = chosen.filter((f) => tiers.get(f) !== "serial").sort((a, b) => rank(a) - rank(b));
+const parallel = [
+  ...(unitFiles.length > 0 ? [UNIT_GROUP] : []),
+  ...chosen.filter((f) => tiers.get(f) !== "serial" && !f.startsWith(UNIT_DIR)).sort((a, b) => rank(a) - rank(b)),
+];
 
 rmSync(resultsDir, { recursive: true, force: true });
 const totals = { total: 0, pass: 0, fail: 0, todo: 0, skip: 0 };
 const times = [];
 const failedFiles = [];
 let done = 0;
-const count = chosen.length;
+const count = parallel.length + serial.length;
 
-/** Runs one test file to its end; records its summary, time and output. */
-function runFile(file) {
+
+/** Runs one test file (or the unit group) to its end; records its summary, time and output. */
+function runFile(file, groupFiles = []) {
   return new Promise((resolve) => {
     const began = performance.now();
-    const argv = [process.execPath, "--enable-source-maps", join(root, file)];
+    const argv = groupFiles.length > 0
+      ? [process.execPath, "--enable-source-maps", join(root, "scripts", "unit-group.mjs")]
+      : [process.execPath, "--enable-source-maps", join(root, file)];
     if (measureCpu) argv.unshift("/usr/bin/time", "-f", "# cpu %U user %S sys");
     const child = spawn(argv[0], argv.slice(1), {
       cwd: root,
       stdio: ["ignore", "pipe", "pipe"],
       // The shared test stack lives as long as this script, across both phases.
-      env: { ...process.env, TAP_TIMEOUT: String(timeoutSeconds), TRIBUTARY_TEST_STACK_OWNER: String(process.pid) },
+      env: { ...process.env, TAP_TIMEOUT: String(timeoutSeconds), TRIBUTARY_TEST_STACK_OWNER: String(process.pid), TEST_GROUP_FILES: groupFiles.map((f) => join(root, f)).join("\n") },
     });
     const output = [];
     child.stdout.on("data", (chunk) => output.push(chunk));
@@ -104,8 +117,9 @@ function runFile(file) {
       clearTimeout(killer);
       const seconds = (performance.now() - began) / 1000;
       const text = Buffer.concat(output).toString("utf8");
-      mkdirSync(dirname(join(resultsDir, file)), { recursive: true });
-      writeFileSync(join(resultsDir, `${file}.tap`), text);
+      const resultFile = groupFiles.length > 0 ? `${UNIT_DIR}all` : file;
+      mkdirSync(dirname(join(resultsDir, resultFile)), { recursive: true });
+      writeFileSync(join(resultsDir, `${resultFile}.tap`), text);
       // The file's own summary: tap's last `# { total: N, pass: N, ... }` line.
       const summary = [...text.matchAll(/^# \{ ([^}]*) \}$/gm)].at(-1)?.[1];
       const counts = Object.fromEntries([...(summary ?? "").matchAll(/(\w+): (\d+)/g)].map(([, k, v]) => [k, Number(v)]));
@@ -146,7 +160,7 @@ async function schedule(parallel, serial) {
     const start = (file, isSerial) => {
       running++;
       if (isSerial) serialRunning++;
-      runFile(file).then(() => {
+      runFile(file, file === UNIT_GROUP ? unitFiles : []).then(() => {
         running--;
         if (isSerial) serialRunning--;
         next();
@@ -162,7 +176,7 @@ if (chosen.some((f) => f.startsWith("dist/test/e2e/"))) {
   const { startSharedStack } = await import(join(root, "dist", "test", "harness", "shared-stack.js"));
   startSharedStack(process.pid);
 }
-process.stdout.write(`# ${parallel.length} test files, ${jobs} at a time${serial.length ? `; then ${serial.length} timing-sensitive ones, ${serialJobs} at a time` : ""}\n`);
+process.stdout.write(`# ${unitFiles.length > 0 ? `${unitFiles.length} unit test files in one process, ` : ""}${parallel.length - (unitFiles.length > 0 ? 1 : 0)} more test files, ${jobs} at a time${serial.length ? `; then ${serial.length} timing-sensitive ones, ${serialJobs} at a time` : ""}\n`);
 await schedule(parallel, serial);
 
 times.sort((a, b) => b[1] - a[1]);
