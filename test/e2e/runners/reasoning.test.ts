@@ -1,4 +1,4 @@
-import t from "tap";
+import t, { type Test } from "tap";
 import { createLogger } from "../../../lib/log.js";
 import { loadCatalog } from "../../../modules/catalog/mod.js";
 import { FinishReason, GenerateRequest, ResponseFormat_Type, type TokenLogprob, type ToolCallDelta } from "../../../proto/gen/tributary/v1/inference.js";
@@ -99,18 +99,23 @@ t.test("reasoning_effort none and minimal turn thinking off in the prompt (Qwen3
   }
 });
 
+/** A reply that reasoned, then called get_weather for Paris: no answer text, the call whole. */
+function checkCallAfterReasoning(t: Test, r: Awaited<ReturnType<typeof run>>, script: "tool" | "harmonyTool"): void {
+  t.equal(r.reasoning, REPLIES[script].reasoning);
+  t.equal(r.answer, "", "no answer text: the call's prefix or message header is not content");
+  t.equal(r.outcome.finishReason, FinishReason.FINISH_REASON_TOOL_CALLS);
+  t.equal(r.outcome.reasoningTokens, REPLIES[script].reasoningTokens);
+  t.equal(r.calls[0]?.name, "get_weather");
+  t.same(JSON.parse(r.calls.map((c) => c.arguments).join("")), { city: "Paris" });
+}
+
 t.test("a tool call after the reasoning parses: the call's name and arguments valid for its schema", async (t) => {
   const parameters = { type: "object", properties: { city: { type: "string", enum: ["Paris"] } }, required: ["city"] };
   const r = await run("tool", {
     tools: [{ name: "get_weather", description: "The weather in a city", parametersJson: JSON.stringify(parameters), strict: true }],
     parallelToolCalls: false,
   });
-  t.equal(r.reasoning, REPLIES.tool.reasoning);
-  t.equal(r.answer, "", "no answer text: the call prefix is not content");
-  t.equal(r.outcome.finishReason, FinishReason.FINISH_REASON_TOOL_CALLS);
-  t.equal(r.outcome.reasoningTokens, REPLIES.tool.reasoningTokens);
-  t.equal(r.calls[0]?.name, "get_weather");
-  t.same(JSON.parse(r.calls.map((c) => c.arguments).join("")), { city: "Paris" });
+  checkCallAfterReasoning(t, r, "tool");
 });
 
 t.test("reasoning given back in the history goes to the template as the turn's thought", async (t) => {
@@ -249,12 +254,7 @@ t.test("gpt-oss: a tool call in the commentary channel after the analysis parses
     parallelToolCalls: false,
   });
   t.match(r.prompt, "namespace functions {", "the tools are in the developer message");
-  t.equal(r.reasoning, REPLIES.harmonyTool.reasoning);
-  t.equal(r.answer, "", "no answer text: the call's message header is not content");
-  t.equal(r.outcome.finishReason, FinishReason.FINISH_REASON_TOOL_CALLS);
-  t.equal(r.outcome.reasoningTokens, REPLIES.harmonyTool.reasoningTokens);
-  t.equal(r.calls[0]?.name, "get_weather");
-  t.same(JSON.parse(r.calls.map((c) => c.arguments).join("")), { city: "Paris" });
+  checkCallAfterReasoning(t, r, "harmonyTool");
 });
 
 t.test("gpt-oss: reasoning given back in the history renders as the turn's analysis message where the template keeps it", async (t) => {
