@@ -251,14 +251,16 @@ t.test("after a step in which a sequence stopped, the next step waits a little f
   t.equal(lingerMs(1_000), LINGER_MAX_MS, "at most LINGER_MAX_MS");
   t.equal(lingerMs(1_000, 0), 0, "0 turns it off");
 
-  // Steps of 100 ms on the test's clock: the linger is LINGER_MAX_MS of real time.
+  // Steps of 2 s on the test's clock: the linger is 200 ms of real time, long enough that three
+  // turns of the event loop never outlast it on a busy machine (LINGER_MAX_MS, 10 ms, could).
+  const LINGER = 200;
   let clock = 0;
   const native = new FakeNative();
-  const steps = new DecodeSteps(native, 8, { now: () => clock });
+  const steps = new DecodeSteps(native, 8, { now: () => clock, lingerMaxMs: LINGER });
   const step = async (ids: number[]) => {
     const results = ids.map((id) => steps.decode(id, 0, Uint32Array.of(id), sampler));
     while (native.batches.length === 0 || native.log.at(-1) !== "decode") await new Promise((r) => setImmediate(r));
-    clock += 100;
+    clock += 10 * LINGER;
     await native.complete();
     return Promise.all(results);
   };
@@ -275,7 +277,7 @@ t.test("after a step in which a sequence stopped, the next step waits a little f
   const arrived = steps.decode(1, 0, Uint32Array.of(4, 5), sampler);
   while (decodes() < 2) await new Promise((r) => setImmediate(r));
   t.same(native.batches[1]!.map((b) => b.sequenceId), [0, 1], "the new prompt joined the step it waited for");
-  clock += 100;
+  clock += 10 * LINGER;
   await native.complete();
   await Promise.all([lone, arrived]);
 
@@ -286,7 +288,7 @@ t.test("after a step in which a sequence stopped, the next step waits a little f
   t.equal(decodes(), 2, "the step waits");
   while (decodes() < 3) await new Promise((r) => setImmediate(r));
   t.pass("and starts when the wait ends, without an arrival");
-  clock += 100;
+  clock += 10 * LINGER;
   await native.complete();
   await alone;
 
