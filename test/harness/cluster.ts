@@ -158,15 +158,14 @@ export async function startClusterStack(options: ClusterOptions = {}): Promise<C
   const nats = await startNatsCluster(3);
   const env = { TRIBUTARY_JS_REPLICAS: "3", ...options.env };
   const nodeUrl = (i: number) => nats.nodes[i % nats.nodes.length]!.url;
-  // One actor host first: it creates the buckets and streams; every other process binds to them,
-  // and they start side by side.
-  const first = await startActorHost(nodeUrl(0), env);
-  const [otherActors, runners, gateways] = await Promise.all([
-    Promise.all(Array.from({ length: (options.actorHosts ?? 2) - 1 }, (_, i) => startActorHost(nodeUrl(i + 1), env))),
-    Promise.all(Array.from({ length: options.runners ?? 3 }, (_, i) => startRunner(nodeUrl(i + 1), env))),
-    Promise.all(Array.from({ length: options.gateways ?? 2 }, (_, i) => startGateway(nodeUrl(i + 2), env))),
-  ]);
-  const actors: ActorHost[] = [first, ...otherActors];
+  const actors: ActorHost[] = [];
+  // One actor host first: it creates the buckets and streams; the others bind to them. Not all
+  // at once: a gateway whose start-up requests to JetStream time out (every process starting on
+  // a 3-replica cluster at the same time, on 2 CPUs) exits.
+  for (let i = 0; i < (options.actorHosts ?? 2); i++) actors.push(await startActorHost(nodeUrl(i), env));
+  const runners = await Promise.all(Array.from({ length: options.runners ?? 3 }, (_, i) => startRunner(nodeUrl(i + 1), env)));
+  const gateways: Gateway[] = [];
+  for (let i = 0; i < (options.gateways ?? 2); i++) gateways.push(await startGateway(nodeUrl(i + 2), env));
   // A request that hangs (a gateway waiting on a server that died) fails after 20 s, and is then retried elsewhere.
   const clientOf = (g: Gateway) => new OpenAI({ apiKey: TEST_KEY, baseURL: g.baseURL, maxRetries: 0, timeout: 20_000 });
   const clients = gateways.map(clientOf);
