@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { loadavg } from "node:os";
 import { cpuMs, repoRoot, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
 import type { Proc } from "../test/harness/processes.js";
+import { streamFor, type StreamedFor } from "./lib/closed-loop.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, resultsDir, writeResults } from "./lib/table.js";
@@ -38,11 +39,7 @@ const { values: args } = parseArgs({
 const SECONDS = Number(args.seconds);
 const ROUNDS = Number(args.rounds);
 
-interface Phase {
-  tokens: number;
-  seconds: number;
-  ttfts: number[];
-  errors: number;
+interface Phase extends StreamedFor {
   /** CPU ms each process spent during the phase (the bench client is "client"). */
   cpu: Record<string, number>;
 }
@@ -56,25 +53,9 @@ function cpuOf(pids: Pids): Record<string, number> {
 
 /** `concurrency` closed-loop streaming clients for `seconds`; tokens counted from usage chunks. */
 async function phase(client: SseLoadClient, concurrency: number, body: Record<string, unknown>, pids: Pids = {}, toggleProfile?: () => void): Promise<Phase> {
-  const deadline = performance.now() + SECONDS * 1000;
-  const out: Phase = { tokens: 0, seconds: 0, ttfts: [], errors: 0, cpu: {} };
   toggleProfile?.();
   const cpuBefore = cpuOf(pids);
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (performance.now() < deadline) {
-        const r = await client.streamChat(body, false);
-        if (!r.ok) {
-          out.errors++;
-          continue;
-        }
-        out.tokens += r.completionTokens;
-        out.ttfts.push(r.ttftMs);
-      }
-    }),
-  );
-  out.seconds = (performance.now() - started) / 1000;
+  const out: Phase = { ...(await streamFor(client, body, concurrency, SECONDS)), cpu: {} };
   const cpuAfter = cpuOf(pids);
   if (toggleProfile) {
     toggleProfile();

@@ -25,6 +25,7 @@ import { waitForReadyRunners } from "../test/harness/stack.js";
 import { ensureRandomLlama, SHAPES, type LlamaShape, type ShapeName } from "./gguf/random-llama.js";
 import { benchLayout } from "./lib/cpu-layout.js";
 import { cpuMs, startPlacedStack } from "./lib/processes.js";
+import { streamFor, type StreamedFor } from "./lib/closed-loop.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
@@ -45,35 +46,14 @@ const STREAMS = Number(args.streams);
 const MAX_TOKENS = Number(args["max-tokens"]);
 const TOP = Number(args.top);
 
-interface Phase {
-  tokens: number;
-  seconds: number;
-  ttfts: number[];
-  errors: number;
+interface Phase extends StreamedFor {
   runnerCpuMs: number;
 }
 
 async function phase(client: SseLoadClient, body: Record<string, unknown>, runnerPid: number): Promise<Phase> {
-  const deadline = performance.now() + SECONDS * 1000;
-  const out: Phase = { tokens: 0, seconds: 0, ttfts: [], errors: 0, runnerCpuMs: 0 };
   const cpuBefore = cpuMs(runnerPid);
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: STREAMS }, async () => {
-      while (performance.now() < deadline) {
-        const r = await client.streamChat(body, false);
-        if (!r.ok) {
-          out.errors++;
-          continue;
-        }
-        out.tokens += r.completionTokens;
-        out.ttfts.push(r.ttftMs);
-      }
-    }),
-  );
-  out.seconds = (performance.now() - started) / 1000;
-  out.runnerCpuMs = cpuMs(runnerPid) - cpuBefore;
-  return out;
+  const streamed = await streamFor(client, body, STREAMS, SECONDS);
+  return { ...streamed, runnerCpuMs: cpuMs(runnerPid) - cpuBefore };
 }
 
 interface ModelResult {

@@ -204,3 +204,37 @@ export async function sequentialTtfts(client: SseLoadClient, body: Record<string
   }
   return ttfts;
 }
+
+/** What `streams` closed-loop clients got in a stretch of time: tokens, each request's TTFT, failures. */
+export interface StreamedFor {
+  tokens: number;
+  seconds: number;
+  ttfts: number[];
+  errors: number;
+}
+
+/**
+ * `streams` clients streaming `body` in a closed loop for `seconds` (each sends its next request
+ * as soon as its last one ended; the last requests run to their end): counted by request, for
+ * benches that compare two settings in turn rather than measure a window.
+ */
+export async function streamFor(client: SseLoadClient, body: Record<string, unknown>, streams: number, seconds: number): Promise<StreamedFor> {
+  const deadline = performance.now() + seconds * 1000;
+  const out: StreamedFor = { tokens: 0, seconds: 0, ttfts: [], errors: 0 };
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: streams }, async () => {
+      while (performance.now() < deadline) {
+        const r = await client.streamChat(body, false);
+        if (!r.ok) {
+          out.errors++;
+          continue;
+        }
+        out.tokens += r.completionTokens;
+        out.ttfts.push(r.ttftMs);
+      }
+    }),
+  );
+  out.seconds = (performance.now() - started) / 1000;
+  return out;
+}
