@@ -62,12 +62,17 @@ export function hosted(gatewayPort: number, host: string, path: string, options:
 
 /** Polls a deployment until its status is one of `statuses`. */
 export async function waitForDeployment(gatewayUrl: string, key: string, id: string, statuses: string[], timeoutMs = 30_000): Promise<any> {
+  return untilDeployment(gatewayUrl, key, id, (d) => typeof d.status === "string" && statuses.includes(d.status), `${statuses.join("/")}`, timeoutMs);
+}
+
+/** Polls the deployment until `done` holds of it (or the time is up: the error shows it as it was, and `what` it never became). */
+export async function untilDeployment(gatewayUrl: string, key: string, id: string, done: (d: any) => boolean, what: string, timeoutMs = 30_000): Promise<any> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const res = await fetch(`${gatewayUrl}/v1/apps/deployments/${id}`, { headers: { authorization: `Bearer ${key}` } });
-    const body = (await res.json()) as { status?: string };
-    if (body.status && statuses.includes(body.status)) return body;
-    if (Date.now() > deadline) throw new Error(`deployment ${id} is ${JSON.stringify(body)}, not ${statuses.join("/")}`);
+    const body = (await res.json()) as any;
+    if (done(body)) return body;
+    if (Date.now() > deadline) throw new Error(`deployment ${id} never ${what}: ${JSON.stringify(body)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }

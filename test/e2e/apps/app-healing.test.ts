@@ -2,7 +2,7 @@
 import t from "tap";
 import { restartStack, startStack } from "../../harness/stack.js";
 import { startSandboxHost, TEST_KEY, type SandboxHost } from "../../harness/processes.js";
-import { appDir, hosted, uploadBundle, waitForDeployment } from "../../harness/apps.js";
+import { appDir, hosted, untilDeployment, uploadBundle, waitForDeployment } from "../../harness/apps.js";
 
 // A deployment is what should run, not where it ran: with one app host, killing that host (-9)
 // and starting another leaves the deployment healthy and its address answering again, on the
@@ -26,16 +26,8 @@ async def app(scope, receive, send):
     await send({"type": "http.response.body", "body": b"ok"})
 `;
 
-/** Polls the deployment until `done` holds of it (or the time is up: the error shows it as it was). */
-async function until(id: string, done: (d: any) => boolean, what: string, timeoutMs = 30_000): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const d = (await (await api(`/v1/apps/deployments/${id}`)).json()) as any;
-    if (done(d)) return d;
-    if (Date.now() > deadline) throw new Error(`deployment ${id} never ${what}: ${JSON.stringify(d)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** Polls the deployment until `done` holds of it (untilDeployment). */
+const until = (id: string, done: (d: any) => boolean, what: string, timeoutMs?: number) => untilDeployment(stack.gateway.url, TEST_KEY, id, done, what, timeoutMs);
 
 const artifact = await uploadBundle(stack.gateway.url, TEST_KEY, appDir(undefined, { "app.py": APP, "tributary.yaml": MANIFEST }));
 const created = (await (await api("/v1/apps/deployments", { method: "POST", body: JSON.stringify({ artifact_id: artifact }) })).json()) as any;

@@ -3,7 +3,7 @@ import t, { type Test } from "tap";
 import { request } from "node:http";
 import { startStack } from "../../harness/stack.js";
 import { TEST_KEY, type SandboxHost } from "../../harness/processes.js";
-import { appDir, hosted, uploadBundle, waitForDeployment } from "../../harness/apps.js";
+import { appDir, hosted, untilDeployment, uploadBundle, waitForDeployment } from "../../harness/apps.js";
 import { appHostHeartbeat, type AppHostHeartbeat } from "../../../modules/apps/protocol.js";
 import { subjects } from "../../../lib/nats/subjects.js";
 
@@ -53,16 +53,8 @@ async function deploy(t: Test, scaling: string): Promise<string> {
   return body.id;
 }
 
-/** Polls the deployment until `done` holds of it (or the time is up: the error shows it as it was). */
-async function until(id: string, done: (d: any) => boolean, what: string, timeoutMs = 30_000): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const d = (await (await api(`/v1/apps/deployments/${id}`)).json()) as any;
-    if (done(d)) return d;
-    if (Date.now() > deadline) throw new Error(`deployment ${id} never ${what}: ${JSON.stringify(d)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** Polls the deployment until `done` holds of it (untilDeployment). */
+const until = (id: string, done: (d: any) => boolean, what: string, timeoutMs?: number) => untilDeployment(stack.gateway.url, TEST_KEY, id, done, what, timeoutMs);
 const healthyOn = (d: any) => d.instances.filter((i: any) => i.status === "healthy").map((i: any) => i.host).sort();
 
 /** A POST with a small body to a hosted path: its status and body. */
