@@ -6,7 +6,7 @@
 //
 //   node dist/bench/app-healing.js [--trials 10] [--cold 10]
 import { loadavg } from "node:os";
-import { appDir, hosted, uploadBundle, waitForDeployment } from "../test/harness/apps.js";
+import { appDir, hosted, localManifest, OK_APP, uploadBundle, waitForDeployment } from "../test/harness/apps.js";
 import { startSandboxHost, type SandboxHost } from "../test/harness/processes.js";
 import { markdownTable, machineLine, writeResults } from "./lib/table.js";
 import { startActorHost, startGateway, startNats, TEST_KEY } from "./lib/processes.js";
@@ -21,14 +21,6 @@ const trials = arg("trials", 10);
 const coldTrials = arg("cold", 10);
 
 const ADDRESS = "default-project.local.apps.localhost";
-const manifest = (scaling: string) => `entrypoint: app:app\norganization_slug: local\nproject: Default project\nproject_slug: default-project\ncpu_mhz: 500\ngpu_count: 0\nmemory_size_mb: 96\n${scaling}`;
-const APP = `
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
-    await send({"type": "http.response.body", "body": b"ok"})
-`;
 /** Probe loops: sequential GETs, this many at once. */
 const LOOPS = 4;
 
@@ -44,7 +36,7 @@ const appHostOf = (host: SandboxHost) => `ah${host.hostId.slice(2)}`;
 let version = 0;
 /** A new deployment of the app (a changed bundle each time), healthy; its id. */
 async function deploy(scaling: string): Promise<string> {
-  const artifact = await uploadBundle(gateway.url, TEST_KEY, appDir(undefined, { "app.py": APP, "tributary.yaml": manifest(scaling), VERSION: `${++version}\n` }));
+  const artifact = await uploadBundle(gateway.url, TEST_KEY, appDir(undefined, { "app.py": OK_APP, "tributary.yaml": localManifest(500, scaling), VERSION: `${++version}\n` }));
   const created = await api("/v1/apps/deployments", { method: "POST", body: JSON.stringify({ artifact_id: artifact }) });
   await waitForDeployment(gateway.url, TEST_KEY, created.id, ["healthy"], 60_000);
   return created.id;

@@ -132,25 +132,25 @@ export function registerUsagePage(router: Router, kit: DashboardKit): void {
       const axis = timeAxis(usage.data.map((b) => b.start_time), width);
       const per = (f: (r: UsageResult) => number) => usage.data.map((b, i) => ({ ...axis[i]!, value: b.results.reduce((n, r) => n + f(r), 0) }));
 
-      const all = { requests: 0, input: 0, cached: 0, output: 0, errors: 0, ttft: [] as LatencyHistogram, latency: [] as LatencyHistogram };
-      const models = new Map<string, { requests: number; input: number; output: number; errors: number; ttft: LatencyHistogram; latency: LatencyHistogram }>();
+      const totals = () => ({ requests: 0, input: 0, cached: 0, output: 0, errors: 0, ttft: [] as LatencyHistogram, latency: [] as LatencyHistogram });
+      /** Adds a usage result to a total (the period's, or one model's). */
+      const add = (into: ReturnType<typeof totals>, r: UsageResult) => {
+        into.requests += r.num_model_requests;
+        into.input += r.input_tokens;
+        into.cached += r.input_cached_tokens;
+        into.output += r.output_tokens;
+        into.errors += r.num_model_request_errors;
+        mergeLatency(into.ttft, r.histograms?.ttft_ms);
+        mergeLatency(into.latency, r.histograms?.request_ms);
+      };
+      const all = totals();
+      const models = new Map<string, ReturnType<typeof totals>>();
       for (const b of usage.data)
         for (const r of b.results) {
-          const m = models.get(r.model ?? "") ?? { requests: 0, input: 0, output: 0, errors: 0, ttft: [], latency: [] };
-          m.requests += r.num_model_requests;
-          m.input += r.input_tokens;
-          m.output += r.output_tokens;
-          m.errors += r.num_model_request_errors;
-          mergeLatency(m.ttft, r.histograms?.ttft_ms);
-          mergeLatency(m.latency, r.histograms?.request_ms);
+          const m = models.get(r.model ?? "") ?? totals();
+          add(m, r);
           models.set(r.model ?? "", m);
-          all.requests += r.num_model_requests;
-          all.input += r.input_tokens;
-          all.cached += r.input_cached_tokens;
-          all.output += r.output_tokens;
-          all.errors += r.num_model_request_errors;
-          mergeLatency(all.ttft, r.histograms?.ttft_ms);
-          mergeLatency(all.latency, r.histograms?.request_ms);
+          add(all, r);
         }
       const byRequests = [...models].sort((a, b) => b[1].requests - a[1].requests);
       // A model's percentiles per bucket: the bucket's histograms of that model (exact), then read.

@@ -60,6 +60,19 @@ export function hosted(gatewayPort: number, host: string, path: string, options:
   });
 }
 
+/** The smallest ASGI app: every HTTP request gets 200 "ok". */
+export const OK_APP = `
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+`;
+
+/** A manifest of the local stack's default project (organization `local`): 96 MB, `cpuMhz`, then `more` lines (scaling). */
+export const localManifest = (cpuMhz: number, more = "") =>
+  `entrypoint: app:app\norganization_slug: local\nproject: Default project\nproject_slug: default-project\ncpu_mhz: ${cpuMhz}\ngpu_count: 0\nmemory_size_mb: 96\n${more}`;
+
 /** Polls a deployment until its status is one of `statuses`. */
 export async function waitForDeployment(gatewayUrl: string, key: string, id: string, statuses: string[], timeoutMs = 30_000): Promise<any> {
   return untilDeployment(gatewayUrl, key, id, (d) => typeof d.status === "string" && statuses.includes(d.status), `${statuses.join("/")}`, timeoutMs);

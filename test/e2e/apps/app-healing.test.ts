@@ -2,7 +2,7 @@
 import t from "tap";
 import { restartStack, startStack } from "../../harness/stack.js";
 import { startSandboxHost, TEST_KEY, type SandboxHost } from "../../harness/processes.js";
-import { appDir, hosted, untilDeployment, uploadBundle, waitForDeployment } from "../../harness/apps.js";
+import { appDir, hosted, localManifest, OK_APP, untilDeployment, uploadBundle, waitForDeployment } from "../../harness/apps.js";
 
 // A deployment is what should run, not where it ran: with one app host, killing that host (-9)
 // and starting another leaves the deployment healthy and its address answering again, on the
@@ -17,19 +17,11 @@ const ADDRESS = "default-project.local.apps.localhost";
 const api = (path: string, init: RequestInit = {}) => fetch(stack.gateway.url + path, { ...init, headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json" } });
 const appHostOf = (host: SandboxHost) => `ah${host.hostId.slice(2)}`;
 
-const MANIFEST = "entrypoint: app:app\norganization_slug: local\nproject: Default project\nproject_slug: default-project\ncpu_mhz: 500\ngpu_count: 0\nmemory_size_mb: 96\n";
-const APP = `
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
-    await send({"type": "http.response.body", "body": b"ok"})
-`;
 
 /** Polls the deployment until `done` holds of it (untilDeployment). */
 const until = (id: string, done: (d: any) => boolean, what: string, timeoutMs?: number) => untilDeployment(stack.gateway.url, TEST_KEY, id, done, what, timeoutMs);
 
-const artifact = await uploadBundle(stack.gateway.url, TEST_KEY, appDir(undefined, { "app.py": APP, "tributary.yaml": MANIFEST }));
+const artifact = await uploadBundle(stack.gateway.url, TEST_KEY, appDir(undefined, { "app.py": OK_APP, "tributary.yaml": localManifest(500) }));
 const created = (await (await api("/v1/apps/deployments", { method: "POST", body: JSON.stringify({ artifact_id: artifact }) })).json()) as any;
 const deploymentId = created.id as string;
 

@@ -3,7 +3,7 @@ import t, { type Test } from "tap";
 import { request } from "node:http";
 import { startStack } from "../../harness/stack.js";
 import { TEST_KEY, type SandboxHost } from "../../harness/processes.js";
-import { appDir, hosted, untilDeployment, uploadBundle, waitForDeployment } from "../../harness/apps.js";
+import { appDir, hosted, localManifest, untilDeployment, uploadBundle, waitForDeployment } from "../../harness/apps.js";
 import { appHostHeartbeat, type AppHostHeartbeat } from "../../../modules/apps/protocol.js";
 import { subjects } from "../../../lib/nats/subjects.js";
 
@@ -42,7 +42,7 @@ async def app(scope, receive, send):
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
     await send({"type": "http.response.body", "body": ME.encode()})
 `;
-const manifest = (scaling: string) => `entrypoint: app:app\norganization_slug: local\nproject: Default project\nproject_slug: default-project\ncpu_mhz: 250\ngpu_count: 0\nmemory_size_mb: 96\n${scaling}`;
+const manifest = (scaling: string) => localManifest(250, scaling);
 
 async function deploy(t: Test, scaling: string): Promise<string> {
   const artifact = await uploadBundle(stack.gateway.url, TEST_KEY, appDir(undefined, { "app.py": APP, "tributary.yaml": manifest(scaling) }));
