@@ -14,6 +14,9 @@ const OUTAGE_NAMES = new Set(["TimeoutError", "JetStreamNotEnabled", "NoResponde
  */
 const CLUSTER_NOT_READY_CODES = new Set([10005, 10009, 10118]);
 
+/** The JetStream API's own code (its error's `code` in nats.js 2, `status` in 3) for "try again shortly". */
+const JS_TEMPORARILY_UNAVAILABLE = 503;
+
 interface ErrorShape {
   name?: unknown;
   cause?: unknown;
@@ -27,7 +30,7 @@ export function isNatsOutage(err: unknown): boolean {
   const e = err as ErrorShape | null;
   if (!e || typeof e !== "object") return false;
   if (OUTAGE_NAMES.has(String(e.name))) return true;
-  if (e.api_error?.code === 503 || e.status === 503) return true;
+  if (e.api_error?.code === JS_TEMPORARILY_UNAVAILABLE || e.status === JS_TEMPORARILY_UNAVAILABLE) return true;
   // A RequestError carries the timeout or the missing responders as its cause.
   return String(e.name) === "RequestError" && isNatsOutage(e.cause);
 }
