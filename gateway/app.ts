@@ -28,6 +28,8 @@ export class GatewayServer {
   private readonly open = new Set<HttpExchange>();
   private readonly connections: ConnectionLimiter;
   private idleWaiters: Array<() => void> = [];
+  /** Set by `close`: requests that come after (on connections kept alive) are refused, to be retried elsewhere. */
+  private closing = false;
   port = 0;
 
   /**
@@ -70,6 +72,7 @@ export class GatewayServer {
 
   /** Stops accepting connections; resolves when in-flight requests are done or `timeoutMs` passed. */
   async close(timeoutMs: number): Promise<boolean> {
+    this.closing = true;
     if (this.listenSocket) uWS.us_listen_socket_close(this.listenSocket);
     this.listenSocket = undefined;
     if (this.open.size === 0) return true;
@@ -117,6 +120,15 @@ export class GatewayServer {
     } catch (err) {
       this.connections.release(ex.remoteAddress);
       ex.error(err as DomainError);
+      return;
+    }
+    if (this.closing && !match.public) {
+      // Closing the listening socket leaves the connections kept alive open, and a client sends
+      // its next request on one: taken, it could start after the drain's wait and be cut by the
+      // exit (its NATS connection drained under it). A 503 that closes the connection instead,
+      // which a client (or load balancer) retries on another gateway. Probes still answer.
+      this.connections.release(ex.remoteAddress);
+      ex.error(errors.unavailable("This gateway is shutting down. Please retry the request.", 1), { closeConnection: true });
       return;
     }
     this.open.add(ex);

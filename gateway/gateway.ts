@@ -33,6 +33,7 @@ import {
 } from "../lib/config.js";
 import type { Logger } from "../lib/log.js";
 import { connectionState } from "../lib/nats/connection.js";
+import { retryJetStreamSetup } from "../lib/nats/setup-retry.js";
 import { METRICS_CONTENT_TYPE } from "../lib/metrics.js";
 import { SandboxHostClient, SandboxHostDirectory, SandboxService, SandboxStore } from "../modules/sandboxes/mod.js";
 import { AppBalancer, AppExchangeClient, AppHostDirectory, AppService, DeploymentStore, PATH_ADDRESS_SEGMENT } from "../modules/apps/mod.js";
@@ -229,11 +230,12 @@ async function openAccounts(nc: NatsConnection, settings: Settings, log: Logger,
   const configuredKeys = [...(apiKey ? [{ key: apiKey, projectId: LOCAL_PROJECT_ID }] : []), ...parseConfiguredKeys(settings.http.apiKeys)];
   const store = await AccountStore.open(nc);
   const members = await MemberStore.open(nc, settings.dashboard.sessionTtlSeconds);
-  await registerConfiguredKeys(store, members, configuredKeys);
+  // Start-up's writes and watches wait out a JetStream outage as its bucket openings do.
+  await retryJetStreamSetup("configured keys", () => registerConfiguredKeys(store, members, configuredKeys));
   const lastUsed = running(new LastUsedRecorder(store, settings.accounts.keyUsageFlushMs, log));
   lastUsed.start();
   const directory = running(new AccountDirectory(nc, store.kv, log));
-  await directory.start();
+  await retryJetStreamSetup("accounts watch", () => directory.start());
   return { store, members, authenticator: new AccountAuthenticator(directory, lastUsed) };
 }
 type Accounts = Awaited<ReturnType<typeof openAccounts>>;
@@ -360,7 +362,7 @@ async function registerPlatformRoutes(
     stopTimeoutMs: 30_000,
     defaultTimeouts: { request_seconds: settings.apps.requestTimeoutSeconds, idle_seconds: settings.apps.idleTimeoutSeconds },
   }, log));
-  await apps.start();
+  await retryJetStreamSetup("app routes watch", () => apps.start());
   const exchanges = running(new AppExchangeClient(nc, deps.gatewayId, { hostAlive: (id) => appHosts.alive(id), hostHeardSince: (id, since) => appHosts.heardSince(id, since) }, log));
   exchanges.start();
   const balancer = new AppBalancer(appHosts, exchanges, apps, { coldStartTimeoutMs: settings.appScaling.coldStartTimeoutMs });

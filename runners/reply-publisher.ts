@@ -28,6 +28,14 @@ interface HeldChoice {
  */
 export class ReplyPublisher implements RequestObserver {
   private seq = 0;
+  /**
+   * Every event sent, without the constant fields, the one of seq n at n - 1: a requester that
+   * lost some (core NATS drops messages while a connection moves to another server) asks for them
+   * again (`eventsFrom`). One copy per event; the runner forgets them a while after the final.
+   */
+  private readonly sent: Uint8Array[] = [];
+  /** performance.now() when the final was sent (0: still running). */
+  endedAt = 0;
   private readonly held = new Map<number, HeldChoice>();
   private readonly startedAt = performance.now();
   private firstDeltaAt = 0;
@@ -119,6 +127,7 @@ export class ReplyPublisher implements RequestObserver {
   final(promptTokens: number, completionTokens: number, error?: ProtoError, cachedPromptTokens = 0, reasoningTokens = 0): void {
     const queueWaitMs = Math.round((this.slotAt || performance.now()) - this.startedAt);
     this.send({ $case: "final", value: { usage: { promptTokens, completionTokens, cachedPromptTokens, reasoningTokens: reasoningTokens || undefined }, error, queueWaitMs } });
+    this.endedAt = performance.now();
     this.onFinished(completionTokens);
     if (this.log.enabled("debug"))
       this.log.debug("request finished", {
@@ -136,8 +145,21 @@ export class ReplyPublisher implements RequestObserver {
     this.emit(RunnerEvent.encode({ requestId: "", seq: ++this.seq, runnerId: "", event }).finish(), urgent);
   }
 
+  /** The events sent from seq `fromSeq` on, as sent (for a requester that lost them). */
+  eventsFrom(fromSeq: number): RunnerEvent[] {
+    return this.sent.slice(Math.max(0, fromSeq - 1)).map((rest) => {
+      const bytes = new Uint8Array(this.head.length + rest.length);
+      bytes.set(this.head);
+      bytes.set(rest, this.head.length);
+      return RunnerEvent.decode(bytes);
+    });
+  }
+
   /** Sends one event given its fields other than the constant ones (protobuf fields may come in any order). */
   private emit(rest: Uint8Array, urgent: boolean, restLength = rest.length): void {
+    // A copy (Buffer's slice would be a view): text deltas are encoded into a scratch buffer
+    // that the next one overwrites.
+    this.sent.push(new Uint8Array(rest.subarray(0, restLength)));
     if (this.batchSubject) return this.outbox.publishPacked(this.batchSubject, this.head, rest, urgent, restLength);
     const bytes = new Uint8Array(this.head.length + restLength);
     bytes.set(this.head);

@@ -4,6 +4,8 @@ import {
   Cancel,
   HeldQuery,
   HeldReply,
+  ResendQuery,
+  ResendReply,
   ErrorCode,
   GenerateRequest,
   RunnerHeartbeat,
@@ -21,6 +23,12 @@ import { ReplyPublisher } from "./reply-publisher.js";
 
 /** Request ids one HeldQuery may ask about (more than a runner's slots and queue ever hold). */
 const MAX_HELD_QUERY_IDS = 4096;
+/**
+ * How long a request's events are kept after its final, for a requester that lost some to ask
+ * again (ResendQuery): longer than a requester takes to notice a lost tail (its quiet stream asks
+ * which requests are held after the runner timeout, twice).
+ */
+const RESEND_KEEP_MS = 30_000;
 
 /** What a runner reports to probes and metrics. */
 
@@ -70,6 +78,8 @@ export class RunnerActor implements Actor {
   private stopped = false;
   private outbox!: Outbox;
   private readonly counters = { admitted: 0, rejected: 0, completionTokens: 0 };
+  /** Each request's publisher, from admission until RESEND_KEEP_MS after its final, oldest first. */
+  private readonly publishers = new Map<string, ReplyPublisher>();
 
   constructor(
     private readonly spec: ModelSpec,
@@ -87,8 +97,12 @@ export class RunnerActor implements Actor {
       openMailbox(ctx, subjects.runnerCancel(this.runnerId), (m) => this.onCancel(m)),
       openMailbox(ctx, subjects.cancel(this.spec.id), (m) => this.onCancel(m)),
       openMailbox(ctx, subjects.runnerHeld(this.runnerId), (m) => this.onHeldQuery(m)),
+      openMailbox(ctx, subjects.runnerResend(this.runnerId), (m) => this.onResend(m)),
     );
-    this.heartbeatTimer = setInterval(() => this.heartbeat(), this.options.heartbeatMs);
+    this.heartbeatTimer = setInterval(() => {
+      this.heartbeat();
+      this.forgetEnded();
+    }, this.options.heartbeatMs);
     this.heartbeat();
     void this.loadWithRetry();
   }
@@ -185,6 +199,8 @@ export class RunnerActor implements Actor {
         this.counters.completionTokens += tokens;
       }, request.coalesceDeltas, request.batchReplySubject);
       const queuePosition = scheduler.submit(prepared, observer);
+      this.publishers.delete(request.requestId);
+      this.publishers.set(request.requestId, observer);
       this.counters.admitted++;
       msg.respond(Admission.encode({
         result: { $case: "accepted", value: { runnerId: this.runnerId, promptTokens: prepared.promptTokens, queuePosition, maxTokens: prepared.maxTokens, droppedMessages: prepared.droppedMessages ?? 0, renderedPrompt: prepared.renderedPrompt } },
@@ -211,6 +227,29 @@ export class RunnerActor implements Actor {
     this.outbox.flush();
     const held = query.requestIds.slice(0, MAX_HELD_QUERY_IDS).filter((id) => this.scheduler?.holds(id) ?? false);
     msg.respond(HeldReply.encode({ heldRequestIds: held }).finish());
+  }
+
+  /** Sends a request's events again from the sequence number asked for (a requester lost some). */
+  private onResend(msg: Msg): void {
+    let query: ResendQuery;
+    try {
+      query = ResendQuery.decode(msg.data);
+    } catch {
+      this.ctx.log.warn("malformed ResendQuery ignored");
+      return;
+    }
+    // Events queued for sending go out first: the answer then holds no event the requester may still get.
+    this.outbox.flush();
+    const publisher = this.publishers.get(query.requestId);
+    this.ctx.log.info("resending a request's events", { requestId: query.requestId, fromSeq: query.fromSeq, kept: publisher !== undefined });
+    msg.respond(ResendReply.encode({ kept: publisher !== undefined, events: publisher?.eventsFrom(query.fromSeq) ?? [] }).finish());
+  }
+
+  /** Forgets the events of requests that ended more than RESEND_KEEP_MS ago. */
+  private forgetEnded(): void {
+    const now = performance.now();
+    for (const [requestId, publisher] of this.publishers)
+      if (publisher.endedAt > 0 && now - publisher.endedAt > RESEND_KEEP_MS) this.publishers.delete(requestId);
   }
 
   private onCancel(msg: Msg): void {

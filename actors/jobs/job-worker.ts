@@ -1,6 +1,6 @@
-import { jetstream, jetstreamManager, type Consumer, type JsMsg } from "@nats-io/jetstream";
+import { jetstream, type Consumer, type JsMsg } from "@nats-io/jetstream";
 import { nanos, type Subscription } from "@nats-io/transport-node";
-import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
+import { ensureDurableConsumer, openJetStreamManager } from "../../lib/nats/jetstream.js";
 import { BoundedPuller } from "../../lib/nats/bounded-puller.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
 import type { Logger } from "../../lib/log.js";
@@ -42,7 +42,7 @@ export class JobWorker implements Actor {
     this.log = ctx.log;
     const nc = ctx.nc;
     const jobs = await JobStore.open(nc);
-    const jsm = await jetstreamManager(nc);
+    const jsm = await openJetStreamManager(nc);
     const config = { ack_wait: nanos(this.settings.ackWaitMs), max_deliver: -1, max_ack_pending: -1 };
     try {
       await ensureDurableConsumer(jsm, streams.jobs, { durable_name: consumers.jobWorkers, ...config });

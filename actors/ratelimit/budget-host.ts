@@ -1,11 +1,11 @@
-import { RequestError, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import type { KV } from "@nats-io/kv";
 import { Activation, BudgetKey, OwnerProbeReply } from "../../proto/gen/tributary/v1/ratelimit.js";
 import { randomToken } from "../../lib/ids.js";
 import { openKv } from "../../lib/nats/jetstream.js";
 import { kvRecord } from "../../lib/nats/kv-records.js";
 import { buckets, queues, subjects } from "../../lib/nats/subjects.js";
-import { claimOwnership, openMailbox } from "../../modules/actor-runtime/mod.js";
+import { claimOwnership, openMailbox, type OwnerProbe } from "../../modules/actor-runtime/mod.js";
 import type { Actor, ActorContext } from "../../modules/actor-runtime/mod.js";
 import { BudgetActor, type BudgetActorOptions } from "./budget-actor.js";
 import { budgetRecordSchema, budgetStateKey, freshRecord, type BudgetRecord } from "../../modules/ratelimit/mod.js";
@@ -116,7 +116,7 @@ export class BudgetHostActor implements Actor {
       ownerOf: (record) => record.owner,
       // Limits come with the first lease; a window with nothing granted needs none yet.
       claimedBy: (current, me) => (current ? { ...current, owner: me, updated_at: Date.now() } : freshRecord(me, this.options.windowMs, Date.now(), { requests: 0, tokens: 0 })),
-    }, { where: id, attempts: MAX_CLAIM_ATTEMPTS, ownerAlive: (owner) => this.ownerAlive(owner, key), stopping: () => this.stopping });
+    }, { where: id, attempts: MAX_CLAIM_ATTEMPTS, probeOwner: (owner) => this.probeOwner(owner, key), stopping: () => this.stopping });
     if ("liveOwner" in claim) return { ownerHost: claim.liveOwner, error: "" };
     if ("stopping" in claim) return { ownerHost: "", error: "host stopping" };
     if (claim.previousOwner && claim.previousOwner !== this.hostId) this.ctx?.log.info("took over a budget from an owner that did not answer", { budget: id, previousOwner: claim.previousOwner });
@@ -142,16 +142,17 @@ export class BudgetHostActor implements Actor {
     return { ownerHost: this.hostId, error: "" };
   }
 
-  private async ownerAlive(hostId: string, key: BudgetKey): Promise<boolean> {
+  private async probeOwner(hostId: string, key: BudgetKey): Promise<OwnerProbe> {
     try {
       const reply = await (this.ctx!.nc as NatsConnection).request(subjects.budgetHostProbe(hostId), BudgetKey.encode(key).finish(), {
         timeout: this.options.probeTimeoutMs,
       });
-      return OwnerProbeReply.decode(reply.data).owns;
-    } catch (err) {
-      if (err instanceof RequestError && err.isNoResponders()) return false;
-      // No answer in time: treated as gone. Safe either way: the compare-and-set fences it.
-      return false;
+      return OwnerProbeReply.decode(reply.data).owns ? "owns" : "disowns";
+    } catch {
+      // No responders, or no answer in time: taken over at once (no lease). Safe either way:
+      // the owner answers a grant only once its compare-and-set on the record succeeded, and the
+      // claim's compare-and-set makes every later one of its fail.
+      return "silent";
     }
   }
 

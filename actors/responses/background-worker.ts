@@ -1,9 +1,9 @@
-import { jetstream, jetstreamManager, type Consumer, type JsMsg } from "@nats-io/jetstream";
+import { jetstream, type Consumer, type JsMsg } from "@nats-io/jetstream";
 import { nanos, type Subscription } from "@nats-io/transport-node";
 import type { ModelSpec } from "../../modules/catalog/mod.js";
 import { randomToken } from "../../lib/ids.js";
 import type { Logger } from "../../lib/log.js";
-import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
+import { ensureDurableConsumer, openJetStreamManager } from "../../lib/nats/jetstream.js";
 import { InvalidValue } from "../../lib/nats/kv-records.js";
 import { BoundedPuller } from "../../lib/nats/bounded-puller.js";
 import { consumers, streams, subjects } from "../../lib/nats/subjects.js";
@@ -68,7 +68,7 @@ export class BackgroundResponseWorker implements Actor {
       ResponseEventLog.open(nc),
       BackgroundQueue.open(nc),
     ]);
-    const jsm = await jetstreamManager(nc);
+    const jsm = await openJetStreamManager(nc);
     const durable = consumers.responsesBackground;
     const config = { ack_wait: nanos(this.settings.ackWaitMs), max_deliver: -1, max_ack_pending: -1 };
     try {

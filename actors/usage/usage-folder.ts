@@ -1,7 +1,7 @@
-import { jetstream, jetstreamManager, type Consumer, type JsMsg } from "@nats-io/jetstream";
+import { jetstream, type Consumer, type JsMsg } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import type { Logger } from "../../lib/log.js";
-import { ensureDurableConsumer } from "../../lib/nats/jetstream.js";
+import { ensureDurableConsumer, openJetStreamManager } from "../../lib/nats/jetstream.js";
 import { InvalidValue } from "../../lib/nats/kv-records.js";
 import { consumers, streams } from "../../lib/nats/subjects.js";
 import type { Counter } from "../../lib/metrics.js";
@@ -28,7 +28,7 @@ export class UsageFolder implements Actor {
     this.log = ctx.log;
     await UsageStore.openStream(ctx.nc);
     this.store = await UsageStore.open(ctx.nc, this.settings.minuteRetentionSeconds);
-    const jsm = await jetstreamManager(ctx.nc);
+    const jsm = await openJetStreamManager(ctx.nc);
     const config = { ack_wait: nanos(30_000), max_ack_pending: 1, max_deliver: -1 };
     try {
       await ensureDurableConsumer(jsm, streams.usage, { durable_name: consumers.usageFolders, ...config });

@@ -17,9 +17,11 @@ import { Bucket, Kvm, type KV, type KvOptions } from "@nats-io/kv";
 import { Objm, type ObjectStore, type ObjectStoreOptions } from "@nats-io/obj";
 import { jetStreamConfig, readConfig } from "../config.js";
 import { subjectPurgeSparesOtherConsumers } from "./server-version.js";
+import { retryJetStreamSetup } from "./setup-retry.js";
 
 // Opening JetStream state the same way everywhere: create-or-bind, with the replica count of
-// the deployment (1 on one machine, 3 on a JetStream cluster: TRIBUTARY_JS_REPLICAS).
+// the deployment (1 on one machine, 3 on a JetStream cluster: TRIBUTARY_JS_REPLICAS). The
+// openers below run at start-up and wait out a JetStream outage (retryJetStreamSetup).
 
 let replicas: number | undefined;
 const jetStreamReplicas = () => (replicas ??= readConfig(jetStreamConfig).replicas);
@@ -35,7 +37,7 @@ const jetStreamReplicas = () => (replicas ??= readConfig(jetStreamConfig).replic
  */
 export async function openKv(nc: NatsConnection, name: string, options: Partial<KvOptions> = {}): Promise<KV> {
   const replicas = jetStreamReplicas();
-  return new Kvm(nc).create(name, { replicas, allow_direct: replicas === 1, ...options });
+  return retryJetStreamSetup(`KV bucket ${name}`, () => new Kvm(nc).create(name, { replicas, allow_direct: replicas === 1, ...options }));
 }
 
 // Listing KV keys. nats.js's `kv.keys()` follows the bucket with an ordered push consumer and ends
@@ -228,11 +230,15 @@ export async function nextStoredMessage(jsm: JetStreamManager, stream: string, s
 
 /** Opens the Object Store bucket `name`, creating it when it does not exist yet. */
 export async function openObjectStore(nc: NatsConnection, name: string, options: Partial<ObjectStoreOptions> = {}): Promise<ObjectStore> {
-  return new Objm(nc).create(name, { replicas: jetStreamReplicas(), ...options });
+  return retryJetStreamSetup(`object store ${name}`, () => new Objm(nc).create(name, { replicas: jetStreamReplicas(), ...options }));
 }
 
 /** Creates the stream, or updates it to `config` when it exists (several processes may race here). */
-export async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string; subjects: string[] }): Promise<void> {
+export function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string; subjects: string[] }): Promise<void> {
+  return retryJetStreamSetup(`stream ${config.name}`, () => createOrUpdateStream(jsm, config));
+}
+
+async function createOrUpdateStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string; subjects: string[] }): Promise<void> {
   const full = { num_replicas: jetStreamReplicas(), ...config };
   try {
     await jsm.streams.info(config.name);
@@ -249,7 +255,7 @@ export async function ensureStream(jsm: JetStreamManager, config: Partial<Stream
 
 /** Creates or updates a durable pull consumer. */
 export async function ensureDurableConsumer(jsm: JetStreamManager, stream: string, config: Partial<ConsumerConfig> & { durable_name: string }): Promise<void> {
-  await jsm.consumers.add(stream, { ack_policy: AckPolicy.Explicit, ...config });
+  await retryJetStreamSetup(`consumer ${config.durable_name} of ${stream}`, () => jsm.consumers.add(stream, { ack_policy: AckPolicy.Explicit, ...config }));
 }
 
 export function isNotFound(err: unknown): boolean {
@@ -263,7 +269,12 @@ export interface JetStreamHandles {
 }
 
 export async function jetStreamHandles(nc: NatsConnection): Promise<JetStreamHandles> {
-  return { js: jetstream(nc), jsm: await jetstreamManager(nc) };
+  return { js: jetstream(nc), jsm: await openJetStreamManager(nc) };
+}
+
+/** The JetStream manager of `nc` (its creation asks the server whether JetStream is there). */
+export function openJetStreamManager(nc: NatsConnection): Promise<JetStreamManager> {
+  return retryJetStreamSetup("JetStream API", () => jetstreamManager(nc));
 }
 
 /**
@@ -324,5 +335,5 @@ export type StoredMessage = Pick<JsMsg, "subject" | "seq" | "data">;
  * empty through `getRecord`'s callers, which treat failed reads as absent.
  */
 export function bindKvForReading(nc: NatsConnection, name: string): Promise<KV> {
-  return new Kvm(nc).open(name, { bindOnly: true, allow_direct: true });
+  return retryJetStreamSetup(`KV bucket ${name} (reading)`, () => new Kvm(nc).open(name, { bindOnly: true, allow_direct: true }));
 }

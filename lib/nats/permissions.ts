@@ -36,7 +36,7 @@ const w = subjectWildcards;
 // Core subjects, grouped by who sends them (docs/architecture.md's subject table).
 const generation = {
   /** Sent by whoever runs a generation (gateway, actor host for batches and background runs). */
-  requests: [w.generate, w.runnerGenerate, w.runnerCancel, w.runnerHeld, w.cancel],
+  requests: [w.generate, w.runnerGenerate, w.runnerCancel, w.runnerHeld, w.runnerResend, w.cancel],
   /** Runner -> requester: deltas on the requester's reply subjects. */
   replies: w.reply,
   heartbeats: w.heartbeat,

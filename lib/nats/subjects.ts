@@ -24,6 +24,8 @@ export const subjects = {
   runnerCancel: (runnerId: string) => `${SUBJECT_ROOT}.runner.${runnerId}.cancel`,
   /** Which requests a runner still holds (HeldQuery/HeldReply): streams gone quiet ask it. */
   runnerHeld: (runnerId: string) => `${SUBJECT_ROOT}.runner.${runnerId}.held`,
+  /** A request's events again, from a sequence number on (ResendQuery/ResendReply): a requester that lost some asks. */
+  runnerResend: (runnerId: string) => `${SUBJECT_ROOT}.runner.${runnerId}.resend`,
   /** Cancels for a model, for requests whose runner is not known yet. */
   cancel: (modelId: string) => `${SUBJECT_ROOT}.cancel.${modelToken(modelId)}`,
   /** Runner heartbeats of a model. */
@@ -116,6 +118,7 @@ export const subjectWildcards = {
   runnerGenerate: `${SUBJECT_ROOT}.runner.*.generate`,
   runnerCancel: `${SUBJECT_ROOT}.runner.*.cancel`,
   runnerHeld: `${SUBJECT_ROOT}.runner.*.held`,
+  runnerResend: `${SUBJECT_ROOT}.runner.*.resend`,
   cancel: `${SUBJECT_ROOT}.cancel.*`,
   heartbeat: subjects.heartbeatAll,
   reply: `${SUBJECT_ROOT}.reply.>`,

@@ -2,4 +2,4 @@
 export { type Actor, type ActorContext } from "./actor.js";
 export { openMailbox } from "./mailbox.js";
 export { superviseActor, Supervisor, type SupervisedActor } from "./supervisor.js";
-export { claimOwnership, type Claim, type OwnedRecord } from "./ownership.js";
+export { actsUntil, claimOwnership, LeaseWatch, leaseLapsed, mayTakeOver, seeRevision, type Claim, type LeaseTerms, type OwnedRecord, type OwnerProbe, type SeenRevision } from "./ownership.js";

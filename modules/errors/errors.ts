@@ -1,4 +1,5 @@
 import * as Data from "effect/Data";
+import { isNatsOutage } from "../../lib/nats/outage.js";
 
 // What can go wrong, as tagged values. Domain code throws (or fails an Effect with) one of these;
 // it never picks an HTTP status. The one mapping to OpenAI's error body and status is
@@ -247,24 +248,12 @@ export function isDomainError(err: unknown): err is DomainError {
   return err instanceof Error && typeof (err as { _tag?: unknown })._tag === "string" && TAGS.has((err as unknown as { _tag: string })._tag);
 }
 
-/** Any thrown value as a domain error: unknown failures become Internal (keeping the cause for the log). */
+/** Any thrown value as a domain error: a NATS outage (lib/nats/outage.ts) becomes Unavailable, unknown failures Internal (keeping the cause for the log). */
 export function asDomainError(err: unknown): DomainError {
   if (isDomainError(err)) return err;
   if (isNatsOutage(err))
     return new Unavailable({ message: "The service is briefly unavailable while its messaging cluster fails over. Please retry your request.", retryAfterSeconds: 1 });
   return new Internal({ cause: err });
-}
-
-/**
- * A failure of the NATS fabric rather than of the request: a server that died mid-request, a
- * JetStream stream electing a new leader, a node still starting (the client's error names).
- * Another attempt a moment later, or on another gateway, succeeds: a 503 with retry-after.
- */
-export function isNatsOutage(err: unknown): boolean {
-  const e = err as { name?: unknown; code?: unknown; api_error?: { code?: number } } | null;
-  if (!e || typeof e !== "object") return false;
-  if (["TimeoutError", "JetStreamNotEnabled", "NoRespondersError", "ConnectionError", "ClosedConnectionError", "DrainingConnectionError"].includes(String(e.name))) return true;
-  return e.api_error?.code === 503;
 }
 
 /** Failures another attempt (later, or on another runner) may not see. */

@@ -1,5 +1,5 @@
 import { RequestError, TimeoutError, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
-import { Admission, Cancel, GenerateRequest, HeldQuery, HeldReply, RunnerEvent, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
+import { Admission, Cancel, GenerateRequest, HeldQuery, HeldReply, ResendQuery, ResendReply, RunnerEvent, type Error as ProtoError } from "../../proto/gen/tributary/v1/inference.js";
 import { MalformedBatch, readRunnerEventBatch, type RunnerEventSink } from "./event-batch-reader.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { Logger } from "../../lib/log.js";
@@ -21,6 +21,8 @@ export interface GenerationClientOptions {
 const MAX_ATTEMPTS = 3;
 /** Requests one HeldQuery asks about (the runner answers at most this many too). */
 const MAX_HELD_QUERY_IDS = 4096;
+/** Resends one gap may ask for before its stream fails (each asks from where the stream waits). */
+const MAX_RESENDS = 3;
 
 /**
  * Sends generate requests to runners and routes their events back. Each request names this
@@ -245,10 +247,39 @@ export class GenerationClient implements GenerationSource {
     return new NoRunner({ model, state: "none", retryAfterSeconds: 5 });
   }
 
-  private readonly onGap = (stream: GenerationStream, expected: number, got: number) => {
-    this.log.error("runner events lost", { requestId: stream.requestId, expected, got });
-    stream.abandon(new StreamInterrupted({ message: "The stream from the model runner lost messages; the request was stopped." }));
+  private readonly onGap = (stream: GenerationStream, expected: number, got: number, repairable: boolean) => {
+    if (!repairable) return this.lose(stream, "runner events lost, too many to hold back", { expected, got });
+    this.log.warn("runner events lost; asking the runner to send them again", { requestId: stream.requestId, expected, got });
+    this.resend(stream, 1);
   };
+
+  /**
+   * Asks the stream's runner for its events from where the stream waits (ResendQuery): core NATS
+   * drops messages while a connection moves to another server (a NATS node in lame duck hands its
+   * clients on), and the runner keeps each request's events a while. A stream whose runner no
+   * longer has them, or does not answer, ends as interrupted.
+   */
+  private resend(stream: GenerationStream, attempt: number): void {
+    const runnerId = stream.admitted?.runnerId;
+    if (!runnerId) return this.lose(stream, "runner events lost before the admission was known", { expected: stream.nextSeq });
+    const fromSeq = stream.nextSeq;
+    this.nc
+      .request(subjects.runnerResend(runnerId), ResendQuery.encode({ requestId: stream.requestId, fromSeq }).finish(), { timeout: Math.min(this.options.runnerTimeoutMs, 5_000) })
+      .then((msg) => {
+        const reply = ResendReply.decode(msg.data);
+        if (!reply.kept) return this.lose(stream, "runner events lost; the runner no longer has them", { fromSeq, runnerId });
+        if (stream.resent(reply.events)) return this.log.info("runner events lost and sent again", { requestId: stream.requestId, fromSeq, events: reply.events.length });
+        if (attempt < MAX_RESENDS) return this.resend(stream, attempt + 1);
+        this.lose(stream, "runner events lost; a gap remained after resends", { fromSeq, runnerId });
+      })
+      .catch((err: unknown) => this.lose(stream, "runner events lost; the runner did not send them again", { fromSeq, runnerId, err: String(err) }));
+  }
+
+  private lose(stream: GenerationStream, why: string, fields: Record<string, unknown>): void {
+    if (stream.done) return;
+    this.log.error(why, { requestId: stream.requestId, ...fields });
+    stream.abandon(new StreamInterrupted({ message: "The stream from the model runner lost messages; the request was stopped." }));
+  }
 
   /**
    * The watchdog's one pass over what waits on runners: admissions to a runner declared lost end
@@ -304,8 +335,9 @@ export class GenerationClient implements GenerationSource {
             if (stream.done || held.has(stream.requestId)) {
               stream.notHeldSince = 0;
             } else if (stream.notHeldSince > 0 && stream.lastEventAt < stream.notHeldSince) {
-              this.log.warn("runner no longer holds a quiet request: its last events were lost", { requestId: stream.requestId, runnerId });
-              stream.abandon(new StreamInterrupted({ message: "The stream from the model runner lost its last messages; the request was stopped." }));
+              // Its last events were lost on the way: the runner keeps them a while after the end.
+              this.log.warn("runner no longer holds a quiet request: asking it for its last events", { requestId: stream.requestId, runnerId });
+              this.resend(stream, 1);
             } else {
               stream.notHeldSince = askedAt;
             }

@@ -38,9 +38,20 @@ export interface Admitted {
 }
 
 /**
+ * Told that `stream` missed events from `expected` on (it got `got`): `repairable` when the events
+ * after the gap are held back for a resend to complete; false when the stream is too far behind.
+ */
+export type GapHandler = (stream: GenerationStream, expected: number, got: number, repairable: boolean) => void;
+
+/** Events held back after a gap while the missing ones are asked for again (a few seconds of a long stream). */
+const MAX_HELD_BACK = 4096;
+
+/**
  * The gateway's end of one generation. Events may arrive before the admission reply (they use
  * different subjects), so they are buffered until a listener attaches. Sequence numbers are
- * checked: a gap means core NATS dropped a message, and the stream fails rather than lie.
+ * checked: a gap means core NATS dropped a message. The events after it are held back, the
+ * client asks the runner for the missing ones (`onGap`) and hands them to `resent`; a gap that
+ * cannot be filled fails the stream rather than lie.
  */
 export class GenerationStream {
   admitted: Admitted | undefined;
@@ -51,6 +62,10 @@ export class GenerationStream {
   private listener: GenerationListener | undefined;
   private buffered: Array<RunnerEvent | DomainError> = [];
   private expectedSeq = 1;
+  /** Events that came after a gap, by seq, until the missing ones arrive (at most MAX_HELD_BACK). */
+  private heldBack: Map<number, RunnerEvent> | undefined;
+  /** A gap was reported and its repair is under way. */
+  private repairing = false;
   private ended = false;
   private cancelRequested = false;
   /** Runners given up on during admission (lost): whatever they still send belongs to no stream. */
@@ -86,32 +101,77 @@ export class GenerationStream {
     return this.ignoredRunners?.has(runnerId) ?? false;
   }
 
+  /** The next sequence number this stream waits for (a resend starts there). */
+  get nextSeq(): number {
+    return this.expectedSeq;
+  }
+
   /** Called by the client with each event addressed to this request. */
-  receive(event: RunnerEvent, onGap: (stream: GenerationStream, expected: number, got: number) => void, now = performance.now()): void {
+  receive(event: RunnerEvent, onGap: GapHandler, now = performance.now()): void {
     if (this.ended) return;
     this.lastEventAt = now;
     if (event.seq < this.expectedSeq) return; // duplicate
-    if (event.seq > this.expectedSeq) {
-      onGap(this, this.expectedSeq, event.seq);
-      return;
-    }
+    if (event.seq > this.expectedSeq) return this.holdBack(event, onGap);
     this.expectedSeq++;
-    if (this.listener) this.dispatch(event, this.listener);
-    else this.buffered.push(event);
+    this.deliver(event);
+    if (this.heldBack) this.catchUp();
   }
 
   /** `receive` for a text delta read without its RunnerEvent (the batch reader's common case). */
-  receiveDelta(seq: number, delta: TokenDelta, onGap: (stream: GenerationStream, expected: number, got: number) => void, now: number): void {
+  receiveDelta(seq: number, delta: TokenDelta, onGap: GapHandler, now: number): void {
     if (this.ended) return;
     this.lastEventAt = now;
     if (seq < this.expectedSeq) return; // duplicate
-    if (seq > this.expectedSeq) {
-      onGap(this, this.expectedSeq, seq);
-      return;
-    }
+    const event = (): RunnerEvent => ({ requestId: this.requestId, seq, runnerId: "", event: { $case: "delta", value: delta } });
+    if (seq > this.expectedSeq) return this.holdBack(event(), onGap);
     this.expectedSeq++;
     if (this.listener) this.listener.delta(delta);
-    else this.buffered.push({ requestId: this.requestId, seq, runnerId: "", event: { $case: "delta", value: delta } });
+    else this.buffered.push(event());
+    if (this.heldBack) this.catchUp();
+  }
+
+  /**
+   * The runner sent the events again from `nextSeq` on (the gap's repair; none: it no longer had
+   * them). True when no gap is left; false when one is (the client then asks again, or fails).
+   */
+  resent(events: readonly RunnerEvent[]): boolean {
+    this.repairing = false;
+    if (this.ended) return true;
+    for (const event of events) if (event.seq >= this.expectedSeq) (this.heldBack ??= new Map()).set(event.seq, event);
+    if (this.heldBack) this.catchUp();
+    if (this.heldBack === undefined) return true;
+    this.repairing = true;
+    return false;
+  }
+
+  private holdBack(event: RunnerEvent, onGap: GapHandler): void {
+    const held = (this.heldBack ??= new Map());
+    if (held.size >= MAX_HELD_BACK) {
+      // Too far behind to catch up from memory: as a gap that cannot be filled.
+      this.repairing = false;
+      onGap(this, this.expectedSeq, event.seq, false);
+      return;
+    }
+    held.set(event.seq, event);
+    if (this.repairing) return;
+    this.repairing = true;
+    onGap(this, this.expectedSeq, event.seq, true);
+  }
+
+  /** Delivers the held-back events that follow on without a gap now. */
+  private catchUp(): void {
+    const held = this.heldBack!;
+    for (let next = held.get(this.expectedSeq); next && !this.ended; next = held.get(this.expectedSeq)) {
+      held.delete(this.expectedSeq);
+      this.expectedSeq++;
+      this.deliver(next);
+    }
+    if (held.size === 0 || this.ended) this.heldBack = undefined;
+  }
+
+  private deliver(event: RunnerEvent): void {
+    if (this.listener) this.dispatch(event, this.listener);
+    else this.buffered.push(event);
   }
 
   /** Ends the stream with an error (runner lost, gap, shutdown). */

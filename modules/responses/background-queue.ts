@@ -1,7 +1,7 @@
 import type { NatsConnection } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
+import { jetstream, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
 import * as Schema from "effect/Schema";
-import { ensureStream } from "../../lib/nats/jetstream.js";
+import { ensureStream, openJetStreamManager } from "../../lib/nats/jetstream.js";
 import { valueSchema } from "../../lib/nats/kv-records.js";
 import { streams, subjects } from "../../lib/nats/subjects.js";
 import { ID_RULE, isWellFormedId } from "../../lib/ids.js";
@@ -17,7 +17,7 @@ export const backgroundJobSchema = valueSchema<BackgroundJob>()(Schema.Struct({ 
 
 /** The durable work queue of background responses (a JetStream work-queue stream). */
 export async function ensureBackgroundStream(nc: NatsConnection): Promise<void> {
-  await ensureStream(await jetstreamManager(nc), {
+  await ensureStream(await openJetStreamManager(nc), {
     name: streams.responsesBackground,
     subjects: [subjects.responsesBackground],
     retention: RetentionPolicy.Workqueue,

@@ -1,7 +1,7 @@
 import * as Schema from "effect/Schema";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { DeliverPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type PubAck } from "@nats-io/jetstream";
-import { ensureStream, isNotFound } from "../../lib/nats/jetstream.js";
+import { DeliverPolicy, jetstream, RetentionPolicy, StorageType, type JetStreamClient, type JetStreamManager, type PubAck } from "@nats-io/jetstream";
+import { ensureStream, isNotFound, openJetStreamManager } from "../../lib/nats/jetstream.js";
 import { valueSchema } from "../../lib/nats/kv-records.js";
 import { streams, subjects } from "../../lib/nats/subjects.js";
 import { continuesDelta, RESPONSE_DELTA_EVENTS, RESPONSE_TERMINAL_EVENTS, type ResponseEvent, type ResponseEventSink } from "../openai/mod.js";
@@ -29,7 +29,7 @@ export class ResponseEventLog {
   private constructor(private readonly nc: NatsConnection, private readonly js: JetStreamClient, private readonly jsm: JetStreamManager) {}
 
   static async open(nc: NatsConnection): Promise<ResponseEventLog> {
-    const jsm = await jetstreamManager(nc);
+    const jsm = await openJetStreamManager(nc);
     await ensureStream(jsm, {
       name: streams.responseEvents,
       subjects: [subjects.responseEventsAll],

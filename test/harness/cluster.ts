@@ -160,8 +160,8 @@ export async function startClusterStack(options: ClusterOptions = {}): Promise<C
   const nodeUrl = (i: number) => nats.nodes[i % nats.nodes.length]!.url;
   const actors: ActorHost[] = [];
   // One actor host first: it creates the buckets and streams; the others bind to them. Not all
-  // at once: a gateway whose start-up requests to JetStream time out (every process starting on
-  // a 3-replica cluster at the same time, on 2 CPUs) exits.
+  // at once: every process starting on a 3-replica cluster at the same time, on 2 CPUs, times out
+  // start-up requests to JetStream, which they then wait out with backoff (lib/nats/setup-retry.ts).
   for (let i = 0; i < (options.actorHosts ?? 2); i++) actors.push(await startActorHost(nodeUrl(i), env));
   const runners = await Promise.all(Array.from({ length: options.runners ?? 3 }, (_, i) => startRunner(nodeUrl(i + 1), env)));
   const gateways: Gateway[] = [];

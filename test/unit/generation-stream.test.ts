@@ -98,6 +98,53 @@ t.test("a duplicate is dropped; a gap stops the stream and the runner", async (t
   t.equal(l.heard.length, 3, "the late event 3 changes nothing");
 });
 
+t.test("a gap is repaired: later events wait, the resent ones fill it, and all are heard in order", async (t) => {
+  const gaps: Array<[number, number, boolean]> = [];
+  const stream = new GenerationStream("req_1", "m/x", { release: () => {}, cancel: () => {} });
+  const onGap = (_: GenerationStream, expected: number, got: number, repairable: boolean) => void gaps.push([expected, got, repairable]);
+  const l = recorder();
+  stream.listen(l);
+  stream.receive(delta(1, "a"), onGap);
+  stream.receive(delta(4, "d"), onGap);
+  stream.receiveDelta(5, { choiceIndex: 0, text: "e", toolCalls: [], tokens: 1 }, onGap, 0);
+  t.same(gaps, [[2, 4, true]], "one gap reported while its repair is under way");
+  t.same(l.heard, ["delta 0 a"], "nothing after the gap is heard yet");
+  t.equal(stream.nextSeq, 2, "a resend starts where the stream waits");
+  // The runner sends again what it kept from 2 on: 2 and 3 fill the gap, 4 and 5 are duplicates.
+  t.ok(stream.resent([delta(2, "b"), delta(3, "c"), delta(4, "d"), delta(5, "e")]), "no gap is left");
+  stream.receive(choiceEnd(6), onGap);
+  stream.receive(final(7), onGap);
+  t.same(l.heard, ["delta 0 a", "delta 0 b", "delta 0 c", "delta 0 d", "delta 0 e", "end 0", "final 2"]);
+  t.ok(stream.done);
+});
+
+t.test("a resend that does not reach the held-back events leaves the gap: the client asks again", async (t) => {
+  const stream = new GenerationStream("req_1", "m/x", { release: () => {}, cancel: () => {} });
+  const gaps: number[] = [];
+  const onGap = (_: GenerationStream, expected: number) => void gaps.push(expected);
+  const l = recorder();
+  stream.listen(l);
+  stream.receive(delta(1, "a"), onGap);
+  stream.receive(delta(5, "e"), onGap);
+  t.notOk(stream.resent([delta(2, "b")]), "3 and 4 still missing");
+  t.equal(stream.nextSeq, 3);
+  stream.receive(delta(6, "f"), onGap);
+  t.same(gaps, [2], "no new report while the repair goes on");
+  t.ok(stream.resent([delta(3, "c"), delta(4, "d")]));
+  t.same(l.heard, ["delta 0 a", "delta 0 b", "delta 0 c", "delta 0 d", "delta 0 e", "delta 0 f"]);
+});
+
+t.test("a resend that arrives after the tail was lost ends the stream with its final", async (t) => {
+  const stream = new GenerationStream("req_1", "m/x", { release: () => {}, cancel: () => {} });
+  const l = recorder();
+  stream.listen(l);
+  stream.receive(delta(1, "a"), () => t.fail("no gap"));
+  // Events 2 and 3 (the final) were lost; the quiet stream's runner sends them again.
+  t.ok(stream.resent([delta(2, "b"), final(3)]));
+  t.same(l.heard, ["delta 0 a", "delta 0 b", "final 2"]);
+  t.ok(stream.done);
+});
+
 t.test("fail ends the stream once, with the error, and cancels nothing", async (t) => {
   const { stream, owner } = scripted();
   stream.admitted = admitted;

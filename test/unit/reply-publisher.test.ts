@@ -84,3 +84,18 @@ t.test("not coalesced: every token goes as it comes", async (t) => {
   reply.delta(0, " upon", 1);
   t.same(events().map((e) => deltaOf(e)?.text), ["Once", " upon"]);
 });
+
+t.test("every event sent can be sent again from a sequence number on, as it was sent", async (t) => {
+  const { reply, events } = publisher(false);
+  reply.delta(0, "Once", 1);
+  reply.delta(0, " upon", 1);
+  reply.toolCall(0, { index: 0, id: "call_1", name: "f", arguments: "{" });
+  reply.choiceEnd(0, FinishReason.FINISH_REASON_STOP, 2);
+  t.equal(reply.endedAt, 0, "still running");
+  reply.final(3, 2);
+  t.ok(reply.endedAt > 0, "ended when the final was sent");
+  const sent = events();
+  t.same(reply.eventsFrom(1), sent, "all of them, identical to what went out (the text deltas' scratch buffer was reused meanwhile)");
+  t.same(reply.eventsFrom(3), sent.slice(2), "from seq 3 on");
+  t.same(reply.eventsFrom(6), [], "nothing past the last");
+});

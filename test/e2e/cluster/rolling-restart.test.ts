@@ -8,8 +8,8 @@ import { clusterFaultEnv, MixedLoad } from "../../harness/cluster-load.js";
 // NATS node in lame-duck mode) and started again, under the steady mixed load of the cluster
 // fault tests (streamed chat completions, background responses, a running batch, uploads) on the
 // 3-node JetStream cluster. Clients spread over both gateways and retry a refused attempt on the
-// other one, as behind a load balancer. No request may fail in the end, no stream may fail while
-// runners drain, none may hang, and nothing accepted may be lost or run twice.
+// other one, as behind a load balancer. No request may fail in the end, no stream may end with an
+// error or hang, and nothing accepted may be lost or run twice.
 
 const cluster = await startClusterStack({ gateways: 2, actorHosts: 2, runners: 2, env: clusterFaultEnv });
 t.teardown(() => cluster.stop());
@@ -51,16 +51,16 @@ for (const step of steps) {
 await sleep(1_000);
 await load.stop();
 
-t.test("no request failed in the end; no stream failed while runners drained; none hung", async (t) => {
+t.test("no request failed in the end; no stream ended with an error; none hung", async (t) => {
   const figures = load.figures();
   t.comment(`errors of failed attempts: ${JSON.stringify(load.errors())}`);
   for (const step of steps) t.comment(`${step.name}: ${JSON.stringify(took.get(step.name))} ms; ${JSON.stringify(load.figures(startedAt.get(step.name)!))}`);
   t.equal(figures.failed, 0, "every request was served (a refused attempt retried on the other gateway)");
   t.ok(figures.streamsFinished > 0, `${figures.streamsFinished} streams finished`);
   t.equal(figures.streamsHung, 0, "no stream hung past its timeout");
-  // Streams that ended from the first runner's stop until the first actor host's: the runners' drains.
-  const during = load.figures(startedAt.get("runner 1")!).streamsEndedWithError - load.figures(startedAt.get("actor host 1")!).streamsEndedWithError;
-  t.equal(during, 0, "no stream ended with an error while the runners drained one after the other");
+  // Drains finish their streams; events that core NATS dropped while a NATS node in lame duck
+  // handed its clients on are sent again by their runner (ResendQuery).
+  t.equal(figures.streamsEndedWithError, 0, "no stream ended with an error, whichever process or NATS node drained");
 });
 
 t.test("nothing accepted was lost, nothing ran twice", async (t) => {

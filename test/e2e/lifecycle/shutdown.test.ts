@@ -7,6 +7,7 @@ import { createInterface } from "node:readline";
 import OpenAI from "openai";
 import { startGateway, startNats, startRunner, testCatalog, TEST_MODEL, TEST_KEY } from "../../harness/processes.js";
 import { freePort } from "../../harness/cluster.js";
+import { rawConnect, rawWrite, requestHead } from "../../harness/raw-http.js";
 import { spawnCli } from "../../harness/cli.js";
 
 const messages = [{ role: "user" as const, content: "Tell me a story." }];
@@ -137,6 +138,36 @@ t.test("a gateway whose drain timeout passes ends open streams with a clear erro
   t.ok(err instanceof OpenAI.APIError, "the client sees an error event");
   t.match((err as Error).message, /shutting down/);
   t.equal(await exited, 0, "the gateway exits");
+});
+
+t.test("a draining gateway refuses a request on a connection kept open, with a 503 that closes it, and finishes its stream", async (t) => {
+  const nats = await startNats();
+  t.teardown(() => nats.stop());
+  // Sim tokens at 50/s: the stream in flight keeps the drain going for a few seconds.
+  const sim = { TRIBUTARY_ENGINE: "sim", TRIBUTARY_MODEL_OVERRIDES: JSON.stringify({ [TEST_MODEL]: { sim: { tokens_per_second: 50, first_token_latency_ms: 10 } } }) };
+  const runner = await startRunner(nats.url, sim);
+  t.teardown(() => runner.kill());
+  const gateway = await startGateway(nats.url, { ...sim, TRIBUTARY_RATE_LIMITS: "off" });
+  t.teardown(() => gateway.kill());
+  const client = new OpenAI({ apiKey: TEST_KEY, baseURL: gateway.baseURL, maxRetries: 0 });
+  const stream = await client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: 150, stream: true });
+  const finished = (async () => {
+    let finish: string | null = null;
+    for await (const chunk of stream) finish = chunk.choices[0]?.finish_reason ?? finish;
+    return finish;
+  })();
+  // Open before the drain (as a client's kept-alive connection is); its request comes during it.
+  const kept = await rawConnect({ port: gateway.port });
+  gateway.child.kill("SIGTERM");
+  await gateway.waitForLog((r) => r.msg === "draining");
+  await rawWrite(kept, requestHead("GET", "/v1/models", { authorization: `Bearer ${TEST_KEY}` }));
+  const refused = await kept.response;
+  t.equal(refused?.status, 503, "refused: another gateway takes it");
+  t.match(refused?.json().error.message, /shutting down/);
+  t.equal(refused?.headers["connection"], "close");
+  t.equal(await kept.ended, "closed", "and the connection is closed");
+  t.equal(await finished, "length", "the stream in flight runs to its end");
+  t.equal(await gateway.exited, 0, "the gateway exits");
 });
 
 t.test("a runner asked to stop finishes its in-flight request first", async (t) => {

@@ -1,5 +1,5 @@
 import t from "tap";
-import { GenerateRequest, HeldQuery, HeldReply, RunnerEvent, RunnerHeartbeat, RunnerHeartbeat_State as State, Admission } from "../../../proto/gen/tributary/v1/inference.js";
+import { GenerateRequest, HeldQuery, HeldReply, ResendQuery, ResendReply, RunnerEvent, RunnerHeartbeat, RunnerHeartbeat_State as State, Admission } from "../../../proto/gen/tributary/v1/inference.js";
 import { GenerationClient, RunnerDirectory, type GenerationStream } from "../../../modules/inference/mod.js";
 import type { DomainError } from "../../../modules/errors/mod.js";
 import { subjects } from "../../../lib/nats/subjects.js";
@@ -8,7 +8,8 @@ import { startNats } from "../../harness/processes.js";
 
 // A runner that keeps sending heartbeats but whose stream lost its last events (core NATS drops
 // messages across a server failover) must not leave the request waiting forever: the quiet
-// stream asks the runner which requests it still holds, and one it no longer holds is ended as
+// stream asks the runner which requests it still holds; for one it no longer holds, it asks for
+// the lost events (ResendQuery) and ends with them, or, when the runner no longer has them, as
 // interrupted. A request the runner still holds (queued, or a long prefill) keeps waiting.
 // The runner here is scripted over a real nats-server, with the runner's and gateway's own
 // NATS identities, so the new subject's permissions are exercised too.
@@ -53,6 +54,24 @@ runnerNc.subscribe(subjects.runnerHeld(RUNNER_ID), {
     msg.respond(HeldReply.encode({ heldRequestIds: ids.filter((id) => id.startsWith("held-")) }).finish());
   },
 });
+// It kept the events of requests whose id starts with "kept-": asked, it sends the lost ones
+// (a second delta and the final) again; of others it has nothing.
+const resendQueries: Array<{ requestId: string; fromSeq: number }> = [];
+runnerNc.subscribe(subjects.runnerResend(RUNNER_ID), {
+  callback: (_err, msg) => {
+    const { requestId, fromSeq } = ResendQuery.decode(msg.data);
+    resendQueries.push({ requestId, fromSeq });
+    if (!requestId.startsWith("kept-")) {
+      msg.respond(ResendReply.encode({ kept: false, events: [] }).finish());
+      return;
+    }
+    const events: RunnerEvent[] = [
+      { requestId, seq: 2, runnerId: RUNNER_ID, event: { $case: "delta", value: { choiceIndex: 0, text: " upon", toolCalls: [], tokens: 1 } } },
+      { requestId, seq: 3, runnerId: RUNNER_ID, event: { $case: "final", value: { usage: { promptTokens: 3, completionTokens: 2, cachedPromptTokens: 0 }, error: undefined, queueWaitMs: 0 } } },
+    ];
+    msg.respond(ResendReply.encode({ kept: true, events: events.filter((e) => e.seq >= fromSeq) }).finish());
+  },
+});
 runnerNc.subscribe(subjects.runnerCancel(RUNNER_ID), { callback: () => {} });
 await runnerNc.flush();
 
@@ -95,4 +114,14 @@ t.test("a request its runner no longer holds ends as interrupted; one it holds k
   t.ok(heldQueries >= 2, `the runner was asked (${heldQueries} queries)`);
   t.equal(held.failure, undefined, "a request the runner still holds is not ended");
   t.equal(held.deltas, 1);
+});
+
+t.test("a request its runner no longer holds, but whose events it kept, ends with the events it resends", async (t) => {
+  const kept = watch(await client.generate(request("kept-1")));
+  const deadline = Date.now() + 10_000;
+  while (!kept.final && !kept.failure && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  t.equal(kept.failure, undefined, "not interrupted");
+  t.ok(kept.final, "the lost final came with the resend");
+  t.equal(kept.deltas, 2, "and the lost delta before it");
+  t.same(resendQueries.find((q) => q.requestId === "kept-1"), { requestId: "kept-1", fromSeq: 2 }, "asked from the first event it missed");
 });

@@ -350,6 +350,26 @@ export interface HeldReply {
   heldRequestIds: string[];
 }
 
+/**
+ * Asked of one runner by a requester that saw a gap in a request's events, or whose quiet
+ * stream's request the runner no longer holds (core NATS drops messages while a connection moves
+ * to another server, as a NATS node in lame duck hands its clients on): the request's events
+ * from from_seq on. A runner keeps each request's events while it runs and a short while after.
+ */
+export interface ResendQuery {
+  requestId: string;
+  fromSeq: number;
+}
+
+/**
+ * kept: false when the runner no longer has the request's events (never had it, or too long
+ * ago); then the events are lost for good.
+ */
+export interface ResendReply {
+  kept: boolean;
+  events: RunnerEvent[];
+}
+
 export interface RunnerHeartbeat {
   runnerId: string;
   model: string;
@@ -2653,6 +2673,140 @@ export const HeldReply: MessageFns<HeldReply> = {
   fromPartial(object: DeepPartial<HeldReply>): HeldReply {
     const message = createBaseHeldReply();
     message.heldRequestIds = object.heldRequestIds?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseResendQuery(): ResendQuery {
+  return { requestId: "", fromSeq: 0 };
+}
+
+export const ResendQuery: MessageFns<ResendQuery> = {
+  encode(message: ResendQuery, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== "") {
+      writer.uint32(10).string(message.requestId);
+    }
+    if (message.fromSeq !== 0) {
+      writer.uint32(16).uint64(message.fromSeq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResendQuery {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResendQuery();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.fromSeq = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<ResendQuery>): ResendQuery {
+    return ResendQuery.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ResendQuery>): ResendQuery {
+    const message = createBaseResendQuery();
+    message.requestId = object.requestId ?? "";
+    message.fromSeq = object.fromSeq ?? 0;
+    return message;
+  },
+};
+
+function createBaseResendReply(): ResendReply {
+  return { kept: false, events: [] };
+}
+
+export const ResendReply: MessageFns<ResendReply> = {
+  encode(message: ResendReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.kept !== false) {
+      writer.uint32(8).bool(message.kept);
+    }
+    for (const v of message.events) {
+      RunnerEvent.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResendReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResendReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.kept = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.events.push(RunnerEvent.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create(base?: DeepPartial<ResendReply>): ResendReply {
+    return ResendReply.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ResendReply>): ResendReply {
+    const message = createBaseResendReply();
+    message.kept = object.kept ?? false;
+    message.events = object.events?.map((e) => RunnerEvent.fromPartial(e)) || [];
     return message;
   },
 };
