@@ -26,6 +26,9 @@ interface HeldChoice {
  * one (GenerateRequest.batch_reply_subject). With `coalesce`, a choice's deltas are merged and
  * sent as one delta when the choice ends.
  */
+/** Encoded bytes of events one resend carries (NATS's default max payload is 1 MiB). */
+export const RESEND_MAX_BYTES = 256 * 1024;
+
 export class ReplyPublisher implements RequestObserver {
   private seq = 0;
   /**
@@ -145,14 +148,24 @@ export class ReplyPublisher implements RequestObserver {
     this.emit(RunnerEvent.encode({ requestId: "", seq: ++this.seq, runnerId: "", event }).finish(), urgent);
   }
 
-  /** The events sent from seq `fromSeq` on, as sent (for a requester that lost them). */
-  eventsFrom(fromSeq: number): RunnerEvent[] {
-    return this.sent.slice(Math.max(0, fromSeq - 1)).map((rest) => {
-      const bytes = new Uint8Array(this.head.length + rest.length);
-      bytes.set(this.head);
-      bytes.set(rest, this.head.length);
-      return RunnerEvent.decode(bytes);
-    });
+  /**
+   * The events sent from seq `fromSeq` on, as sent (for a requester that lost them), at most
+   * `maxBytes` of them: a long reply's whole history would not fit one NATS message, and the
+   * requester asks again from where it then waits.
+   */
+  eventsFrom(fromSeq: number, maxBytes = RESEND_MAX_BYTES): RunnerEvent[] {
+    const events: RunnerEvent[] = [];
+    let bytes = 0;
+    for (let i = Math.max(0, fromSeq - 1); i < this.sent.length; i++) {
+      const rest = this.sent[i]!;
+      bytes += this.head.length + rest.length;
+      if (bytes > maxBytes && events.length > 0) break;
+      const encoded = new Uint8Array(this.head.length + rest.length);
+      encoded.set(this.head);
+      encoded.set(rest, this.head.length);
+      events.push(RunnerEvent.decode(encoded));
+    }
+    return events;
   }
 
   /** Sends one event given its fields other than the constant ones (protobuf fields may come in any order). */

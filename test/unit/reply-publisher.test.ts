@@ -1,6 +1,6 @@
 import t from "tap";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { FinishReason, RunnerEventBatch, type RunnerEvent } from "../../proto/gen/tributary/v1/inference.js";
+import { FinishReason, RunnerEventBatch, RunnerEvent } from "../../proto/gen/tributary/v1/inference.js";
 import { Outbox } from "../../lib/nats/outbox.js";
 import { createLogger } from "../../lib/log.js";
 import { ReplyPublisher } from "../../runners/reply-publisher.js";
@@ -98,4 +98,7 @@ t.test("every event sent can be sent again from a sequence number on, as it was 
   t.same(reply.eventsFrom(1), sent, "all of them, identical to what went out (the text deltas' scratch buffer was reused meanwhile)");
   t.same(reply.eventsFrom(3), sent.slice(2), "from seq 3 on");
   t.same(reply.eventsFrom(6), [], "nothing past the last");
+  const firstTwo = reply.eventsFrom(1, RunnerEvent.encode(sent[0]!).finish().length + RunnerEvent.encode(sent[1]!).finish().length);
+  t.same(firstTwo, sent.slice(0, 2), "at most the bytes asked for, whole events from the first on");
+  t.same(reply.eventsFrom(2, 1), sent.slice(1, 2), "and always at least one");
 });
