@@ -36,7 +36,10 @@ export async function connectNats(url: string, name: string, log: Logger, identi
     waitOnFirstConnect: true,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
-    pingInterval: 10_000,
+    // A server gone silent (a partition: no reset arrives) is left after 10-15 s, for another
+    // node of the cluster; nats-server pings its clients as often (ping_interval 5s, ping_max 2).
+    pingInterval: 5_000,
+    maxPingOut: 2,
     // Without this, every request and publish builds an Error up front to keep the caller's stack
     // for a possible timeout: a fifth of the actor host's CPU per batch line, for a debugging aid.
     noAsyncTraces: true,
