@@ -261,10 +261,13 @@ export function asDomainError(err: unknown): DomainError {
  * Another attempt a moment later, or on another gateway, succeeds: a 503 with retry-after.
  */
 export function isNatsOutage(err: unknown): boolean {
-  const e = err as { name?: unknown; code?: unknown; api_error?: { code?: number } } | null;
+  const e = err as { name?: unknown; code?: unknown; api_error?: { code?: number }; apiError?: () => { code?: number } } | null;
   if (!e || typeof e !== "object") return false;
   if (["TimeoutError", "JetStreamNotEnabled", "NoRespondersError", "ConnectionError", "ClosedConnectionError", "DrainingConnectionError"].includes(String(e.name))) return true;
-  return e.api_error?.code === 503;
+  // The JetStream client's JetStreamApiError keeps the server's answer behind apiError() (a 503
+  // is "JetStream system temporarily unavailable": no meta leader, as while a partitioned node rejoins).
+  const status = typeof e.apiError === "function" ? e.apiError().code : e.api_error?.code;
+  return status === 503;
 }
 
 /** Failures another attempt (later, or on another runner) may not see. */
