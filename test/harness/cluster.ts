@@ -156,6 +156,29 @@ async function waitForJetStream(url: string, replicas: number, timeoutMs = 90_00
   }
 }
 
+/**
+ * Whether, asked through the node at `nodeUrl`, every stream has a leader and every replica of it
+ * is current: a node back from a partition has rejoined and caught up (until then JetStream may
+ * still elect leaders, and requests fail for a moment). False while it cannot tell.
+ */
+export async function jetStreamSettled(nodeUrl: string): Promise<boolean> {
+  let nc: Awaited<ReturnType<typeof connectAs>> | undefined;
+  try {
+    nc = await connectAs(nodeUrl);
+    const jsm = await jetstreamManager(nc, { timeout: 2_000 });
+    for await (const info of jsm.streams.list()) {
+      const cluster = info.cluster;
+      if (!cluster?.leader) return false;
+      if ((cluster.replicas ?? []).some((r) => !r.current || r.offline)) return false;
+    }
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await nc?.close().catch(() => {});
+  }
+}
+
 export interface ClusterStack {
   nats: NatsCluster;
   actors: ActorHost[];
