@@ -76,6 +76,7 @@ export async function startNetnsClusterStack(options: NetnsClusterOptions = {}):
       placement: (kind, i) => ({ exec: hosts[kind][i]!.exec, host: kind === "gateway" ? fronts[i]!.hostAddress : undefined }),
     });
     const stopProcesses = stack.stop;
+    let stopped = false;
     return {
       ...stack,
       network,
@@ -90,6 +91,8 @@ export async function startNetnsClusterStack(options: NetnsClusterOptions = {}):
         }
       },
       async stop() {
+        if (stopped) return;
+        stopped = true;
         for (const h of Object.values(hosts).flat()) if (network.isCut(h)) network.heal(h);
         for (const link of links) link.set(CLEAN_LINK);
         try {
