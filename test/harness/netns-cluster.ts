@@ -93,8 +93,14 @@ export async function startNetnsClusterStack(options: NetnsClusterOptions = {}):
       async stop() {
         if (stopped) return;
         stopped = true;
-        for (const h of Object.values(hosts).flat()) if (network.isCut(h)) network.heal(h);
+        // Healed first, so that the processes' drains and the servers' shutdowns reach their peers.
         for (const link of links) link.set(CLEAN_LINK);
+        for (const h of Object.values(hosts).flat())
+          try {
+            if (network.isCut(h)) network.heal(h);
+          } catch {
+            // The switch is gone (the processes are stopped all the same).
+          }
         try {
           await stopProcesses();
         } finally {

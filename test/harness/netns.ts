@@ -1,4 +1,5 @@
 import { execFileSync, spawnSync } from "node:child_process";
+import { closeSync, openSync, rmSync } from "node:fs";
 
 // Hosts on one machine as network namespaces, for faults of the network between processes
 // (test/harness/netns-cluster.ts). A switch namespace holds a Linux bridge; each host is a
@@ -12,11 +13,41 @@ import { execFileSync, spawnSync } from "node:child_process";
 // applications' own timeouts), not a reset or "network unreachable". Healing reattaches it, and
 // the same TCP connections carry on. (This kernel has no netem, tc filters or netfilter.)
 //
+// The harness holds each namespace open (a file descriptor of its /run/netns file) and reaches it
+// through /proc/<pid>/fd/<fd> once made (nsenter --net=...): in one run the /run/netns mounts
+// vanished mid-run (unmounted from outside the harness), which destroyed the switch namespace,
+// with it every veth, and left `ip netns exec <name>` failing with "Invalid argument".
+//
 // Everything is named with a prefix unique to the run (`trib-<pid>-`) and removed by destroy(),
 // on process exit (including the harness's SIGINT/SIGTERM exit) and, for a run that was
 // SIGKILLed, by the next run (namespaces whose pid is gone).
 
 const ip = (...args: string[]) => execFileSync("ip", args, { stdio: ["ignore", "pipe", "pipe"] }).toString();
+
+/** A namespace made by name and held by a descriptor of this process. */
+class HeldNamespace {
+  readonly fd: number;
+  constructor(readonly name: string) {
+    ip("netns", "add", name);
+    this.fd = openSync(`/run/netns/${name}`, "r");
+  }
+  /** The path that reaches it while this process lives, whatever becomes of /run/netns. */
+  get path(): string {
+    return `/proc/${process.pid}/fd/${this.fd}`;
+  }
+  /** The command prefix that runs a command inside it (nsenter execs: the pid stays the command's). */
+  get exec(): string[] {
+    return ["nsenter", `--net=${this.path}`, "--"];
+  }
+  ip(...args: string[]): string {
+    return execFileSync("nsenter", [`--net=${this.path}`, "--", "ip", ...args], { stdio: ["ignore", "pipe", "pipe"] }).toString();
+  }
+  release(): void {
+    closeSync(this.fd);
+    spawnSync("ip", ["netns", "del", this.name], { stdio: "ignore" });
+    rmSync(`/run/netns/${this.name}`, { force: true });
+  }
+}
 
 export interface NetnsHost {
   name: string;
@@ -24,7 +55,7 @@ export interface NetnsHost {
   ns: string;
   /** Its address on the switch. */
   address: string;
-  /** The command prefix that runs a process inside it (`ip netns exec <ns>`: it execs, so the pid is the process's own). */
+  /** The command prefix that runs a process inside it (nsenter: it execs, so the pid is the process's own). */
   exec: string[];
   /** Its bridge port (in the switch namespace). */
   port: string;
@@ -82,6 +113,8 @@ function freeSubnets(): [string, string] {
 export class NetnsNetwork {
   readonly prefix: string;
   readonly switchNs: string;
+  private readonly switch: HeldNamespace;
+  private readonly held: HeldNamespace[] = [];
   /** The test process's address on the switch (it reaches every host there). */
   readonly observerAddress: string;
   private readonly hosts = new Map<string, NetnsHost>();
@@ -98,7 +131,7 @@ export class NetnsNetwork {
     [this.net, this.frontNet] = freeSubnets();
     this.switchNs = `${this.prefix}sw`;
     process.on("exit", this.onExit);
-    ip("netns", "add", this.switchNs);
+    this.switch = this.hold(this.switchNs);
     ip("-n", this.switchNs, "link", "set", "lo", "up");
     ip("-n", this.switchNs, "link", "add", "br0", "type", "bridge");
     ip("-n", this.switchNs, "link", "set", "br0", "up");
@@ -109,6 +142,12 @@ export class NetnsNetwork {
     ip("-n", this.switchNs, "link", "set", "observer", "master", "br0", "up");
     ip("addr", "add", `${this.observerAddress}/24`, "dev", rootEnd);
     ip("link", "set", rootEnd, "up");
+  }
+
+  private hold(name: string): HeldNamespace {
+    const ns = new HeldNamespace(name);
+    this.held.push(ns);
+    return ns;
   }
 
   /** A switch and the observer port; hosts are added with addHost. */
@@ -130,14 +169,14 @@ export class NetnsNetwork {
     if (index > 250) throw new Error("at most 250 hosts");
     const ns = `${this.prefix}${name}`;
     const port = `p-${name}`.slice(0, 15);
-    ip("netns", "add", ns);
+    const held = this.hold(ns);
     ip("-n", ns, "link", "set", "lo", "up");
     ip("-n", this.switchNs, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns);
     ip("-n", this.switchNs, "link", "set", port, "master", "br0", "up");
     const address = `${this.net}${index}`;
     ip("-n", ns, "addr", "add", `${address}/24`, "dev", "eth0");
     ip("-n", ns, "link", "set", "eth0", "up");
-    const host = { name, ns, address, port, exec: ["ip", "netns", "exec", ns] };
+    const host = { name, ns, address, port, exec: held.exec };
     this.hosts.set(name, host);
     return host;
   }
@@ -166,18 +205,18 @@ export class NetnsNetwork {
   /** Cuts `host` from the switch: its traffic to every other host (and the observer) is silently lost. */
   cut(host: NetnsHost | string): void {
     const h = typeof host === "string" ? this.host(host) : host;
-    ip("-n", this.switchNs, "link", "set", h.port, "nomaster");
+    this.switch.ip("link", "set", h.port, "nomaster");
   }
 
   /** Reattaches a cut host. */
   heal(host: NetnsHost | string): void {
     const h = typeof host === "string" ? this.host(host) : host;
-    ip("-n", this.switchNs, "link", "set", h.port, "master", "br0");
+    this.switch.ip("link", "set", h.port, "master", "br0");
   }
 
   isCut(host: NetnsHost | string): boolean {
     const h = typeof host === "string" ? this.host(host) : host;
-    return !ip("-n", this.switchNs, "-o", "link", "show", h.port).includes("master br0");
+    return !this.switch.ip("-o", "link", "show", h.port).includes("master br0");
   }
 
   /** Namespaces of this run still present (a check that destroy left nothing behind). */
@@ -198,7 +237,6 @@ export class NetnsNetwork {
     this.destroyed = true;
     process.off("exit", this.onExit);
     for (const link of this.rootLinks) spawnSync("ip", ["link", "del", link], { stdio: "ignore" });
-    for (const host of this.hosts.values()) spawnSync("ip", ["netns", "del", host.ns], { stdio: "ignore" });
-    spawnSync("ip", ["netns", "del", this.switchNs], { stdio: "ignore" });
+    for (const ns of this.held) ns.release();
   }
 }
