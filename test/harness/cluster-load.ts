@@ -251,6 +251,8 @@ export class MixedLoad {
  * cluster still elects leaders (a healed partition) is not a loss; one that fails to the end is.
  */
 async function retried<T>(read: () => Promise<T>, deadline: number): Promise<T> {
+  // Past the deadline nothing more is read (a gateway that hangs every read would take 20 s each).
+  if (Date.now() > deadline) throw new Error("not read before the deadline");
   for (;;) {
     try {
       return await read();
