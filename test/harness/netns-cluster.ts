@@ -34,6 +34,11 @@ export interface NetnsClusterStack extends ClusterStack {
   /** Cuts a host (by name, e.g. "n1", "g2", "a1", "r3", or the host) from every other. */
   cut(host: NetnsHost | string): void;
   heal(host: NetnsHost | string): void;
+  /**
+   * The index of the runner that sent the most bytes over `windowMs` (the one streaming the most
+   * tokens now): a runner to cut mid-stream, whichever the gateways routed the streams to.
+   */
+  busiestRunner(windowMs?: number): Promise<number>;
   /** Sets the round trip and loss of a group of links (CLEAN_LINK restores them). */
   slow(spec: LinkSpec, shape: LinkShape): void;
 }
@@ -82,6 +87,12 @@ export async function startNetnsClusterStack(options: NetnsClusterOptions = {}):
       network,
       hosts,
       links,
+      async busiestRunner(windowMs = 1_000) {
+        const before = hosts.runner.map((h) => network.sentBytes(h));
+        await new Promise((r) => setTimeout(r, windowMs));
+        const sent = hosts.runner.map((h, i) => network.sentBytes(h) - before[i]!);
+        return sent.indexOf(Math.max(...sent));
+      },
       cut: (host) => network.cut(host),
       heal: (host) => network.heal(host),
       slow(spec, shape) {

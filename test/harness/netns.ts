@@ -219,6 +219,13 @@ export class NetnsNetwork {
     return !this.switch.ip("-o", "link", "show", h.port).includes("master br0");
   }
 
+  /** Bytes `host` has sent onto the switch so far (its bridge port's receive counter). */
+  sentBytes(host: NetnsHost | string): number {
+    const h = typeof host === "string" ? this.host(host) : host;
+    const [link] = JSON.parse(this.switch.ip("-s", "-j", "link", "show", h.port)) as Array<{ stats64: { rx: { bytes: number } } }>;
+    return link!.stats64.rx.bytes;
+  }
+
   /** Namespaces of this run still present (a check that destroy left nothing behind). */
   static leftovers(prefix: string): string[] {
     return ip("netns", "list")
