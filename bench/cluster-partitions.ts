@@ -110,7 +110,15 @@ const faults: Fault[] = [
       return cluster.hosts.nats[i]!;
     },
   },
-  { name: "(c) runner 1 cut mid-stream", host: async () => cluster.hosts.runner[0]!, midStream: true },
+  {
+    name: "(c) runner cut mid-stream (the one streaming the most)",
+    async host() {
+      const i = await cluster.busiestRunner();
+      notes.push(`(c): cut r${i + 1}.`);
+      return cluster.hosts.runner[i]!;
+    },
+    midStream: true,
+  },
   { name: "(d) gateway 1 cut from NATS (its clients stay connected)", host: async () => cluster.hosts.gateway[0]! },
   { name: "(e) actor host owning the rate-limit budgets cut (alive)", host: async () => cluster.hosts.actors[await budgetOwner()]! },
 ];
@@ -177,13 +185,13 @@ try {
     step("seeded");
     load.start();
     await sleep(2_000);
-    const host = await fault.host();
-    step(`cutting ${host.name}`);
     let followed: TrackedStream[] = [];
     if (fault.midStream) {
       followed = Array.from({ length: 6 }, (_, i) => trackedStream(cluster.clients[i % 2]!, `partition ${i} ${Math.random()}`, { maxTokens: 300, timeoutMs: 20_000 }));
       await until(() => followed.every((s) => s.chunks > 0 || s.outcome !== undefined), "the followed streams' first chunks", 15_000);
     }
+    const host = await fault.host();
+    step(`cutting ${host.name}`);
     const at = Date.now();
     cluster.cut(host);
     await sleep(HOLD_MS);
