@@ -131,6 +131,12 @@ export class NetnsNetwork {
     [this.net, this.frontNet] = freeSubnets();
     this.switchNs = `${this.prefix}sw`;
     process.on("exit", this.onExit);
+    // SIGINT/SIGTERM end the process through exit (and so destroy()) unless the script handles
+    // them itself, as test/harness/processes.ts does for its children.
+    for (const signal of ["SIGTERM", "SIGINT"] as const)
+      process.once(signal, () => {
+        if (process.listenerCount(signal) === 0) process.exit(signal === "SIGTERM" ? 143 : 130);
+      });
     this.switch = this.hold(this.switchNs);
     ip("-n", this.switchNs, "link", "set", "lo", "up");
     ip("-n", this.switchNs, "link", "add", "br0", "type", "bridge");
