@@ -24,8 +24,15 @@ export interface NatsServerConfigOptions {
   /** The `authorization` block (natsAuthorizationBlock); none means an open server (tests of refusal only). */
   authorization?: string;
   serverName?: string;
-  /** A JetStream cluster: this node's route port and its peers' route URLs. */
-  cluster?: { name: string; port: number; routes: string[] };
+  /** The address it listens on for clients and routes (default loopback: one machine). */
+  host?: string;
+  /**
+   * A JetStream cluster: this node's route port and its peers' route URLs; `advertise`: the
+   * host:port its peers are told to reach its routes at (when they reach it through a proxy).
+   */
+  cluster?: { name: string; port: number; routes: string[]; advertise?: string };
+  /** How often it pings clients and routes, and after how many unanswered pings it drops them (nats-server's defaults: 2 min, 2). */
+  ping?: { intervalSeconds: number; maxOutstanding: number };
   /** Lame-duck mode (`--signal ldm`): how long clients are given to move, after a grace period (nats-server's defaults: 2 min, 10 s). */
   lameDuck?: { durationSeconds: number; graceSeconds: number };
 }
@@ -35,9 +42,10 @@ export interface NatsServerConfigOptions {
  * only, and a payload limit that fits the gateway's largest request body. Port -1 picks a free one.
  */
 export function natsServerConfig(port: number, storeDir: string, options: NatsServerConfigOptions = {}): string {
+  const host = options.host ?? "127.0.0.1";
   const lines = [
     `server_name: ${options.serverName ?? "tributary-local"}`,
-    `listen: 127.0.0.1:${port}`,
+    `listen: ${host}:${port}`,
     `max_payload: 8MB`,
     `jetstream {`,
     `  store_dir: ${JSON.stringify(storeDir)}`,
@@ -47,10 +55,12 @@ export function natsServerConfig(port: number, storeDir: string, options: NatsSe
     lines.push(
       `cluster {`,
       `  name: ${options.cluster.name}`,
-      `  listen: 127.0.0.1:${options.cluster.port}`,
+      `  listen: ${host}:${options.cluster.port}`,
       `  routes: [${options.cluster.routes.map((r) => JSON.stringify(r)).join(", ")}]`,
+      ...(options.cluster.advertise ? [`  advertise: ${JSON.stringify(options.cluster.advertise)}`] : []),
       `}`,
     );
+  if (options.ping) lines.push(`ping_interval: "${options.ping.intervalSeconds}s"`, `ping_max: ${options.ping.maxOutstanding}`);
   if (options.lameDuck) lines.push(`lame_duck_duration: ${options.lameDuck.durationSeconds}s`, `lame_duck_grace_period: ${options.lameDuck.graceSeconds}s`);
   if (options.authorization) lines.push(options.authorization);
   return lines.join("\n") + "\n";

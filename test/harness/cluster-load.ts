@@ -182,12 +182,12 @@ export class MixedLoad {
     let batchLinesMissing = this.batchLines;
     let batchDuplicates = 0;
     if (this.batch) {
-      const final = await waitForBatch(client, this.batch.id, Math.max(1_000, deadline - Date.now())).catch((e: unknown) => String(e).slice(0, 200));
+      const final = await retried(() => waitForBatch(client, this.batch!.id, Math.max(1_000, deadline - Date.now())), deadline).catch((e: unknown) => String(e).slice(0, 200));
       if (typeof final === "string") reasons.push(final);
       else if (final.status !== "completed") reasons.push(`batch ${this.batch.id}: ${final.status}`);
       else
         try {
-          const { output, seen } = await batchResults(client, final);
+          const { output, seen } = await retried(() => batchResults(client, final), deadline);
           batchLinesMissing = this.batchLines - new Set(output.map((l) => l.custom_id)).size;
           batchDuplicates = [...seen.values()].reduce((n, c) => n + c - 1, 0);
         } catch (err) {
@@ -196,7 +196,7 @@ export class MixedLoad {
     }
     let filesLost = 0;
     for (const f of this.files) {
-      const body = await client.files.content(f.id).then((r) => r.arrayBuffer()).catch((e: unknown) => String(e).slice(0, 120));
+      const body = await retried(() => client.files.content(f.id).then((r) => r.arrayBuffer()), deadline).catch((e: unknown) => String(e).slice(0, 120));
       if (typeof body === "string") reasons.push(`file ${f.id}: ${body}`);
       else if (createHash("sha256").update(Buffer.from(body)).digest("hex") !== f.sha256) reasons.push(`file ${f.id}: ${body.byteLength} bytes, other contents`);
       else continue;
@@ -244,4 +244,72 @@ export class MixedLoad {
     const file = await client.files.create({ file: await toFile(content, "data.txt"), purpose: "user_data" });
     this.files.push({ id: file.id, sha256: createHash("sha256").update(content).digest("hex") });
   }
+}
+
+/**
+ * `read()`, again every 250 ms while it fails, until `deadline`: a read that fails while the
+ * cluster still elects leaders (a healed partition) is not a loss; one that fails to the end is.
+ */
+async function retried<T>(read: () => Promise<T>, deadline: number): Promise<T> {
+  // Past the deadline nothing more is read (a gateway that hangs every read would take 20 s each).
+  if (Date.now() > deadline) throw new Error("not read before the deadline");
+  for (;;) {
+    try {
+      return await read();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
+/** Resolves when `condition()` holds (checked every 100 ms); fails naming `what` after `timeoutMs`. */
+export async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Whether every kind of request of the load succeeded at its first attempt after `at` (the cluster serves again). */
+export function servedSince(load: MixedLoad, at: number): boolean {
+  return Object.values(load.recoveryMs(at)).every((ms) => ms !== null);
+}
+
+export interface TrackedStream {
+  chunks: number;
+  /** From the request to its first chunk with content (undefined: none came). */
+  ttftMs?: number;
+  outcome?: "finished" | "error" | "hung";
+  error?: string;
+  endedAt: number;
+  done: Promise<void>;
+}
+
+/** One streamed completion, tracked as it goes: its chunks so far, and how it ended ("hung": not within `timeoutMs`). */
+export function trackedStream(client: OpenAI, prompt: string, options: { maxTokens: number; timeoutMs: number }): TrackedStream {
+  const s: TrackedStream = { chunks: 0, endedAt: 0, done: Promise.resolve() };
+  const start = performance.now();
+  s.done = (async () => {
+    try {
+      const stream = await client.chat.completions.create(
+        { model: TEST_MODEL, messages: [{ role: "user", content: prompt }], max_tokens: options.maxTokens, stream: true },
+        { signal: AbortSignal.timeout(options.timeoutMs) },
+      );
+      let finish: string | null = null;
+      for await (const chunk of stream) {
+        s.chunks++;
+        if (s.ttftMs === undefined && chunk.choices[0]?.delta?.content) s.ttftMs = performance.now() - start;
+        finish = chunk.choices[0]?.finish_reason ?? finish;
+      }
+      s.outcome = finish === "length" ? "finished" : "error";
+      if (s.outcome === "error") s.error = `ended without finish_reason (${finish})`;
+    } catch (err) {
+      s.error = String(err).slice(0, 200);
+      s.outcome = (err as Error).name === "AbortError" || /abort|timed? ?out/i.test(s.error) ? "hung" : "error";
+    }
+    s.endedAt = Date.now();
+  })();
+  return s;
 }

@@ -18,6 +18,7 @@ import {
   TEST_KEY,
   type ActorHost,
   type Gateway,
+  type Placement,
   type Proc,
   type Runner,
 } from "./processes.js";
@@ -54,32 +55,57 @@ export interface NatsCluster {
   stop(): Promise<void>;
 }
 
+/** Where one node of a NATS cluster runs and how it is reached. */
+export interface NatsNodeLayout {
+  /** The address it listens on (clients and routes). */
+  host: string;
+  clientPort: number;
+  routePort: number;
+  /** The command prefix it runs under (a namespace host). */
+  exec?: readonly string[];
+  /** host:port its peers reach its routes at, when not host:routePort (a link proxy in front of it); also advertised. */
+  routeVia?: string;
+}
+
+export interface NatsClusterOptions {
+  /** Node i's layout (default: loopback, free ports). */
+  layout?: (i: number) => NatsNodeLayout | Promise<NatsNodeLayout>;
+  /** Server pings of clients and routes (nats-server's default: 2 min, 2 outstanding). */
+  ping?: { intervalSeconds: number; maxOutstanding: number };
+}
+
+const loopbackNode = async (): Promise<NatsNodeLayout> => ({ host: "127.0.0.1", clientPort: await freePort(), routePort: await freePort() });
+
 /** Starts `size` nats-server nodes routed to each other and waits until JetStream can place a stream on every node. */
-export async function startNatsCluster(size = 3): Promise<NatsCluster> {
+export async function startNatsCluster(size = 3, options: NatsClusterOptions = {}): Promise<NatsCluster> {
   const dir = mkdtempSync(join(tmpdir(), "tributary-nats-cluster-"));
   const identities = testIdentities(dir);
-  const ports = await Promise.all(Array.from({ length: size }, async () => ({ client: await freePort(), route: await freePort() })));
-  const routes = ports.map((p) => `nats-route://127.0.0.1:${p.route}`);
-  const url = ports.map((p) => `nats://127.0.0.1:${p.client}`).join(",");
+  const layouts = await Promise.all(Array.from({ length: size }, (_, i) => (options.layout ?? loopbackNode)(i)));
+  const routeAddress = (l: NatsNodeLayout) => l.routeVia ?? `${l.host}:${l.routePort}`;
+  const routes = layouts.map((l) => `nats-route://${routeAddress(l)}`);
+  const url = layouts.map((l) => `nats://${l.host}:${l.clientPort}`).join(",");
   registerCredentials(url, identities.env);
   const nodes: NatsNode[] = [];
   for (let i = 0; i < size; i++) {
     const name = `n${i + 1}`;
+    const layout = layouts[i]!;
     const config = join(dir, `${name}.conf`);
     writeFileSync(
       config,
-      natsServerConfig(ports[i]!.client, join(dir, name, "jetstream"), {
+      natsServerConfig(layout.clientPort, join(dir, name, "jetstream"), {
         serverName: name,
+        host: layout.host,
         authorization: identities.authorization,
-        cluster: { name: "tributary-test", port: ports[i]!.route, routes: routes.filter((_, j) => j !== i) },
+        cluster: { name: "tributary-test", port: layout.routePort, routes: routes.filter((_, j) => j !== i), advertise: layout.routeVia },
         // As k8s/nats.yaml has it: a node in lame duck hands its clients on after 5 s, not 10.
         lameDuck: { durationSeconds: 30, graceSeconds: 5 },
+        ping: options.ping,
       }),
     );
-    const nodeUrl = `nats://127.0.0.1:${ports[i]!.client}`;
+    const nodeUrl = `nats://${layout.host}:${layout.clientPort}`;
     registerCredentials(nodeUrl, identities.env);
     const start = async () => {
-      const proc = startProcess("nats-server", ["-c", config], {}, `nats ${name}`);
+      const proc = startProcess("nats-server", ["-c", config], {}, `nats ${name}`, undefined, { exec: layout.exec });
       // A node that does not come up is killed, and its output says why (untilReady).
       await untilReady(proc, `nats-server ${name}`, (r) => typeof r.msg === "string" && r.msg.includes("Server is ready"));
       return proc;
@@ -130,6 +156,29 @@ async function waitForJetStream(url: string, replicas: number, timeoutMs = 90_00
   }
 }
 
+/**
+ * Whether, asked through the node at `nodeUrl`, every stream has a leader and every replica of it
+ * is current: a node back from a partition has rejoined and caught up (until then JetStream may
+ * still elect leaders, and requests fail for a moment). False while it cannot tell.
+ */
+export async function jetStreamSettled(nodeUrl: string): Promise<boolean> {
+  let nc: Awaited<ReturnType<typeof connectAs>> | undefined;
+  try {
+    nc = await connectAs(nodeUrl);
+    const jsm = await jetstreamManager(nc, { timeout: 2_000 });
+    for await (const info of jsm.streams.list()) {
+      const cluster = info.cluster;
+      if (!cluster?.leader) return false;
+      if ((cluster.replicas ?? []).some((r) => !r.current || r.offline)) return false;
+    }
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await nc?.close().catch(() => {});
+  }
+}
+
 export interface ClusterStack {
   nats: NatsCluster;
   actors: ActorHost[];
@@ -156,16 +205,37 @@ export interface ClusterOptions {
  */
 export async function startClusterStack(options: ClusterOptions = {}): Promise<ClusterStack> {
   const nats = await startNatsCluster(3);
-  const env = { TRIBUTARY_JS_REPLICAS: "3", ...options.env };
   const nodeUrl = (i: number) => nats.nodes[i % nats.nodes.length]!.url;
+  return startClusterProcesses(nats, options, { natsUrl: (kind, i) => nodeUrl(i + nodeOffset[kind]), placement: () => ({}) });
+}
+
+/** Which NATS node the i-th process of a kind connects to: node i + offset (mod the node count), so that kinds spread over nodes. */
+export const nodeOffset = { actors: 0, runner: 1, gateway: 2 } as const;
+
+export type ProcessKind = keyof typeof nodeOffset;
+
+/** Where the processes of a cluster stack go: their NATS URL and placement (a namespace host, the gateway's listen address). */
+export interface ProcessLayout {
+  natsUrl(kind: ProcessKind, index: number): string;
+  placement(kind: ProcessKind, index: number): Placement & { host?: string };
+}
+
+/** The processes of a cluster stack on a running NATS cluster, started in an order that does not overwhelm it. */
+export async function startClusterProcesses(nats: NatsCluster, options: ClusterOptions, layout: ProcessLayout): Promise<ClusterStack> {
+  const env = { TRIBUTARY_JS_REPLICAS: "3", ...options.env };
+  const start = {
+    actors: (i: number) => startActorHost(layout.natsUrl("actors", i), env, undefined, layout.placement("actors", i)),
+    runner: (i: number) => startRunner(layout.natsUrl("runner", i), env, undefined, layout.placement("runner", i)),
+    gateway: (i: number) => startGateway(layout.natsUrl("gateway", i), env, undefined, layout.placement("gateway", i)),
+  };
   const actors: ActorHost[] = [];
   // One actor host first: it creates the buckets and streams; the others bind to them. Not all
   // at once: every process starting on a 3-replica cluster at the same time, on 2 CPUs, times out
   // start-up requests to JetStream, which they then wait out with backoff (lib/nats/setup-retry.ts).
-  for (let i = 0; i < (options.actorHosts ?? 2); i++) actors.push(await startActorHost(nodeUrl(i), env));
-  const runners = await Promise.all(Array.from({ length: options.runners ?? 3 }, (_, i) => startRunner(nodeUrl(i + 1), env)));
+  for (let i = 0; i < (options.actorHosts ?? 2); i++) actors.push(await start.actors(i));
+  const runners = await Promise.all(Array.from({ length: options.runners ?? 3 }, (_, i) => start.runner(i)));
   const gateways: Gateway[] = [];
-  for (let i = 0; i < (options.gateways ?? 2); i++) gateways.push(await startGateway(nodeUrl(i + 2), env));
+  for (let i = 0; i < (options.gateways ?? 2); i++) gateways.push(await start.gateway(i));
   // A request that hangs (a gateway waiting on a server that died) fails after 20 s, and is then retried elsewhere.
   const clientOf = (g: Gateway) => new OpenAI({ apiKey: TEST_KEY, baseURL: g.baseURL, maxRetries: 0, timeout: 20_000 });
   const clients = gateways.map(clientOf);
@@ -177,10 +247,10 @@ export async function startClusterStack(options: ClusterOptions = {}): Promise<C
     clients,
     async restart(kind, i) {
       if (kind === "gateway") {
-        gateways[i] = await startGateway(nodeUrl(i + 2), env);
+        gateways[i] = await start.gateway(i);
         clients[i] = clientOf(gateways[i]!);
-      } else if (kind === "actors") actors[i] = await startActorHost(nodeUrl(i), env);
-      else runners[i] = await startRunner(nodeUrl(i + 1), env);
+      } else if (kind === "actors") actors[i] = await start.actors(i);
+      else runners[i] = await start.runner(i);
     },
     async stop() {
       await Promise.all([...gateways, ...runners, ...actors].map((p) => p.kill()));

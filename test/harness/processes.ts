@@ -70,8 +70,17 @@ for (const signal of ["SIGTERM", "SIGINT"] as const)
     if (process.listenerCount(signal) === 0) process.exit(signal === "SIGTERM" ? 143 : 130);
   });
 
-/** Starts a child process (on `cpus` when given: benchmarks place processes as `tributary start` does). */
-export function startProcess(command: string, args: string[], env: NodeJS.ProcessEnv, name: string, cpus?: readonly number[]): Proc {
+/** Where a process runs besides its CPUs: `exec`, a command prefix it runs under (`ip netns exec <ns>`: a network-namespace host). */
+export interface Placement {
+  exec?: readonly string[];
+}
+
+/**
+ * Starts a child process (on `cpus` when given: benchmarks place processes as `tributary start`
+ * does; under `placement.exec` when given). A prefix must exec the command (as `ip netns exec`
+ * and taskset do), so that the child's pid is the process's own and stop/kill reach it.
+ */
+export function startProcess(command: string, args: string[], env: NodeJS.ProcessEnv, name: string, cpus?: readonly number[], placement: Placement = {}): Proc {
   // BENCH_CPU_PROF_DIR: every Node process writes a V8 CPU profile under <dir>/<name>/ when it
   // exits normally (stop(), not kill()): for profiling a bench.
   const profDir = process.env.BENCH_CPU_PROF_DIR;
@@ -80,7 +89,8 @@ export function startProcess(command: string, args: string[], env: NodeJS.Proces
   // process, space-separated, for profiling a bench (e.g. --log-deopt --logfile=...).
   const extraArgs = process.env[`BENCH_NODE_ARGS_${name.toUpperCase().replace(/[^A-Z0-9]/g, "_")}`];
   if (extraArgs && command === process.execPath) args = [...extraArgs.split(" ").filter(Boolean), ...args];
-  const line = onCpus(command, args, cpus);
+  const onCpu = onCpus(command, args, cpus);
+  const line = placement.exec?.length ? { command: placement.exec[0]!, args: [...placement.exec.slice(1), onCpu.command, ...onCpu.args] } : onCpu;
   const child = spawn(line.command, line.args, { env: childEnv(env), stdio: ["ignore", "ignore", "pipe"] });
   all.add(child);
   const logs: Array<Record<string, unknown>> = [];
@@ -278,9 +288,9 @@ export const RUNNER_READY_TIMEOUT_MS = 180_000;
  * it is ready, at its first failed model load (a missing file, a wrong sha256: the runner would
  * retry it forever), or after `readyTimeoutMs` (default RUNNER_READY_TIMEOUT_MS).
  */
-export async function startRunner(natsUrl: string, env: NodeJS.ProcessEnv = {}, cpus?: readonly number[], options: { readyTimeoutMs?: number } = {}): Promise<Runner> {
+export async function startRunner(natsUrl: string, env: NodeJS.ProcessEnv = {}, cpus?: readonly number[], options: { readyTimeoutMs?: number } & Placement = {}): Promise<Runner> {
   const base = { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, UV_THREADPOOL_SIZE: "1", ...identityEnv(natsUrl, "runner") };
-  const proc = startProcess(process.execPath, [dist("runners/main.js")], { ...base, ...env }, "runner", cpus);
+  const proc = startProcess(process.execPath, [dist("runners/main.js")], { ...base, ...env }, "runner", cpus, options);
   const rec = await untilReady(proc, "runner", (r) => r.msg === "runner ready", {
     timeoutMs: options.readyTimeoutMs ?? RUNNER_READY_TIMEOUT_MS,
     failed: (r) => r.msg === "model load failed; retrying",
@@ -294,13 +304,14 @@ export interface ActorHost extends Proc {
 }
 
 /** The platform actor host (budgets, coordinators, stores, the admin service). */
-export async function startActorHost(natsUrl: string, env: NodeJS.ProcessEnv = {}, cpus?: readonly number[]): Promise<ActorHost> {
+export async function startActorHost(natsUrl: string, env: NodeJS.ProcessEnv = {}, cpus?: readonly number[], placement: Placement = {}): Promise<ActorHost> {
   const proc = startProcess(
     process.execPath,
     [dist("actors/main.js")],
     { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_ADMIN_ADDR: "127.0.0.1:0", TRIBUTARY_ADMIN_TOKEN: TEST_ADMIN_TOKEN, ...identityEnv(natsUrl, "actors"), ...env },
     "actors",
     cpus,
+    placement,
   );
   await untilReady(proc, "actor host", (r) => r.msg === "actor host ready");
   const admin = proc.logs.find((r) => r.msg === "admin service listening");
@@ -313,17 +324,20 @@ export interface Gateway extends Proc {
   baseURL: string;
 }
 
-export async function startGateway(natsUrl: string, env: NodeJS.ProcessEnv = {}, cpus?: readonly number[]): Promise<Gateway> {
+/** A gateway; `placement.host`: the address it listens on (default loopback), a namespace host's front address. */
+export async function startGateway(natsUrl: string, env: NodeJS.ProcessEnv = {}, cpus?: readonly number[], placement: Placement & { host?: string } = {}): Promise<Gateway> {
+  const host = placement.host ?? "127.0.0.1";
   const proc = startProcess(
     process.execPath,
     [dist("gateway/main.js")],
-    { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_PORT: "0", TRIBUTARY_API_KEY: TEST_KEY, ...identityEnv(natsUrl, "gateway"), ...env },
+    { NATS_URL: natsUrl, TRIBUTARY_CATALOG: testCatalog, TRIBUTARY_HOST: host, TRIBUTARY_PORT: "0", TRIBUTARY_API_KEY: TEST_KEY, ...identityEnv(natsUrl, "gateway"), ...env },
     "gateway",
     cpus,
+    placement,
   );
   const rec = await untilReady(proc, "gateway", (r) => r.msg === "gateway listening");
   const port = rec.port as number;
-  return { ...proc, port, url: `http://127.0.0.1:${port}`, baseURL: `http://127.0.0.1:${port}/v1` };
+  return { ...proc, port, url: `http://${host}:${port}`, baseURL: `http://${host}:${port}/v1` };
 }
 
 export interface SandboxHost extends Proc {

@@ -1,3 +1,4 @@
+import { JetStreamApiError } from "@nats-io/jetstream";
 import t from "tap";
 import { asDomainError } from "../../modules/errors/mod.js";
 import { openAIError } from "../../modules/openai/mod.js";
@@ -14,6 +15,13 @@ t.test("the NATS client's outage errors become 503 service_unavailable with retr
     t.equal(mapped.status, 503, String((err as Error).name));
     t.equal(mapped.headers?.["retry-after"], "1");
   }
+});
+
+t.test("the JetStream client's own 503 (no meta leader while a node rejoins) becomes a 503", async (t) => {
+  const err = new JetStreamApiError({ code: 503, err_code: 10008, description: "JetStream system temporarily unavailable" });
+  t.equal(openAIError(asDomainError(err), "req_1").status, 503);
+  const notFound = new JetStreamApiError({ code: 404, err_code: 10059, description: "stream not found" });
+  t.equal(openAIError(asDomainError(notFound), "req_1").status, 500, "a 404 from JetStream is not an outage");
 });
 
 t.test("any other error stays a 500", async (t) => {

@@ -7,7 +7,7 @@ import { repoRoot } from "../../lib/paths.js";
 // that starts processes of its own (beyond a lone nats-server, which is cheap) says so with a
 // `// tier: slow` or `// tier: serial` line.
 
-const OWN_PROCESSES = /\b(startStack|startHostileStack|startClusterStack|startNatsCluster|startActorHost|startGateway|startRunner|startSandboxHost|startProcess)\(/;
+const OWN_PROCESSES = /\b(startStack|startHostileStack|startClusterStack|startNetnsClusterStack|startNatsCluster|startActorHost|startGateway|startRunner|startSandboxHost|startProcess)\(/;
 const TIER = /^\/\/ tier: (serial|slow) \(.+\)$/m;
 
 function testFiles(dir: string): string[] {
