@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import OpenAI, { toFile } from "openai";
 import type { Batch } from "openai/resources/batches";
+import type { Test } from "tap";
 import { batchResults, chatLine, createBatch, waitForBatch } from "./batches.js";
 import { TEST_MODEL } from "./processes.js";
 
@@ -312,4 +313,24 @@ export function trackedStream(client: OpenAI, prompt: string, options: { maxToke
     s.endedAt = Date.now();
   })();
   return s;
+}
+
+/**
+ * The cluster tests' one check that nothing accepted was lost or ran twice: every background
+ * response ran to its end (at least `minBackground` were accepted), the batch completed every
+ * line once, and every accepted file reads back whole (else the gateways' last error records say why).
+ */
+export function checkNothingLost(t: Test, losses: LossFigures, options: { minBackground: number; errorRecords: () => unknown[] }): void {
+  t.comment(JSON.stringify(losses));
+  t.ok(losses.backgroundAccepted >= options.minBackground, `${losses.backgroundAccepted} background responses accepted`);
+  t.equal(losses.backgroundLost, 0, "each background response ran to its end");
+  t.equal(losses.batchLinesMissing, 0, "the batch completed every line");
+  t.equal(losses.batchDuplicates, 0, "no batch line twice");
+  t.ok(losses.filesAccepted > 0, `${losses.filesAccepted} files accepted`);
+  t.equal(losses.filesLost, 0, "each file reads back whole", { gatewayErrors: options.errorRecords() });
+}
+
+/** The gateways' last error records (why a file did not read back). */
+export function gatewayErrors(cluster: { gateways: ReadonlyArray<{ logs: Array<Record<string, unknown>> }> }): unknown[] {
+  return cluster.gateways.flatMap((g) => g.logs.filter((r) => r.level === "error")).slice(-5);
 }
