@@ -9,6 +9,7 @@ import {
 } from "../proto/gen/tributary/v1/inference.js";
 import type { Logger } from "../lib/log.js";
 import type { RequestObserver } from "./scheduler/scheduler.js";
+import { SentEvents } from "./sent-events.js";
 
 /** One choice's output held back until the choice ends (coalesced delivery). */
 interface HeldChoice {
@@ -26,19 +27,10 @@ interface HeldChoice {
  * one (GenerateRequest.batch_reply_subject). With `coalesce`, a choice's deltas are merged and
  * sent as one delta when the choice ends.
  */
-/** Encoded bytes of events one resend carries (NATS's default max payload is 1 MiB). */
-export const RESEND_MAX_BYTES = 256 * 1024;
-
 export class ReplyPublisher implements RequestObserver {
   private seq = 0;
-  /**
-   * Every event sent, without the constant fields, the one of seq n at n - 1: a requester that
-   * lost some (core NATS drops messages while a connection moves to another server) asks for them
-   * again (`eventsFrom`). One copy per event; the runner forgets them a while after the final.
-   */
-  private readonly sent: Uint8Array[] = [];
-  /** performance.now() when the final was sent (0: still running). */
-  endedAt = 0;
+  /** What was sent, for a requester that lost some to ask for again (the runner keeps it a while after the final). */
+  readonly sent: SentEvents;
   private readonly held = new Map<number, HeldChoice>();
   private readonly startedAt = performance.now();
   private firstDeltaAt = 0;
@@ -58,6 +50,7 @@ export class ReplyPublisher implements RequestObserver {
     private readonly batchSubject = "",
   ) {
     this.head = RunnerEvent.encode({ requestId, seq: 0, runnerId, event: undefined }).finish();
+    this.sent = new SentEvents(this.head);
   }
 
   delta(choiceIndex: number, text: string, tokens: number, logprobs?: TokenLogprob[]): void {
@@ -130,7 +123,7 @@ export class ReplyPublisher implements RequestObserver {
   final(promptTokens: number, completionTokens: number, error?: ProtoError, cachedPromptTokens = 0, reasoningTokens = 0): void {
     const queueWaitMs = Math.round((this.slotAt || performance.now()) - this.startedAt);
     this.send({ $case: "final", value: { usage: { promptTokens, completionTokens, cachedPromptTokens, reasoningTokens: reasoningTokens || undefined }, error, queueWaitMs } });
-    this.endedAt = performance.now();
+    this.sent.end();
     this.onFinished(completionTokens);
     if (this.log.enabled("debug"))
       this.log.debug("request finished", {
@@ -148,31 +141,9 @@ export class ReplyPublisher implements RequestObserver {
     this.emit(RunnerEvent.encode({ requestId: "", seq: ++this.seq, runnerId: "", event }).finish(), urgent);
   }
 
-  /**
-   * The events sent from seq `fromSeq` on, as sent (for a requester that lost them), at most
-   * `maxBytes` of them: a long reply's whole history would not fit one NATS message, and the
-   * requester asks again from where it then waits.
-   */
-  eventsFrom(fromSeq: number, maxBytes = RESEND_MAX_BYTES): RunnerEvent[] {
-    const events: RunnerEvent[] = [];
-    let bytes = 0;
-    for (let i = Math.max(0, fromSeq - 1); i < this.sent.length; i++) {
-      const rest = this.sent[i]!;
-      bytes += this.head.length + rest.length;
-      if (bytes > maxBytes && events.length > 0) break;
-      const encoded = new Uint8Array(this.head.length + rest.length);
-      encoded.set(this.head);
-      encoded.set(rest, this.head.length);
-      events.push(RunnerEvent.decode(encoded));
-    }
-    return events;
-  }
-
   /** Sends one event given its fields other than the constant ones (protobuf fields may come in any order). */
   private emit(rest: Uint8Array, urgent: boolean, restLength = rest.length): void {
-    // A copy (Buffer's slice would be a view): text deltas are encoded into a scratch buffer
-    // that the next one overwrites.
-    this.sent.push(new Uint8Array(rest.subarray(0, restLength)));
+    this.sent.keep(rest, restLength);
     if (this.batchSubject) return this.outbox.publishPacked(this.batchSubject, this.head, rest, urgent, restLength);
     const bytes = new Uint8Array(this.head.length + restLength);
     bytes.set(this.head);

@@ -20,6 +20,7 @@ import { openMailbox } from "../modules/actor-runtime/mod.js";
 import { EngineRequestError, type DecodeThreadsStatus, type Engine } from "./engines/engine.js";
 import { AdmissionError, Scheduler } from "./scheduler/scheduler.js";
 import { ReplyPublisher } from "./reply-publisher.js";
+import type { SentEvents } from "./sent-events.js";
 
 /** Request ids one HeldQuery may ask about (more than a runner's slots and queue ever hold). */
 const MAX_HELD_QUERY_IDS = 4096;
@@ -78,8 +79,8 @@ export class RunnerActor implements Actor {
   private stopped = false;
   private outbox!: Outbox;
   private readonly counters = { admitted: 0, rejected: 0, completionTokens: 0 };
-  /** Each request's publisher, from admission until RESEND_KEEP_MS after its final, oldest first. */
-  private readonly publishers = new Map<string, ReplyPublisher>();
+  /** Each request's events as sent, from admission until RESEND_KEEP_MS after its final, oldest first. */
+  private readonly sentEvents = new Map<string, SentEvents>();
 
   constructor(
     private readonly spec: ModelSpec,
@@ -199,8 +200,8 @@ export class RunnerActor implements Actor {
         this.counters.completionTokens += tokens;
       }, request.coalesceDeltas, request.batchReplySubject);
       const queuePosition = scheduler.submit(prepared, observer);
-      this.publishers.delete(request.requestId);
-      this.publishers.set(request.requestId, observer);
+      this.sentEvents.delete(request.requestId);
+      this.sentEvents.set(request.requestId, observer.sent);
       this.counters.admitted++;
       msg.respond(Admission.encode({
         result: { $case: "accepted", value: { runnerId: this.runnerId, promptTokens: prepared.promptTokens, queuePosition, maxTokens: prepared.maxTokens, droppedMessages: prepared.droppedMessages ?? 0, renderedPrompt: prepared.renderedPrompt } },
@@ -240,16 +241,16 @@ export class RunnerActor implements Actor {
     }
     // Events queued for sending go out first: the answer then holds no event the requester may still get.
     this.outbox.flush();
-    const publisher = this.publishers.get(query.requestId);
-    this.ctx.log.info("resending a request's events", { requestId: query.requestId, fromSeq: query.fromSeq, kept: publisher !== undefined });
-    msg.respond(ResendReply.encode({ kept: publisher !== undefined, events: publisher?.eventsFrom(query.fromSeq) ?? [] }).finish());
+    const sent = this.sentEvents.get(query.requestId);
+    this.ctx.log.info("resending a request's events", { requestId: query.requestId, fromSeq: query.fromSeq, kept: sent !== undefined });
+    msg.respond(ResendReply.encode({ kept: sent !== undefined, events: sent?.from(query.fromSeq) ?? [] }).finish());
   }
 
   /** Forgets the events of requests that ended more than RESEND_KEEP_MS ago. */
   private forgetEnded(): void {
     const now = performance.now();
-    for (const [requestId, publisher] of this.publishers)
-      if (publisher.endedAt > 0 && now - publisher.endedAt > RESEND_KEEP_MS) this.publishers.delete(requestId);
+    for (const [requestId, sent] of this.sentEvents)
+      if (sent.endedAt > 0 && now - sent.endedAt > RESEND_KEEP_MS) this.sentEvents.delete(requestId);
   }
 
   private onCancel(msg: Msg): void {

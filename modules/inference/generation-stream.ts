@@ -122,12 +122,16 @@ export class GenerationStream {
     if (this.ended) return;
     this.lastEventAt = now;
     if (seq < this.expectedSeq) return; // duplicate
-    const event = (): RunnerEvent => ({ requestId: this.requestId, seq, runnerId: "", event: { $case: "delta", value: delta } });
-    if (seq > this.expectedSeq) return this.holdBack(event(), onGap);
+    // The hot path of every token: no closure or event object unless one is kept.
+    if (seq > this.expectedSeq) return this.holdBack(this.deltaEvent(seq, delta), onGap);
     this.expectedSeq++;
     if (this.listener) this.listener.delta(delta);
-    else this.buffered.push(event());
+    else this.buffered.push(this.deltaEvent(seq, delta));
     if (this.heldBack) this.catchUp();
+  }
+
+  private deltaEvent(seq: number, delta: TokenDelta): RunnerEvent {
+    return { requestId: this.requestId, seq, runnerId: "", event: { $case: "delta", value: delta } };
   }
 
   /**
