@@ -1,8 +1,8 @@
 import * as Schema from "effect/Schema";
 import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { DeliverPolicy, jetstream, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
-import { ensureStream, jetStreamHandles, openKv, readStored, type JetStreamHandles, openJetStreamManager } from "../../lib/nats/jetstream.js";
+import { DeliverPolicy, RetentionPolicy, StorageType, type JetStreamClient } from "@nats-io/jetstream";
+import { ensureStream, jetStreamHandles, openKv, readStored, type JetStreamHandles } from "../../lib/nats/jetstream.js";
 import { createRecord, getRecord, modifyRecord, pageRecords, valueSchema, type Mutable } from "../../lib/nats/kv-records.js";
 import type { Page, PageQuery } from "../../lib/page.js";
 import { prefixAdmission, type Admission } from "../../lib/nats/admission.js";
@@ -80,10 +80,11 @@ export class JobStore {
   ) {}
 
   static async open(nc: NatsConnection): Promise<JobStore> {
-    const jsm = await openJetStreamManager(nc);
+    const handles = await jetStreamHandles(nc);
+    const jsm = handles.jsm;
     await ensureStream(jsm, { name: streams.jobs, subjects: [subjects.jobQueue], retention: RetentionPolicy.Workqueue, storage: StorageType.File, duplicate_window: 120 * 1_000_000_000 });
     await ensureStream(jsm, { name: streams.jobLogs, subjects: [subjects.jobLogsAll], storage: StorageType.File, max_age: 7 * 24 * 3600 * 1_000_000_000 });
-    return new JobStore(nc, await openKv(nc, buckets.jobs, { history: 1, ttl: JOB_RECORD_LIFE_MS }), jetstream(nc), await jetStreamHandles(nc));
+    return new JobStore(nc, await openKv(nc, buckets.jobs, { history: 1, ttl: JOB_RECORD_LIFE_MS }), handles.js, handles);
   }
 
   private key(project: string, id: string): string {
