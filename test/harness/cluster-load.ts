@@ -264,15 +264,6 @@ async function retried<T>(read: () => Promise<T>, deadline: number): Promise<T> 
   }
 }
 
-/** Resolves when `condition()` holds (checked every 100 ms); fails naming `what` after `timeoutMs`. */
-export async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 /** Whether every kind of request of the load succeeded at its first attempt after `at` (the cluster serves again). */
 export function servedSince(load: MixedLoad, at: number): boolean {
   return Object.values(load.recoveryMs(at)).every((ms) => ms !== null);

@@ -5,6 +5,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { startStack } from "../../harness/stack.js";
 import { startGateway, TEST_KEY, type Gateway } from "../../harness/processes.js";
+import { until } from "../../harness/until.js";
 import { buckets } from "../../../lib/nats/subjects.js";
 
 // Uploads that never finish: an unfinished multipart upload expires and the sweeper frees its
@@ -29,14 +30,6 @@ let gateway: Gateway = stack.gateway;
 const api = (path: string, init: RequestInit = {}) =>
   fetch(gateway.url + path, { ...init, headers: { authorization: `Bearer ${TEST_KEY}`, "content-type": "application/json", ...(init.headers as Record<string, string>) } });
 
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 /** Starts a request whose body is sent only in part: `sent` bytes of a declared `declared`. */
 function partialUpload(path: string, headers: Record<string, string>, declared: number, sent: Buffer): ClientRequest {
   const req = request(gateway.url + path, { method: "POST", headers: { authorization: `Bearer ${TEST_KEY}`, "content-length": String(declared), ...headers } });
@@ -56,10 +49,10 @@ t.test("an unfinished upload expires and the sweeper frees its parts", async (t)
   t.equal(upload.expires_at, upload.created_at + TTL_S, "the configured expiry");
   for (const n of [1, 2]) t.equal((await api(`/v1/multipart/${upload.id}/part?part_number=${n}`, { method: "POST", body: Buffer.alloc(1_500, n) })).status, 200);
   t.ok((await storedMessages()) > before, "the parts are stored");
-  await waitFor("the upload to expire", async () => (await api(`/v1/artifacts/${upload.id}`)).status === 404);
+  await until(async () => (await api(`/v1/artifacts/${upload.id}`)).status === 404, "the upload to expire", 15_000);
   t.equal((await api(`/v1/multipart/${upload.id}/part?part_number=3`, { method: "POST", body: Buffer.alloc(10) })).status, 404, "no more parts");
   t.equal((await api(`/v1/multipart/${upload.id}/finish`, { method: "POST" })).status, 404, "no finish");
-  await waitFor("the sweeper to free the parts", async () => (await storedMessages()) === before && !(await storedKeys()).some((k) => k.includes(upload.id)));
+  await until(async () => (await storedMessages()) === before && !(await storedKeys()).some((k) => k.includes(upload.id)), "the sweeper to free the parts", 15_000);
   t.pass("record, part index and parts are gone");
 });
 
@@ -69,11 +62,11 @@ t.test("a client that breaks off mid-upload leaves nothing: the gateway discards
   const upload = (await created.json()) as { id: string };
   const part = partialUpload(`/v1/multipart/${upload.id}/part?part_number=1`, { "content-type": "application/octet-stream" }, 4 * 1024 * 1024, Buffer.alloc(1024 * 1024, 4));
   const single = partialUpload("/v1/artifacts", formType, 16 * 1024 * 1024, Buffer.concat([formHead, Buffer.alloc(1024 * 1024, 5)]));
-  await waitFor("chunks of both uploads to arrive", async () => (await storedMessages()) >= before + 6);
+  await until(async () => (await storedMessages()) >= before + 6, "chunks of both uploads to arrive", 15_000);
   part.destroy();
   single.destroy();
   // Well within the upload expiry: the failed puts purge their own chunks, no sweeper needed.
-  await waitFor("the chunks to be purged", async () => (await storedMessages()) === before, 1_500);
+  await until(async () => (await storedMessages()) === before, "the chunks to be purged", 1_500);
   t.same(((await (await api(`/v1/multipart/${upload.id}/parts`)).json()) as { data: unknown[] }).data, [], "no part was recorded");
   t.same(((await (await api("/v1/artifacts")).json()) as { data: unknown[] }).data, [], "no artifact is listed");
   t.equal((await api(`/v1/artifacts/${upload.id}`, { method: "DELETE" })).status, 200);
@@ -88,14 +81,14 @@ t.test("a gateway killed -9 mid-upload leaves nothing visible, and its bytes are
   partialUpload(`/v1/multipart/${upload.id}/part?part_number=2`, { "content-type": "application/octet-stream" }, 4 * 1024 * 1024, Buffer.alloc(1024 * 1024, 2));
   partialUpload("/v1/artifacts", formType, 16 * 1024 * 1024, Buffer.concat([formHead, Buffer.alloc(1024 * 1024, 3)]));
   // Both uploads have chunks in the Object Store before the kill.
-  await waitFor("chunks of both uploads to arrive", async () => (await storedMessages()) >= before + 6);
+  await until(async () => (await storedMessages()) >= before + 6, "chunks of both uploads to arrive", 15_000);
   await gateway.kill();
   gateway = await startGateway(stack.nats.url, env);
   t.teardown(() => gateway.kill());
 
   const ready = (await (await api("/v1/artifacts")).json()) as { data: unknown[] };
   t.same(ready.data, [], "no artifact is listed");
-  await waitFor("the upload to expire and the sweeper to free every byte", async () => (await storedMessages()) === 0, 20_000);
+  await until(async () => (await storedMessages()) === 0, "the upload to expire and the sweeper to free every byte", 20_000);
   t.equal((await api(`/v1/artifacts/${upload.id}`)).status, 404, "the unfinished upload is gone");
   t.same(await storedKeys(), [], "no record is left");
 });

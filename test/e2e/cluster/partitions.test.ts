@@ -1,6 +1,7 @@
 // tier: serial (network partitions of a cluster of many processes on namespace hosts, with recovery deadlines)
 import t from "tap";
-import { checkNothingLost, clusterFaultEnv, gatewayErrors, MixedLoad, servedSince, trackedStream, until } from "../../harness/cluster-load.js";
+import { checkNothingLost, clusterFaultEnv, gatewayErrors, MixedLoad, servedSince, trackedStream } from "../../harness/cluster-load.js";
+import { until } from "../../harness/until.js";
 import { startNetnsClusterStack } from "../../harness/netns-cluster.js";
 import { NetnsNetwork, netnsUnavailable } from "../../harness/netns.js";
 

@@ -1,6 +1,7 @@
 // tier: slow (a stack of its own)
 import t from "tap";
 import { startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "../../harness/processes.js";
+import { until } from "../../harness/until.js";
 
 // Probes that mean what they say: a gateway is ready only when connected to NATS and knowing a
 // ready runner; its liveness never depends on NATS. GET /v1/models says per model whether it can
@@ -16,13 +17,6 @@ const probe = async (path: string) => {
   const res = await fetch(gateway.url + path, { headers: { authorization: `Bearer ${TEST_KEY}` } });
   return { status: res.status, body: (await res.json()) as Record<string, any> };
 };
-const until = async (what: string, check: () => Promise<boolean>) => {
-  for (let i = 0; i < 100; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-};
 
 t.test("without a runner: alive, not ready, the model not ready", async (t) => {
   t.equal((await probe("/healthz")).status, 200, "alive");
@@ -36,14 +30,14 @@ t.test("without a runner: alive, not ready, the model not ready", async (t) => {
 t.test("with a runner whose model is loaded: ready, and the model too", async (t) => {
   const runner = await startRunner(nats.url, env);
   t.teardown(() => runner.kill());
-  await until("the gateway to hear the runner", async () => (await probe("/readyz")).status === 200);
+  await until(async () => (await probe("/readyz")).status === 200, "the gateway to hear the runner", 10_000);
   t.match((await probe("/readyz")).body, { status: "ready", nats: "connected", ready_runners: 1 });
   const list = await probe("/v1/models");
   t.match(list.body.data[0], { id: TEST_MODEL, status: { ready: true, runners_ready: 1, runners_loading: 0 } });
 
   // NATS gone: not ready, still alive (a NATS outage must not restart every gateway).
   await nats.kill();
-  await until("the gateway to notice the outage", async () => (await probe("/readyz")).status === 503);
+  await until(async () => (await probe("/readyz")).status === 503, "the gateway to notice the outage", 10_000);
   t.match((await probe("/readyz")).body, { nats: "disconnected" });
   t.equal((await probe("/healthz")).status, 200, "still alive");
 });
