@@ -17,6 +17,8 @@ export interface BudgetActorOptions {
 
 interface PendingGrant {
   msg: Msg;
+  /** The window the chunk was decided (and counted) in. */
+  window: number;
   requests: number;
   tokens: number;
 }
@@ -107,7 +109,7 @@ export class BudgetActor implements Actor {
     const chunk = decideChunk(this.state, req, this.gateways.size);
     this.state.granted_requests += chunk.requests;
     this.state.granted_tokens += chunk.tokens;
-    this.pending.push({ msg, ...chunk });
+    this.pending.push({ msg, window: this.state.window, ...chunk });
     void this.flush();
   }
 
@@ -143,12 +145,16 @@ export class BudgetActor implements Actor {
     const now = Date.now();
     const left = remaining(snapshot);
     for (const p of batch) {
+      // A chunk decided in a window that ended before this write (the window rolled while it
+      // waited for the write in flight) was counted in that window, not in the one written: it
+      // is answered as that window's, over, and the gateway asks again in the new one.
+      const current = p.window === snapshot.window;
       p.msg.respond(
         LeaseGrant.encode({
           status: LeaseGrant_Status.STATUS_GRANTED,
-          window: snapshot.window,
+          window: p.window,
           windowMs: snapshot.window_ms,
-          windowEndsInMs: windowEndsInMs(snapshot, now),
+          windowEndsInMs: current ? windowEndsInMs(snapshot, now) : 0,
           requests: p.requests,
           tokens: p.tokens,
           remainingRequests: left.requests,
@@ -167,9 +173,12 @@ export class BudgetActor implements Actor {
     if (this.flushTimer) clearInterval(this.flushTimer);
     for (const s of this.subscriptions) s.unsubscribe();
     for (const p of this.pending.splice(0)) {
-      // Never answered, so never granted: not counted in what a release writes.
-      this.state.granted_requests -= p.requests;
-      this.state.granted_tokens -= p.tokens;
+      // Never answered, so never granted: not counted in what a release writes (a chunk of a
+      // window that has rolled away was never in the current window's counts).
+      if (p.window === this.state.window) {
+        this.state.granted_requests -= p.requests;
+        this.state.granted_tokens -= p.tokens;
+      }
       p.msg.respond(NOT_OWNER);
     }
     this.onGone(this);

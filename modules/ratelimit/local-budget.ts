@@ -29,6 +29,9 @@ export interface LeaseAsk {
   wantTokens: number;
 }
 
+/** Grants that arrive already over, in a row, before waiting requests are refused for want of budget. */
+const MAX_LAPSED_GRANTS = 3;
+
 /** One admitted request: what it was charged, in which window. */
 export interface Taken {
   window: number;
@@ -188,6 +191,9 @@ export class LocalBudget {
   private async pump(): Promise<void> {
     if (this.leasing || this.queue.length === 0) return;
     this.leasing = true;
+    // Grants that came back already over (their window ended while the lease was on its way),
+    // in a row: each is asked for again, in the window that has begun, a few times at most.
+    let lapsed = 0;
     try {
       while (this.queue.length > 0) {
         const sentAt = this.now();
@@ -210,7 +216,11 @@ export class LocalBudget {
         }
         this.apply(grant, sentAt);
         const now = this.now();
-        const short = grant.requests < needRequests || grant.tokens < needTokens;
+        // A chunk of a window that has ended admits nothing: admitting from it would spend the
+        // ended window's budget in the new one, beside the new window's own.
+        this.expire(now);
+        if (this.window === -1 && lapsed++ < MAX_LAPSED_GRANTS) continue;
+        const short = this.window === -1 || grant.requests < needRequests || grant.tokens < needTokens;
         const waiting = this.queue.splice(0);
         for (const w of waiting) {
           if (this.requests >= 1 && this.tokens >= w.tokens) w.resolve(this.take(w.tokens, now));

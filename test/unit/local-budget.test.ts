@@ -115,3 +115,19 @@ t.test("an idle chunk goes back to the owner", async (t) => {
   t.same(h.returned, [[7, 4, 400]]);
   t.equal(h.budget.snapshot().remainingRequests, 4, "still counted as available (at the owner)");
 });
+
+t.test("a grant whose window ended on its way admits nothing: the requests are asked for again in the new window", async (t) => {
+  // The owner answered a chunk of window 7 as its window ended (or one decided before the roll).
+  const h = harness([() => ({ window: 7, requests: 5, tokens: 500, windowEndsInMs: 0 }), () => ({ window: 8, requests: 5, tokens: 500, windowEndsInMs: 2_000 })]);
+  const taken = await h.budget.admit(10, limits);
+  t.equal(h.asks.length, 2, "asked again");
+  t.equal(taken.window, 8, "admitted in the window that began, from its own chunk");
+  t.equal(taken.snapshot.remainingRequests, 4, "window 7's five requests were never counted here");
+});
+
+t.test("grants that keep arriving over: refused after a few tries rather than asked for forever", async (t) => {
+  const over = () => ({ window: 7, requests: 5, tokens: 500, windowEndsInMs: 0 });
+  const h = harness([over, over, over, over]);
+  await t.rejects(Promise.resolve(h.budget.admit(10, limits)), BudgetDenied);
+  t.equal(h.asks.length, 4, "the first lease and three more");
+});
