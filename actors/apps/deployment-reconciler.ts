@@ -109,7 +109,7 @@ export class DeploymentReconcilerActor implements Actor {
       claimedBy: (_current, me) => ({ owner: me, updated_at: Date.now() }),
     }, { where: RECONCILER_KEY, probeOwner: (owner) => this.probeOwner(ctx.nc, owner), stopping: () => this.stopping, lease: this.watch });
     if (!("owned" in claim) || this.stopping) return;
-    ctx.log.info("reconciling app deployments", { previousOwner: claim.previousOwner || null });
+    ctx.log.info("reconciling app deployments", { reconcilerId: this.hostId, previousOwner: claim.previousOwner || null });
     const held: Held = { revision: claim.owned.revision, reconciler: new DeploymentReconciler(ctx.nc, this.store!, this.hosts!, this.options, ctx.log), fence: undefined, ticking: undefined };
     this.held = held;
     this.fenceFrom(held, sentAt);

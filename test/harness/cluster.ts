@@ -13,6 +13,7 @@ import {
   startGateway,
   startProcess,
   startRunner,
+  startSandboxHost,
   testIdentities,
   untilReady,
   TEST_KEY,
@@ -21,6 +22,7 @@ import {
   type Placement,
   type Proc,
   type Runner,
+  type SandboxHost,
 } from "./processes.js";
 
 // A Tributary cluster on one machine: a NATS JetStream cluster of three nodes on loopback
@@ -184,6 +186,8 @@ export interface ClusterStack {
   actors: ActorHost[];
   runners: Runner[];
   gateways: Gateway[];
+  /** Sandbox hosts, which also host app instances (none unless `appHosts`). */
+  appHosts: SandboxHost[];
   /** One client per gateway, as a load balancer would spread them. */
   clients: OpenAI[];
   /** Starts the i-th process of a kind again (after a kill), on the same NATS node; a gateway gets a new port and client. */
@@ -195,8 +199,12 @@ export interface ClusterOptions {
   gateways?: number;
   actorHosts?: number;
   runners?: number;
+  /** Sandbox/app hosts (real bubblewrap and cgroups; default none). */
+  appHosts?: number;
   /** Environment of every process (catalog overrides, timeouts). */
   env?: NodeJS.ProcessEnv;
+  /** More environment of the app hosts (their capacity). */
+  appHostEnv?: NodeJS.ProcessEnv;
 }
 
 /**
@@ -210,7 +218,7 @@ export async function startClusterStack(options: ClusterOptions = {}): Promise<C
 }
 
 /** Which NATS node the i-th process of a kind connects to: node i + offset (mod the node count), so that kinds spread over nodes. */
-export const nodeOffset = { actors: 0, runner: 1, gateway: 2 } as const;
+export const nodeOffset = { actors: 0, runner: 1, gateway: 2, apps: 1 } as const;
 
 export type ProcessKind = keyof typeof nodeOffset;
 
@@ -227,6 +235,7 @@ export async function startClusterProcesses(nats: NatsCluster, options: ClusterO
     actors: (i: number) => startActorHost(layout.natsUrl("actors", i), env, undefined, layout.placement("actors", i)),
     runner: (i: number) => startRunner(layout.natsUrl("runner", i), env, undefined, layout.placement("runner", i)),
     gateway: (i: number) => startGateway(layout.natsUrl("gateway", i), env, undefined, layout.placement("gateway", i)),
+    apps: (i: number) => startSandboxHost(layout.natsUrl("apps", i), { ...env, ...options.appHostEnv }, layout.placement("apps", i)),
   };
   const actors: ActorHost[] = [];
   // One actor host first: it creates the buckets and streams; the others bind to them. Not all
@@ -236,6 +245,7 @@ export async function startClusterProcesses(nats: NatsCluster, options: ClusterO
   const runners = await Promise.all(Array.from({ length: options.runners ?? 3 }, (_, i) => start.runner(i)));
   const gateways: Gateway[] = [];
   for (let i = 0; i < (options.gateways ?? 2); i++) gateways.push(await start.gateway(i));
+  const appHosts = await Promise.all(Array.from({ length: options.appHosts ?? 0 }, (_, i) => start.apps(i)));
   // A request that hangs (a gateway waiting on a server that died) fails after 20 s, and is then retried elsewhere.
   const clientOf = (g: Gateway) => new OpenAI({ apiKey: TEST_KEY, baseURL: g.baseURL, maxRetries: 0, timeout: 20_000 });
   const clients = gateways.map(clientOf);
@@ -244,6 +254,7 @@ export async function startClusterProcesses(nats: NatsCluster, options: ClusterO
     actors,
     runners,
     gateways,
+    appHosts,
     clients,
     async restart(kind, i) {
       if (kind === "gateway") {
@@ -253,6 +264,8 @@ export async function startClusterProcesses(nats: NatsCluster, options: ClusterO
       else runners[i] = await start.runner(i);
     },
     async stop() {
+      // App hosts stop their instances and cgroups first (a kill would leave them to the next run).
+      await Promise.all(appHosts.map((h) => h.stop()));
       await Promise.all([...gateways, ...runners, ...actors].map((p) => p.kill()));
       await nats.stop();
     },

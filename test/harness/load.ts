@@ -5,10 +5,14 @@ import { parseGoDuration } from "../../modules/ratelimit/mod.js";
 
 export interface Outcome {
   status: number;
+  /** Date.now() when the request was sent. */
+  sent: number;
   /** Date.now() when the reply arrived. */
   at: number;
   /** Window the request was admitted in (from x-ratelimit-reset-requests), for 200s. */
   window?: number;
+  /** Its x-request-id (its trace's id), for 200s. */
+  requestId?: string;
   /** prompt + completion tokens of an admitted request. */
   tokens?: number;
 }
@@ -32,6 +36,7 @@ export async function runLoad(options: LoadOptions): Promise<Outcome[]> {
   const outcomes: Outcome[] = [];
   const client = async (url: string) => {
     while (!options.until()) {
+      const sent = Date.now();
       let res: Response;
       try {
         res = await fetch(url + "/v1/chat/completions", {
@@ -40,7 +45,7 @@ export async function runLoad(options: LoadOptions): Promise<Outcome[]> {
           body: JSON.stringify(options.body),
         });
       } catch {
-        outcomes.push({ status: 0, at: Date.now() });
+        outcomes.push({ status: 0, sent, at: Date.now() });
         await sleep(options.pauseAfterRefusalMs);
         continue;
       }
@@ -48,10 +53,10 @@ export async function runLoad(options: LoadOptions): Promise<Outcome[]> {
       const body = (await res.json()) as { usage?: { total_tokens: number } };
       if (res.status === 200) {
         const reset = parseGoDuration(res.headers.get("x-ratelimit-reset-requests")!);
-        outcomes.push({ status: 200, at, window: windowOf(at + reset, options.windowMs), tokens: body.usage?.total_tokens });
+        outcomes.push({ status: 200, sent, at, window: admittedIn(sent, at, reset, options.windowMs), requestId: res.headers.get("x-request-id") ?? undefined, tokens: body.usage?.total_tokens });
         if (options.pauseAfterSuccessMs) await sleep(options.pauseAfterSuccessMs);
       } else {
-        outcomes.push({ status: res.status, at });
+        outcomes.push({ status: res.status, sent, at });
         await sleep(options.pauseAfterRefusalMs);
       }
     }
@@ -63,6 +68,54 @@ export async function runLoad(options: LoadOptions): Promise<Outcome[]> {
 /** The window that ends at (about) `end`: windows are aligned to multiples of their length. */
 export function windowOf(end: number, windowMs: number): number {
   return Math.round(end / windowMs) - 1;
+}
+
+/**
+ * The window a request sent at `sent` and answered at `at` was admitted in, its reply saying the
+ * window ends in `resetMs` (from the admission). A gateway admits from a window's budget only
+ * within that window, so a request sent and answered within one window was admitted in it; one
+ * that spans a boundary is placed by its reset, counted from the middle of its span.
+ */
+export function admittedIn(sent: number, at: number, resetMs: number, windowMs: number): number {
+  const first = Math.floor(sent / windowMs);
+  if (first === Math.floor(at / windowMs)) return first;
+  return windowOf((sent + at) / 2 + resetMs, windowMs);
+}
+
+/**
+ * Places every admitted request (sent with `log: true`) in the window of the gateway's own time
+ * of admission, from its trace (received_at + rate_limit_admitted_ms), rather than from its reply
+ * (admittedIn can only estimate a request whose span crosses a window boundary). Reads the
+ * traces of `model` since `since` (Unix ms) until every admitted one is found or `timeoutMs` has
+ * passed; returns how many admitted requests had no trace.
+ */
+export async function placeByTraces(outcomes: Outcome[], windowMs: number, model: string, since: number, gatewayUrl: string, apiKey: string, timeoutMs = 20_000): Promise<number> {
+  const admitted = outcomes.filter((o) => o.status === 200 && o.requestId);
+  const admittedAt = new Map<string, number>();
+  const deadline = Date.now() + timeoutMs;
+  while (admitted.some((o) => !admittedAt.has(o.requestId!)) && Date.now() < deadline) {
+    let after: string | undefined;
+    for (;;) {
+      const query = new URLSearchParams({ model, status: "success", start_time: String(Math.floor(since / 1000) - 1), limit: "100", ...(after ? { after } : {}) });
+      const res = await fetch(`${gatewayUrl}/v1/traces?${query}`, { headers: { authorization: `Bearer ${apiKey}` } }).catch(() => undefined);
+      if (!res?.ok) {
+        await res?.body?.cancel().catch(() => undefined);
+        break;
+      }
+      const page = (await res.json()) as { data: Array<{ id: string; request_id: string; timings: { received_at: number; rate_limit_admitted_ms: number | null } }>; has_more: boolean };
+      for (const tr of page.data) if (tr.timings.rate_limit_admitted_ms !== null) admittedAt.set(tr.request_id, tr.timings.received_at + tr.timings.rate_limit_admitted_ms);
+      if (!page.has_more || page.data.length === 0) break;
+      after = page.data.at(-1)!.id;
+    }
+    if (admitted.some((o) => !admittedAt.has(o.requestId!))) await sleep(500);
+  }
+  let unplaced = 0;
+  for (const o of admitted) {
+    const at = admittedAt.get(o.requestId!);
+    if (at === undefined) unplaced++;
+    else o.window = Math.floor(at / windowMs);
+  }
+  return unplaced;
 }
 
 export interface WindowTally {

@@ -13,8 +13,9 @@ import { registerCredentials, identityEnv } from "./processes.js";
 //   - gateway <-> NATS: gateway i reaches its node through a proxy of its own.
 //
 // Runners and actor hosts connect to their node directly. A gateway also has a front link to the
-// test process (its clients), which a cut of its host leaves alone. No sandbox or app host: they
-// need bubblewrap and cgroups inside the namespace, not tried here.
+// test process (its clients), which a cut of its host leaves alone. App hosts (sandbox hosts: real
+// bubblewrap and cgroups; only their network is the namespace's) reach their node directly too;
+// their instances' traffic comes over NATS.
 //
 // Servers ping clients and routes every 5 s and drop them after 2 unanswered (nats-server's
 // default is 2 min, 2): a cut client's subscriptions linger on the cluster until then, so the
@@ -47,12 +48,12 @@ export interface NetnsClusterOptions extends ClusterOptions {
   natsPing?: { intervalSeconds: number; maxOutstanding: number };
 }
 
-const hostName: Record<ProcessKind, string> = { actors: "a", runner: "r", gateway: "g" };
+const hostName: Record<ProcessKind, string> = { actors: "a", runner: "r", gateway: "g", apps: "h" };
 
 export async function startNetnsClusterStack(options: NetnsClusterOptions = {}): Promise<NetnsClusterStack> {
   const network = NetnsNetwork.create();
   const links: LinkProxy[] = [];
-  const counts: Record<ProcessKind, number> = { actors: options.actorHosts ?? 2, runner: options.runners ?? 3, gateway: options.gateways ?? 2 };
+  const counts: Record<ProcessKind, number> = { actors: options.actorHosts ?? 2, runner: options.runners ?? 3, gateway: options.gateways ?? 2, apps: options.appHosts ?? 0 };
   let stack: ClusterStack | undefined;
   try {
     const natsHosts = [1, 2, 3].map((i) => network.addHost(`n${i}`));

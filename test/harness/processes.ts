@@ -344,13 +344,15 @@ export interface SandboxHost extends Proc {
   hostId: string;
 }
 
-/** A sandbox host (real bubblewrap). Tests give it a small, fixed capacity. */
-export async function startSandboxHost(natsUrl: string, env: NodeJS.ProcessEnv = {}): Promise<SandboxHost> {
+/** A sandbox host (real bubblewrap; it also hosts app instances). Tests give it a small, fixed capacity. */
+export async function startSandboxHost(natsUrl: string, env: NodeJS.ProcessEnv = {}, placement: Placement = {}): Promise<SandboxHost> {
   const proc = startProcess(
     process.execPath,
     [dist("sandbox-host/main.js")],
     { NATS_URL: natsUrl, TRIBUTARY_SANDBOX_HEARTBEAT_MS: "250", TRIBUTARY_SANDBOX_CPU_MHZ: "4000", TRIBUTARY_SANDBOX_MEMORY_MB: "4096", TRIBUTARY_SANDBOX_CGROUP: `tributary-test-${process.pid}`, ...identityEnv(natsUrl, "sandbox-host"), ...env },
     "sandbox-host",
+    undefined,
+    placement,
   );
   const rec = await untilReady(proc, "sandbox host", (r) => r.msg === "sandbox host ready");
   return { ...proc, hostId: rec.hostId as string };
