@@ -6,6 +6,8 @@ import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
 import type { Logger } from "../../lib/log.js";
+import { isTransientForSetup } from "../../lib/nats/outage.js";
+import { retryJetStreamSetup, type SetupRetryPolicy } from "../../lib/nats/setup-retry.js";
 import { subjects } from "../../lib/nats/subjects.js";
 import type { ArtifactStore } from "../artifacts/mod.js";
 import { walledCommand } from "../sandboxes/mod.js";
@@ -28,6 +30,13 @@ import { AppReplica, DEFAULT_REPLICA_POLICY, type ReplicaPolicy, type ReplicaSta
 // whose first instance answers and drains the one it replaced, and ends a deployment whose app
 // fails for a reason of its own (crash loop, memory, health check, bundle, secrets). Its own end
 // ends no deployment: the reconciler places its instances elsewhere, or here again once it is back.
+
+/**
+ * How long an instance's start waits out the stores it reads (bundle, secrets) failing over: a
+ * JetStream stream elects a leader in seconds, but a node back from a partition can keep them
+ * electing for half a minute and more.
+ */
+const STORE_OUTAGE_RETRY: SetupRetryPolicy = { initialBackoffMs: 250, maxBackoffMs: 5_000, giveUpAfterMs: 90_000 };
 
 export interface AppHostOptions {
   hostId: string;
@@ -312,19 +321,39 @@ export class AppHost {
     return { instance, record };
   }
 
-  /** Marks the instance starting in its record, unpacks the bundle, starts uvicorn and reports how it goes. */
+  /**
+   * Runs an instance placed here (startInstance). A failure that is not the deployment's own (the
+   * stores it reads out of reach past STORE_OUTAGE_RETRY, its record not writable) gives this
+   * instance up, not the deployment: the reconciler places another once this host reports it gone.
+   */
   private async runInstance(instance: LiveInstance, record: StoredDeployment): Promise<void> {
+    try {
+      await this.startInstance(instance, record);
+    } catch (err) {
+      this.log.warn("app instance could not start; giving it up", { deploymentId: instance.deploymentId, instanceId: instance.id, err });
+      await this.stopInstance(instance, { drain: false, why: `it could not start: ${(err as Error).message}` });
+    }
+  }
+
+  /** Marks the instance starting in its record, unpacks the bundle, starts uvicorn and reports how it goes. */
+  private async startInstance(instance: LiveInstance, record: StoredDeployment): Promise<void> {
     const { project, deploymentId, manifest } = instance;
     const starting = await this.deployments.transition(project, deploymentId, (cur) => states.instanceStarting(cur, instance.id));
     if (!starting?.deployment.instances.some((i) => i.id === instance.id)) return this.stopInstance(instance, { drain: false, why: "its deployment no longer wants it" });
 
-    const problem = await this.prepareBundle(project, record, instance.bundleDir).catch((err: Error) => ({ reason: "bundle_invalid", message: `the bundle could not be unpacked: ${err.message}` }));
+    // The artifact store failing over (a stream electing a leader after a partition) is waited
+    // out, and past that throws (the instance is given up); anything else wrong with the bundle
+    // fails the deployment.
+    const problem = await retryJetStreamSetup(`bundle of ${deploymentId}`, () => this.prepareBundle(project, record, instance.bundleDir), { policy: STORE_OUTAGE_RETRY, log: this.log }).catch((err: Error) => {
+      if (isTransientForSetup(err)) throw err;
+      return { reason: "bundle_invalid" as const, message: `the bundle could not be unpacked: ${err.message}` };
+    });
     if (instance.stopping) return;
     if (problem) return this.failDeployment(instance, states.appFailed(problem.reason, problem.message));
 
     let secretValues: Record<string, string> = {};
     if (manifest.secrets.length > 0) {
-      const { values, missing } = await this.secrets.reveal(project, manifest.secrets);
+      const { values, missing } = await retryJetStreamSetup(`secrets of ${deploymentId}`, () => this.secrets.reveal(project, manifest.secrets), { policy: STORE_OUTAGE_RETRY, log: this.log });
       if (missing.length > 0) return this.failDeployment(instance, states.appFailed("secret_missing", `secrets not found in the project: ${missing.join(", ")}`));
       secretValues = values;
     }
