@@ -1,16 +1,18 @@
 // Network partitions and slow links, not crashes, on the cluster of test/harness/netns-cluster.ts
 // (every process on a network-namespace host of its own: 3-node NATS JetStream cluster, R3; 2
-// gateways, 2 actor hosts, 3 runners, sim engine). Per fault, under the steady mixed load of the
-// cluster fault tests, one host is cut from the others by silent loss, held past every timeout
-// involved, then healed: requests, failed in the end, retried, lost, duplicated, recovery. Then
+// gateways, 2 actor hosts, 3 runners, sim engine, 1 app host). Per fault, under the steady mixed
+// load of the cluster fault tests, beside a demand far above a tight rate-limit budget and an app
+// driven to scale up, one host is cut from the others by silent loss, held past every timeout
+// involved, then healed: requests, failed in the end, retried, lost, duplicated, admitted over the
+// budget, app instances at most, recovery. Then
 // slow, lossy links (gateways <-> NATS, NATS <-> NATS): streaming throughput and TTFT against a
 // clean link in the same run. Writes bench/results/cluster-partitions.md.
 //   node dist/bench/cluster-partitions.js [--only <fault name prefix>] [--hold-s <seconds>]
 import { jetstreamManager } from "@nats-io/jetstream";
-import { Kvm } from "@nats-io/kv";
-import { buckets, streams } from "../lib/nats/subjects.js";
+import { streams } from "../lib/nats/subjects.js";
 import { jetStreamSettled } from "../test/harness/cluster.js";
 import { clusterFaultEnv, MixedLoad, servedSince, trackedStream, type TrackedStream } from "../test/harness/cluster-load.js";
+import { APP_MAX_INSTANCES, BudgetWatch, deployScalingApp, holdDemand, InstanceCensus, owners, ownersAppHostEnv, ownersEnv, TIGHT_LIMIT } from "../test/harness/cluster-owners.js";
 import { until } from "../test/harness/until.js";
 import { CLEAN_LINK, type LinkShape } from "../test/harness/link-proxy.js";
 import { startNetnsClusterStack, type LinkSpec } from "../test/harness/netns-cluster.js";
@@ -35,7 +37,19 @@ const onlyFault = arg("--only");
 const HOLD_MS = Number(arg("--hold-s") ?? 40) * 1000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const cluster = await startNetnsClusterStack({ gateways: 2, actorHosts: 2, runners: 3, env: clusterFaultEnv });
+/** The longest time from `from` to `until` without one of `times` (an admission, an answer), in s. */
+function longestGap(times: readonly number[], from: number, until: number): string {
+  let gap = 0;
+  let last = from;
+  for (const at of [...times.filter((t) => t >= from && t <= until), until].sort((a, b) => a - b)) {
+    gap = Math.max(gap, at - last);
+    last = at;
+  }
+  return (gap / 1000).toFixed(1);
+}
+
+const cluster = await startNetnsClusterStack({ gateways: 2, actorHosts: 2, runners: 3, appHosts: 1, env: { ...clusterFaultEnv, ...ownersEnv() }, appHostEnv: ownersAppHostEnv });
+const gatewayUrls = cluster.gateways.map((g) => g.url);
 const notes: string[] = [];
 const faultRows: Array<Array<string | number>> = [];
 const slowRows: Array<Array<string | number>> = [];
@@ -51,23 +65,11 @@ async function admin<T>(fn: (nc: Awaited<ReturnType<typeof connectAs>>) => Promi
 
 const backgroundLeader = () => admin(async (nc) => (await (await jetstreamManager(nc)).streams.info(streams.responsesBackground)).cluster?.leader);
 
-/** The actor host named owner in most rate-limit budget records (hostId from its log context). */
-async function budgetOwner(): Promise<number> {
-  const owners = await admin(async (nc) => {
-    const kv = await new Kvm(nc).open(buckets.rateLimits);
-    const counts = new Map<string, number>();
-    for await (const key of await kv.keys()) {
-      const entry = await kv.get(key);
-      const owner = /"owner":"([^"]+)"/.exec(entry?.string() ?? "")?.[1];
-      if (owner) counts.set(owner, (counts.get(owner) ?? 0) + 1);
-    }
-    return counts;
-  });
-  const top = [...owners.entries()].sort((a, b) => b[1] - a[1])[0]?.[0];
-  // The budgets' host id is in the "rate-limit budgets ready" line of its actor host.
-  const index = cluster.actors.findIndex((a) => a.logs.some((r) => r.hostId === top));
-  notes.push(`(e): budget owners (records per owner) ${JSON.stringify(Object.fromEntries(owners))}; ${index >= 0 ? `${top} is actor host ${index + 1}` : "no owner found: cut actor host 1"}.`);
-  return Math.max(0, index);
+/** The actor host that owns `what` now (the tight model's budget, the app reconciler). */
+async function ownerOf(what: "budget" | "reconciler", fault: string): Promise<number> {
+  const now = await owners(cluster);
+  notes.push(`${fault}: owners ${JSON.stringify(now)} (actor host index: budget of the tight model, app reconciler); cut a${Math.max(0, now[what]) + 1}.`);
+  return Math.max(0, now[what]);
 }
 
 /** Distinct error-level log messages of every process since `at`, with their counts. */
@@ -121,10 +123,14 @@ const faults: Fault[] = [
     midStream: true,
   },
   { name: "(d) gateway 1 cut from NATS (its clients stay connected)", host: async () => cluster.hosts.gateway[0]! },
-  { name: "(e) actor host owning the rate-limit budgets cut (alive)", host: async () => cluster.hosts.actors[await budgetOwner()]! },
+  { name: "(e) actor host owning the tight rate-limit budget cut (alive)", host: async () => cluster.hosts.actors[await ownerOf("budget", "(e)")]! },
+  { name: "(f) actor host owning the app reconciler cut (alive)", host: async () => cluster.hosts.actors[await ownerOf("reconciler", "(f)")]! },
+  { name: "(g) the app host cut (alive; its instance unreachable)", host: async () => cluster.hosts.apps[0]! },
 ];
 
 try {
+  const appId = await deployScalingApp(gatewayUrls[0]!);
+  notes.push(`App ${appId}: min 1, max ${APP_MAX_INSTANCES} instances, target_inflight 1, on one app host; 4 requests held 3 s each, one after another, from the cut until the load stops.`);
   if (!onlyFault) {
     // Slow links first: a gateway that reconnects (after a fault) learns the nodes' own addresses
     // from the cluster's gossip and no longer goes through its proxy. A closed loop of streams (6 at a time, 50 tokens each, spread over both gateways) per link shape.
@@ -185,6 +191,8 @@ try {
     await load.seed(24, 4);
     step("seeded");
     load.start();
+    const budget = new BudgetWatch(gatewayUrls);
+    const census = new InstanceCensus(cluster.appHosts.map((h) => h.hostId));
     await sleep(2_000);
     let followed: TrackedStream[] = [];
     if (fault.midStream) {
@@ -195,6 +203,7 @@ try {
     step(`cutting ${host.name}`);
     const at = Date.now();
     cluster.cut(host);
+    const demand = holdDemand(gatewayUrls, 4);
     await sleep(HOLD_MS);
     cluster.heal(host);
     const healedAt = Date.now();
@@ -205,7 +214,9 @@ try {
       .catch(() => NaN);
     step(`settled (${settled} ms)`);
     await sleep(2_000);
-    await load.stop();
+    const stoppedAt = Date.now();
+    const [, admissions, held] = await Promise.all([load.stop(), budget.stop(), demand.stop()]);
+    census.stop();
     step("load stopped");
     await Promise.all(followed.map((s) => s.done));
     const figures = load.figures(at);
@@ -222,12 +233,16 @@ try {
       `${figures.streamsFinished} / ${figures.streamsEndedWithError} / ${figures.streamsHung}`,
       `${lost} (bg ${losses.backgroundLost}/${losses.backgroundAccepted}, batch ${losses.batchLinesMissing}/${losses.batchLines}, files ${losses.filesLost}/${losses.filesAccepted})`,
       losses.batchDuplicates,
+      `${admissions.over} (${admissions.windows.filter((w) => w.admitted > TIGHT_LIMIT).length} of ${admissions.windows.length})`,
+      longestGap(admissions.outcomes.filter((o) => o.status === 200).map((o) => o.at), at, stoppedAt),
+      `${census.most} (${held.ok} / ${held.failed}; ${longestGap(held.answeredAt, at, stoppedAt)})`,
       Object.values(recovery).map((v) => (v === null ? "—" : (v / 1000).toFixed(1))).join(" / "),
       Number.isNaN(settled) ? "not within 120" : (settled / 1000).toFixed(1),
     ]);
     if (followed.length > 0)
       notes.push(`${fault.name}: followed streams ${JSON.stringify(followed.map((s) => ({ outcome: s.outcome, chunks: s.chunks, endedAfterCutS: +((s.endedAt - at) / 1000).toFixed(1), error: s.error?.slice(0, 90) })))}`);
     if (losses.reasons.length > 0) notes.push(`${fault.name}: lost ${JSON.stringify(losses.reasons.slice(0, 6))}`);
+    notes.push(`${fault.name}: tight budget, admitted per window ${admissions.windows.map((w) => w.admitted).join(", ")}; ${admissions.admitted} admitted, ${admissions.refused} refused (429), ${admissions.unavailable} unavailable${admissions.unplaced ? `, ${admissions.unplaced} admitted without a trace (placed by their replies)` : ""}.`);
     notes.push(`${fault.name}: errors of failed attempts ${JSON.stringify(load.errors(at))}`);
     notes.push(`${fault.name}: error logs ${errorLogs(at)}`);
   }
@@ -246,6 +261,9 @@ const faultTable = markdownTable(
     "streams finished / error / hung",
     "lost",
     "duplicated batch lines",
+    `admitted over the tight budget (windows over, of)`,
+    "tight budget: longest run without an admission from the cut, s",
+    `app instances at most (max ${APP_MAX_INSTANCES}) (held requests ok / failed; longest run without an answer from the cut, s)`,
     "recovery s from the cut: stream / background / upload",
     "settled s after the heal",
   ],
@@ -254,7 +272,7 @@ const faultTable = markdownTable(
 const slowTable = markdownTable(["link slowed", "RTT ms", "loss", "streams finished", "tokens/s", "TTFT p50 ms", "TTFT p95 ms", "errors", "chunks held back as lost", "MB through the links of the row (clean: gateways')"], slowRows);
 const sections = [
   machineLine(),
-  `Command: \`node dist/bench/cluster-partitions.js\`. Every process on a network-namespace host of its own (test/harness/netns-cluster.ts): 3-node NATS JetStream cluster (R3, servers ping every 5 s, 2 outstanding), 2 gateways, 2 actor hosts, 3 runners (sim engine, 50 tokens/s, TRIBUTARY_RUNNER_TIMEOUT_MS=3000, ack waits 5 s). A cut detaches the host's bridge port: silent loss, no reset. Per fault: a batch of 24 lines and 4 background responses queued, two stream workers, one background-create worker and one upload worker; the host is cut 2 s in, held ${HOLD_MS / 1000} s, healed; the load stops 2 s after the cluster has settled (every kind of request served at its first attempt, every stream's replicas current on every node). A failed request is retried on the next gateway until 30 s. Recovery: from the cut to the end of the first request of that kind started after it that succeeded at its first attempt (—: none). Lost: accepted items that never reached a final state or read back differently (reads retried until 90 s).`,
+  `Command: \`node dist/bench/cluster-partitions.js\`. Every process on a network-namespace host of its own (test/harness/netns-cluster.ts): 3-node NATS JetStream cluster (R3, servers ping every 5 s, 2 outstanding), 2 gateways, 2 actor hosts, 1 app host, 3 runners (sim engine, 50 tokens/s, TRIBUTARY_RUNNER_TIMEOUT_MS=3000, ack waits 5 s). A cut detaches the host's bridge port: silent loss, no reset. Per fault: a batch of 24 lines and 4 background responses queued, two stream workers, one background-create worker and one upload worker; the host is cut 2 s in, held ${HOLD_MS / 1000} s, healed; the load stops 2 s after the cluster has settled (every kind of request served at its first attempt, every stream's replicas current on every node). A failed request is retried on the next gateway until 30 s. Beside it: a closed loop of 6 clients on a sim model whose budget is ${TIGHT_LIMIT} requests a 2 s window (demand far above it), each admission placed in its window by the gateway's own time of admission (its trace); and a deployed app (1 app host) driven to scale up by held requests from the cut on, its running instances counted from the processes every 100 ms. Recovery: from the cut to the end of the first request of that kind started after it that succeeded at its first attempt (—: none). Lost: accepted items that never reached a final state or read back differently (reads retried until 90 s).`,
   faultTable,
   `Slow links (link-proxy.ts in the bench process: half the RTT each way; loss as TCP shows it, a lost ~1460-byte segment and what follows held back max(200 ms, RTT)). Measured before the faults (a gateway that reconnected would bypass its proxy). A closed loop of 6 streams (50 tokens each, both gateways) for 20 s per row; tokens/s counts finished streams. Gateways <-> NATS: each gateway's connection to its node; NATS <-> NATS: every route.`,
   slowTable,

@@ -167,14 +167,17 @@ export async function healthyInstances(gatewayUrl: string, id: string, want: (n:
 }
 
 /** Requests held by the app (3 s each), `concurrency` at a time over the gateways, until stopped: the demand that scales it up. */
-export function holdDemand(urls: string[], concurrency: number): { stop(): Promise<{ ok: number; failed: number }> } {
+export function holdDemand(urls: string[], concurrency: number): { stop(): Promise<{ ok: number; failed: number; answeredAt: number[] }> } {
   let stopped = false;
-  const counts = { ok: 0, failed: 0 };
+  const counts = { ok: 0, failed: 0, answeredAt: [] as number[] };
   const worker = async (i: number) => {
     while (!stopped) {
       const res = await fetch(`${urls[i % urls.length]}/apps/local/default-project/hold`, { headers: { authorization: `Bearer ${TEST_KEY}` }, signal: AbortSignal.timeout(20_000) }).catch(() => undefined);
       await res?.text().catch(() => undefined);
-      if (res?.status === 200) counts.ok++;
+      if (res?.status === 200) {
+        counts.ok++;
+        counts.answeredAt.push(Date.now());
+      }
       else {
         counts.failed++;
         await new Promise((r) => setTimeout(r, 200));
