@@ -1,4 +1,4 @@
-// tier: serial (a NATS cluster with nodes stopped and started again, with recovery deadlines)
+// tier: slow (a NATS cluster of its own, two of its nodes stopped and started again; nothing timed: its waits allow a minute or two)
 import { join } from "node:path";
 import OpenAI from "openai";
 import t from "tap";
