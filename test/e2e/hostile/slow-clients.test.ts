@@ -133,7 +133,7 @@ async function heldConnections(): Promise<number> {
 
 hostileCase(t, hostile, `at most TRIBUTARY_MAX_HELD_CONNECTIONS (${MAX_HELD}) connections are held unread; past it, the answer closes its connection`, async (t) => {
   // The 413 case left a held connection, counted for some 13 s after its answer: this case runs
-  // after the two below it in the file (some 7 s), rather than right after that one, so that it
+  // after the upload and SSE cases (some 7 s), rather than right after that one, so that it
   // rarely waits for it.
   for (let i = 0; i < 40 && (await heldConnections()) > 0; i++) await sleep(250);
   t.equal(await heldConnections(), 0, "nothing held to begin with");
