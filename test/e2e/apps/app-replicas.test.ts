@@ -14,8 +14,8 @@ import { subjects } from "../../../lib/nats/subjects.js";
 // surviving host. Scaling: held requests past target_inflight add instances, up to
 // max_instances; an idle scale-to-zero app stops its last instance, and its next request waits
 // for a cold start.
-// A host is lost after 1.5 s of silence (heartbeats every 250 ms); scaling down waits 3 s.
-const env = { TRIBUTARY_APP_HOST_TIMEOUT_MS: "1500", TRIBUTARY_APP_RECONCILE_MS: "250", TRIBUTARY_APP_SCALE_DOWN_DELAY_MS: "3000" };
+// A host is lost after 1.5 s of silence (heartbeats every 250 ms); scaling down waits 2 s (of a load that stays lower).
+const env = { TRIBUTARY_APP_HOST_TIMEOUT_MS: "1500", TRIBUTARY_APP_RECONCILE_MS: "250", TRIBUTARY_APP_SCALE_DOWN_DELAY_MS: "2000" };
 // No egress probe: an app host starts sooner, and apps have no network anyway.
 const hostEnv = { TRIBUTARY_APP_MEMORY_MB: "1024", TRIBUTARY_APP_CPU_MHZ: "2000", TRIBUTARY_APP_SWITCH_DELAY_MS: "100", TRIBUTARY_SANDBOX_EGRESS: "off" };
 const stack = await startStack(t, { runners: 0, sandboxHosts: 2, env, sandboxHostEnv: hostEnv });

@@ -1,4 +1,4 @@
-// tier: serial (a NATS cluster with nodes stopped and started again, with recovery deadlines)
+// tier: slow (a NATS cluster of its own, two of its nodes stopped and started again; nothing timed: its waits allow a minute or two)
 import { join } from "node:path";
 import OpenAI from "openai";
 import t from "tap";
@@ -26,13 +26,20 @@ t.test("a gateway waits for JetStream's quorum and starts once it returns", asyn
   );
   t.teardown(() => gateway.kill());
 
-  const retry = await gateway.waitForLog((r) => r.msg === "JetStream set-up failed; retrying", 60_000);
+  const isRetry = (r: Record<string, unknown>) => r.msg === "JetStream set-up failed; retrying";
+  const retry = await gateway.waitForLog(isRetry, 60_000);
   t.comment(`first retry: ${String(retry.what)} (${String(retry.err)})`);
-  // Past a few more of the client's 5 s timeouts: still starting, not gone.
-  await new Promise((r) => setTimeout(r, 12_000));
+  // Past a few more failed attempts of one request: still starting, not gone (waitForLog fails
+  // if it exits meanwhile). Its third failure, once one attempt has waited out the client's 5 s
+  // timeout; when the server answers at once instead ("no suitable peers"), its sixth, some 8 s
+  // of backoff later, longer than a timeout. Several set-ups retry side by side: each record
+  // counts its own request's `tries`.
+  const timedOut = (r: Record<string, unknown>) => isRetry(r) && /timeout/i.test(String(r.err));
+  const later = await gateway.waitForLog((r) => isRetry(r) && Number(r.tries) >= (gateway.logs.some(timedOut) ? 3 : 6), 60_000);
+  t.comment(`failed attempt ${String(later.tries)}: ${String(later.what)} (${String(later.err)})`);
   t.equal(gateway.child.exitCode, null, "the gateway is still running without quorum");
   t.notOk(gateway.logs.some((r) => r.msg === "gateway listening"), "and does not listen yet");
-  const retries = gateway.logs.filter((r) => r.msg === "JetStream set-up failed; retrying").length;
+  const retries = gateway.logs.filter(isRetry).length;
   t.ok(retries >= 2, `it retried (${retries} times so far)`);
 
   await Promise.all(stopped.map((n) => n.restart()));

@@ -1,4 +1,4 @@
-// tier: serial (whole stacks through tributary start, one killed with SIGKILL)
+// tier: slow (whole stacks through tributary start, one killed with SIGKILL; nothing timed: its waits allow half a minute and more)
 import t from "tap";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";

@@ -12,6 +12,13 @@ import { spawnCli } from "../../harness/cli.js";
 
 const messages = [{ role: "user" as const, content: "Tell me a story." }];
 const overrides = JSON.stringify({ [TEST_MODEL]: { max_output_tokens: 1200 } });
+/**
+ * The tokens of a stream that must still run when its process starts draining (the drain starts
+ * within milliseconds of the signal, sent at the stream's first chunk; the tiny model writes a few
+ * hundred tokens a second). Each such case also checks, by the process's own "draining" record,
+ * that the drain did begin while the stream ran.
+ */
+const IN_FLIGHT_TOKENS = 600;
 
 const alive = (pid: number) => {
   try {
@@ -35,11 +42,14 @@ t.test("tributary start: Ctrl-C lets in-flight streams finish, then every proces
   const pids = new Set<number>();
   const gatewayPids: number[] = [];
   let layout: { models?: Record<string, { runners: number; threads: number; class: string }> } | undefined;
+  /** When the gateway began its drain, by its own record's time. */
+  let gatewayDrainingAt: number | undefined;
   // stderr is a pipe: JSON lines (nats-server's own output goes to its log file).
   createInterface({ input: cli.stderr! }).on("line", (line) => {
     try {
-      const record = JSON.parse(line) as { pid?: number; msg?: string; serverPid?: number };
+      const record = JSON.parse(line) as { pid?: number; msg?: string; serverPid?: number; component?: string; t?: string };
       if (record.msg === "runner layout") layout = record as typeof layout;
+      if (record.msg === "draining" && record.component === "gateway" && record.t) gatewayDrainingAt ??= Date.parse(record.t);
       if (record.msg === "nats-server ready" && record.serverPid) pids.add(record.serverPid);
       if (record.pid) pids.add(record.pid);
       if (record.msg === "gateway listening" && record.pid) gatewayPids.push(record.pid);
@@ -92,7 +102,7 @@ t.test("tributary start: Ctrl-C lets in-flight streams finish, then every proces
     await new Promise((r) => setTimeout(r, 200));
   }
 
-  const stream = await client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: 1200, stream: true });
+  const stream = await client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: IN_FLIGHT_TOKENS, stream: true });
   let text = "";
   let finish: string | null = null;
   let signalled = false;
@@ -105,9 +115,11 @@ t.test("tributary start: Ctrl-C lets in-flight streams finish, then every proces
     text += chunk.choices[0]?.delta.content ?? "";
     finish = chunk.choices[0]?.finish_reason ?? finish;
   }
+  const streamEndedAt = Date.now();
   t.equal(finish, "length", "the in-flight stream ran to its end");
   t.ok(text.length > 100);
   t.equal(await exit, 0, "the supervisor exits cleanly");
+  t.ok(gatewayDrainingAt !== undefined && gatewayDrainingAt < streamEndedAt, "the gateway was draining while the stream ran");
   t.ok(pids.size >= 3, `saw the pids of nats-server, runner and gateway (${[...pids].join(", ")})`);
   for (const pid of pids) t.notOk(alive(pid), `process ${pid} is gone`);
 });
@@ -178,7 +190,7 @@ t.test("a runner asked to stop finishes its in-flight request first", async (t) 
   const gateway = await startGateway(nats.url, { TRIBUTARY_MODEL_OVERRIDES: overrides, TRIBUTARY_RATE_LIMITS: "off" });
   t.teardown(() => gateway.kill());
   const client = new OpenAI({ apiKey: TEST_KEY, baseURL: gateway.baseURL, maxRetries: 0 });
-  const stream = await client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: 1200, stream: true });
+  const stream = await client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: IN_FLIGHT_TOKENS, stream: true });
   let finish: string | null = null;
   let first = true;
   for await (const chunk of stream) {
@@ -188,8 +200,11 @@ t.test("a runner asked to stop finishes its in-flight request first", async (t) 
     }
     finish = chunk.choices[0]?.finish_reason ?? finish;
   }
+  const streamEndedAt = Date.now();
   t.equal(finish, "length");
   t.equal(await runner.exited, 0, "the runner exits after its drain");
+  const draining = runner.logs.find((r) => r.msg === "draining");
+  t.ok(draining && Date.parse(String(draining.t)) < streamEndedAt, "the runner was draining while the stream ran");
   const after = await client.chat.completions.create({ model: TEST_MODEL, messages, max_tokens: 2 }).catch((e: unknown) => e);
   t.ok(after instanceof OpenAI.APIError && after.status === 503, "with no runner left, a clear 503");
 });
