@@ -90,17 +90,23 @@ async function partitions() {
 
   const [, admissions] = await Promise.all([load.stop(), budget.stop()]);
   census.stop();
-  const ownedAfter = await owners(cluster);
 
   t.test("the owners of the budget and the reconciler, cut off: one owner at a time, and none over its limits", async (t) => {
     t.equal(ownedDuring.reconciler, 1 - ownedBefore.reconciler, "the other actor host took the reconciler over");
     t.ok(otherActor.logs.some((r) => r.msg === "reconciling app deployments" && Date.parse(String(r.t)) > runnerCutAt), "and logged that it reconciles");
     t.equal(budgetMoved, 1 - ownedBefore.budget, "the other actor host took the budget over");
-    await until(async () => (await selfDeclaredReconcilers(cluster)).length === 1, "one actor host to say it reconciles", 15_000).catch(() => undefined);
-    const saying = await selfDeclaredReconcilers(cluster);
-    t.same(saying, [ownedAfter.reconciler], `after the heals, one actor host says it reconciles: the one the record names (record: ${ownedAfter.reconciler}, saying: ${JSON.stringify(saying)}, now ${JSON.stringify(await owners(cluster))})`);
+    // The record may still move (an owner whose renewals the rejoining node's elections made
+    // fail stops, and the other host claims it): read both until they agree, for a while.
+    let saying: number[] = [];
+    let named = -1;
+    await until(async () => {
+      saying = await selfDeclaredReconcilers(cluster);
+      named = (await owners(cluster)).reconciler;
+      return saying.length === 1 && saying[0] === named;
+    }, "one actor host to say it reconciles, the one the record names", 30_000).catch(() => undefined);
+    t.same(saying, [named], `after the heals, one actor host says it reconciles: the one the record names (${named})`);
     t.comment(`budget windows (limit ${TIGHT_LIMIT}): admitted ${admissions.windows.map((w) => w.admitted).join(", ")}; ${admissions.admitted} admitted, ${admissions.refused} refused, ${admissions.unavailable} unavailable; ${admissions.unplaced} admitted had no trace (placed by their replies)`);
-    t.ok(admissions.windows.length >= 20, `${admissions.windows.length} whole windows watched`);
+    t.ok(admissions.windows.length >= 12, `${admissions.windows.length} whole windows watched (both cuts, 16 s and 15 s at least)`);
     t.equal(admissions.over, 0, `no window admitted more than the limit ${admissions.overDetail}`);
     t.ok(admissions.windows.filter((w) => w.admitted >= TIGHT_LIMIT * 0.9).length >= admissions.windows.length / 2, "the demand used the budget: most windows admitted 90% of it or more");
     t.ok(admissions.outcomes.some((o) => o.status === 200 && o.at > healedAt), "admitted after the heal");
