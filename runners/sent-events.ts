@@ -3,18 +3,21 @@ import { RunnerEvent } from "../proto/gen/tributary/v1/inference.js";
 /** Encoded bytes of events one resend carries (NATS's default max payload is 1 MiB). */
 export const RESEND_MAX_BYTES = 256 * 1024;
 
+/** Room a request's buffer starts with: a few hundred tokens' events before it first grows. */
+const START_BYTES = 4 * 1024;
+
 /**
  * One request's events as they were sent, kept for a requester that lost some (core NATS drops
  * messages while a connection moves to another server) to ask for again (ResendQuery). Each
- * event without the request's constant fields (`head`), back to back in one buffer (`ends[n - 1]`
- * is where the event of seq n ends): one buffer per request, not an object per event. The runner
- * keeps this, not the request's publisher, a while after the final: thousands of finished
+ * event without the request's constant fields (`head`), framed by its length (a varint), back to
+ * back in one buffer: one buffer per request and nothing per event, since this runs for every
+ * token and the resend it serves is rare (a resend walks the frames to its first event). The
+ * runner keeps this, not the request's publisher, a while after the final: thousands of finished
  * streams' publishers (and what they hold) would cost its GC more than the copies do.
  */
 export class SentEvents {
-  private bytes = new Uint8Array(512);
+  private bytes: Uint8Array | undefined;
   private length = 0;
-  private readonly ends: number[] = [];
   /** performance.now() when the final was sent (0: still running). */
   endedAt = 0;
 
@@ -22,21 +25,32 @@ export class SentEvents {
 
   /** Copies an event's bytes after the head (they may sit in a scratch buffer the next event overwrites). */
   keep(rest: Uint8Array, restLength = rest.length): void {
-    const end = this.length + restLength;
-    if (end > this.bytes.length) {
-      const grown = new Uint8Array(Math.max(end, this.bytes.length * 2));
-      grown.set(this.bytes.subarray(0, this.length));
-      this.bytes = grown;
+    let at = this.length;
+    const end = at + 5 + restLength;
+    let bytes = this.bytes;
+    if (!bytes || end > bytes.length) {
+      // Allocated on the first event, not with the request: one that is refused keeps none.
+      const grown = new Uint8Array(Math.max(end, bytes ? bytes.length * 2 : START_BYTES));
+      if (bytes) grown.set(bytes.subarray(0, at));
+      this.bytes = bytes = grown;
     }
-    this.bytes.set(restLength === rest.length ? rest : rest.subarray(0, restLength), this.length);
-    this.length = end;
-    this.ends.push(end);
+    for (let n = restLength; ; n >>>= 7) {
+      if (n < 0x80) {
+        bytes[at++] = n;
+        break;
+      }
+      bytes[at++] = (n & 0x7f) | 0x80;
+    }
+    // A token's event is a dozen bytes: a loop beats a view and a call into the runtime.
+    if (restLength <= 64) for (let i = 0; i < restLength; i++) bytes[at + i] = rest[i]!;
+    else bytes.set(restLength === rest.length ? rest : rest.subarray(0, restLength), at);
+    this.length = at + restLength;
   }
 
   /** The final was sent: kept from now on without the room the buffer had to grow into. */
   end(now = performance.now()): void {
     this.endedAt = now;
-    this.bytes = this.bytes.slice(0, this.length);
+    this.bytes = this.bytes?.slice(0, this.length);
   }
 
   /**
@@ -46,14 +60,25 @@ export class SentEvents {
    */
   from(fromSeq: number, maxBytes = RESEND_MAX_BYTES): RunnerEvent[] {
     const events: RunnerEvent[] = [];
-    let bytes = 0;
-    for (let i = Math.max(0, fromSeq - 1); i < this.ends.length; i++) {
-      const rest = this.bytes.subarray(i === 0 ? 0 : this.ends[i - 1]!, this.ends[i]!);
-      bytes += this.head.length + rest.length;
-      if (bytes > maxBytes && events.length > 0) break;
-      const encoded = new Uint8Array(this.head.length + rest.length);
+    const bytes = this.bytes;
+    if (!bytes) return events;
+    let total = 0;
+    let at = 0;
+    for (let seq = 1; at < this.length; seq++) {
+      let restLength = 0;
+      for (let shift = 0; ; shift += 7) {
+        const b = bytes[at++]!;
+        restLength += (b & 0x7f) * 2 ** shift;
+        if (b < 0x80) break;
+      }
+      const start = at;
+      at += restLength;
+      if (seq < fromSeq) continue;
+      total += this.head.length + restLength;
+      if (total > maxBytes && events.length > 0) break;
+      const encoded = new Uint8Array(this.head.length + restLength);
       encoded.set(this.head);
-      encoded.set(rest, this.head.length);
+      encoded.set(bytes.subarray(start, at), this.head.length);
       events.push(RunnerEvent.decode(encoded));
     }
     return events;

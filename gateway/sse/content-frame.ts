@@ -7,6 +7,18 @@
 /** Where frames are built; each is written (and copied by uWS) before the next one is built. */
 let scratch = Buffer.allocUnsafe(16 * 1024);
 
+/** Frames up to this size are handed over through a view kept per size (a stream's frames take a few sizes). */
+const VIEWED_BYTES = 4 * 1024;
+/**
+ * `views[n]` is scratch's first n bytes. uWS takes a view, not a length beside a buffer, and a new
+ * view per frame (an object of a hundred bytes or so) was most of what a token allocated here.
+ */
+let views = newViews();
+
+function newViews(): Array<Uint8Array | undefined> {
+  return new Array<Uint8Array | undefined>(VIEWED_BYTES + 1);
+}
+
 /**
  * `prefix` + JSON.stringify(text) + `suffix` as UTF-8 bytes (a view of a buffer that the next
  * call overwrites), or undefined when the text is not plain printable ASCII (an escape, a quote,
@@ -17,6 +29,7 @@ export function asciiContentFrame(prefix: Uint8Array, text: string, suffix: Uint
   if (size > scratch.length) {
     if (size > 1024 * 1024) return undefined;
     scratch = Buffer.allocUnsafe(Math.max(size, 2 * scratch.length));
+    views = newViews();
   }
   const out = scratch;
   out.set(prefix, 0);
@@ -30,5 +43,7 @@ export function asciiContentFrame(prefix: Uint8Array, text: string, suffix: Uint
   }
   out[at++] = 0x22;
   out.set(suffix, at);
-  return out.subarray(0, at + suffix.length);
+  const length = at + suffix.length;
+  if (length > VIEWED_BYTES) return out.subarray(0, length);
+  return (views[length] ??= new Uint8Array(out.buffer, out.byteOffset, length));
 }

@@ -1,4 +1,4 @@
-import { RunnerEvent, type TokenDelta } from "../../proto/gen/tributary/v1/inference.js";
+import { RunnerEvent, type TokenDelta, type ToolCallDelta } from "../../proto/gen/tributary/v1/inference.js";
 
 /** Where the events of a RunnerEventBatch go, in order. */
 export interface RunnerEventSink {
@@ -48,6 +48,9 @@ function decodeEvent(frame: Uint8Array): RunnerEvent {
     throw new MalformedBatch(err);
   }
 }
+
+/** The tool calls of every text delta: one empty array for all, not one per token (frozen: nobody adds to it). */
+const NO_TOOL_CALLS = Object.freeze([]) as unknown as ToolCallDelta[];
 
 class FrameReader {
   private runnerIdStart = -1;
@@ -118,7 +121,7 @@ class FrameReader {
           return false; // tool calls, or a field added later
       }
     }
-    this.sink.delta(requestId, seq, runnerId, { choiceIndex, text, toolCalls: [], tokens, logprobs: undefined, reasoning: undefined });
+    this.sink.delta(requestId, seq, runnerId, { choiceIndex, text, toolCalls: NO_TOOL_CALLS, tokens, logprobs: undefined, reasoning: undefined });
     return true;
   }
 

@@ -1,3 +1,5 @@
+import type { ChoiceEnd, Final, TokenDelta } from "../../proto/gen/tributary/v1/inference.js";
+import type { DomainError } from "../errors/mod.js";
 import type { GenerationListener } from "../inference/mod.js";
 import type { Admission } from "./rate-limiter.js";
 
@@ -13,22 +15,17 @@ export class UsageMeter {
 
   /** `listener`, counting what passes through and settling on the end. */
   wrap(listener: GenerationListener): GenerationListener {
-    return {
-      delta: (d) => {
-        this.streamedTokens += d.tokens;
-        listener.delta(d);
-      },
-      choiceEnd: (e) => listener.choiceEnd(e),
-      choiceReset: (i) => listener.choiceReset?.(i),
-      final: (f) => {
-        this.admission.settle(f.usage ? f.usage.promptTokens + f.usage.completionTokens : this.sofar());
-        listener.final(f);
-      },
-      failure: (err) => {
-        this.abandon();
-        listener.failure(err);
-      },
-    };
+    return new MeteredListener(this, listener);
+  }
+
+  /** Counts tokens streamed (the settlement's fallback when no final usage comes). */
+  counted(tokens: number): void {
+    this.streamedTokens += tokens;
+  }
+
+  /** Settles from the final event: its usage when it carries one, else what was counted. */
+  settleFinal(f: Final): void {
+    this.admission.settle(f.usage ? f.usage.promptTokens + f.usage.completionTokens : this.sofar());
   }
 
   /** The generation ended without a final event (client gone, runner lost). */
@@ -38,5 +35,36 @@ export class UsageMeter {
 
   private sofar(): number {
     return this.promptTokens + this.streamedTokens;
+  }
+}
+
+/**
+ * UsageMeter.wrap's listener. A class, not an object of closures: a token passes through it, and
+ * each closure and its context would be two more objects to reach, cold, per token.
+ */
+class MeteredListener implements GenerationListener {
+  constructor(private readonly meter: UsageMeter, private readonly listener: GenerationListener) {}
+
+  delta(d: TokenDelta): void {
+    this.meter.counted(d.tokens);
+    this.listener.delta(d);
+  }
+
+  choiceEnd(e: ChoiceEnd): void {
+    this.listener.choiceEnd(e);
+  }
+
+  choiceReset(i: number): void {
+    this.listener.choiceReset?.(i);
+  }
+
+  final(f: Final): void {
+    this.meter.settleFinal(f);
+    this.listener.final(f);
+  }
+
+  failure(err: DomainError): void {
+    this.meter.abandon();
+    this.listener.failure(err);
   }
 }

@@ -120,37 +120,49 @@ export class RequestObservation {
 
   /** Wraps a generation listener so that its events are recorded too. */
   wrap(listener: GenerationListener): GenerationListener {
-    return {
-      delta: (d: TokenDelta) => {
-        this.delta(d);
-        this.reassembly?.delta(d);
-        listener.delta(d);
-      },
-      choiceEnd: (e: ChoiceEnd) => {
-        this.choiceEnd(e);
-        this.reassembly?.choiceEnd(e);
-        listener.choiceEnd(e);
-      },
-      // The reassembly starts the choice over too: otherwise a logged stream whose choice was
-      // preempted and rerun would hold both runs' text glued together.
-      choiceReset: (i: number) => {
-        this.reassembly?.reset(i);
-        listener.choiceReset?.(i);
-      },
-      final: (f: Final) => {
-        this.final(f);
-        listener.final(f);
-      },
-      failure: (err: DomainError) => {
-        this.fail(err);
-        listener.failure(err);
-      },
-    };
+    return new ObservedListener(this, listener);
   }
 
   fail(err: DomainError): void {
     if (err._tag === "Cancelled") this.cancelled = true;
     else this.error ??= err;
     this.end();
+  }
+}
+
+/**
+ * RequestObservation.wrap's listener. A class, not an object of closures: a token passes through
+ * it, and each closure and its context would be two more objects to reach, cold, per token.
+ */
+class ObservedListener implements GenerationListener {
+  constructor(private readonly obs: RequestObservation, private readonly listener: GenerationListener) {}
+
+  delta(d: TokenDelta): void {
+    this.obs.delta(d);
+    this.obs.reassembly?.delta(d);
+    this.listener.delta(d);
+  }
+
+  choiceEnd(e: ChoiceEnd): void {
+    this.obs.choiceEnd(e);
+    this.obs.reassembly?.choiceEnd(e);
+    this.listener.choiceEnd(e);
+  }
+
+  // The reassembly starts the choice over too: otherwise a logged stream whose choice was
+  // preempted and rerun would hold both runs' text glued together.
+  choiceReset(i: number): void {
+    this.obs.reassembly?.reset(i);
+    this.listener.choiceReset?.(i);
+  }
+
+  final(f: Final): void {
+    this.obs.final(f);
+    this.listener.final(f);
+  }
+
+  failure(err: DomainError): void {
+    this.obs.fail(err);
+    this.listener.failure(err);
   }
 }

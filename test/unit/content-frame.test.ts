@@ -28,3 +28,15 @@ t.test("a frame is a view of a reused buffer: the next one overwrites it", async
   t.equal(first.toString(), '<"one">');
   t.equal(Buffer.from(second).toString(), '<"two">');
 });
+
+t.test("frames of one size share a view; the buffer grown for a long frame gets views of its own", async (t) => {
+  const a = asciiContentFrame(Buffer.from("<"), "abc", Buffer.from(">"))!;
+  const b = asciiContentFrame(Buffer.from("<"), "xyz", Buffer.from(">"))!;
+  t.equal(a, b, "the same view");
+  t.equal(Buffer.from(b).toString(), '<"xyz">');
+  const long = "y".repeat(40 * 1024);
+  t.equal(Buffer.from(asciiContentFrame(Buffer.from("<"), long, Buffer.from(">"))!).toString(), `<"${long}">`, "longer than the buffer was");
+  const c = asciiContentFrame(Buffer.from("<"), "123", Buffer.from(">"))!;
+  t.equal(Buffer.from(c).toString(), '<"123">', "a view of the new buffer");
+  t.not(c, a);
+});

@@ -102,3 +102,15 @@ t.test("every event sent can be sent again from a sequence number on, as it was 
   t.same(firstTwo, sent.slice(0, 2), "at most the bytes asked for, whole events from the first on");
   t.same(reply.sent.from(2, 1), sent.slice(1, 2), "and always at least one");
 });
+
+t.test("a long history is kept whole: events of every size, past the buffer's first room", async (t) => {
+  const { reply, events } = publisher(false);
+  // Short tokens, a piece longer than 127 bytes (a two-byte length) and one far past the buffer's start size.
+  const pieces = [...Array.from({ length: 600 }, (_, i) => ` w${i}`), "x".repeat(200), "é".repeat(5000), " end"];
+  for (const p of pieces) reply.delta(0, p, 1);
+  reply.final(1, pieces.length);
+  const sent = events();
+  t.same(reply.sent.from(1), sent, "all of them, as they went out");
+  t.same(reply.sent.from(601), sent.slice(600), "from after the short ones on");
+  t.same(reply.sent.from(pieces.length + 2), [], "nothing past the final");
+});
