@@ -242,7 +242,7 @@ try {
     if (followed.length > 0)
       notes.push(`${fault.name}: followed streams ${JSON.stringify(followed.map((s) => ({ outcome: s.outcome, chunks: s.chunks, endedAfterCutS: +((s.endedAt - at) / 1000).toFixed(1), error: s.error?.slice(0, 90) })))}`);
     if (losses.reasons.length > 0) notes.push(`${fault.name}: lost ${JSON.stringify(losses.reasons.slice(0, 6))}`);
-    notes.push(`${fault.name}: tight budget, admitted per window ${admissions.windows.map((w) => w.admitted).join(", ")}; ${admissions.admitted} admitted, ${admissions.refused} refused (429), ${admissions.unavailable} unavailable${admissions.unplaced ? `, ${admissions.unplaced} admitted without a trace (placed by their replies)` : ""}.`);
+    notes.push(`${fault.name}: tight budget, admitted per window ${admissions.windows.map((w) => w.admitted).join(", ")}; ${admissions.admitted} admitted, ${admissions.refused} refused (429), ${admissions.unavailable} unavailable${admissions.unplaced ? `, ${admissions.unplaced} admitted across a window boundary without a trace (left out)` : ""}.`);
     notes.push(`${fault.name}: errors of failed attempts ${JSON.stringify(load.errors(at))}`);
     notes.push(`${fault.name}: error logs ${errorLogs(at)}`);
   }

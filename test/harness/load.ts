@@ -83,17 +83,20 @@ export function admittedIn(sent: number, at: number, resetMs: number, windowMs: 
 }
 
 /**
- * Places every admitted request (sent with `log: true`) in the window of the gateway's own time
- * of admission, from its trace (received_at + rate_limit_admitted_ms), rather than from its reply
- * (admittedIn can only estimate a request whose span crosses a window boundary). Reads the
- * traces of `model` since `since` (Unix ms) until every admitted one is found or `timeoutMs` has
- * passed; returns how many admitted requests had no trace.
+ * Places each admitted request whose span crosses a window boundary (admittedIn can only
+ * estimate those; one sent and answered within a window was admitted in it) by its trace (it was
+ * sent with `log: true`): the gateway's own time of admission, received_at +
+ * rate_limit_admitted_ms. Reads the traces of `model` since `since` (Unix ms) until every such
+ * request is found or `timeoutMs` has passed (a partition's heal can keep the trace stream
+ * electing for most of a minute). One still without a trace is left out of every window
+ * (`window` undefined); returns how many were.
  */
-export async function placeByTraces(outcomes: Outcome[], windowMs: number, model: string, since: number, gatewayUrl: string, apiKey: string, timeoutMs = 20_000): Promise<number> {
-  const admitted = outcomes.filter((o) => o.status === 200 && o.requestId);
+export async function placeByTraces(outcomes: Outcome[], windowMs: number, model: string, since: number, gatewayUrl: string, apiKey: string, timeoutMs = 90_000): Promise<number> {
+  const spanning = outcomes.filter((o) => o.status === 200 && Math.floor(o.sent / windowMs) !== Math.floor(o.at / windowMs));
   const admittedAt = new Map<string, number>();
+  const unfound = () => spanning.some((o) => !o.requestId || !admittedAt.has(o.requestId));
   const deadline = Date.now() + timeoutMs;
-  while (admitted.some((o) => !admittedAt.has(o.requestId!)) && Date.now() < deadline) {
+  while (unfound() && Date.now() < deadline) {
     let after: string | undefined;
     for (;;) {
       const query = new URLSearchParams({ model, status: "success", start_time: String(Math.floor(since / 1000) - 1), limit: "100", ...(after ? { after } : {}) });
@@ -107,13 +110,13 @@ export async function placeByTraces(outcomes: Outcome[], windowMs: number, model
       if (!page.has_more || page.data.length === 0) break;
       after = page.data.at(-1)!.id;
     }
-    if (admitted.some((o) => !admittedAt.has(o.requestId!))) await sleep(500);
+    if (unfound()) await sleep(1_000);
   }
   let unplaced = 0;
-  for (const o of admitted) {
-    const at = admittedAt.get(o.requestId!);
+  for (const o of spanning) {
+    const at = o.requestId ? admittedAt.get(o.requestId) : undefined;
     if (at === undefined) unplaced++;
-    else o.window = Math.floor(at / windowMs);
+    o.window = at === undefined ? undefined : Math.floor(at / windowMs);
   }
   return unplaced;
 }
