@@ -7,6 +7,7 @@ import {
   type TokenLogprob,
   type ToolCallDelta,
 } from "../proto/gen/tributary/v1/inference.js";
+import { varintSize, writeVarint } from "../lib/bytes.js";
 import type { Logger } from "../lib/log.js";
 import type { RequestObserver } from "./scheduler/scheduler.js";
 import { SentEvents } from "./sent-events.js";
@@ -211,24 +212,5 @@ function encodeFields(out: Buffer, seq: number, choiceIndex: number, text: strin
     out[at++] = 0x20;
     at = writeVarint(out, at, tokens);
   }
-  return at;
-}
-
-/** Bytes of a non-negative integer (up to 2^53) as a protobuf varint. */
-function varintSize(n: number): number {
-  let size = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    size++;
-  }
-  return size;
-}
-
-function writeVarint(out: Uint8Array, at: number, n: number): number {
-  while (n >= 0x80) {
-    out[at++] = (n % 128) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  out[at++] = n;
   return at;
 }

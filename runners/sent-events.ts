@@ -1,3 +1,4 @@
+import { copyBytes, readVarint, varintEnd, writeVarint } from "../lib/bytes.js";
 import { RunnerEvent } from "../proto/gen/tributary/v1/inference.js";
 
 /** Encoded bytes of events one resend carries (NATS's default max payload is 1 MiB). */
@@ -34,16 +35,8 @@ export class SentEvents {
       if (bytes) grown.set(bytes.subarray(0, at));
       this.bytes = bytes = grown;
     }
-    for (let n = restLength; ; n >>>= 7) {
-      if (n < 0x80) {
-        bytes[at++] = n;
-        break;
-      }
-      bytes[at++] = (n & 0x7f) | 0x80;
-    }
-    // A token's event is a dozen bytes: a loop beats a view and a call into the runtime.
-    if (restLength <= 64) for (let i = 0; i < restLength; i++) bytes[at + i] = rest[i]!;
-    else bytes.set(restLength === rest.length ? rest : rest.subarray(0, restLength), at);
+    at = writeVarint(bytes, at, restLength);
+    copyBytes(bytes, at, rest, restLength);
     this.length = at + restLength;
   }
 
@@ -65,13 +58,8 @@ export class SentEvents {
     let total = 0;
     let at = 0;
     for (let seq = 1; at < this.length; seq++) {
-      let restLength = 0;
-      for (let shift = 0; ; shift += 7) {
-        const b = bytes[at++]!;
-        restLength += (b & 0x7f) * 2 ** shift;
-        if (b < 0x80) break;
-      }
-      const start = at;
+      const restLength = readVarint(bytes, at, this.length);
+      const start = (at = varintEnd);
       at += restLength;
       if (seq < fromSeq) continue;
       total += this.head.length + restLength;

@@ -1,3 +1,4 @@
+import { copyBytes, varintSize, writeVarint } from "../bytes.js";
 import type { NatsConnection } from "@nats-io/transport-node";
 
 /** A packed message grows to at most this many bytes before another is started (far below NATS's max_payload). */
@@ -63,18 +64,10 @@ export class Outbox {
     }
     const out = pack.bytes;
     out[at++] = 0x0a; // field 1, length-delimited
-    for (let n = length; ; n >>>= 7) {
-      if (n < 0x80) {
-        out[at++] = n;
-        break;
-      }
-      out[at++] = (n & 0x7f) | 0x80;
-    }
+    at = writeVarint(out, at, length);
     out.set(head, at);
     at += head.length;
-    // A token's body is a dozen bytes: a loop beats a view and a call into the runtime.
-    if (bodyLength <= 64) for (let i = 0; i < bodyLength; i++) out[at + i] = body[i]!;
-    else out.set(bodyLength === body.length ? body : body.subarray(0, bodyLength), at);
+    copyBytes(out, at, body, bodyLength);
     pack.length = at + bodyLength;
     if (pack.length >= PACK_LIMIT_BYTES) this.sendPack(subject, pack);
     this.queued(urgent);
@@ -110,13 +103,4 @@ export class Outbox {
     this.nc.publish(subject, pack.bytes.slice(0, pack.length));
     pack.length = 0;
   }
-}
-
-function varintSize(n: number): number {
-  let size = 1;
-  while (n >= 0x80) {
-    n >>>= 7;
-    size++;
-  }
-  return size;
 }

@@ -1,3 +1,4 @@
+import { readVarint, varintEnd } from "../../lib/bytes.js";
 import { RunnerEvent, type TokenDelta, type ToolCallDelta } from "../../proto/gen/tributary/v1/inference.js";
 
 /** Where the events of a RunnerEventBatch go, in order. */
@@ -142,23 +143,4 @@ class FrameReader {
     this.runnerIdEnd = end;
     return (this.runnerId = bytes.toString("utf8", start, end));
   }
-}
-
-/** Where the last varint read ended (a module variable: no object per read). */
-let varintEnd = 0;
-
-/** The varint at bytes[at]: a number (exact up to 2^53), or -1 if it runs past `end` or is longer than 8 bytes. */
-function readVarint(bytes: Buffer, at: number, end: number): number {
-  let value = 0;
-  let scale = 1;
-  for (let i = 0; i < 8 && at < end; i++) {
-    const b = bytes[at++]!;
-    value += (b & 0x7f) * scale;
-    if (b < 0x80) {
-      varintEnd = at;
-      return value;
-    }
-    scale *= 128;
-  }
-  return -1;
 }
