@@ -1,10 +1,12 @@
 // Where a token's time goes at concurrency 1 (the tiny model, or --model 100m/500m): llama.cpp's llama-server, a bare
 // node-llama-cpp evaluate loop, the runner's LlamaEngine + Scheduler in process, and the whole
 // stack, side by side in alternating rounds, as wall time per token and CPU time per token.
-//   node dist/bench/per-token.js [--requests 20] [--rounds 3] [--max-tokens 128] [--slots 64] [--model tiny] [--modes server,bare,engine,stack] [--perf]
+//   node dist/bench/per-token.js [--requests 20] [--rounds 3] [--max-tokens 128] [--slots 64] [--model tiny] [--modes server,bare,engine,stack] [--perf] [--profile DIR]
 // --modes may add `addon`: the same decode and sampling through node-llama-cpp's native addon
 // directly (one batch, one decode and one sample call per token, the sampler configured once),
 // the floor for what a leaner per-token path than `sequence.evaluate` could reach.
+// --profile DIR: the stack's runner and gateway write V8 CPU profiles of the first round's
+// measured requests there (bench/lib/cpu-profile.ts).
 // --perf: also counts instructions retired per token per thread (`perf stat --per-thread`, which
 // the machine's load does not move): the decoding process's main thread, its V8 helper threads,
 // its other threads (libuv's pool: decode and sample), and every other server process.
@@ -42,6 +44,7 @@ const { values } = parseArgs({
     modes: { type: "string", default: "server,bare,engine,stack" },
     out: { type: "string", default: "per-token.md" },
     perf: { type: "boolean", default: false },
+    profile: { type: "string" },
     /** tiny (stories260K), or a random llama of bench/gguf (100m, 500m: compute-bound, cached under $TRIBUTARY_HOME). */
     model: { type: "string", default: "tiny" },
   },
@@ -229,7 +232,10 @@ class AddonLoop extends BareLoop {
   }
 }
 
-async function measure(decoderPid: number, serverPids: readonly number[], one: () => Promise<{ ttftMs: number; tokens: number }>): Promise<Sample> {
+/** Processes that profile the first round they measure (--profile): SIGUSR2 starts and stops it. */
+const profiled = new Set<number>();
+
+async function measure(decoderPid: number, serverPids: readonly number[], one: () => Promise<{ ttftMs: number; tokens: number }>, profile: readonly number[] = []): Promise<Sample> {
   const cpu = () => serverPids.reduce((s, p) => s + (p === process.pid ? selfCpuMs() : cpuMs(p) || 0), 0);
   const decoderCpu = () => (decoderPid === process.pid ? selfCpuMs() : cpuMs(decoderPid));
   for (let i = 0; i < 3; i++) await one();
@@ -237,6 +243,11 @@ async function measure(decoderPid: number, serverPids: readonly number[], one: (
   const stopCounting = values.perf ? countInstructions(decoderPid, serverPids) : undefined;
   // perf attaches asynchronously: give it a moment before the measured requests.
   if (stopCounting) await new Promise((r) => setTimeout(r, 200));
+  const profiling = profile.filter((pid) => !profiled.has(pid));
+  for (const pid of profiling) {
+    profiled.add(pid);
+    process.kill(pid, "SIGUSR2");
+  }
   const [c0, d0, m0, s0, t0] = [cpu(), decoderCpu(), mainThreadCpuMs(decoderPid), switches(decoderPid), performance.now()];
   for (let i = 0; i < requests; i++) {
     const r = await one();
@@ -248,6 +259,7 @@ async function measure(decoderPid: number, serverPids: readonly number[], one: (
   sample.decoderCpuMs = decoderCpu() - d0;
   sample.mainThreadCpuMs = mainThreadCpuMs(decoderPid) - m0;
   sample.switches = switches(decoderPid) - s0;
+  for (const pid of profiling) process.kill(pid, "SIGUSR2");
   if (stopCounting) sample.instructions = await stopCounting();
   return sample;
 }
@@ -314,11 +326,13 @@ async function main(): Promise<void> {
     if (modes.includes("stack")) {
       // The runner's libuv pool as this process was given it (UV_THREADPOOL_SIZE=4: samples after the decode), else as `tributary start` gives it.
       const pool = process.env.UV_THREADPOOL_SIZE;
-      started.stack = await startPlacedStack(env, layout, pool === undefined ? {} : { UV_THREADPOOL_SIZE: pool });
+      const profileEnv = values.profile ? { NODE_OPTIONS: `--import ${join(repoRoot, "dist", "bench", "lib", "cpu-profile.js")}`, TRIBUTARY_BENCH_PROFILE_DIR: values.profile } : {};
+      started.stack = await startPlacedStack({ ...env, ...profileEnv }, layout, pool === undefined ? {} : { UV_THREADPOOL_SIZE: pool });
       const s = started.stack;
       clients.stack = new SseLoadClient("127.0.0.1", s.gateway.port, TEST_KEY);
       const pids = [s.runner, s.gateway, s.actors, s.nats].map((p) => p.child.pid!);
-      runs["stack (gateway, NATS, runner)"] = () => measure(s.runner.child.pid!, pids, chat(clients.stack!, TEST_MODEL));
+      const profile = values.profile ? [s.runner.child.pid!, s.gateway.child.pid!] : [];
+      runs["stack (gateway, NATS, runner)"] = () => measure(s.runner.child.pid!, pids, chat(clients.stack!, TEST_MODEL), profile);
     }
     placeSelf(layout.services);
 

@@ -176,6 +176,10 @@ async function main(): Promise<void> {
     const path = name === "tiny" ? tokenizer : ensureRandomLlama(home, SHAPES[name as ShapeName], tokenizer);
     const id = `bench/${name}`;
     const body = { model: id, messages: [{ role: "user", content: prompt }], max_tokens: maxTokens, temperature: 0.8 };
+    // The runner samples from the whole distribution (as OpenAI does: no top-k, top-p 1, no
+    // min-p); llama-server's defaults cut it first (top_k 40, top_p 0.95, min_p 0.05): it is
+    // asked for the same sampling, so that both do the same work per token.
+    const serverBody = { ...body, top_k: 0, top_p: 1, min_p: 0 };
     const catalog = join(home, "bench-catalogs", `${name}.yaml`);
     mkdirSync(join(home, "bench-catalogs"), { recursive: true });
     // No replicas or threads: `tributary start` picks them.
@@ -204,7 +208,7 @@ async function main(): Promise<void> {
     // level, a short pause for cut-off requests to be cancelled); the order alternates by round.
     const results = new Map(levels.map((l) => [l, new Map(configs.map((c) => [c.label, [] as Measured[]]))]));
     const idleTtfts = new Map(configs.map((c) => [c.label, [] as number[]]));
-    const runLevels = async (port: number, key: string, pid: number, label: string) => {
+    const runLevels = async (port: number, key: string, pid: number, label: string, body: Record<string, unknown>) => {
       for (const concurrency of levels) {
         const load = loadavg()[0]!;
         const client = new SseLoadClient("127.0.0.1", port, key);
@@ -233,7 +237,7 @@ async function main(): Promise<void> {
           // named explicitly: a child inherits this process's CPUs, narrowed just above to the services'.
           const s = await startLlamaServer(server.path, path, { slots, contextPerSlot, threads: c.threads, cpus: c.threads === 1 ? oneThread.runner : everyCpu(), chatTemplate: CHAT_TEMPLATE.llamaServer });
           seenLayouts.set(c.label, `on CPU ${cpusOf(s.process.pid!)}`);
-          try { await runLevels(s.port, "none", s.process.pid!, c.label); } finally { await s.stop(); }
+          try { await runLevels(s.port, "none", s.process.pid!, c.label, serverBody); } finally { await s.stop(); }
         } else {
           // The supervisor must see every CPU to lay out the stack as a user's `npm start` would.
           placeSelf(undefined);
@@ -241,7 +245,7 @@ async function main(): Promise<void> {
           const picked = stack.layout.models?.[id];
           seenLayouts.set(c.label, `${picked ? `${picked.runners} runner(s) of ${picked.threads} thread(s) (${picked.class}, library ${stack.layout.library})` : "?"}; ${stack.placement}`);
           placeSelf(stack.services);
-          try { await runLevels(stack.port, TEST_KEY, stack.pid, c.label); } finally { await stack.close(); }
+          try { await runLevels(stack.port, TEST_KEY, stack.pid, c.label, body); } finally { await stack.close(); }
         }
       }
     }
@@ -317,7 +321,7 @@ async function main(): Promise<void> {
   writeFileSync(join(resultsDir, `${title}.svg`), svgPlot(series));
   writeResults(`${title}.md`, "The stack against llama-server", [
     `${machineLine()} Load average (1 min) at start and end: ${loadStart.toFixed(1)}, ${loadEnd.toFixed(1)}. The run took ${minutes.toFixed(1)} min.`,
-    `Same GGUF, slots and context per slot for both servers, temperature 0.8, streamed chat completions from closed-loop clients (one client for all); each round starts every configuration afresh and runs the levels in turn, the configurations in alternating order by round (${rounds} rounds). ` +
+    `Same GGUF, slots and context per slot for both servers, temperature 0.8 from the whole distribution (llama-server sent top_k 0, top_p 1, min_p 0), streamed chat completions from closed-loop clients (one client for all); each round starts every configuration afresh and runs the levels in turn, the configurations in alternating order by round (${rounds} rounds). ` +
       `A token counts when its delta arrives inside the measured window, whichever request it belongs to (a request cut off at the window's end counts what it streamed inside it), times the tokens per delta of the completed requests (their usage over their deltas). ` +
       `llama-server -t 1 on ${oneThread.runner ? `CPU ${oneThread.runner.join(",")}` : "every CPU"}, more threads on every CPU (until this was fixed on 2026-11-29, -t 2 inherited the load client's one CPU: results before then understate it). "stack default" is \`tributary start\` with the catalog's replicas and threads unset: the layout it picked is listed below. ` +
       `"x best" is tokens/s over the best of ${llamaThreads.length > 0 ? llamaThreads.map((t) => `llama-server -t ${t}`).join(", ") : "stack default"} at that level; TTFT of the requests that began inside the window (their count in brackets); "CPU ms/token" counts every server process (for the stack: supervisor, nats-server, actor host, runners, gateway; the load client excluded), median over rounds, and by process; "load" is the 1-min load average as each round's level began; "first tokens after" how long each round took until every client had its first token (the window opened the warm-up after that). Models: tiny = stories260K, 100m/500m = random llama Q8_0 (bench/gguf).`,
