@@ -7,13 +7,21 @@
 //   uws+nats   the same front, with the tokens timed in a second process (a runner's floor) that
 //              publishes the ids of the streams due each millisecond as one NATS message, as the
 //              runner packs a step's events for a gateway
+//   relay      the same two processes doing what any relay of the stack's shape must per token:
+//              the producer encodes each due token as the runner does (a RunnerEvent in its wire
+//              encoding, naming the request and carrying a sequence number and the text, kept for
+//              a resend and packed with the millisecond's others into one NATS message); the front
+//              reads each event, finds its stream by request id, checks its sequence number and
+//              writes the text, JSON-escaped, in a chunk of the gateway's shape
 //   stack      the real stack of sim-streams: gateway, actor host, runner (sim engine), nats-server
 //
-// No authorization, rate limits, flow control, tracing or usage accounting in the floors: each is
-// a lower bound for what the stack can cost at that load. A level passes as in sim-streams: no
-// stream fails or loses a token, and the p99 gap between tokens is within 5 ms of the cadence.
+// No authorization, rate limits, flow control, tracing or usage accounting in the floors (nor, in
+// relay, the runner's other events, resends, or a failed-over request's check of the runner id):
+// each is a lower bound for what the stack can cost at that load. A level passes as in
+// sim-streams: no stream fails or loses a token (in relay, no event comes out of sequence), and
+// the p99 gap between tokens is within 5 ms of the cadence.
 //
-//   node dist/bench/sim-streams-floor.js [--levels 1000,2000] [--rounds 2] [--hold 12] [--out sim-streams-floor.md]
+//   node dist/bench/sim-streams-floor.js [--levels 1000,2000] [--rounds 2] [--hold 12] [--configs uws,uws+nats,relay,stack] [--out sim-streams-floor.md]
 import type { ChildProcess } from "node:child_process";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
@@ -31,7 +39,7 @@ const { values } = parseArgs({
     rate: { type: "string", default: "20" },
     ramp: { type: "string", default: "2" },
     tolerance: { type: "string", default: "5" },
-    configs: { type: "string", default: "uws,uws+nats,stack" },
+    configs: { type: "string", default: "uws,uws+nats,relay,stack" },
     out: { type: "string", default: "sim-streams-floor.md" },
   },
 });
@@ -46,7 +54,7 @@ const cadenceMs = 1000 / rate;
 const tokens = Math.round(rate * holdSeconds);
 const FIRST_TOKEN_MS = 50;
 
-type Config = "uws" | "uws+nats" | "stack";
+type Config = "uws" | "uws+nats" | "relay" | "stack";
 
 /**
  * Tokens due, by the millisecond they are due in (the sim engine's scheme): `due(id)` returns
@@ -84,35 +92,93 @@ function ticker(intervalMs, due, onTick = () => {}) {
 }
 `;
 
-/** The SSE front: answers every POST with a stream of chunks shaped like the gateway's. */
+/** The sim engine's words (runners/engines/sim): a stream's first token is one, each later one has a leading space. */
+const SIM_WORDS = `
+const WORDS = ("the river runs past old mills and quiet towns where children play by the water " +
+  "while boats drift slowly toward the sea carrying stories from one bank to another").split(" ");
+const SPACED = WORDS.map((w) => " " + w);
+`;
+
+/**
+ * The SSE front: answers every POST with a stream of chunks shaped like the gateway's. With "relay"
+ * its tokens come as the runner's packed RunnerEvents, by request id; without, as stream ids.
+ */
 const FRONT = `
 import uWS from "uWebSockets.js";
 import { connect } from "@nats-io/transport-node";
+import { readVarint, varintEnd } from "./dist/lib/bytes.js";
 ${TICKER}
-const [port, tokens, intervalMs, firstMs, natsUrl] = process.argv.slice(1);
+const [port, tokens, intervalMs, firstMs, natsUrl, mode] = process.argv.slice(1);
 const T = Number(tokens);
+const relay = mode === "relay";
 const WORDS = "the river runs past old mills and quiet towns where children play by the water".split(" ");
 const SPACED = WORDS.map((w) => " " + w);
 const SUFFIX = '"},"logprobs":null,"finish_reason":null}]}\\n\\n';
+const CONTENT_SUFFIX = '},"logprobs":null,"finish_reason":null}]}\\n\\n';
 const streams = new Map();
 let nextId = 1;
+/** Events whose seq was not the stream's next one (relay). */
+let gaps = 0;
+/** Writes a token's frame (the stream's last one ends it); false once the stream is done. */
+const deliver = (key, s, frame) => {
+  const last = s.sent === T;
+  if (last) frame += s.head + '{},"logprobs":null,"finish_reason":"length"}]}\\n\\ndata: [DONE]\\n\\n';
+  s.res.cork(() => { if (last) s.res.end(frame); else s.res.write(frame); });
+  if (last) streams.delete(key);
+  return !last;
+};
 const token = (id) => {
   const s = streams.get(id);
   if (!s) return false;
   if (s.aborted) { streams.delete(id); return false; }
   const word = s.sent === 0 ? WORDS[id % WORDS.length] : SPACED[(id + s.sent) % WORDS.length];
   s.sent++;
-  let frame = s.prefix + word + SUFFIX;
-  const last = s.sent === T;
-  if (last) frame += s.head + '{},"logprobs":null,"finish_reason":"length"}]}\\n\\ndata: [DONE]\\n\\n';
-  s.res.cork(() => { if (last) s.res.end(frame); else s.res.write(frame); });
-  if (last) streams.delete(id);
-  return !last;
+  return deliver(id, s, s.prefix + word + SUFFIX);
+};
+/** One RunnerEvent in bytes[at, end): request_id (1), seq (2), runner_id (3), delta (4: text 2, tokens 4). */
+const relayEvent = (bytes, at, end) => {
+  let requestId = "";
+  let seq = 0;
+  let text = "";
+  while (at < end) {
+    const tag = bytes[at++];
+    const value = readVarint(bytes, at, end);
+    at = varintEnd;
+    if (tag === 0x0a) requestId = bytes.toString("utf8", at, (at += value));
+    else if (tag === 0x10) seq = value;
+    else if (tag === 0x1a) at += value; // the runner id: what a failed-over request would check
+    else if (tag === 0x22) {
+      const deltaEnd = at + value;
+      while (at < deltaEnd) {
+        const field = bytes[at++];
+        const n = readVarint(bytes, at, deltaEnd);
+        at = varintEnd;
+        if (field === 0x12) text = bytes.toString("utf8", at, (at += n));
+        else if ((field & 7) === 2) at += n;
+      }
+    } else if ((tag & 7) === 2) at += value;
+  }
+  const s = streams.get(requestId);
+  if (!s) return;
+  if (s.aborted) { streams.delete(requestId); return; }
+  if (seq !== s.sent + 1) gaps++;
+  s.sent = seq;
+  deliver(requestId, s, s.contentPrefix + JSON.stringify(text) + CONTENT_SUFFIX);
 };
 const nc = natsUrl ? await connect({ servers: natsUrl }) : undefined;
 const local = nc ? undefined : ticker(Number(intervalMs), token);
 if (nc) nc.subscribe("floor.due", { callback: (err, msg) => {
   if (err) return;
+  if (relay) {
+    // A RunnerEventBatch: field 1 (events), repeated.
+    const bytes = Buffer.from(msg.data.buffer, msg.data.byteOffset, msg.data.length);
+    for (let at = 0, end = bytes.length; at < end; ) {
+      const length = readVarint(bytes, at + 1, end);
+      at = varintEnd;
+      relayEvent(bytes, at, (at += length));
+    }
+    return;
+  }
   const ids = new Uint32Array(msg.data.buffer.slice(msg.data.byteOffset, msg.data.byteOffset + msg.data.length));
   for (const id of ids) token(id);
 } });
@@ -120,20 +186,25 @@ const startBytes = new Uint8Array(4);
 uWS.App().post("/v1/chat/completions", (res) => {
   const id = nextId++;
   const chatId = "chatcmpl-" + id.toString(36).padStart(24, "0");
+  // As long as the gateway's request ids (req_ and 24 characters), which is what its runner events name.
+  const key = relay ? "req_" + id.toString(36).padStart(24, "0") : id;
   const head = 'data: {"id":"' + chatId + '","object":"chat.completion.chunk","created":' + Math.floor(Date.now() / 1000) +
     ',"model":"test/stories-260k","service_tier":"default","choices":[{"index":0,"delta":';
-  const s = { res, head, prefix: head + '{"content":"', sent: 0, aborted: false };
+  const s = { res, head, prefix: head + '{"content":"', contentPrefix: head + '{"content":', sent: 0, aborted: false };
   res.onAborted(() => { s.aborted = true; });
   res.onData((_chunk, isLast) => {
     if (!isLast || s.aborted) return;
-    streams.set(id, s);
+    streams.set(key, s);
     res.cork(() => {
       res.writeStatus("200 OK").writeHeader("content-type", "text/event-stream; charset=utf-8").writeHeader("cache-control", "no-cache");
       res.write(": ok\\n\\n" + head + '{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]}\\n\\n');
     });
     if (local) local.start(id, Number(firstMs));
+    else if (relay) nc.publish("floor.start", key);
     else { new DataView(startBytes.buffer).setUint32(0, id, true); nc.publish("floor.start", startBytes); }
   });
+}).get("/floor/gaps", (res) => {
+  res.end(String(gaps));
 }).listen("127.0.0.1", Number(port), (ok) => { if (!ok) process.exit(1); if (nc) nc.flush().then(() => process.stdout.write("ready\\n")); else process.stdout.write("ready\\n"); });
 `;
 
@@ -167,6 +238,91 @@ await nc.flush();
 process.stdout.write("ready\\n");
 `;
 
+/**
+ * The runner's floor for relay: the same timing, and each due token is a RunnerEvent in the
+ * runner's bytes (runners/reply-publisher.ts): the request's constant fields (request id, runner
+ * id) encoded once per stream, then seq and a TokenDelta of the word with tokens 1. Each event is
+ * kept for a resend as the runner keeps it (runners/sent-events.ts: length-prefixed, one buffer
+ * per stream), and framed as an element of field 1 of the millisecond's one message, as the
+ * runner's outbox packs a step's events for a gateway (lib/nats/outbox.ts).
+ */
+const RELAY_PRODUCER = `
+import { connect } from "@nats-io/transport-node";
+import { copyBytes, varintSize, writeVarint } from "./dist/lib/bytes.js";
+${TICKER}
+${SIM_WORDS}
+const [natsUrl, tokens, intervalMs, firstMs] = process.argv.slice(1);
+const T = Number(tokens);
+const nc = await connect({ servers: natsUrl });
+// As long as a runner's id (r and 12 characters).
+const RUNNER_ID = new TextEncoder().encode("rRelayFloor01");
+let pack = new Uint8Array(64 * 1024);
+let length = 0;
+let started = 0;
+const t = ticker(Number(intervalMs), (s) => {
+  // The sim words are ASCII: a character is a byte.
+  const text = s.seq === 0 ? WORDS[s.word] : SPACED[s.word];
+  s.word = s.word + 1 === WORDS.length ? 0 : s.word + 1;
+  const seq = ++s.seq;
+  const deltaLength = 1 + varintSize(text.length) + text.length + 2;
+  const restLength = 1 + varintSize(seq) + 1 + varintSize(deltaLength) + deltaLength;
+  const eventLength = s.head.length + restLength;
+  if (length + 6 + eventLength > pack.length) {
+    const grown = new Uint8Array(2 * pack.length + eventLength);
+    grown.set(pack.subarray(0, length));
+    pack = grown;
+  }
+  const out = pack;
+  let at = length;
+  out[at++] = 0x0a; // RunnerEventBatch.events (1)
+  at = writeVarint(out, at, eventLength);
+  copyBytes(out, at, s.head, s.head.length);
+  at += s.head.length;
+  const rest = at;
+  out[at++] = 0x10; // seq (2)
+  at = writeVarint(out, at, seq);
+  out[at++] = 0x22; // delta (4)
+  at = writeVarint(out, at, deltaLength);
+  out[at++] = 0x12; // TokenDelta.text (2)
+  at = writeVarint(out, at, text.length);
+  for (let i = 0; i < text.length; i++) out[at++] = text.charCodeAt(i);
+  out[at++] = 0x20; // TokenDelta.tokens (4)
+  out[at++] = 1;
+  length = at;
+  // Kept for a resend: the event after the head, prefixed by its length.
+  if (s.keptLength + 5 + restLength > s.kept.length) {
+    const grown = new Uint8Array(2 * s.kept.length + restLength);
+    grown.set(s.kept.subarray(0, s.keptLength));
+    s.kept = grown;
+  }
+  const kept = s.kept;
+  let to = writeVarint(kept, s.keptLength, restLength);
+  for (let i = rest; i < at; i++) kept[to++] = out[i];
+  s.keptLength = to;
+  return seq < T;
+}, () => {
+  if (length === 0) return;
+  // A copy: the connection holds what it is given until its next flush, and the buffer is reused.
+  nc.publish("floor.due", pack.slice(0, length));
+  length = 0;
+});
+nc.subscribe("floor.start", { callback: (err, msg) => {
+  if (err) return;
+  // The head: request_id (1) and runner_id (3), as RunnerEvent.encode writes them.
+  const id = msg.data;
+  const head = new Uint8Array(2 + id.length + 2 + RUNNER_ID.length);
+  head[0] = 0x0a;
+  head[1] = id.length;
+  head.set(id, 2);
+  head[2 + id.length] = 0x1a;
+  head[3 + id.length] = RUNNER_ID.length;
+  head.set(RUNNER_ID, 4 + id.length);
+  t.start({ head, seq: 0, word: started++ % WORDS.length, kept: new Uint8Array(4 * 1024), keptLength: 0 }, Number(firstMs));
+} });
+await nc.flush();
+process.stdout.write("ready\\n");
+`;
+
 async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return;
   const exited = new Promise((r) => child.once("exit", r));
@@ -188,12 +344,12 @@ async function serve(config: Config, maxStreams: number): Promise<Served> {
     const front = await startNode(FRONT, [String(port), String(tokens), interval, String(FIRST_TOKEN_MS)]);
     return { port, pids: { front: front.pid! }, close: () => stopChild(front) };
   }
-  if (config === "uws+nats") {
+  if (config === "uws+nats" || config === "relay") {
     // The floor's nats-server takes no credentials (the stack's checks them once per connection, not per message).
     const nats = await startNats(undefined, { auth: false });
-    const producer = await startNode(PRODUCER, [nats.url, String(tokens), interval, String(FIRST_TOKEN_MS)]);
+    const producer = await startNode(config === "relay" ? RELAY_PRODUCER : PRODUCER, [nats.url, String(tokens), interval, String(FIRST_TOKEN_MS)]);
     const port = await freePort();
-    const front = await startNode(FRONT, [String(port), String(tokens), interval, String(FIRST_TOKEN_MS), nats.url]);
+    const front = await startNode(FRONT, [String(port), String(tokens), interval, String(FIRST_TOKEN_MS), nats.url, config]);
     return {
       port,
       pids: { front: front.pid!, producer: producer.pid!, nats: nats.child.pid! },
@@ -219,6 +375,8 @@ interface Round {
   p99: number;
   p50: number;
   errors: number;
+  /** Events the relay's front received out of sequence (lost, repeated or reordered on the way); 0 in the other configurations. */
+  gaps: number;
   /** CPU µs per delivered token: front, producer, nats-server, load generator. */
   usPerToken: [number, number, number, number];
   /** CPU % of one core: front, producer, nats-server, load generator. */
@@ -234,12 +392,14 @@ async function measure(config: Config, streams: number): Promise<Round> {
     const load = await driveSimLoad(served.port, TEST_KEY, TEST_MODEL, { streams, tokens, rampSeconds, holdSeconds });
     const self = process.cpuUsage(selfBefore);
     const used = [cpu(served.pids.front) - before[0]!, cpu(served.pids.producer) - before[1]!, cpu(served.pids.nats) - before[2]!, (self.user + self.system) / 1000];
+    const gaps = config === "relay" ? Number(await (await fetch(`http://127.0.0.1:${served.port}/floor/gaps`)).text()) : 0;
     const round: Round = {
       config,
       streams,
       p50: percentile(load.gaps, 50),
       p99: percentile(load.gaps, 99),
       errors: load.errors,
+      gaps,
       usPerToken: used.map((ms) => (ms * 1000) / load.delivered) as Round["usPerToken"],
       percent: used.map((ms) => (ms / 1000 / load.wall) * 100) as Round["percent"],
     };
@@ -261,6 +421,9 @@ async function main(): Promise<void> {
         all.push(await measure(config, streams));
         await new Promise((r) => setTimeout(r, 1000));
       }
+  /** Serving CPU µs per token (front, producer and nats-server), the median over rounds. */
+  const servingUs = (config: Config, streams: number) =>
+    median(all.filter((r) => r.config === config && r.streams === streams).map((r) => r.usPerToken[0] + r.usPerToken[1] + r.usPerToken[2]));
   const rows: Array<Array<string | number>> = [];
   for (const streams of levels)
     for (const config of configs) {
@@ -268,6 +431,7 @@ async function main(): Promise<void> {
       const med = (pick: (r: Round) => number) => median(mine.map(pick));
       const p99 = med((r) => r.p99);
       const errors = Math.max(...mine.map((r) => r.errors));
+      const gaps = Math.max(...mine.map((r) => r.gaps));
       const part = (i: number, digits: number, pick: (r: Round) => number[]) => (config === "uws" && (i === 1 || i === 2) ? "-" : fmt(med((r) => pick(r)[i]!), digits));
       rows.push([
         config,
@@ -277,22 +441,41 @@ async function main(): Promise<void> {
         errors,
         [0, 1, 2, 3].map((i) => part(i, 0, (r) => r.percent)).join(" / "),
         [0, 1, 2, 3].map((i) => part(i, 1, (r) => r.usPerToken)).join(" / "),
-        fmt(med((r) => r.usPerToken[0] + r.usPerToken[1] + r.usPerToken[2]), 1),
-        errors === 0 && p99 <= cadenceMs + toleranceMs ? "yes" : "no",
+        fmt(servingUs(config, streams), 1),
+        errors === 0 && gaps === 0 && p99 <= cadenceMs + toleranceMs ? "yes" : "no",
       ]);
     }
+  // The stack against each floor, and what the relay's per-token work adds to uws+nats: for the pairs this run has.
+  const pairs = (
+    [
+      ["stack", "uws+nats"],
+      ["stack", "relay"],
+      ["relay", "uws+nats"],
+    ] as const
+  ).filter(([a, b]) => configs.includes(a) && configs.includes(b));
+  const ratios = markdownTable(
+    ["streams", ...pairs.map(([a, b]) => `${a} / ${b}`)],
+    levels.map((streams) => [streams, ...pairs.map(([a, b]) => fmt(servingUs(a, streams) / servingUs(b, streams), 2))]),
+  );
+  const relayGaps = all.filter((r) => r.config === "relay").reduce((sum, r) => sum + r.gaps, 0);
   writeResults(values.out!, "The floor under sim-streams: the same load without Tributary's code", [
     machineLine(),
     `${tokens} tokens per stream at ${rate} tokens/s (gap ${cadenceMs} ms), first token after ${FIRST_TOKEN_MS} ms, streams started over ${rampSeconds} s; ` +
       `gaps in the steady state (from 1 s after the last stream started until 1 s before the first one ended). ${rounds} rounds, alternating order; medians over rounds. ` +
       "uws: a bare uWebSockets.js server timing the tokens itself, one corked write per token of a chunk of the gateway's shape. " +
       "uws+nats: the same front; a second process times the tokens and publishes each millisecond's due stream ids as one NATS message. " +
+      "relay: the same two processes doing a relay's per-token work: the second process encodes each due token as the runner's RunnerEvent " +
+      "(request id and runner id encoded once per stream, then seq and a text delta of a sim-engine word), keeps it for a resend and packs " +
+      "the millisecond's events into one NATS message; the front reads each event, finds its stream by request id, checks its seq and writes " +
+      "the text, JSON-escaped, in a chunk of the gateway's shape (a level passes only if no event came out of sequence). " +
       "stack: sim-streams' stack (gateway, actor host, runner with the sim engine, nats-server). " +
       "Front is the uWS server or the gateway, producer the token-timing process or the runner. The load generator is this process in every configuration.",
     markdownTable(
       ["config", "streams", "gap p50 / p99 ms", "p99 per round", "failed streams (worst round)", "CPU % front / producer / nats / load generator", "CPU µs per token front / producer / nats / load generator", "serving CPU µs per token", "pass"],
       rows,
     ),
+    ...(pairs.length > 0 ? [`Serving CPU µs per token, ratios of the medians over rounds:\n\n${ratios}`] : []),
+    ...(configs.includes("relay") ? [`Events the relay's front received out of sequence, over all rounds: ${relayGaps}.`] : []),
     `Command: \`npm run build && node dist/bench/sim-streams-floor.js${process.argv.slice(2).map((a) => " " + a).join("")}\``,
     `Load average (1 min) at start and end: ${loadStart.toFixed(1)}, ${loadavg()[0]!.toFixed(1)}.`,
   ]);
