@@ -12,7 +12,7 @@ import { appDir, EXAMPLE_APP, uploadBundle, waitForDeployment } from "../test/ha
 import { startSandboxHost } from "../test/harness/processes.js";
 import { JSON_APP, keepAliveLoops } from "./lib/json-app.js";
 import { markdownTable, machineLine, writeResults } from "./lib/table.js";
-import { cpuMs, repoRoot, startActorHost, startGateway, startNats, TEST_KEY } from "./lib/processes.js";
+import { cpuMs, cpuProfileEnv, repoRoot, startActorHost, startGateway, startNats, TEST_KEY } from "./lib/processes.js";
 import { fmt, percentile } from "./lib/stats.js";
 
 const args = process.argv.slice(2);
@@ -88,7 +88,7 @@ function walledUvicorn(hostPid: number): number | undefined {
 }
 
 const loadStart = loadavg()[0]!;
-const profileEnv = profileDir ? { NODE_OPTIONS: `--import ${join(repoRoot, "dist", "bench", "lib", "cpu-profile.js")}`, TRIBUTARY_BENCH_PROFILE_DIR: profileDir } : {};
+const profileEnv = cpuProfileEnv(profileDir);
 const nats = await startNats();
 const actors = await startActorHost(nats.url);
 const secrets = { TRIBUTARY_SECRETS_KEY: "k1:" + Buffer.alloc(32, 3).toString("base64") };

@@ -12,7 +12,7 @@
 import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { loadavg } from "node:os";
-import { cpuMs, repoRoot, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
+import { cpuMs, cpuProfileEnv, startActorHost, startGateway, startNats, startRunner, TEST_KEY, TEST_MODEL } from "./lib/processes.js";
 import type { Proc } from "../test/harness/processes.js";
 import { streamFor, type StreamedFor } from "./lib/closed-loop.js";
 import { SseLoadClient } from "./lib/sse-client.js";
@@ -120,8 +120,7 @@ async function scenario(name: string, env: NodeJS.ProcessEnv, concurrency: numbe
     procs.push(actors);
     const runner = await startRunner(nats.url, env);
     procs.push(runner);
-    const profileEnv = args.profile ? { NODE_OPTIONS: `--import ${join(repoRoot, "dist", "bench", "lib", "cpu-profile.js")}`, TRIBUTARY_BENCH_PROFILE_DIR: args.profile } : {};
-    const gateway = await startGateway(nats.url, { ...env, ...profileEnv });
+    const gateway = await startGateway(nats.url, { ...env, ...cpuProfileEnv(args.profile) });
     const toggleProfile = args.profile ? () => process.kill(gateway.child.pid!, "SIGUSR2") : undefined;
     procs.push(gateway);
     const pids: Pids = { gateway: gateway.child.pid!, runner: runner.child.pid!, actors: actors.child.pid!, nats: nats.child.pid!, client: process.pid };

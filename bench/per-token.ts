@@ -6,7 +6,7 @@
 // directly (one batch, one decode and one sample call per token, the sampler configured once),
 // the floor for what a leaner per-token path than `sequence.evaluate` could reach.
 // --profile DIR: the stack's runner and gateway write V8 CPU profiles of the first round's
-// measured requests there (bench/lib/cpu-profile.ts).
+// measured requests there (bench/lib/cpu-profile.ts); the profiler's cost is in that round's figures.
 // --perf: also counts instructions retired per token per thread (`perf stat --per-thread`, which
 // the machine's load does not move): the decoding process's main thread, its V8 helper threads,
 // its other threads (libuv's pool: decode and sample), and every other server process.
@@ -30,7 +30,7 @@ import { createLogger } from "../lib/log.js";
 import { benchLayout, placeSelf } from "./lib/cpu-layout.js";
 import { InProcessEngine } from "./lib/engine-baseline.js";
 import { ensureLlamaServer, startLlamaServer, type LlamaServer } from "./lib/llama-server.js";
-import { cpuMs, repoRoot, startPlacedStack, TEST_KEY, TEST_MODEL, testCatalog, type PlacedStack } from "./lib/processes.js";
+import { cpuMs, cpuProfileEnv, repoRoot, startPlacedStack, TEST_KEY, TEST_MODEL, testCatalog, type PlacedStack } from "./lib/processes.js";
 import { SseLoadClient } from "./lib/sse-client.js";
 import { fmt, percentile } from "./lib/stats.js";
 import { machineLine, markdownTable, writeResults } from "./lib/table.js";
@@ -326,8 +326,7 @@ async function main(): Promise<void> {
     if (modes.includes("stack")) {
       // The runner's libuv pool as this process was given it (UV_THREADPOOL_SIZE=4: samples after the decode), else as `tributary start` gives it.
       const pool = process.env.UV_THREADPOOL_SIZE;
-      const profileEnv = values.profile ? { NODE_OPTIONS: `--import ${join(repoRoot, "dist", "bench", "lib", "cpu-profile.js")}`, TRIBUTARY_BENCH_PROFILE_DIR: values.profile } : {};
-      started.stack = await startPlacedStack({ ...env, ...profileEnv }, layout, pool === undefined ? {} : { UV_THREADPOOL_SIZE: pool });
+      started.stack = await startPlacedStack({ ...env, ...cpuProfileEnv(values.profile) }, layout, pool === undefined ? {} : { UV_THREADPOOL_SIZE: pool });
       const s = started.stack;
       clients.stack = new SseLoadClient("127.0.0.1", s.gateway.port, TEST_KEY);
       const pids = [s.runner, s.gateway, s.actors, s.nats].map((p) => p.child.pid!);

@@ -208,12 +208,12 @@ async function main(): Promise<void> {
     // level, a short pause for cut-off requests to be cancelled); the order alternates by round.
     const results = new Map(levels.map((l) => [l, new Map(configs.map((c) => [c.label, [] as Measured[]]))]));
     const idleTtfts = new Map(configs.map((c) => [c.label, [] as number[]]));
-    const runLevels = async (port: number, key: string, pid: number, label: string, body: Record<string, unknown>) => {
+    const runLevels = async (port: number, key: string, pid: number, label: string, request: Record<string, unknown>) => {
       for (const concurrency of levels) {
         const load = loadavg()[0]!;
         const client = new SseLoadClient("127.0.0.1", port, key);
         try {
-          const r = await closedLoop(client, { concurrency, warmupSeconds: warmup, seconds, body, serverPids: [pid] });
+          const r = await closedLoop(client, { concurrency, warmupSeconds: warmup, seconds, body: request, serverPids: [pid] });
           process.stderr.write(`  c=${concurrency}: ${fmt(r.tokens / r.seconds, 1)} tok/s, ${fmt(r.cpuMsPerToken, 2)} CPU ms/token, load ${load.toFixed(1)}, every client's first token after ${fmt(r.startSeconds, 1)} s\n`);
           results.get(concurrency)!.get(label)!.push({ ...r, load });
         } finally { client.close(); }
@@ -222,7 +222,7 @@ async function main(): Promise<void> {
       if (ttftRequests > 0) {
         const client = new SseLoadClient("127.0.0.1", port, key);
         try {
-          const ttfts = await sequentialTtfts(client, { ...body, max_tokens: 4 }, ttftRequests);
+          const ttfts = await sequentialTtfts(client, { ...request, max_tokens: 4 }, ttftRequests);
           process.stderr.write(`  ${ttfts.length} sequential requests: TTFT p50 ${ms(percentile(ttfts, 50))} ms\n`);
           idleTtfts.get(label)!.push(...ttfts);
         } finally { client.close(); }

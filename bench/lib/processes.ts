@@ -39,6 +39,14 @@ export async function startPlacedStack(env: NodeJS.ProcessEnv, layout: BenchLayo
   };
 }
 
+/**
+ * The environment that makes a Node process of the stack profile itself (bench/lib/cpu-profile.ts:
+ * SIGUSR2 starts and stops V8's CPU profiler) into `dir`; nothing without a directory.
+ */
+export function cpuProfileEnv(dir: string | undefined): NodeJS.ProcessEnv {
+  return dir ? { NODE_OPTIONS: `--import ${join(repoRoot, "dist", "bench", "lib", "cpu-profile.js")}`, TRIBUTARY_BENCH_PROFILE_DIR: dir } : {};
+}
+
 /** Runs `source` as an ES module in a new Node process (from the repository root, so its imports resolve); resolves once it writes its first line to stdout ("ready"). */
 export function startNodeSource(source: string, args: string[]): Promise<ChildProcess> {
   const child = spawn(process.execPath, ["--input-type=module", "-e", source, ...args], { cwd: repoRoot, stdio: ["ignore", "pipe", "inherit"] });
