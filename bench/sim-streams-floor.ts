@@ -7,11 +7,12 @@
 //   uws+nats   the same front, with the tokens timed in a second process (a runner's floor) that
 //              publishes the ids of the streams due each millisecond as one NATS message, as the
 //              runner packs a step's events for a gateway
-//   relay      the same two processes doing what any relay of the stack's shape must per token:
-//              the producer encodes each due token as the runner does (a RunnerEvent in its wire
-//              encoding, naming the request and carrying a sequence number and the text, kept for
-//              a resend and packed with the millisecond's others into one NATS message); the front
-//              reads each event, finds its stream by request id, checks its sequence number and
+//   relay      the same two processes doing what any relay of the stack's shape must per token,
+//              with the stack's own code for the wire: the producer sends each due token through
+//              the runner's reply path (ReplyPublisher and Outbox: a RunnerEvent naming the request
+//              and carrying a sequence number and the text, kept for a resend and packed with the
+//              turn's others into one NATS message); the front reads the batch with the gateway's
+//              reader, finds each event's stream by request id, checks its sequence number and
 //              writes the text, JSON-escaped, in a chunk of the gateway's shape
 //   stack      the real stack of sim-streams: gateway, actor host, runner (sim engine), nats-server
 //
@@ -106,13 +107,12 @@ const SPACED = WORDS.map((w) => " " + w);
 const FRONT = `
 import uWS from "uWebSockets.js";
 import { connect } from "@nats-io/transport-node";
-import { readVarint, varintEnd } from "./dist/lib/bytes.js";
+import { readRunnerEventBatch } from "./dist/modules/inference/event-batch-reader.js";
 ${TICKER}
+${SIM_WORDS}
 const [port, tokens, intervalMs, firstMs, natsUrl, mode] = process.argv.slice(1);
 const T = Number(tokens);
 const relay = mode === "relay";
-const WORDS = "the river runs past old mills and quiet towns where children play by the water".split(" ");
-const SPACED = WORDS.map((w) => " " + w);
 const SUFFIX = '"},"logprobs":null,"finish_reason":null}]}\\n\\n';
 const CONTENT_SUFFIX = '},"logprobs":null,"finish_reason":null}]}\\n\\n';
 const streams = new Map();
@@ -135,50 +135,24 @@ const token = (id) => {
   s.sent++;
   return deliver(id, s, s.prefix + word + SUFFIX);
 };
-/** One RunnerEvent in bytes[at, end): request_id (1), seq (2), runner_id (3), delta (4: text 2, tokens 4). */
-const relayEvent = (bytes, at, end) => {
-  let requestId = "";
-  let seq = 0;
-  let text = "";
-  while (at < end) {
-    const tag = bytes[at++];
-    const value = readVarint(bytes, at, end);
-    at = varintEnd;
-    if (tag === 0x0a) requestId = bytes.toString("utf8", at, (at += value));
-    else if (tag === 0x10) seq = value;
-    else if (tag === 0x1a) at += value; // the runner id: what a failed-over request would check
-    else if (tag === 0x22) {
-      const deltaEnd = at + value;
-      while (at < deltaEnd) {
-        const field = bytes[at++];
-        const n = readVarint(bytes, at, deltaEnd);
-        at = varintEnd;
-        if (field === 0x12) text = bytes.toString("utf8", at, (at += n));
-        else if ((field & 7) === 2) at += n;
-      }
-    } else if ((tag & 7) === 2) at += value;
-  }
-  const s = streams.get(requestId);
-  if (!s) return;
-  if (s.aborted) { streams.delete(requestId); return; }
-  if (seq !== s.sent + 1) gaps++;
-  s.sent = seq;
-  deliver(requestId, s, s.contentPrefix + JSON.stringify(text) + CONTENT_SUFFIX);
+/** Where the gateway's batch reader hands the relay's events: each text delta to its stream, by request id. */
+const relaySink = {
+  delta(requestId, seq, _runnerId, delta) {
+    const s = streams.get(requestId);
+    if (!s) return;
+    if (s.aborted) { streams.delete(requestId); return; }
+    if (seq !== s.sent + 1) gaps++;
+    s.sent = seq;
+    deliver(requestId, s, s.contentPrefix + JSON.stringify(delta.text) + CONTENT_SUFFIX);
+  },
+  // The relay's producer sends text deltas only: anything else is counted as out of sequence.
+  event() { gaps++; },
 };
 const nc = natsUrl ? await connect({ servers: natsUrl }) : undefined;
 const local = nc ? undefined : ticker(Number(intervalMs), token);
 if (nc) nc.subscribe("floor.due", { callback: (err, msg) => {
   if (err) return;
-  if (relay) {
-    // A RunnerEventBatch: field 1 (events), repeated.
-    const bytes = Buffer.from(msg.data.buffer, msg.data.byteOffset, msg.data.length);
-    for (let at = 0, end = bytes.length; at < end; ) {
-      const length = readVarint(bytes, at + 1, end);
-      at = varintEnd;
-      relayEvent(bytes, at, (at += length));
-    }
-    return;
-  }
+  if (relay) return readRunnerEventBatch(msg.data, relaySink);
   const ids = new Uint32Array(msg.data.buffer.slice(msg.data.byteOffset, msg.data.byteOffset + msg.data.length));
   for (const id of ids) token(id);
 } });
@@ -239,85 +213,34 @@ process.stdout.write("ready\\n");
 `;
 
 /**
- * The runner's floor for relay: the same timing, and each due token is a RunnerEvent in the
- * runner's bytes (runners/reply-publisher.ts): the request's constant fields (request id, runner
- * id) encoded once per stream, then seq and a TokenDelta of the word with tokens 1. Each event is
- * kept for a resend as the runner keeps it (runners/sent-events.ts: length-prefixed, one buffer
- * per stream), and framed as an element of field 1 of the millisecond's one message, as the
- * runner's outbox packs a step's events for a gateway (lib/nats/outbox.ts).
+ * The runner's floor for relay: the same timing, and each due token goes out through the runner's
+ * own reply path (runners/reply-publisher.ts: the event encoded in the runner's bytes and kept for
+ * a resend; lib/nats/outbox.ts: a turn's events for a gateway packed into one message).
  */
 const RELAY_PRODUCER = `
 import { connect } from "@nats-io/transport-node";
-import { copyBytes, varintSize, writeVarint } from "./dist/lib/bytes.js";
+import { createLogger } from "./dist/lib/log.js";
+import { Outbox } from "./dist/lib/nats/outbox.js";
+import { ReplyPublisher } from "./dist/runners/reply-publisher.js";
 ${TICKER}
 ${SIM_WORDS}
 const [natsUrl, tokens, intervalMs, firstMs] = process.argv.slice(1);
 const T = Number(tokens);
 const nc = await connect({ servers: natsUrl });
+const outbox = new Outbox(nc);
+const log = createLogger("relay-floor");
 // As long as a runner's id (r and 12 characters).
-const RUNNER_ID = new TextEncoder().encode("rRelayFloor01");
-let pack = new Uint8Array(64 * 1024);
-let length = 0;
+const RUNNER_ID = "rRelayFloor01";
 let started = 0;
 const t = ticker(Number(intervalMs), (s) => {
-  // The sim words are ASCII: a character is a byte.
-  const text = s.seq === 0 ? WORDS[s.word] : SPACED[s.word];
-  s.word = s.word + 1 === WORDS.length ? 0 : s.word + 1;
-  const seq = ++s.seq;
-  const deltaLength = 1 + varintSize(text.length) + text.length + 2;
-  const restLength = 1 + varintSize(seq) + 1 + varintSize(deltaLength) + deltaLength;
-  const eventLength = s.head.length + restLength;
-  if (length + 6 + eventLength > pack.length) {
-    const grown = new Uint8Array(2 * pack.length + eventLength);
-    grown.set(pack.subarray(0, length));
-    pack = grown;
-  }
-  const out = pack;
-  let at = length;
-  out[at++] = 0x0a; // RunnerEventBatch.events (1)
-  at = writeVarint(out, at, eventLength);
-  copyBytes(out, at, s.head, s.head.length);
-  at += s.head.length;
-  const rest = at;
-  out[at++] = 0x10; // seq (2)
-  at = writeVarint(out, at, seq);
-  out[at++] = 0x22; // delta (4)
-  at = writeVarint(out, at, deltaLength);
-  out[at++] = 0x12; // TokenDelta.text (2)
-  at = writeVarint(out, at, text.length);
-  for (let i = 0; i < text.length; i++) out[at++] = text.charCodeAt(i);
-  out[at++] = 0x20; // TokenDelta.tokens (4)
-  out[at++] = 1;
-  length = at;
-  // Kept for a resend: the event after the head, prefixed by its length.
-  if (s.keptLength + 5 + restLength > s.kept.length) {
-    const grown = new Uint8Array(2 * s.kept.length + restLength);
-    grown.set(s.kept.subarray(0, s.keptLength));
-    s.kept = grown;
-  }
-  const kept = s.kept;
-  let to = writeVarint(kept, s.keptLength, restLength);
-  for (let i = rest; i < at; i++) kept[to++] = out[i];
-  s.keptLength = to;
-  return seq < T;
-}, () => {
-  if (length === 0) return;
-  // A copy: the connection holds what it is given until its next flush, and the buffer is reused.
-  nc.publish("floor.due", pack.slice(0, length));
-  length = 0;
+  s.publisher.delta(0, s.sent === 0 ? WORDS[s.word] : SPACED[s.word], 1);
+  s.word = (s.word + 1) % WORDS.length;
+  return ++s.sent < T;
 });
 nc.subscribe("floor.start", { callback: (err, msg) => {
   if (err) return;
-  // The head: request_id (1) and runner_id (3), as RunnerEvent.encode writes them.
-  const id = msg.data;
-  const head = new Uint8Array(2 + id.length + 2 + RUNNER_ID.length);
-  head[0] = 0x0a;
-  head[1] = id.length;
-  head.set(id, 2);
-  head[2 + id.length] = 0x1a;
-  head[3 + id.length] = RUNNER_ID.length;
-  head.set(RUNNER_ID, 4 + id.length);
-  t.start({ head, seq: 0, word: started++ % WORDS.length, kept: new Uint8Array(4 * 1024), keptLength: 0 }, Number(firstMs));
+  const publisher = new ReplyPublisher(outbox, "", msg.string(), RUNNER_ID, log, undefined, false, "floor.due");
+  t.start({ publisher, sent: 0, word: started++ % WORDS.length }, Number(firstMs));
 } });
 await nc.flush();
 process.stdout.write("ready\\n");
@@ -464,9 +387,9 @@ async function main(): Promise<void> {
       `gaps in the steady state (from 1 s after the last stream started until 1 s before the first one ended). ${rounds} rounds, alternating order; medians over rounds. ` +
       "uws: a bare uWebSockets.js server timing the tokens itself, one corked write per token of a chunk of the gateway's shape. " +
       "uws+nats: the same front; a second process times the tokens and publishes each millisecond's due stream ids as one NATS message. " +
-      "relay: the same two processes doing a relay's per-token work: the second process encodes each due token as the runner's RunnerEvent " +
-      "(request id and runner id encoded once per stream, then seq and a text delta of a sim-engine word), keeps it for a resend and packs " +
-      "the millisecond's events into one NATS message; the front reads each event, finds its stream by request id, checks its seq and writes " +
+      "relay: the same two processes doing a relay's per-token work with the stack's wire code: the second process sends each due token " +
+      "(a sim-engine word) through the runner's ReplyPublisher and Outbox (encoded, kept for a resend, a turn's events packed into one NATS message); " +
+      "the front reads the batch with the gateway's reader, finds each event's stream by request id, checks its seq and writes " +
       "the text, JSON-escaped, in a chunk of the gateway's shape (a level passes only if no event came out of sequence). " +
       "stack: sim-streams' stack (gateway, actor host, runner with the sim engine, nats-server). " +
       "Front is the uWS server or the gateway, producer the token-timing process or the runner. The load generator is this process in every configuration.",
